@@ -1,0 +1,58 @@
+"""The layers of ../shared/DESIGN.md, enforced: each package imports only what it may."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+STDLIB = set(sys.stdlib_module_names) | {"__future__"}
+
+# package folder -> top-level third-party modules and tracker modules it may import
+ALLOWED = {
+    "tracker/metrics": ({"numpy"}, {"tracker.metrics"}),
+    "tracker/stats": ({"numpy", "scipy"}, {"tracker.stats"}),
+    "tracker/store": ({"sqlalchemy", "alembic"},
+                      {"tracker.store", "tracker.config", "tracker.errors"}),
+    "tracker/ingest": ({"numpy", "pandas", "pyarrow", "sqlalchemy"},
+                       {"tracker.ingest", "tracker.store", "tracker.config", "tracker.errors"}),
+    "migrations/versions": ({"alembic", "sqlalchemy"}, set()),
+}
+
+
+def _imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    return names
+
+
+def _cases():
+    for folder, (third_party, own) in ALLOWED.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            yield pytest.param(path, third_party, own, id=str(path.relative_to(ROOT)))
+
+
+@pytest.mark.parametrize(("path", "third_party", "own"), list(_cases()))
+def test_module_imports_only_what_its_layer_may(path: Path, third_party: set, own: set):
+    wrong = []
+    for name in _imports(path):
+        top = name.split(".")[0]
+        if top in STDLIB or top in third_party:
+            continue
+        if top == "tracker" and any(name == o or name.startswith(o + ".") for o in own):
+            continue
+        wrong.append(name)
+    assert not wrong, f"{path.relative_to(ROOT)} imports {wrong}, outside its layer"
+
+
+def test_the_contract_covers_the_code():
+    covered = sum(1 for _ in _cases())
+    assert covered >= 10

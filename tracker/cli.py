@@ -1,0 +1,302 @@
+"""The ``tracker`` command: parse, call one library function, print.
+
+Heavy imports (alembic, pandas) happen inside the commands that need them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import click
+
+from tracker.config import Settings
+from tracker.errors import TrackerError
+
+
+def _settings() -> Settings:
+    return Settings.from_env()
+
+
+def _engine():
+    from tracker.store.db import create_engine
+
+    settings = _settings()
+    return create_engine(settings.database_url, settings), settings
+
+
+def _where(engine) -> str:
+    return engine.url.render_as_string(hide_password=True)
+
+
+class _Group(click.Group):
+    """Turns tracker's own errors into one clear line and exit code 1."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except TrackerError as error:
+            click.echo(f"error: {error}", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tracker")
+def main() -> None:
+    """Online A/B experiment tracker for recommender systems.
+
+    The database is TRACKER_DATABASE_URL (default: the SQLite file ./tracker.db).
+    """
+
+
+@main.command("config")
+def config_cmd() -> None:
+    """Show every TRACKER_* setting, its current value and what it does."""
+    settings = _settings()
+    for env, default, doc in Settings.describe():
+        field = next(name for name, var in _vars() if var == env)
+        click.echo(f"{env}={getattr(settings, field)}  (default {default})\n    {doc}")
+
+
+def _vars():
+    import dataclasses
+
+    return [(f.name, f.metadata["var"].env) for f in dataclasses.fields(Settings)]
+
+
+# ----------------------------------------------------------------------------- db
+@main.group()
+def db() -> None:
+    """Create and migrate the database schema (Alembic)."""
+
+
+@db.command()
+@click.option("--revision", default="head", show_default=True, help="Target revision.")
+def upgrade(revision: str) -> None:
+    """Create the schema, or migrate it up to REVISION."""
+    from tracker.store import schema
+
+    engine, _ = _engine()
+    before = schema.current(engine)
+    after = schema.upgrade(engine, revision)
+    click.echo(f"{_where(engine)}: schema {before or 'empty'} -> {after}")
+
+
+@db.command()
+@click.option("--revision", default="-1", show_default=True,
+              help="Target revision ('-1' = one step down, 'base' = drop everything).")
+def downgrade(revision: str) -> None:
+    """Migrate the schema down (data in dropped tables is lost)."""
+    from tracker.store import schema
+
+    engine, _ = _engine()
+    before = schema.current(engine)
+    after = schema.downgrade(engine, revision)
+    click.echo(f"{_where(engine)}: schema {before or 'empty'} -> {after or 'empty'}")
+
+
+@db.command()
+def current() -> None:
+    """Print the schema revision of the database and the one this tracker needs."""
+    from tracker.store import schema
+
+    engine, _ = _engine()
+    revision = schema.current(engine)
+    head = schema.head()
+    state = "up to date" if revision == head else "run `tracker db upgrade`"
+    click.echo(f"{_where(engine)}: {revision or 'no schema'} (head {head}: {state})")
+
+
+# ----------------------------------------------------------------------------- experiments
+@main.group()
+def experiments() -> None:
+    """Register and inspect experiments."""
+
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+
+
+def _duration(text: str) -> timedelta:
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise click.BadParameter(f"{text!r}: expected a number with a unit, e.g. 30m, 24h, 7d")
+    unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match.group(2)]
+    return timedelta(**{unit: float(match.group(1))})
+
+
+def _pairs(values: tuple[str, ...], what: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for value in values:
+        name, sep, number = value.partition("=")
+        try:
+            out[name] = float(number) if sep else 1.0
+        except ValueError:
+            raise click.BadParameter(f"{value!r}: expected {what}=NUMBER") from None
+    return out
+
+
+@experiments.command("create")
+@click.argument("key")
+@click.option("--arm", "arms", multiple=True, required=True,
+              help="ARM=WEIGHT (repeat for each arm; the weight defaults to 1).")
+@click.option("--control", help="The control arm (default: the first --arm).")
+@click.option("--window", default="24h", show_default=True,
+              help="Attribution window: 30m, 24h, 7d, ...")
+@click.option("--relevance", "relevance", multiple=True,
+              help="EVENT=GRADE (repeat); without it every event is grade 1.")
+@click.option("--unknown-events", type=click.Choice(["reject", "zero"]), default="reject",
+              show_default=True, help="Event types missing from --relevance: reject or grade 0.")
+@click.option("--name", help="Display name (default: the key).")
+@click.option("--description", default="")
+@click.option("--timezone", default="UTC", show_default=True,
+              help="IANA time zone of the reporting days.")
+@click.option("--cutoffs", default="5,10,20", show_default=True, help="k values reported.")
+@click.option("--status", type=click.Choice(["draft", "running", "stopped", "archived"]),
+              default="running", show_default=True)
+@click.option("--exist-ok", is_flag=True,
+              help="Succeed without changes when KEY already exists (for scripts).")
+def experiments_create(key, arms, control, window, relevance, unknown_events, name,
+                       description, timezone, cutoffs, status, exist_ok) -> None:
+    """Register experiment KEY with its arms."""
+    from tracker.errors import AlreadyExists
+    from tracker.sdk import Tracker
+
+    try:
+        cutoff_list = [int(k) for k in cutoffs.split(",") if k.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{cutoffs!r}: expected whole numbers like 5,10,20") from None
+    with Tracker() as t:
+        try:
+            created = t.create_experiment(
+                key, _pairs(arms, "ARM"), control=control, attribution_window=_duration(window),
+                relevance=_pairs(relevance, "EVENT") or None, name=name,
+                description=description, timezone=timezone, cutoffs=cutoff_list,
+                unknown_events=unknown_events, status=status)
+        except AlreadyExists:
+            if not exist_ok:
+                raise
+            click.echo(f"experiment {key!r} already exists; left unchanged")
+            return
+    click.echo(f"created experiment {created.key!r} with arms "
+               f"{', '.join(a.key for a in created.arms)} (control {created.control!r})")
+
+
+@experiments.command("list")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+              show_default=True)
+def experiments_list(fmt: str) -> None:
+    """List every experiment."""
+    from tracker.sdk import Tracker
+
+    with Tracker() as t:
+        found = t.experiments()
+    if fmt == "json":
+        click.echo(json.dumps([e.to_dict() for e in found], indent=2))
+        return
+    if not found:
+        click.echo("no experiments yet: create one with `tracker experiments create`")
+        return
+    rows = [("KEY", "STATUS", "ARMS", "CONTROL", "WINDOW", "CREATED")]
+    rows += [(e.key, e.status, ",".join(a.key for a in e.arms), e.control,
+              str(e.attribution_window), e.created_at.strftime("%Y-%m-%d %H:%M")) for e in found]
+    _table(rows)
+
+
+@experiments.command("show")
+@click.argument("key")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+              show_default=True)
+def experiments_show(key: str, fmt: str) -> None:
+    """Show one experiment's settings."""
+    from tracker.sdk import Tracker
+
+    with Tracker() as t:
+        found = t.experiment(key)
+    data = found.to_dict()
+    if fmt == "json":
+        click.echo(json.dumps(data, indent=2))
+        return
+    total = sum(a.weight for a in found.arms)
+    for name, value in data.items():
+        if name == "arms":
+            value = ", ".join(f"{a.key} ({a.weight / total:.1%})" for a in found.arms)
+        elif isinstance(value, dict):
+            value = ", ".join(f"{k}={v:g}" for k, v in value.items())
+        elif isinstance(value, list):
+            value = ", ".join(map(str, value))
+        click.echo(f"{name:>28}: {value}")
+
+
+def _table(rows: list[tuple]) -> None:
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        click.echo("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+
+# ----------------------------------------------------------------------------- import
+@main.group("import")
+def import_() -> None:
+    """Backfill impressions or interactions from CSV, JSON Lines or Parquet files."""
+
+
+def _import(kind: str, path: Path, fmt: str | None, show_rejected: int, as_json: bool) -> None:
+    from tracker.ingest.frames import count_records, detect_format, file_records
+    from tracker.sdk import Tracker
+
+    try:
+        fmt = detect_format(path, fmt)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    with Tracker() as t:
+        log = t.log_impressions if kind == "impressions" else t.log_interactions
+        with click.progressbar(length=count_records(path, fmt), label=f"importing {kind}",
+                               file=sys.stderr) as bar:
+            result = log(file_records(path, fmt), progress=bar.update)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        click.echo(result.summary())
+        for rejection in result.rejected[:show_rejected]:
+            click.echo(f"  rejected {rejection}")
+        if len(result.rejected) > show_rejected:
+            click.echo(f"  ... and {len(result.rejected) - show_rejected} more rejected "
+                       "(--show-rejected N or --json for all)")
+        if result.conflict_ids:
+            click.echo(f"  conflicts (already stored with a different payload, kept): "
+                       f"{', '.join(result.conflict_ids[:10])}")
+    if result.rejected or result.conflict_ids:
+        sys.exit(2)
+
+
+_IMPORT_HELP = """Import {kind} from FILE (.csv, .jsonl, .parquet).
+
+Fields as in Tracker.log_{one}: {fields}. In CSV, list columns hold a JSON array or ids
+separated by '|'. Exits 2 when any record was rejected or conflicted (the valid ones are stored).
+"""
+
+
+def _import_command(kind: str, one: str, fields: str):
+    @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+    @click.option("--format", "fmt", type=click.Choice(["csv", "jsonl", "parquet"]),
+                  help="File format (default: from the extension).")
+    @click.option("--show-rejected", default=20, show_default=True,
+                  help="How many rejected records to print.")
+    @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+    def command(file: Path, fmt: str | None, show_rejected: int, as_json: bool) -> None:
+        _import(kind, file, fmt, show_rejected, as_json)
+
+    command.__doc__ = _IMPORT_HELP.format(kind=kind, one=one, fields=fields)
+    return import_.command(kind)(command)
+
+
+_import_command("impressions", "impression", "impression_id, experiment, arm, user_id, items, "
+                "served_at, and optionally scores, baseline_items, context")
+_import_command("interactions", "interaction", "event_id, user_id, item_id, event, "
+                "occurred_at, and optionally value, impression_id")
+
+
+if __name__ == "__main__":
+    main()

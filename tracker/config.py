@@ -1,0 +1,167 @@
+"""Typed configuration: every ``TRACKER_*`` environment variable is declared here, once.
+
+Each setting has a type, a default and a line of documentation; ``tracker config`` prints
+them. A bad value raises :class:`~tracker.errors.ConfigError` naming the variable and the
+expected form.
+
+>>> s = Settings.from_env({"TRACKER_MAX_ITEMS": "50"})
+>>> s.max_items
+50
+>>> Settings.from_env({"TRACKER_MAX_ITEMS": "many"})
+Traceback (most recent call last):
+...
+tracker.errors.ConfigError: TRACKER_MAX_ITEMS='many': expected a whole number >= 1
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracker.errors import ConfigError
+
+DEFAULT_SQLITE_FILE = "tracker.db"
+
+
+def _positive_int(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError("a whole number >= 1")
+    return value
+
+
+def _non_negative_float(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise ValueError("a finite number >= 0")
+    return value
+
+
+def _database_url(raw: str) -> str:
+    return normalize_database_url(raw)
+
+
+def normalize_database_url(raw: str) -> str:
+    """Check a database URL and give it the driver tracker uses.
+
+    ``postgresql://`` and ``postgres://`` get the psycopg 3 driver; a relative SQLite path
+    stays relative to the working directory.
+
+    >>> normalize_database_url("postgres://u@h:5432/db")
+    'postgresql+psycopg://u@h:5432/db'
+    >>> normalize_database_url("mysql://x")
+    Traceback (most recent call last):
+    ...
+    ValueError: sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB
+    """
+    expected = "sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB"
+    raw = raw.strip()
+    scheme, sep, rest = raw.partition("://")
+    if not sep or not rest:
+        raise ValueError(expected)
+    if scheme in ("postgres", "postgresql", "postgresql+psycopg"):
+        return "postgresql+psycopg://" + rest
+    if scheme in ("sqlite", "sqlite+pysqlite"):
+        return "sqlite://" + rest
+    raise ValueError(expected)
+
+
+@dataclass(frozen=True)
+class _Var:
+    env: str
+    parse: Callable[[str], Any]
+    doc: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    """All settings, with their defaults. Build from the environment with :meth:`from_env`."""
+
+    database_url: str = field(
+        default=f"sqlite:///{DEFAULT_SQLITE_FILE}",
+        metadata={"var": _Var("TRACKER_DATABASE_URL", _database_url,
+                              "database to use; default: the SQLite file ./tracker.db")},
+    )
+    max_items: int = field(
+        default=1000,
+        metadata={"var": _Var("TRACKER_MAX_ITEMS", _positive_int,
+                              "most items one served list may hold")},
+    )
+    max_id_length: int = field(
+        default=256,
+        metadata={"var": _Var("TRACKER_MAX_ID_LENGTH", _positive_int,
+                              "longest id (impression, event, user, item), at most 256")},
+    )
+    max_future_seconds: float = field(
+        default=300.0,
+        metadata={"var": _Var("TRACKER_MAX_FUTURE_SECONDS", _non_negative_float,
+                              "how far past the server clock an event time may lie")},
+    )
+    sqlite_busy_timeout_ms: int = field(
+        default=30_000,
+        metadata={"var": _Var("TRACKER_SQLITE_BUSY_TIMEOUT_MS", _positive_int,
+                              "how long a SQLite writer waits for another one before failing")},
+    )
+    batch_size: int = field(
+        default=10_000,
+        metadata={"var": _Var("TRACKER_BATCH_SIZE", _positive_int,
+                              "records written per transaction by the bulk paths")},
+    )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read every declared variable from ``environ`` (default ``os.environ``)."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            var: _Var = f.metadata["var"]
+            raw = environ.get(var.env)
+            if raw is None or raw == "":
+                continue
+            try:
+                values[f.name] = var.parse(raw)
+            except ValueError as exc:
+                raise ConfigError(f"{var.env}={raw!r}: expected {exc}") from None
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with some settings changed (values are checked like the environment's)."""
+        checked = {}
+        for name, value in changes.items():
+            f = next((f for f in dataclasses.fields(self) if f.name == name), None)
+            if f is None:
+                raise ConfigError(f"unknown setting {name!r}")
+            var: _Var = f.metadata["var"]
+            try:
+                checked[name] = var.parse(str(value))
+            except ValueError as exc:
+                raise ConfigError(f"{name}={value!r}: expected {exc}") from None
+        return dataclasses.replace(self, **checked)
+
+    @classmethod
+    def describe(cls) -> list[tuple[str, str, str]]:
+        """(variable, default, doc) for every setting, for ``tracker config``."""
+        return [
+            (f.metadata["var"].env, str(f.default), f.metadata["var"].doc)
+            for f in dataclasses.fields(cls)
+        ]
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL, or None for another database or an in-memory one."""
+    if not url.startswith("sqlite://"):
+        return None
+    path = url[len("sqlite:///"):]
+    if path in ("", ":memory:"):
+        return None
+    return Path(path)

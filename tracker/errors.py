@@ -1,0 +1,67 @@
+"""The project's own exceptions: every public failure is one of these.
+
+Callers catch :class:`TrackerError` for "anything tracker refused or could not do";
+the subclasses say which kind, and the message says what was wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+
+class TrackerError(Exception):
+    """Base class of every error tracker raises on purpose."""
+
+
+class ConfigError(TrackerError, ValueError):
+    """A ``TRACKER_*`` setting (or an argument standing in for one) has a bad value."""
+
+
+class ValidationError(TrackerError, ValueError):
+    """Input was rejected; nothing of it was stored.
+
+    ``field`` names the offending field when there is one, ``reason`` is the bare reason.
+    """
+
+    def __init__(self, reason: str, *, field: str | None = None, record_id: str | None = None):
+        self.reason = reason
+        self.field = field
+        self.record_id = record_id
+        where = f"{field}: " if field else ""
+        who = f" (id {record_id!r})" if record_id else ""
+        super().__init__(f"{where}{reason}{who}")
+
+
+class NotFound(TrackerError, LookupError):
+    """A named experiment, arm or object does not exist."""
+
+
+class AlreadyExists(TrackerError):
+    """Creating something whose key is already taken."""
+
+
+class ConflictError(TrackerError):
+    """The same client id was sent again with a different payload; the stored one is kept."""
+
+    def __init__(self, kind: str, ids: list[str]):
+        self.kind = kind
+        self.ids = list(ids)
+        shown = ", ".join(repr(i) for i in self.ids[:5]) + (" ..." if len(self.ids) > 5 else "")
+        super().__init__(
+            f"{len(self.ids)} {kind} id(s) already stored with a different payload: {shown}; "
+            "the stored version was kept (send a new id for a different event)"
+        )
+
+
+class StoreError(TrackerError):
+    """The database refused an operation (constraint, SQL error, ...)."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached (down, wrong address, locked for too long)."""
+
+
+class SchemaOutdated(StoreError):
+    """The database schema is missing or behind this version of tracker."""
+
+
+class Busy(TrackerError):
+    """Another process holds the lock this operation needs (e.g. a rollup already running)."""

@@ -1,0 +1,155 @@
+"""The in-process logging API: ``Tracker``.
+
+>>> from tracker import Tracker                                    # doctest: +SKIP
+>>> t = Tracker()                     # TRACKER_DATABASE_URL or ./tracker.db  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from tracker.config import Settings, normalize_database_url
+from tracker.errors import ConfigError, ConflictError, ValidationError
+from tracker.ingest import write
+from tracker.ingest.frames import frame_records
+from tracker.ingest.result import IngestResult
+from tracker.ingest.validate import experiment_fields
+from tracker.store import experiments as registry
+from tracker.store.db import create_engine, require_current_schema, transaction
+from tracker.store.experiments import ExperimentInfo
+
+
+class Tracker:
+    """Log experiments, served lists and interactions to the tracker database.
+
+    ``Tracker()`` uses ``TRACKER_DATABASE_URL`` (default: SQLite ``./tracker.db``);
+    ``Tracker(url)`` another database. The database must be at the current schema
+    (``tracker db upgrade``), otherwise :class:`~tracker.errors.SchemaOutdated` is raised.
+    """
+
+    def __init__(self, url: str | None = None, *, settings: Settings | None = None,
+                 check_schema: bool = True):
+        self.settings = settings or Settings.from_env()
+        if url is not None:
+            try:
+                url = normalize_database_url(url)
+            except ValueError as exc:
+                raise ConfigError(f"database URL {url!r}: expected {exc}") from None
+            self.settings = self.settings.replace(database_url=url)
+        self.engine = create_engine(self.settings.database_url, self.settings)
+        if check_schema:
+            require_current_schema(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Tracker:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ experiments
+    def create_experiment(
+        self, key: str, arms: Mapping[str, float], *, control: str | None = None,
+        attribution_window: timedelta | float = timedelta(hours=24),
+        relevance: Mapping[str, float] | None = None, name: str | None = None,
+        description: str = "", status: str = "running", starts_at: datetime | None = None,
+        ends_at: datetime | None = None, timezone: str = "UTC",
+        cutoffs: Sequence[int] = (5, 10, 20), unknown_events: str = "reject",
+    ) -> ExperimentInfo:
+        """Register an experiment and its arms.
+
+        ``arms`` maps arm keys to traffic weights (any positive numbers; the declared split is
+        weight / total). ``control`` defaults to the first arm. ``relevance`` maps event types
+        to grades (0 = not relevant); None counts every event as grade 1. ``unknown_events``:
+        "reject" event types the mapping lacks, or "zero" to store them with grade 0.
+        """
+        fields = experiment_fields(
+            key=key, arms=arms, control=control, attribution_window=attribution_window,
+            relevance=relevance, name=name, description=description, status=status,
+            starts_at=starts_at, ends_at=ends_at, timezone=timezone, cutoffs=cutoffs,
+            unknown_events=unknown_events, max_items=self.settings.max_items,
+            now_us=write.now_micros())
+        with transaction(self.engine, write=True) as conn:
+            registry.insert_experiment(conn, **fields)
+            return registry.get_experiment(conn, key)
+
+    def experiment(self, key: str) -> ExperimentInfo:
+        with transaction(self.engine) as conn:
+            return registry.get_experiment(conn, key)
+
+    def experiments(self) -> list[ExperimentInfo]:
+        with transaction(self.engine) as conn:
+            return registry.list_experiments(conn)
+
+    # ------------------------------------------------------------------ single events
+    def log_impression(
+        self, *, experiment: str, arm: str, user_id: str, items: Sequence[str],
+        served_at: datetime, scores: Sequence[float] | None = None,
+        impression_id: str | None = None, baseline_items: Sequence[str] | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> IngestResult:
+        """Store one served list. Returns the result (``stored`` or ``duplicates`` is 1).
+
+        Raises :class:`ValidationError` for invalid input (nothing stored) and
+        :class:`ConflictError` when ``impression_id`` is stored with a different payload.
+        Without ``impression_id`` a random one is made (then a retry cannot be recognised).
+        """
+        record = {"experiment": experiment, "arm": arm, "user_id": user_id, "items": items,
+                  "scores": scores, "served_at": served_at, "impression_id": impression_id,
+                  "baseline_items": baseline_items, "context": context}
+        result = write.log_impressions(self.engine, self.settings, [record],
+                                       on_invalid="all_or_nothing", require_id=False)
+        return _single(result, "impression")
+
+    def log_interaction(
+        self, *, user_id: str, item_id: str, event: str, occurred_at: datetime,
+        event_id: str | None = None, impression_id: str | None = None,
+        value: float | None = None,
+    ) -> IngestResult:
+        """Store one interaction; ``impression_id`` attributes it to that impression only."""
+        record = {"user_id": user_id, "item_id": item_id, "event": event,
+                  "occurred_at": occurred_at, "event_id": event_id,
+                  "impression_id": impression_id, "value": value}
+        result = write.log_interactions(self.engine, self.settings, [record],
+                                        on_invalid="all_or_nothing", require_id=False)
+        return _single(result, "interaction")
+
+    # ------------------------------------------------------------------ bulk
+    def log_impressions(self, records: Any, *, on_invalid: str = "skip",
+                        progress: Callable[[int], None] | None = None) -> IngestResult:
+        """Store many impressions: a pandas DataFrame or an iterable of dicts with the fields
+        of :meth:`log_impression` (``impression_id`` required). Invalid records are reported
+        in ``result.rejected`` (and, with ``on_invalid="all_or_nothing"``, nothing is stored).
+        """
+        source, micros = _records(records)
+        return write.log_impressions(self.engine, self.settings, source, on_invalid=on_invalid,
+                                     micros_ok=micros, progress=progress)
+
+    def log_interactions(self, records: Any, *, on_invalid: str = "skip",
+                         progress: Callable[[int], None] | None = None) -> IngestResult:
+        """Store many interactions (DataFrame or iterable of dicts; ``event_id`` required)."""
+        source, micros = _records(records)
+        return write.log_interactions(self.engine, self.settings, source, on_invalid=on_invalid,
+                                      micros_ok=micros, progress=progress)
+
+
+def _records(records: Any) -> tuple[Iterable[Mapping[str, Any]], bool]:
+    if hasattr(records, "columns") and hasattr(records, "to_dict"):
+        return frame_records(records)
+    if isinstance(records, Mapping):
+        raise ValidationError("expected many records (a DataFrame or an iterable of dicts), "
+                              "got one dict: use log_impression / log_interaction for one")
+    return records, False
+
+
+def _single(result: IngestResult, what: str) -> IngestResult:
+    if result.rejected:
+        rejection = result.rejected[0]
+        raise ValidationError(rejection.reason, field=rejection.field, record_id=rejection.id)
+    if result.conflict_ids:
+        raise ConflictError(what, result.conflict_ids)
+    return result

@@ -1,0 +1,130 @@
+"""Experiment registry: create, read and list experiments with their arms.
+
+Functions take a Connection and return frozen dataclasses; ORM rows stay here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from tracker.errors import AlreadyExists, NotFound
+from tracker.store.models import Arm, Experiment
+
+
+@dataclass(frozen=True)
+class ArmInfo:
+    key: str
+    weight: float
+    id: int
+
+
+@dataclass(frozen=True)
+class ExperimentInfo:
+    """An experiment as stored. ``relevance`` maps event types to grades (None: any event is
+    grade 1); ``cutoffs`` are the k values the rollup reports."""
+
+    id: int
+    key: str
+    name: str
+    description: str
+    status: str
+    starts_at: datetime | None
+    ends_at: datetime | None
+    control: str
+    arms: tuple[ArmInfo, ...]
+    attribution_window: timedelta
+    relevance: dict[str, float] | None
+    unknown_events: str
+    timezone: str
+    cutoffs: tuple[int, ...]
+    created_at: datetime
+
+    def arm(self, key: str) -> ArmInfo:
+        for arm in self.arms:
+            if arm.key == key:
+                return arm
+        raise NotFound(f"experiment {self.key!r} has no arm {key!r} "
+                       f"(arms: {', '.join(a.key for a in self.arms)})")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (times as ISO 8601 UTC, the window in seconds)."""
+        return {
+            "key": self.key, "name": self.name, "description": self.description,
+            "status": self.status,
+            "starts_at": self.starts_at.isoformat() if self.starts_at else None,
+            "ends_at": self.ends_at.isoformat() if self.ends_at else None,
+            "control": self.control,
+            "arms": [{"key": a.key, "weight": a.weight} for a in self.arms],
+            "attribution_window_seconds": self.attribution_window.total_seconds(),
+            "relevance": self.relevance, "unknown_events": self.unknown_events,
+            "timezone": self.timezone, "cutoffs": list(self.cutoffs),
+            "created_at": self.created_at.isoformat(),
+        }
+
+
+def insert_experiment(conn: sa.Connection, *, arms: dict[str, float], **fields: Any) -> int:
+    """Store a new experiment and its arms (fields already validated); returns its id."""
+    exists = conn.execute(sa.select(Experiment.id).where(Experiment.key == fields["key"]))
+    if exists.first() is not None:
+        raise AlreadyExists(f"experiment {fields['key']!r} already exists")
+    experiment_id = conn.execute(
+        sa.insert(Experiment).values(**fields).returning(Experiment.id)).scalar_one()
+    conn.execute(sa.insert(Arm), [
+        {"experiment_id": experiment_id, "key": key, "weight": weight}
+        for key, weight in arms.items()
+    ])
+    return experiment_id
+
+
+def _load(conn: sa.Connection, where) -> list[ExperimentInfo]:
+    rows = conn.execute(sa.select(Experiment.__table__).where(where)
+                        .order_by(Experiment.id)).all()
+    if not rows:
+        return []
+    arms_by_experiment: dict[int, list[ArmInfo]] = {}
+    arm_rows = conn.execute(sa.select(Arm.experiment_id, Arm.key, Arm.weight, Arm.id)
+                            .where(Arm.experiment_id.in_([e.id for e in rows]))
+                            .order_by(Arm.id))
+    for experiment_id, key, weight, arm_id in arm_rows:
+        arms_by_experiment.setdefault(experiment_id, []).append(ArmInfo(key, weight, arm_id))
+    return [
+        ExperimentInfo(
+            id=e.id, key=e.key, name=e.name, description=e.description, status=e.status,
+            starts_at=e.starts_at, ends_at=e.ends_at, control=e.control_arm,
+            arms=tuple(arms_by_experiment.get(e.id, ())),
+            attribution_window=timedelta(microseconds=e.attribution_window_us),
+            relevance=dict(e.relevance) if e.relevance is not None else None,
+            unknown_events=e.unknown_events, timezone=e.timezone,
+            cutoffs=tuple(e.cutoffs), created_at=e.created_at,
+        )
+        for e in rows
+    ]
+
+
+def get_experiment(conn: sa.Connection, key: str) -> ExperimentInfo:
+    found = _load(conn, Experiment.key == key)
+    if not found:
+        raise NotFound(f"unknown experiment {key!r} (create it first: "
+                       "`tracker experiments create` or Tracker.create_experiment)")
+    return found[0]
+
+
+def list_experiments(conn: sa.Connection) -> list[ExperimentInfo]:
+    return _load(conn, sa.true())
+
+
+def find_impression_experiments(conn: sa.Connection, impression_keys: list[str]) -> dict[str, int]:
+    """impression key -> experiment id, for the keys that are stored."""
+    from tracker.store.models import Impression
+
+    found: dict[str, int] = {}
+    for start in range(0, len(impression_keys), 5000):
+        part = impression_keys[start:start + 5000]
+        rows = conn.execute(sa.select(Impression.impression_key, Impression.experiment_id)
+                            .where(Impression.impression_key.in_(part)))
+        found.update({k: e for k, e in rows})
+    return found

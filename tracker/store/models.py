@@ -1,0 +1,125 @@
+"""Tables of the raw logs and the experiment registry (SQLAlchemy 2 typed models).
+
+ORM classes hold columns and constraints only; the functions of this package return plain
+dataclasses, never these rows. The schema changes only through ``migrations/`` (a test checks
+that these models and the migrated schema agree).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from tracker.store.types import BIG_ID, ITEM_LIST, JSON_DOC, SCORE_LIST, EpochMicros
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+EXPERIMENT_STATUSES = ("draft", "running", "stopped", "archived")
+UNKNOWN_EVENT_POLICIES = ("reject", "zero")
+KEY_LENGTH = 200  # experiment and arm keys
+ID_LENGTH = 256  # client ids: impression, event, user, item (config may lower the limit)
+
+
+class Base(DeclarativeBase):
+    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Experiment(Base):
+    __tablename__ = "experiment"
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(sa.String(KEY_LENGTH), unique=True)
+    name: Mapped[str] = mapped_column(sa.String(KEY_LENGTH))
+    description: Mapped[str] = mapped_column(sa.Text, default="")
+    status: Mapped[str] = mapped_column(sa.String(16), default="running")
+    starts_at: Mapped[datetime | None] = mapped_column(EpochMicros)
+    ends_at: Mapped[datetime | None] = mapped_column(EpochMicros)
+    control_arm: Mapped[str] = mapped_column(sa.String(KEY_LENGTH))
+    attribution_window_us: Mapped[int] = mapped_column(sa.BigInteger)
+    relevance: Mapped[dict[str, Any] | None] = mapped_column(JSON_DOC)
+    unknown_events: Mapped[str] = mapped_column(sa.String(16), default="reject")
+    timezone: Mapped[str] = mapped_column(sa.String(64), default="UTC")
+    cutoffs: Mapped[list[int]] = mapped_column(JSON_DOC)
+    created_at: Mapped[datetime] = mapped_column(EpochMicros)
+
+    __table_args__ = (
+        sa.CheckConstraint(_in("status", EXPERIMENT_STATUSES), name="status"),
+        sa.CheckConstraint(_in("unknown_events", UNKNOWN_EVENT_POLICIES), name="unknown_events"),
+        sa.CheckConstraint("attribution_window_us > 0", name="attribution_window_positive"),
+    )
+
+
+class Arm(Base):
+    __tablename__ = "arm"
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(
+        sa.ForeignKey("experiment.id", ondelete="CASCADE")
+    )
+    key: Mapped[str] = mapped_column(sa.String(KEY_LENGTH))
+    weight: Mapped[float] = mapped_column(sa.Double)
+
+    __table_args__ = (
+        sa.UniqueConstraint("experiment_id", "key"),
+        sa.CheckConstraint("weight > 0", name="weight_positive"),
+    )
+
+
+class Impression(Base):
+    """One served recommendation list: who saw which items, in which order, in which arm."""
+
+    __tablename__ = "impression"
+
+    id: Mapped[int] = mapped_column(BIG_ID, primary_key=True)
+    impression_key: Mapped[str] = mapped_column(sa.String(ID_LENGTH), unique=True)
+    # No FOREIGN KEY on these two: ingest checks them against the registry (the only writer),
+    # and per-row FK triggers cut PostgreSQL COPY throughput about 3x (measured, see
+    # benchmarks/README.md). Experiments and arms are never deleted by tracker.
+    experiment_id: Mapped[int] = mapped_column(sa.Integer)
+    arm_id: Mapped[int] = mapped_column(sa.Integer)
+    user_id: Mapped[str] = mapped_column(sa.String(ID_LENGTH))
+    served_at: Mapped[datetime] = mapped_column(EpochMicros)
+    received_at: Mapped[datetime] = mapped_column(EpochMicros)
+    items: Mapped[list[str]] = mapped_column(ITEM_LIST)
+    scores: Mapped[list[float] | None] = mapped_column(SCORE_LIST)
+    baseline_items: Mapped[list[str] | None] = mapped_column(ITEM_LIST)
+    context: Mapped[dict[str, Any] | None] = mapped_column(JSON_DOC)
+
+    __table_args__ = (sa.Index(None, "experiment_id", "served_at"),)
+
+
+class Interaction(Base):
+    """One user event on an item (click, play, save, purchase...)."""
+
+    __tablename__ = "interaction"
+
+    id: Mapped[int] = mapped_column(BIG_ID, primary_key=True)
+    event_key: Mapped[str] = mapped_column(sa.String(ID_LENGTH), unique=True)
+    user_id: Mapped[str] = mapped_column(sa.String(ID_LENGTH))
+    item_id: Mapped[str] = mapped_column(sa.String(ID_LENGTH))
+    event_type: Mapped[str] = mapped_column(sa.String(64))
+    value: Mapped[float | None] = mapped_column(sa.Double)
+    occurred_at: Mapped[datetime] = mapped_column(EpochMicros)
+    received_at: Mapped[datetime] = mapped_column(EpochMicros)
+    impression_key: Mapped[str | None] = mapped_column(sa.String(ID_LENGTH))
+
+    __table_args__ = (
+        sa.Index(None, "user_id", "occurred_at"),
+        sa.Index(None, "impression_key"),
+    )
+
+
+metadata = Base.metadata
