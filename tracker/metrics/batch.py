@@ -1,0 +1,502 @@
+"""The batch kernel every ranking metric shares.
+
+Data path, for any number of lists at once::
+
+    ids (any hashable)  --encoding-->  EncodedLists (integer codes)
+                        --judge-->     Judged (a lists x depth hit/grade matrix)
+                        --kernels-->   one float per list per metric
+
+:class:`EncodedLists` is the low-level entry point: a caller that already holds integer
+item codes (the rollup job, which reads them from the database) builds one directly and
+skips hashing ids. :func:`judge` matches every served item against the relevance
+judgements of its list in one vectorised pass (one sort of int64 keys) and applies the
+conventions every metric relies on:
+
+- only positive grades are relevant; |G| counts the distinct items with a grade > 0;
+- an item repeated within one list is relevant only at its first position;
+- a judgement listed twice for the same (list, item) keeps its largest grade.
+
+The metric kernels (one file per family) are then a few array operations over the
+matrix; nothing loops over lists in Python. :func:`score_blocks` runs the kernels over
+bounded blocks of lists (about a million ranks each): the arrays stay a few MiB, which
+keeps memory flat and the work in cache, and the batching over lists lives only here.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+# Ranks (list positions) per block of lists judged at once.
+BLOCK_RANKS = 1 << 20
+
+
+def check_k(k: object, name: str = "k") -> int:
+    """Return ``k`` as an int, or raise ValueError unless it is an integer >= 1.
+
+    >>> check_k(10)
+    10
+    >>> check_k(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: k must be an integer >= 1 (the number of top-ranked items to score), got 0
+    """
+    if isinstance(k, bool):
+        raise ValueError(f"{name} must be an integer >= 1, got {k!r}")
+    try:
+        value = operator.index(k)  # type: ignore[arg-type]
+    except TypeError:
+        raise ValueError(f"{name} must be an integer >= 1, got {k!r}") from None
+    if value < 1:
+        what = " (the number of top-ranked items to score)" if name == "k" else ""
+        raise ValueError(f"{name} must be an integer >= 1{what}, got {value}")
+    return value
+
+
+def discounts(k: int) -> np.ndarray:
+    """``1 / log2(i + 1)`` for the 1-based ranks ``i = 1..k``."""
+    return 1.0 / np.log2(np.arange(2, k + 2, dtype=np.float64))
+
+
+@dataclass(frozen=True, eq=False)
+class EncodedLists:
+    """Ranked lists and their relevance judgements as integer arrays (no hashing needed).
+
+    This is the entry point for callers that hold integer-coded data, e.g. the rollup
+    job: build one and pass it to :func:`tracker.metrics.evaluate_encoded`.
+
+    Attributes:
+        items: ``(n_lists, width)`` integers. Row ``r`` is list ``r``: the item code at
+            each rank (column 0 = rank 1). Codes are any integers >= 0; ``-1`` pads the
+            row after the list's last item (padding may only trail).
+        truth_row: ``(n_pairs,)`` integers in ``[0, n_lists)``: the list each
+            judgement belongs to (COO layout, any order; e.g. one row per attributed
+            interaction).
+        truth_item: ``(n_pairs,)`` item codes >= 0, same code space as ``items``.
+        truth_grade: ``(n_pairs,)`` finite grades >= 0, or ``None`` for binary relevance
+            (every listed pair has grade 1). Grade 0 means "not relevant": such pairs are
+            ignored. A pair listed twice keeps its largest grade.
+
+    ``lengths`` (derived) is the number of items in each list.
+
+    >>> import numpy as np
+    >>> lists = EncodedLists(
+    ...     items=np.array([[7, 3, 9], [4, -1, -1]]),
+    ...     truth_row=np.array([0, 0, 1]),
+    ...     truth_item=np.array([3, 5, 8]),
+    ... )
+    >>> lists.lengths
+    array([3, 1])
+
+    Ragged data (one flat array of codes plus the list lengths) goes through
+    :meth:`from_flat`.
+    """
+
+    items: np.ndarray
+    truth_row: np.ndarray
+    truth_item: np.ndarray
+    truth_grade: np.ndarray | None = None
+    lengths: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        items = _int_array(self.items, "items")
+        if items.ndim != 2:
+            raise ValueError(
+                f"items must be a 2-D (n_lists, width) array of item codes, got {items.ndim}-D"
+            )
+        if items.size and items.min() < -1:
+            raise ValueError("items: item codes must be >= 0, with -1 only as padding")
+        padding = items < 0
+        if np.any(padding[:, :-1] & ~padding[:, 1:]):
+            row = int(np.flatnonzero(np.any(padding[:, :-1] & ~padding[:, 1:], axis=1))[0])
+            raise ValueError(
+                f"items: row {row} has an item after -1 padding; padding may only follow "
+                "the last item of a list"
+            )
+        n_lists = items.shape[0]
+        truth_row = _int_array(self.truth_row, "truth_row").ravel()
+        truth_item = _int_array(self.truth_item, "truth_item").ravel()
+        if truth_row.shape != truth_item.shape:
+            raise ValueError(
+                f"truth_row and truth_item must have the same length, got {truth_row.size} "
+                f"and {truth_item.size}"
+            )
+        if truth_row.size:
+            if truth_row.min() < 0 or truth_row.max() >= n_lists:
+                raise ValueError(
+                    f"truth_row values must index the lists, i.e. lie in [0, {n_lists})"
+                )
+            if truth_item.min() < 0:
+                raise ValueError("truth_item: item codes must be >= 0")
+        truth_grade = self.truth_grade
+        if truth_grade is not None:
+            truth_grade = check_grades(np.asarray(truth_grade), "truth_grade").ravel()
+            if truth_grade.shape != truth_row.shape:
+                raise ValueError(
+                    f"truth_grade must have one grade per judgement: got {truth_grade.size} "
+                    f"grades for {truth_row.size} pairs"
+                )
+        set_ = object.__setattr__
+        set_(self, "items", items)
+        set_(self, "truth_row", truth_row)
+        set_(self, "truth_item", truth_item)
+        set_(self, "truth_grade", truth_grade)
+        set_(self, "lengths", np.count_nonzero(~padding, axis=1))
+
+    @classmethod
+    def from_flat(
+        cls,
+        item_codes: np.ndarray,
+        lengths: np.ndarray,
+        truth_row: np.ndarray,
+        truth_item: np.ndarray,
+        truth_grade: np.ndarray | None = None,
+        *,
+        depth: int | None = None,
+    ) -> EncodedLists:
+        """Build from ragged lists: ``item_codes`` holds every list back to back.
+
+        ``lengths[r]`` is the length of list ``r``; ``depth`` keeps only the first
+        ``depth`` ranks of each list (metrics @k never read further).
+
+        >>> import numpy as np
+        >>> lists = EncodedLists.from_flat(
+        ...     item_codes=np.array([7, 3, 9, 4]), lengths=np.array([3, 1]),
+        ...     truth_row=np.array([0, 1]), truth_item=np.array([3, 4]),
+        ... )
+        >>> lists.items
+        array([[ 7,  3,  9],
+               [ 4, -1, -1]])
+        """
+        codes = _int_array(item_codes, "item_codes").ravel()
+        lengths = _int_array(lengths, "lengths").ravel()
+        if lengths.size and lengths.min() < 0:
+            raise ValueError("lengths must be >= 0")
+        if int(lengths.sum()) != codes.size:
+            raise ValueError(
+                f"lengths add up to {int(lengths.sum())} but item_codes holds {codes.size} codes"
+            )
+        if codes.size and codes.min() < 0:
+            raise ValueError("item_codes must be >= 0")
+        items = pad(codes, lengths, depth)
+        return cls(items, truth_row, truth_item, truth_grade)
+
+    @classmethod
+    def _trusted(
+        cls,
+        items: np.ndarray,
+        truth_row: np.ndarray,
+        truth_item: np.ndarray,
+        truth_grade: np.ndarray | None,
+        lengths: np.ndarray,
+    ) -> EncodedLists:
+        """Build from arrays already validated (internal: blocks of a validated batch)."""
+        self = object.__new__(cls)
+        for name, value in (
+            ("items", items),
+            ("truth_row", truth_row),
+            ("truth_item", truth_item),
+            ("truth_grade", truth_grade),
+            ("lengths", lengths),
+        ):
+            object.__setattr__(self, name, value)
+        return self
+
+    @property
+    def n_lists(self) -> int:
+        return self.items.shape[0]
+
+    def blocks(self, rows: int) -> Iterator[EncodedLists]:
+        """Consecutive blocks of at most ``rows`` lists (judgements renumbered per block).
+
+        Judgements sorted by ``truth_row`` are sliced as they are; otherwise they are
+        sorted once (stable) first.
+        """
+        row, item, grade = self.truth_row, self.truth_item, self.truth_grade
+        if row.size > 1 and np.any(row[1:] < row[:-1]):
+            order = np.argsort(row, kind="stable")
+            row, item = row[order], item[order]
+            grade = None if grade is None else grade[order]
+        starts = np.arange(0, self.n_lists, rows)
+        bounds = np.searchsorted(row, np.append(starts, self.n_lists))
+        for i, start in enumerate(starts.tolist()):
+            stop = min(start + rows, self.n_lists)
+            lo, hi = bounds[i], bounds[i + 1]
+            yield EncodedLists._trusted(
+                self.items[start:stop],
+                row[lo:hi] - start,
+                item[lo:hi],
+                None if grade is None else grade[lo:hi],
+                self.lengths[start:stop],
+            )
+
+
+def pad(codes: np.ndarray, lengths: np.ndarray, depth: int | None = None) -> np.ndarray:
+    """Lay ragged lists (back to back in ``codes``) into a -1-padded matrix.
+
+    >>> import numpy as np
+    >>> pad(np.array([5, 6, 7, 8]), np.array([1, 3]), depth=2)
+    array([[ 5, -1],
+           [ 6,  7]])
+    """
+    n_lists = lengths.size
+    longest = int(lengths.max()) if n_lists else 0
+    width = longest if depth is None else min(depth, longest)
+    if n_lists and lengths.min() == longest:  # rectangular: a free reshape
+        return codes.reshape(n_lists, longest)[:, :width]
+    starts = np.cumsum(lengths) - lengths
+    column = np.arange(codes.size, dtype=np.int64) - np.repeat(starts, lengths)
+    row = np.repeat(np.arange(n_lists, dtype=np.int64), lengths)
+    keep = column < width
+    items = np.full((n_lists, width), -1, dtype=np.int64)
+    items[row[keep], column[keep]] = codes[keep]
+    return items
+
+
+@dataclass(frozen=True, eq=False)
+class Judged:
+    """Served lists judged against their relevance: what every metric kernel reads.
+
+    Attributes:
+        hit: ``(n_lists, width)`` bool, True where the item at that rank is relevant
+            (a repeated item only at its first position).
+        hit_grade: ``(n_lists, width)`` float grade of each hit (0 elsewhere), or
+            ``None`` for binary relevance.
+        lengths: items served in each list within the judged ranks.
+        n_relevant: |G|, distinct items with a grade > 0, per list.
+        truth_row, truth_grade: the positive judgements sorted by list, one per
+            distinct item (for ideal DCG); ``truth_grade`` is ``None`` when binary.
+        complete: True when ``width`` covers whole lists (no depth cut).
+
+    Quantities several metrics share (hits in the top k, first hit) are computed once
+    per k and cached.
+    """
+
+    hit: np.ndarray
+    hit_grade: np.ndarray | None
+    lengths: np.ndarray
+    n_relevant: np.ndarray
+    truth_row: np.ndarray
+    truth_grade: np.ndarray | None
+    complete: bool
+    _cache: dict[tuple[str, int | None], Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def binary(self) -> bool:
+        return self.truth_grade is None
+
+    @property
+    def n_lists(self) -> int:
+        return self.hit.shape[0]
+
+    def top(self, k: int | None) -> np.ndarray:
+        """The hit matrix cut at rank ``k`` (``None``: everything judged)."""
+        if k is not None and k > self.hit.shape[1] and not self.complete:
+            raise RuntimeError(f"the lists were judged to depth {self.hit.shape[1]}, not {k}")
+        return self.hit if k is None else self.hit[:, :k]
+
+    def hit_count(self, k: int | None) -> np.ndarray:
+        """|R_k ∩ G| per list (int64)."""
+        key = ("hit_count", k)
+        if key not in self._cache:
+            top = self.top(k)
+            self._cache[key] = (self.hit_float[:, : top.shape[1]] @ np.ones(top.shape[1])).astype(
+                np.int64
+            )
+        return self._cache[key]
+
+    def first_hit(self, k: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """(found, 0-based rank of the first hit) within the top k, per list."""
+        key = ("first_hit", k)
+        if key not in self._cache:
+            top = self.top(k)
+            if top.shape[1] == 0:
+                first = np.zeros(self.n_lists, dtype=np.int64)
+            else:
+                first = top.argmax(axis=1)
+            self._cache[key] = (self.hit_count(k) > 0, first)
+        return self._cache[key]
+
+    @cached_property
+    def hit_float(self) -> np.ndarray:
+        """``hit`` as float64 (0.0 / 1.0), for matrix products."""
+        return self.hit.astype(np.float64)
+
+    @property
+    def grades(self) -> np.ndarray:
+        """``(n_lists, width)`` float grade at each rank, 0 where not relevant."""
+        return self.hit_float if self.hit_grade is None else self.hit_grade
+
+
+Kernel = Callable[[Judged], np.ndarray]
+
+
+def block_rows(width: int) -> int:
+    """Lists per block so that a block holds about ``BLOCK_RANKS`` ranks."""
+    return max(64, BLOCK_RANKS // max(width, 1))
+
+
+def score_blocks(
+    blocks: Iterable[EncodedLists],
+    n_lists: int,
+    kernels: Mapping[str, Kernel],
+    depth: int | None,
+) -> dict[str, np.ndarray]:
+    """Judge each block of lists to ``depth`` and run every kernel on it.
+
+    Returns one float64 array of ``n_lists`` values per kernel name; ``blocks`` must
+    cover the lists in order. This is the one loop over lists in the package (over
+    blocks of thousands of lists, not over single lists).
+    """
+    out = {name: np.empty(n_lists, dtype=np.float64) for name in kernels}
+    start = 0
+    for block in blocks:
+        judged = judge(block, depth)
+        stop = start + judged.n_lists
+        for name, kernel in kernels.items():
+            out[name][start:stop] = kernel(judged)
+        start = stop
+    if start != n_lists:
+        raise RuntimeError(f"blocks covered {start} lists, expected {n_lists}")
+    return out
+
+
+def score_encoded(
+    lists: EncodedLists, kernels: Mapping[str, Kernel], depth: int | None
+) -> dict[str, np.ndarray]:
+    """:func:`score_blocks` over an encoded batch cut into blocks."""
+    width = lists.items.shape[1] if depth is None else min(depth, lists.items.shape[1])
+    return score_blocks(lists.blocks(block_rows(width)), lists.n_lists, kernels, depth)
+
+
+def judge(lists: EncodedLists, depth: int | None = None) -> Judged:
+    """Match every served item against its list's judgements, ranks ``1..depth`` only.
+
+    ``depth=None`` judges whole lists. How: each judgement becomes the int64 key
+    ``(row * n_codes + item) << b`` and each served item the key
+    ``(row * n_codes + item) << b | rank`` (rank 1-based, ``b`` bits wide); one sort of
+    all keys puts every served item right after the judgement of the same (list, item),
+    if any, and after its own earlier copies. A served item is a hit exactly when the
+    key before it is that judgement: ``key[i] - key[i-1] == rank``. Everything is
+    vectorised over all lists; its cost is one sort of (served + judged) int64 keys.
+
+    >>> import numpy as np
+    >>> lists = EncodedLists(np.array([[7, 3, 3], [4, -1, -1]]),
+    ...                      truth_row=np.array([0, 1]), truth_item=np.array([3, 8]))
+    >>> judge(lists).hit  # the second 3 is a repeat: not relevant
+    array([[False,  True, False],
+           [False, False, False]])
+    """
+    items = lists.items if depth is None else lists.items[:, :depth]
+    n_lists, width = items.shape
+    row, item, grade = lists.truth_row, lists.truth_item, lists.truth_grade
+    if grade is not None:
+        positive = grade > 0
+        if not positive.all():
+            row, item, grade = row[positive], item[positive], grade[positive]
+        if np.all(grade == 1.0):
+            grade = None  # graded input that is binary in fact: take the cheap path
+    rank_bits = int(width).bit_length()
+    item, items, n_codes = _key_space(item, items, n_lists, 63 - rank_bits)
+    lengths = np.minimum(lists.lengths, width)
+    hit = np.zeros((n_lists, width), dtype=bool)
+
+    truth_keys = row * n_codes + item
+    served_keys = np.arange(n_lists, dtype=np.int64)[:, None] * n_codes + items
+    served_keys <<= rank_bits
+    served_keys |= np.arange(1, width + 1, dtype=np.int64)
+    served_keys = served_keys.ravel()
+    if lengths.size and lengths.min() < width:
+        served_keys = served_keys[(items >= 0).ravel()]
+    keys = np.concatenate((truth_keys << rank_bits, served_keys))
+    keys.sort()
+    step = np.diff(keys)
+    rank = keys[1:] & ((1 << rank_bits) - 1)
+    found = np.flatnonzero((step == rank) & (rank != 0)) + 1
+    hit_keys = keys[found]
+    hit_rows = (hit_keys >> rank_bits) // n_codes
+    hit_cols = (hit_keys & ((1 << rank_bits) - 1)) - 1
+    hit[hit_rows, hit_cols] = True
+
+    hit_grade = None
+    if grade is None:
+        if np.any(step == 0):  # a (list, item) judged twice
+            row = np.unique(truth_keys) // n_codes
+        n_relevant = np.bincount(row, minlength=n_lists)
+    else:
+        order = np.argsort(truth_keys)
+        truth_keys, grade = truth_keys[order], grade[order]
+        if truth_keys.size > 1 and np.any(truth_keys[1:] == truth_keys[:-1]):
+            first = np.flatnonzero(np.r_[True, truth_keys[1:] != truth_keys[:-1]])
+            grade = np.maximum.reduceat(grade, first)  # keep the largest grade
+            truth_keys = truth_keys[first]
+        row = truth_keys // n_codes
+        n_relevant = np.bincount(row, minlength=n_lists)
+        hit_grade = np.zeros((n_lists, width), dtype=np.float64)
+        hit_grade[hit_rows, hit_cols] = grade[np.searchsorted(truth_keys, hit_keys >> rank_bits)]
+    return Judged(
+        hit=hit,
+        hit_grade=hit_grade,
+        lengths=lengths,
+        n_relevant=n_relevant,
+        truth_row=row,
+        truth_grade=grade,
+        complete=width == lists.items.shape[1],
+    )
+
+
+def _key_space(
+    truth_item: np.ndarray, items: np.ndarray, n_lists: int, bits: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Codes such that ``n_lists * n_codes < 2**bits``, and ``n_codes``.
+
+    Codes are kept as they are when they fit; otherwise they are renumbered densely
+    over the judged items (served items nobody judged share one spare code).
+    """
+    n_codes = int(max(truth_item.max(initial=-1), items.max(initial=-1))) + 1
+    if n_lists * n_codes < 2**bits:
+        return truth_item, items, n_codes
+    vocabulary, truth_item = np.unique(truth_item, return_inverse=True)
+    spare = vocabulary.size
+    if n_lists * (spare + 1) >= 2**bits:
+        raise ValueError(
+            f"{n_lists} lists with {spare} distinct judged items are too many for one batch; "
+            "split the lists into smaller batches"
+        )
+    where = np.minimum(np.searchsorted(vocabulary, items), max(spare - 1, 0))
+    known = (items >= 0) & (vocabulary[where] == items) if spare else np.zeros(items.shape, bool)
+    compact = np.where(known, where, spare)
+    compact[items < 0] = -1
+    return truth_item.astype(np.int64, copy=False), compact, spare + 1
+
+
+def check_grades(grades: np.ndarray, name: str) -> np.ndarray:
+    """Grades as float64; ValueError unless every one is finite and >= 0."""
+    try:
+        grades = grades.astype(np.float64, copy=False)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: grades must be numbers >= 0") from None
+    bad = ~(np.isfinite(grades) & (grades >= 0))
+    if bad.any():
+        index = int(np.flatnonzero(bad.ravel())[0])
+        raise ValueError(
+            f"{name}[{index}] = {grades.ravel()[index]!r}: grades must be finite and >= 0 "
+            "(0 = not relevant)"
+        )
+    return grades
+
+
+def _int_array(values: object, name: str) -> np.ndarray:
+    array = np.asarray(values)
+    if array.size == 0 and array.dtype.kind not in "iu":
+        return array.astype(np.int64)
+    if array.dtype.kind not in "iu":
+        raise ValueError(f"{name} must hold integers, got dtype {array.dtype}")
+    if array.dtype.kind == "u" and array.size and array.max() >= 2**63:
+        raise ValueError(f"{name}: codes must be below 2**63")
+    return array.astype(np.int64, copy=False)

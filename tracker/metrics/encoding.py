@@ -1,0 +1,244 @@
+"""From Python lists of item ids (any hashable) to :class:`~tracker.metrics.batch.EncodedLists`.
+
+One pass over the ids, never a loop per list:
+
+- integer ids (Python ints, numpy integers, or a 2-D integer array) are read straight into
+  an int64 array (``np.fromiter``; a non-integer such as ``3.5`` is never truncated, it
+  sends the batch to the general path instead);
+- any other hashable ids (strings, tuples, UUIDs...) get codes from one shared dict in
+  C-level ``map`` (about 0.5 us per id); ids equal in Python (``1 == 1.0``) share a code.
+
+Callers that already hold integer codes skip this module: see ``EncodedLists``.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable, Mapping
+from itertools import chain, count, repeat
+from typing import Any
+
+import numpy as np
+
+from tracker.metrics.batch import EncodedLists, Judged, check_grades, judge, pad
+
+# One stream of ids: a factory (so the stream can be read twice) and its length.
+_Ids = tuple[Callable[[], Iterable[Any]] | np.ndarray, int]
+
+
+def encode(
+    recommended: Any, relevant: Any, *, depth: int | None = None
+) -> EncodedLists:
+    """Encode ranked lists of ids and their relevance for the batch kernel.
+
+    ``recommended[i]`` is the ranked list served to list ``i``; ``relevant[i]`` is either
+    a collection of relevant ids (binary relevance) or a mapping id -> grade (graded,
+    grades >= 0). ``depth`` keeps only the first ``depth`` ranks.
+
+    >>> lists = encode([["a", "b", "c"], ["d"]], [{"b"}, {"d": 2.0, "z": 1.0}])
+    >>> lists.items.shape, lists.truth_grade.tolist()
+    ((2, 3), [1.0, 2.0, 1.0])
+    """
+    recommended = _as_sequence(recommended, "recommended")
+    relevant = _as_sequence(relevant, "relevant")
+    if len(recommended) != len(relevant):
+        raise ValueError(
+            f"recommended has {len(recommended)} lists but relevant has {len(relevant)} "
+            "entries: pass one relevance entry per list, in the same order"
+        )
+    served, served_lengths = _flatten(recommended, "recommended")
+    truth, truth_lengths, grades = _flatten_relevance(relevant)
+    served_codes, truth_codes = factorize([served, truth])
+    truth_row = np.repeat(np.arange(len(recommended), dtype=np.int64), truth_lengths)
+    return EncodedLists.from_flat(
+        served_codes, served_lengths, truth_row, truth_codes, grades, depth=depth
+    )
+
+
+def judge_lists(recommended: Any, relevant: Any, depth: int | None = None) -> Judged:
+    """``judge(encode(...))``: the first step of every per-list metric function."""
+    return judge(encode(recommended, relevant, depth=depth), depth)
+
+
+def encode_against_lists(recommended: Any, baseline: Any, k: int) -> EncodedLists:
+    """Encode ``recommended`` cut at ``k`` with the first ``k`` ids of ``baseline[i]``
+    as the (binary) relevant set of list ``i``."""
+    recommended = _as_sequence(recommended, "recommended")
+    baseline = _as_sequence(baseline, "baseline")
+    if len(recommended) != len(baseline):
+        raise ValueError(
+            f"recommended has {len(recommended)} lists but baseline has {len(baseline)}: "
+            "pass one baseline list per list, in the same order"
+        )
+    served, served_lengths = _flatten(recommended, "recommended")
+    base, base_lengths = _flatten(baseline, "baseline")
+    served_codes, base_codes = factorize([served, base])
+    starts = np.cumsum(base_lengths) - base_lengths
+    rank = np.arange(base_codes.size, dtype=np.int64) - np.repeat(starts, base_lengths)
+    base_row = np.repeat(np.arange(len(baseline), dtype=np.int64), base_lengths)
+    keep = rank < k
+    return EncodedLists.from_flat(
+        served_codes, served_lengths, base_row[keep], base_codes[keep], depth=k
+    )
+
+
+def encode_served(
+    recommended: Any, k: int, others: list[_Ids] | None = None
+) -> tuple[np.ndarray, list[np.ndarray], int]:
+    """Dense codes for the first ``k`` ids of every list (a -1-padded matrix) and for
+    some other streams of ids in the same code space; also the number of codes."""
+    recommended = _as_sequence(recommended, "recommended")
+    served, lengths = _flatten(recommended, "recommended")
+    codes, n_codes = dense_codes([served, *(others or [])])
+    return pad(codes[0], lengths, k), codes[1:], n_codes
+
+
+def ids_of(values: Iterable[Any]) -> _Ids:
+    """A stream of ids from any collection (read into a list once)."""
+    values = list(values)
+    return (lambda: iter(values)), len(values)
+
+
+def factorize(streams: list[_Ids]) -> list[np.ndarray]:
+    """Integer codes >= 0 for several streams of ids, equal ids sharing one code.
+
+    >>> [c.tolist() for c in factorize([(lambda: iter(["x", "y", "x"]), 3),
+    ...                                 (lambda: iter(["y"]), 1)])]
+    [[0, 1, 0], [1]]
+    >>> [c.tolist() for c in factorize([(lambda: iter([-5, 7]), 2)])]
+    [[0, 12]]
+    """
+    integers = [_as_int64(ids, size) for ids, size in streams]
+    if all(codes is not None for codes in integers):
+        return _shift_non_negative(integers)  # type: ignore[arg-type]
+    vocabulary: dict[Any, int] = {}
+    next_code = count()  # codes are first-seen positions: unique, not necessarily dense
+    return [
+        np.fromiter(
+            map(vocabulary.setdefault, _iterate(ids), next_code), dtype=np.int64, count=size
+        )
+        for ids, size in streams
+    ]
+
+
+def dense_codes(streams: list[_Ids]) -> tuple[list[np.ndarray], int]:
+    """Like :func:`factorize` but codes are ``0..n_distinct-1``; returns the count too."""
+    codes = factorize(streams)
+    if not codes:
+        return [], 0
+    sizes = np.cumsum([c.size for c in codes])[:-1]
+    vocabulary, inverse = np.unique(np.concatenate(codes), return_inverse=True)
+    return np.split(inverse.astype(np.int64), sizes), vocabulary.size
+
+
+def _shift_non_negative(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    low = min((int(a.min()) for a in arrays if a.size), default=0)
+    if low >= 0:
+        return arrays
+    high = max(int(a.max()) for a in arrays if a.size)
+    if high - low < 2**62:
+        return [a - low for a in arrays]
+    sizes = np.cumsum([a.size for a in arrays])[:-1]
+    _, inverse = np.unique(np.concatenate(arrays), return_inverse=True)
+    return np.split(inverse.astype(np.int64), sizes)
+
+
+def _as_int64(ids: Callable[[], Iterable[Any]] | np.ndarray, size: int) -> np.ndarray | None:
+    """The ids as int64 if every one is an integer (bools count as 0/1), else None."""
+    if isinstance(ids, np.ndarray):
+        if ids.dtype.kind in "ib" or (ids.dtype.kind == "u" and ids.itemsize < 8):
+            return ids.astype(np.int64, copy=False)
+        if ids.dtype.kind == "u" and (ids.size == 0 or ids.max() < 2**63):
+            return ids.astype(np.int64)
+        return None
+    try:
+        # operator.index refuses 3.5 (fromiter alone would truncate it to 3).
+        return np.fromiter(map(operator.index, ids()), dtype=np.int64, count=size)
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _iterate(ids: Callable[[], Iterable[Any]] | np.ndarray) -> Iterable[Any]:
+    return ids.tolist() if isinstance(ids, np.ndarray) else ids()
+
+
+def _as_sequence(values: Any, name: str) -> Any:
+    if isinstance(values, Mapping):
+        raise ValueError(
+            f"{name} must be a sequence with one entry per list, not a mapping; "
+            f"e.g. [{name}_by_user[u] for u in users]"
+        )
+    if isinstance(values, str | bytes):
+        raise ValueError(f"{name} must be a sequence of lists, not a string")
+    if isinstance(values, np.ndarray):
+        return values
+    return values if hasattr(values, "__len__") else list(values)
+
+
+def _flatten(
+    lists: Any, name: str, kinds: set[type] | None = None
+) -> tuple[_Ids, np.ndarray]:
+    """The ids of all lists back to back, and the length of each list."""
+    if isinstance(lists, np.ndarray) and lists.ndim == 2 and lists.dtype != object:
+        lengths = np.full(lists.shape[0], lists.shape[1], dtype=np.int64)
+        return (lists.reshape(-1), lists.size), lengths
+    _refuse_strings(lists, name, kinds)
+    try:
+        lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    except TypeError:
+        bad = next(i for i, entry in enumerate(lists) if not hasattr(entry, "__len__"))
+        raise ValueError(
+            f"{name}[{bad}] is {lists[bad]!r}: each entry must be a list of item ids"
+        ) from None
+    return (lambda: chain.from_iterable(lists), int(lengths.sum())), lengths
+
+
+def _flatten_relevance(relevant: Any) -> tuple[_Ids, np.ndarray, np.ndarray | None]:
+    """Relevant ids back to back, counts per list, and grades (None if all binary)."""
+    if isinstance(relevant, np.ndarray) and relevant.ndim == 2 and relevant.dtype != object:
+        ids, lengths = _flatten(relevant, "relevant")
+        return ids, lengths, None
+    kinds = set(map(type, relevant))
+    ids, lengths = _flatten(relevant, "relevant", kinds)
+    graded = {kind for kind in kinds if issubclass(kind, Mapping)}
+    if not graded:
+        return ids, lengths, None
+    if graded == kinds:
+        values = chain.from_iterable(map(operator.methodcaller("values"), relevant))
+    else:
+        values = chain.from_iterable(
+            entry.values() if isinstance(entry, Mapping) else repeat(1.0, len(entry))
+            for entry in relevant
+        )
+    total = int(lengths.sum())
+    try:
+        grades = np.fromiter(values, dtype=np.float64, count=total)
+    except (TypeError, ValueError):
+        raise ValueError("relevant: grades must be numbers >= 0 (0 = not relevant)") from None
+    try:
+        check_grades(grades, "grades")
+    except ValueError:
+        _raise_bad_grade(relevant, grades, lengths)
+    return ids, lengths, grades
+
+
+def _raise_bad_grade(relevant: Any, grades: np.ndarray, lengths: np.ndarray) -> None:
+    index = int(np.flatnonzero(~(np.isfinite(grades) & (grades >= 0)))[0])
+    row = int(np.searchsorted(np.cumsum(lengths), index, side="right"))
+    offset = index - int(lengths[:row].sum())
+    item = list(relevant[row])[offset]
+    raise ValueError(
+        f"relevant[{row}] gives item {item!r} the grade {grades[index]!r}; grades must be "
+        "finite and >= 0 (0 = not relevant)"
+    )
+
+
+def _refuse_strings(lists: Any, name: str, kinds: set[type] | None = None) -> None:
+    kinds = set(map(type, lists)) if kinds is None else kinds
+    for kind in kinds:
+        if issubclass(kind, str | bytes) or kind is type(None):
+            bad = next(i for i, entry in enumerate(lists) if type(entry) is kind)
+            raise ValueError(
+                f"{name}[{bad}] is {lists[bad]!r}: each entry must be a collection of item "
+                f"ids (e.g. [{lists[bad]!r}] for a single id, [] for none)"
+            )

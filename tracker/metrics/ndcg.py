@@ -1,0 +1,74 @@
+"""Normalised discounted cumulative gain, linear or exponential gain."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+
+from tracker.metrics.batch import Judged, check_k, discounts
+from tracker.metrics.encoding import judge_lists
+from tracker.metrics.hits import safe_divide
+
+Gain = Literal["linear", "exponential"]
+GAINS: tuple[str, ...] = ("linear", "exponential")
+
+
+def ndcg(recommended: Any, relevant: Any, k: int, gain: Gain = "linear") -> np.ndarray:
+    """DCG of the top k divided by the DCG of the ideal top k.
+
+    Formula: ndcg@k = DCG@k / IDCG@k with DCG@k = Σ_{i<=k} gain(rel_i) / log2(i + 1),
+    rel_i the grade of the item at rank i (0 if not relevant or a repeat).
+    ``gain="linear"`` (default): gain(rel) = rel (Järvelin & Kekäläinen; ranx "ndcg",
+    trec_eval). ``gain="exponential"``: gain(rel) = 2^rel - 1 (Burges et al.; ranx
+    "ndcg_burges", RecBole for graded data). Binary relevance is grade 1, where both agree.
+
+    Convention: IDCG@k is the DCG of the ideal ordering of **all** grades in G (not only
+    the items that were served), cut at k. Some libraries build the ideal list from the
+    served items only, which lets a list that misses the best items still score 1.
+    Edge cases: empty G gives 0 (never NaN); empty list gives 0; k beyond the list
+    scores the whole list against the ideal cut at k; k < 1 raises ValueError.
+
+    Grades [3, 2, 3, 0, 0, 1, 2, 2, 3, 0] at ranks 1..10: DCG@2 = 3 + 2/log2(3) =
+    4.2619, IDCG@2 = 3 + 3/log2(3) = 4.8928.
+
+    >>> grades = [3, 2, 3, 0, 0, 1, 2, 2, 3, 0]
+    >>> served = [list(range(10))]
+    >>> truth = [{item: g for item, g in enumerate(grades)}]
+    >>> ndcg(served, truth, k=2)
+    array([0.87104906])
+    >>> ndcg(served, truth, k=1)
+    array([1.])
+    """
+    k = check_k(k)
+    return ndcg_kernel(judge_lists(recommended, relevant, k), k, gain=gain)
+
+
+def ndcg_kernel(judged: Judged, k: int, *, gain: Gain = "linear") -> np.ndarray:
+    if gain not in GAINS:
+        raise ValueError(f"unknown gain {gain!r}; choose 'linear' or 'exponential'")
+    width = judged.top(k).shape[1]
+    discount = discounts(k)[:width]
+    grades = judged.grades[:, :width]
+    dcg = (grades if judged.binary else _gain(grades, gain)) @ discount
+    return safe_divide(dcg, ideal_dcg(judged, k, gain))
+
+
+def ideal_dcg(judged: Judged, k: int, gain: Gain) -> np.ndarray:
+    """DCG@k of each list's relevant grades sorted best first."""
+    discount = discounts(k)
+    row, grade = judged.truth_row, judged.truth_grade
+    if grade is None:  # binary: gain(1) = 1 for both gains, a prefix sum of discounts
+        prefix = np.concatenate(([0.0], np.cumsum(discount)))
+        return prefix[np.minimum(judged.n_relevant, k)]
+    order = np.lexsort((-grade, row))
+    row, grade = row[order], grade[order]
+    starts = np.cumsum(judged.n_relevant) - judged.n_relevant
+    rank = np.arange(row.size) - starts[row]
+    keep = rank < k
+    weights = _gain(grade[keep], gain) * discount[rank[keep]]
+    return np.bincount(row[keep], weights=weights, minlength=judged.n_lists)
+
+
+def _gain(grades: np.ndarray, gain: Gain) -> np.ndarray:
+    return grades if gain == "linear" else np.exp2(grades) - 1.0
