@@ -1,0 +1,126 @@
+"""Sample-ratio mismatch: chi-square and the sequential Dirichlet-multinomial test."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from tracker.stats import Reason, log_bayes_factor, sequential_srm, srm_test
+
+
+@pytest.mark.parametrize(
+    ("users", "weights"),
+    [
+        pytest.param([5100, 4900], [0.5, 0.5], id="two-arms-even-split"),
+        pytest.param([10_230, 9_770], [1, 1], id="unnormalised-weights"),
+        pytest.param([2_010, 4_100, 3_890], [0.2, 0.4, 0.4], id="three-arms-uneven-split"),
+        pytest.param([90_310, 9_690], [0.9, 0.1], id="ninety-ten-holdout"),
+    ],
+)
+def test_chi_square_matches_scipy_chisquare(users, weights) -> None:
+    r = srm_test(users, weights)
+    w = np.asarray(weights, dtype=float)
+    expected = sps.chisquare(users, f_exp=np.sum(users) * w / w.sum())
+    assert r.statistic == pytest.approx(expected.statistic, rel=1e-12)
+    assert r.p_value == pytest.approx(expected.pvalue, rel=1e-9)
+    assert r.expected_share == pytest.approx(tuple(w / w.sum()))
+    assert r.users == tuple(users) and not r.sequential
+
+
+def test_hand_worked_example() -> None:
+    # E = 5000 each; X^2 = (100^2 + 100^2) / 5000 = 4; P(chi2_1 >= 4) = 0.0455003
+    r = srm_test([5100, 4900], [0.5, 0.5])
+    assert r.statistic == pytest.approx(4.0)
+    assert r.p_value == pytest.approx(0.0455003, rel=1e-5)
+    assert r.max_deviation == pytest.approx(0.02)
+    assert r.flagged is False
+
+
+@pytest.mark.parametrize(
+    ("users", "min_deviation", "flagged"),
+    [
+        pytest.param([5_250, 4_750], 0.005, True, id="large-mismatch-small-experiment-flags"),
+        pytest.param([5_040, 4_960], 0.005, False, id="not-significant-does-not-flag"),
+        pytest.param([5_010_000, 4_990_000], 0.005, False,
+                     id="huge-experiment-trivial-deviation-does-not-flag"),
+        pytest.param([5_010_000, 4_990_000], 0.0, True,
+                     id="huge-experiment-flags-without-practical-gate"),
+    ],
+)
+def test_flag_needs_significance_and_a_practical_deviation(users, min_deviation, flagged) -> None:
+    r = srm_test(users, [1, 1], min_deviation=min_deviation)
+    assert r.flagged is flagged
+
+
+def test_huge_experiment_trivial_deviation_is_still_significant() -> None:
+    r = srm_test([5_010_000, 4_990_000], [1, 1])
+    assert r.p_value < 1e-3 and r.max_deviation == pytest.approx(0.002)
+
+
+def test_log_bayes_factor_hand_worked() -> None:
+    # c = 2, w = (1/2, 1/2): Dirichlet(1, 1) is uniform, P(A, A | H1) = 1/3, P(A, A | H0) = 1/4
+    assert math.exp(log_bayes_factor([2, 0], [0.5, 0.5], concentration=2.0)) == pytest.approx(4 / 3)
+    # (1, 1): P(A, B | H1) = 1/6 against 1/4
+    assert math.exp(log_bayes_factor([1, 1], [0.5, 0.5], concentration=2.0)) == pytest.approx(2 / 3)
+    # several looks at once: one value per look
+    per_look = log_bayes_factor([[2, 0], [1, 1]], [0.5, 0.5], concentration=2.0)
+    assert np.exp(per_look) == pytest.approx([4 / 3, 2 / 3])
+
+
+def test_sequential_p_value_is_the_running_minimum_over_looks() -> None:
+    looks = [[1_300, 700], [2_000, 2_000]]  # a strong early imbalance that later washed out
+    early = sequential_srm(looks[:1], [1, 1])
+    both = sequential_srm(looks, [1, 1])
+    assert both.p_value == pytest.approx(early.p_value)
+    assert both.p_value < 1e-3
+    assert both.statistic < early.statistic  # the last look alone is unremarkable
+    assert both.users == (2_000, 2_000) and both.sequential
+
+
+def test_sequential_test_catches_a_clear_mismatch_and_passes_a_fair_split() -> None:
+    rng = np.random.default_rng(4)
+    fair = np.cumsum(rng.multinomial(7_000, [0.5, 0.5], size=14), axis=0)
+    skewed = np.cumsum(rng.multinomial(7_000, [0.52, 0.48], size=14), axis=0)
+    assert not sequential_srm(fair, [1, 1]).flagged
+    assert sequential_srm(skewed, [1, 1]).flagged
+
+
+def test_sequential_is_more_conservative_than_chi_square_for_one_look() -> None:
+    # a single look: anytime validity costs power
+    r_seq, r_chi = sequential_srm([[5_150, 4_850]], [1, 1]), srm_test([5_150, 4_850], [1, 1])
+    assert r_chi.p_value < r_seq.p_value
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        pytest.param(lambda: srm_test([10, 10], [1, 1, 1]), "one weight per arm",
+                     id="weights-length-mismatch"),
+        pytest.param(lambda: srm_test([10], [1]), "at least two arms", id="single-arm"),
+        pytest.param(lambda: srm_test([10, 10], [1, 0]), "weights must be finite and > 0",
+                     id="zero-weight"),
+        pytest.param(lambda: srm_test([10, -1], [1, 1]), "non-negative integers",
+                     id="negative-count"),
+        pytest.param(lambda: srm_test([10.5, 3], [1, 1]), "non-negative integers",
+                     id="fractional-count"),
+        pytest.param(lambda: srm_test([10, 10], [1, 1], threshold=0), "threshold",
+                     id="zero-threshold"),
+        pytest.param(lambda: sequential_srm([[10, 10], [9, 12]], [1, 1]), "must not decrease",
+                     id="per-day-counts-instead-of-cumulative"),
+        pytest.param(lambda: sequential_srm([[10, 10]], [1, 1], concentration=0),
+                     "concentration", id="zero-concentration"),
+    ],
+)
+def test_programming_errors_raise_clear_messages(call, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+@pytest.mark.parametrize("test", [srm_test, sequential_srm], ids=["chi-square", "sequential"])
+def test_no_users_yet_is_not_an_error(test) -> None:
+    users = [0, 0] if test is srm_test else [[0, 0]]
+    r = test(users, [1, 1])
+    assert r.reason is Reason.NO_USERS and r.p_value is None and r.flagged is False
