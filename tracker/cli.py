@@ -298,5 +298,62 @@ _import_command("interactions", "interaction", "event_id, user_id, item_id, even
                 "occurred_at, and optionally value, impression_id")
 
 
+
+# ---------------------------------------------------------------------------- rollup
+def _progress_bar(stage: str, done: int, total: int, day) -> None:
+    width = 30
+    filled = width * done // max(total, 1)
+    label = "days" if stage == "day" else "cumulative"
+    click.echo(f"\r  {label:<10} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {day}",
+               nl=done == total, err=True)
+
+
+@main.command("rollup")
+@click.option("--experiment", "experiment", metavar="KEY",
+              help="Roll up this experiment only (default: every experiment).")
+@click.option("--full", is_flag=True,
+              help="Forget the experiment's results and rebuild them from the raw logs.")
+@click.option("--until", type=click.DateTime(["%Y-%m-%d"]),
+              help="Compute days up to this one only (the incremental state does not advance).")
+@click.option("--every", "every", metavar="DURATION",
+              help="Keep running: roll up, then wait this long (e.g. 24h, 30m), forever.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
+def rollup_cmd(experiment: str | None, full: bool, until, every: str | None,
+               as_json: bool) -> None:
+    """Turn new impressions and interactions into per-arm daily and cumulative metrics.
+
+    Incremental: only the days touched by rows logged since the last run are recomputed
+    (late interactions included). A run with nothing new changes nothing. When another
+    rollup of the same experiment is running, this one says so and exits without changes.
+    """
+    import time
+
+    from tracker.errors import Busy
+    from tracker.rollup.engine import run_rollup
+
+    engine, settings = _engine()
+    pause = _duration(every).total_seconds() if every else None
+    while True:
+        try:
+            summaries = run_rollup(engine, settings, experiment, full=full,
+                                   until=until.date() if until else None,
+                                   progress=None if as_json else _progress_bar)
+        except Busy as busy:
+            click.echo(f"skipped: {busy}", err=True)
+            summaries = None
+        if summaries is not None:
+            if as_json:
+                click.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
+            else:
+                for summary in summaries:
+                    click.echo(summary.describe())
+                if not summaries:
+                    click.echo("no experiments yet: create one (tracker experiments create) "
+                               "or run `tracker demo`")
+        if pause is None:
+            return
+        full = False  # a scheduled loop rebuilds at most once
+        time.sleep(pause)
+
 if __name__ == "__main__":
     main()

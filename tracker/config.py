@@ -117,6 +117,17 @@ class Settings:
         metadata={"var": _Var("TRACKER_BATCH_SIZE", _positive_int,
                               "records written per transaction by the bulk paths")},
     )
+    rollup_grace_seconds: float = field(
+        default=3600.0,
+        metadata={"var": _Var("TRACKER_ROLLUP_GRACE_SECONDS", _non_negative_float,
+                              "how long after a day's last attribution window closes its "
+                              "results stay provisional (late events)")},
+    )
+    rollup_chunk_cells: int = field(
+        default=4_000_000,
+        metadata={"var": _Var("TRACKER_ROLLUP_CHUNK_CELLS", _positive_int,
+                              "impressions x list length the rollup holds in memory at once")},
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from tracker.config import Settings, normalize_database_url
@@ -135,6 +135,29 @@ class Tracker:
         source, micros = _records(records)
         return write.log_interactions(self.engine, self.settings, source, on_invalid=on_invalid,
                                       micros_ok=micros, progress=progress)
+
+    # ------------------------------------------------------------------ results
+    def rollup(self, experiment: str | None = None, *, full: bool = False,
+               until: date | None = None, now: datetime | None = None) -> list:
+        """Run the incremental rollup (one experiment, or all); returns one
+        :class:`~tracker.rollup.engine.RollupSummary` per experiment."""
+        from tracker.rollup.engine import run_rollup
+
+        return run_rollup(self.engine, self.settings, experiment, full=full, until=until,
+                          now=now)
+
+    def metric_table(self, experiment: str, cumulative: bool = False):
+        """Per (day, arm, metric, k) sufficient statistics and means, as a DataFrame
+        (see :func:`tracker.rollup.read.metric_table` for the columns)."""
+        from tracker.rollup.read import metric_table
+
+        return metric_table(self.engine, experiment, cumulative)
+
+    def health_table(self, experiment: str, cumulative: bool = False):
+        """Users, impressions and crossover users per arm and day, as a DataFrame."""
+        from tracker.rollup.read import health_table
+
+        return health_table(self.engine, experiment, cumulative)
 
 
 def _records(records: Any) -> tuple[Iterable[Mapping[str, Any]], bool]:

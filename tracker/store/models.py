@@ -119,7 +119,11 @@ class Interaction(Base):
     __table_args__ = (
         sa.Index(None, "user_id", "occurred_at"),
         sa.Index(None, "impression_key"),
+        sa.Index(None, "occurred_at"),  # the rollup's item popularity before a day
     )
 
 
 metadata = Base.metadata
+
+# Tables defined in sibling modules register on this same metadata when imported.
+from tracker.store import rollup_tables  # noqa: E402, F401

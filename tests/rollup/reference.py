@@ -1,0 +1,134 @@
+"""An independent, deliberately naive rollup: plain Python over the raw records, scoring each
+served list with the public ``tracker.metrics`` functions. The real rollup (SQL + vectorised
+numpy over position codes) must agree with it to 1e-9.
+
+It follows the README's rollup semantics literally: attribution by user and window (or by an
+explicit impression key), ground truth = highest grade per item with grade > 0, user value =
+mean over the user's impressions, arm value over users, crossover users excluded, popularity
+for surprisal from interactions before the day, catalog = items served or in a ground truth.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from tracker import metrics
+
+AT_K = ("hit_rate", "precision", "recall", "mrr", "map", "ndcg", "roc_auc")
+
+
+def ground_truth(imp: dict, interactions: list[dict], window: timedelta,
+                 relevance: dict | None) -> dict:
+    truth: dict = {}
+    for it in interactions:
+        named = it.get("impression_id")
+        if named is not None:
+            answers = named == imp["impression_id"]
+        else:
+            answers = (it["user_id"] == imp["user_id"]
+                       and imp["served_at"] <= it["occurred_at"] <= imp["served_at"] + window)
+        if not answers:
+            continue
+        grade = 1.0 if relevance is None else float(relevance.get(it["event"], 0.0))
+        truth[it["item_id"]] = max(truth.get(it["item_id"], 0.0), grade)
+    return {item: g for item, g in truth.items() if g > 0}
+
+
+def _one(fn, *args, **kwargs) -> float:
+    return float(fn(*args, **kwargs)[0])
+
+
+def impression_values(imp: dict, truth: dict, cutoffs, popularity) -> dict:
+    items = imp["items"]
+    values = {}
+    for k in cutoffs:
+        values[("hit_rate", k)] = _one(metrics.hit_rate, [items], [truth], k)
+        values[("precision", k)] = _one(metrics.precision, [items], [truth], k)
+        values[("recall", k)] = _one(metrics.recall, [items], [truth], k)
+        values[("mrr", k)] = _one(metrics.mrr, [items], [truth], k)
+        values[("map", k)] = _one(metrics.average_precision, [items], [truth], k)
+        values[("ndcg", k)] = _one(metrics.ndcg, [items], [truth], k)
+        values[("roc_auc", k)] = _one(metrics.roc_auc, [items], [truth], k)
+        item_users, n_users = popularity
+        if n_users >= 2:
+            values[("surprisal", k)] = _one(metrics.surprisal, [items], k, item_users, n_users)
+        if imp.get("baseline_items"):
+            values[("unexpectedness", k)] = _one(metrics.unexpectedness, [items],
+                                                 [imp["baseline_items"]], k)
+    values[("r_precision", 0)] = _one(metrics.r_precision, [items], [truth])
+    values[("song_clicks", 0)] = _one(metrics.song_clicks, [items], [truth])
+    return values
+
+
+def popularity_before(interactions: list[dict], moment: datetime):
+    users_of = defaultdict(set)
+    everyone = set()
+    for it in interactions:
+        if it["occurred_at"] < moment:
+            users_of[it["item_id"]].add(it["user_id"])
+            everyone.add(it["user_id"])
+    return {item: len(users) for item, users in users_of.items()}, len(everyone)
+
+
+def rollup(impressions: list[dict], interactions: list[dict], *, window: timedelta,
+           relevance: dict | None, zone: str = "UTC", cutoffs=(5, 10, 20)):
+    """``{(cumulative, day, arm, metric, k): (users, sum, sum_sq)}`` for user metrics and
+    ``{(cumulative, day, arm, metric, k): value}`` for set metrics, plus health
+    ``{(cumulative, day, arm or None): (users, impressions, crossover users)}``."""
+    tz = ZoneInfo(zone)
+    by_day = defaultdict(list)
+    for imp in impressions:
+        by_day[imp["served_at"].astimezone(tz).date()].append(imp)
+    scored = {}  # impression id -> (day, values, truth)
+    for day, imps in by_day.items():
+        start = datetime.combine(day, datetime.min.time(), tzinfo=tz)
+        popularity = popularity_before(interactions, start)
+        for imp in imps:
+            truth = ground_truth(imp, interactions, window, relevance)
+            scored[imp["impression_id"]] = (day, impression_values(imp, truth, cutoffs,
+                                                                   popularity), truth)
+    user_stats, set_stats, health = {}, {}, {}
+    days = sorted(by_day)
+    for cumulative in (False, True):
+        for day in days:
+            chosen = [imp for imp in impressions
+                      if (scored[imp["impression_id"]][0] <= day if cumulative
+                          else scored[imp["impression_id"]][0] == day)]
+            arms_of = defaultdict(set)
+            for imp in chosen:
+                arms_of[imp["user_id"]].add(imp["arm"])
+            crossed = {u for u, arms in arms_of.items() if len(arms) > 1}
+            per_user = defaultdict(lambda: defaultdict(list))  # (user, arm) -> column -> values
+            arm_users, arm_imps = defaultdict(set), defaultdict(int)
+            lists = defaultdict(list)
+            catalog = set()
+            for imp in chosen:
+                arm_users[imp["arm"]].add(imp["user_id"])
+                arm_imps[imp["arm"]] += 1
+                lists[imp["arm"]].append(imp["items"])
+                catalog.update(imp["items"])
+                catalog.update(scored[imp["impression_id"]][2])
+                if imp["user_id"] in crossed:
+                    continue
+                for column, value in scored[imp["impression_id"]][1].items():
+                    per_user[(imp["user_id"], imp["arm"])][column].append(value)
+            for arm in arm_users:
+                health[(cumulative, day, arm)] = (
+                    len(arm_users[arm]), arm_imps[arm], len(arm_users[arm] & crossed))
+                columns = {c for (u, a), cols in per_user.items() if a == arm for c in cols}
+                for column in columns:
+                    xs = [sum(cols[column]) / len(cols[column])
+                          for (u, a), cols in per_user.items() if a == arm and column in cols]
+                    user_stats[(cumulative, day, arm) + column] = (
+                        len(xs), sum(xs), sum(x * x for x in xs))
+                for k in cutoffs:
+                    set_stats[(cumulative, day, arm, "coverage", k)] = metrics.coverage(
+                        lists[arm], k, catalog)
+                    set_stats[(cumulative, day, arm, "gini", k)] = metrics.gini_index(
+                        lists[arm], k, catalog)
+                    set_stats[(cumulative, day, arm, "entropy", k)] = metrics.entropy(
+                        lists[arm], k)
+            health[(cumulative, day, None)] = (len(arms_of), len(chosen), len(crossed))
+    return user_stats, set_stats, health

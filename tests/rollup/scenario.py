@@ -1,0 +1,71 @@
+"""Random but realistic small logs for rollup tests (plain Python, seeded)."""
+
+from __future__ import annotations
+
+import random
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+
+from tests.helpers import T0
+
+RELEVANCE = {"click": 1, "play": 1, "save": 2, "purchase": 3, "view": 0}
+WINDOW = timedelta(hours=6)
+CUTOFFS = (2, 3, 5)
+
+
+def make_logs(seed: int, *, days: int = 3, users: int = 12, impressions: int = 60,
+              start: datetime = T0, key: str = "home") -> tuple[list[dict], list[dict]]:
+    """Impressions (some with baselines) and interactions: window hits, late events past the
+    window, explicit impression keys, grade-0 views, repeated items, crossover users."""
+    rng = random.Random(seed)
+    catalog = [f"i{n}" for n in range(25)]
+    imps, events = [], []
+    for n in range(impressions):
+        user = f"u{rng.randrange(users)}"
+        arm = "control" if int(user[1:]) % 2 == 0 else "treatment"
+        if rng.random() < 0.05:
+            arm = "treatment" if arm == "control" else "control"  # a crossover exposure
+        served = start + timedelta(seconds=rng.randrange(days * 86_400))
+        items = rng.sample(catalog, rng.randint(1, 7))
+        record = {"impression_id": f"{key}-imp-{n}", "experiment": key, "arm": arm,
+                  "user_id": user, "items": items, "served_at": served}
+        if rng.random() < 0.6:
+            record["baseline_items"] = rng.sample(catalog, rng.randint(1, 7))
+        imps.append(record)
+        for e in range(rng.choice([0, 0, 1, 2, 3])):
+            item = rng.choice(items) if rng.random() < 0.7 else rng.choice(catalog)
+            delay = timedelta(minutes=rng.choice([1, 30, 200, 359, 361, 900]))
+            event = {"event_id": f"{key}-evt-{n}-{e}", "user_id": user, "item_id": item,
+                     "event": rng.choice(list(RELEVANCE)), "occurred_at": served + delay}
+            if rng.random() < 0.1:
+                event["impression_id"] = record["impression_id"]
+            events.append(event)
+    return imps, events
+
+
+def create(tracker, key: str = "home", **overrides) -> None:
+    options = dict(arms={"control": 0.5, "treatment": 0.5}, control="control",
+                   attribution_window=WINDOW, relevance=RELEVANCE, cutoffs=CUTOFFS)
+    options.update(overrides)
+    tracker.create_experiment(key, **options)
+
+
+ROLLUP_TABLES = {
+    "rollup_metric": "experiment_id, day, cumulative, arm_id, metric, k",
+    "rollup_health": "experiment_id, day, cumulative, arm_id",
+    "rollup_user_day": "experiment_id, day, user_id, arm_id",
+    "rollup_item_day": "experiment_id, day, arm_id, k, item_id",
+    "rollup_day": "experiment_id, day",
+}
+
+
+def dump(engine: sa.Engine) -> dict[str, list[tuple]]:
+    """Every rollup table's rows in key order (rollup_day without its computation time)."""
+    out = {}
+    with engine.connect() as conn:
+        for table, order in ROLLUP_TABLES.items():
+            rows = conn.execute(sa.text(f"SELECT * FROM {table} ORDER BY {order}")).mappings()
+            out[table] = [tuple((k, v) for k, v in sorted(row.items()) if k != "computed_at")
+                          for row in rows]
+    return out

@@ -1,0 +1,278 @@
+"""The rollup against an independent reference, incrementally and in full, on both databases."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, date, datetime, timedelta
+from itertools import zip_longest
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import fresh_database, migrated
+from tests.helpers import T0
+from tests.rollup import reference
+from tests.rollup.scenario import CUTOFFS, RELEVANCE, WINDOW, create, dump, make_logs
+from tracker import Tracker
+from tracker.config import Settings
+from tracker.errors import Busy
+from tracker.rollup.lock import rollup_lock
+
+NOW = datetime(2026, 11, 20, tzinfo=UTC)  # long after the logs: every day final
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def _check_against_reference(tracker: Tracker, imps, events, zone="UTC"):
+    users, sets, health = reference.rollup(imps, events, window=WINDOW, relevance=RELEVANCE,
+                                           zone=zone, cutoffs=CUTOFFS)
+    seen_user, seen_set = set(), set()
+    for cumulative in (False, True):
+        table = tracker.metric_table("home", cumulative=cumulative)
+        assert not table.empty
+        for row in table.itertuples():
+            k = 0 if pd.isna(row.k) else int(row.k)
+            key = (cumulative, row.day, row.arm, row.metric, k)
+            if row.kind == "set":
+                assert _close(row.sum, sets[key]), (key, row.sum, sets[key])
+                seen_set.add(key)
+            elif row.users == 0:
+                assert key not in users, key
+            else:
+                n, total, total_sq = users[key]
+                assert row.users == n, key
+                assert _close(row.sum, total), (key, row.sum, total)
+                assert _close(row.sum_sq, total_sq), key
+                assert _close(row.mean, total / n), key
+                seen_user.add(key)
+        frame = tracker.health_table("home", cumulative=cumulative)
+        for row in frame.itertuples():
+            arm = None if not isinstance(row.arm, str) else row.arm
+            expected = health.get((cumulative, row.day, arm), (0, 0, 0))  # arm unseen: zeros
+            assert (row.users, row.impressions, row.crossover_users) == expected, (row, expected)
+    assert seen_user == set(users)
+    assert seen_set == set(sets)
+
+
+def test_every_metric_equals_the_independent_reference(tracker):
+    create(tracker)
+    imps, events = make_logs(seed=3, days=3, users=14, impressions=90)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    _check_against_reference(tracker, imps, events)
+
+
+def test_days_follow_the_reporting_time_zone_across_a_dst_change(tracker):
+    # 2026-10-25: Paris leaves summer time, the day lasts 25 hours (22:00 UTC the day before
+    # to 23:00 UTC that day).
+    create(tracker, timezone="Europe/Paris")
+    start = datetime(2026, 10, 24, 21, 0, tzinfo=UTC)
+    imps, events = make_logs(seed=5, days=2, users=8, impressions=60, start=start)
+    edge = [
+        datetime(2026, 10, 24, 21, 59, 59, tzinfo=UTC),  # 23:59:59 on the 24th in Paris
+        datetime(2026, 10, 24, 22, 0, tzinfo=UTC),  # 00:00 on the 25th
+        datetime(2026, 10, 25, 22, 59, 59, tzinfo=UTC),  # 23:59:59 on the 25th (UTC+1)
+        datetime(2026, 10, 25, 23, 0, tzinfo=UTC),  # 00:00 on the 26th
+    ]
+    for imp, moment in zip(imps, edge, strict=False):
+        imp["served_at"] = moment
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    days = set(tracker.health_table("home")["day"])
+    assert days == {date(2026, 10, 24), date(2026, 10, 25), date(2026, 10, 26)}
+    _check_against_reference(tracker, imps, events, zone="Europe/Paris")
+
+
+def _two_arm_day(tracker, events):
+    create(tracker)
+    imps = [
+        {"impression_id": "a", "experiment": "home", "arm": "control", "user_id": "u1",
+         "items": ["x", "y", "z"], "served_at": T0},
+        {"impression_id": "b", "experiment": "home", "arm": "control", "user_id": "u1",
+         "items": ["y", "x"], "served_at": T0 + timedelta(hours=1)},
+        {"impression_id": "c", "experiment": "home", "arm": "treatment", "user_id": "u2",
+         "items": ["z", "x"], "served_at": T0},
+    ]
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    table = tracker.metric_table("home")
+    return table.set_index(["arm", "metric", "k"])
+
+
+def _value(table, arm, metric, k):
+    return table.loc[(arm, metric, k), "mean"]
+
+
+@pytest.mark.parametrize(("offset", "counts"), [
+    pytest.param(WINDOW, True, id="click-at-the-window-end-counts"),
+    pytest.param(WINDOW + timedelta(microseconds=1), False, id="click-after-the-window-not"),
+    pytest.param(timedelta(0), True, id="click-at-serving-time-counts"),
+    pytest.param(-timedelta(microseconds=1), False, id="click-before-serving-not"),
+])
+def test_attribution_window_bounds(tracker, offset, counts):
+    events = [{"event_id": "e1", "user_id": "u2", "item_id": "x", "event": "click",
+               "occurred_at": T0 + offset}]
+    table = _two_arm_day(tracker, events)
+    assert _value(table, "treatment", "hit_rate", 2) == (1.0 if counts else 0.0)
+
+
+def test_explicit_impression_key_answers_that_impression_only(tracker):
+    # u1 clicks "y" naming impression "a", long after its window: only "a" gets it, not "b"
+    # (whose window contains the click).
+    events = [{"event_id": "e1", "user_id": "u1", "item_id": "y", "event": "click",
+               "occurred_at": T0 + timedelta(hours=2), "impression_id": "a"}]
+    table = _two_arm_day(tracker, events)
+    # a: y at rank 2 -> mrr 1/2; b: nothing -> 0; the user's mean over two impressions
+    assert _value(table, "control", "mrr", 2) == pytest.approx(0.25)
+
+
+def test_same_item_twice_keeps_the_highest_grade_and_grade_zero_is_not_relevant(tracker):
+    events = [
+        {"event_id": "e1", "user_id": "u2", "item_id": "x", "event": "click",
+         "occurred_at": T0 + timedelta(minutes=1)},
+        {"event_id": "e2", "user_id": "u2", "item_id": "x", "event": "save",
+         "occurred_at": T0 + timedelta(minutes=2)},
+        {"event_id": "e3", "user_id": "u2", "item_id": "z", "event": "view",
+         "occurred_at": T0 + timedelta(minutes=3)},
+    ]
+    table = _two_arm_day(tracker, events)
+    # list [z, x], G = {x: 2} (z only viewed: grade 0). DCG = 2/log2(3); IDCG = 2.
+    assert _value(table, "treatment", "ndcg", 2) == pytest.approx(1 / math.log2(3))
+    assert _value(table, "treatment", "precision", 2) == pytest.approx(0.5)
+    assert _value(table, "treatment", "recall", 2) == pytest.approx(1.0)
+
+
+def test_a_user_in_two_arms_is_counted_and_excluded(tracker):
+    create(tracker)
+    imps = [
+        {"impression_id": "a", "experiment": "home", "arm": "control", "user_id": "u1",
+         "items": ["x"], "served_at": T0},
+        {"impression_id": "b", "experiment": "home", "arm": "treatment", "user_id": "u1",
+         "items": ["x"], "served_at": T0},
+        {"impression_id": "c", "experiment": "home", "arm": "treatment", "user_id": "u2",
+         "items": ["x"], "served_at": T0},
+    ]
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    health = tracker.health_table("home").set_index("arm", drop=False)
+    whole = health[health["arm"].isna()].iloc[0]
+    assert (whole.users, whole.crossover_users) == (2, 1)
+    table = tracker.metric_table("home").set_index(["arm", "metric", "k"])
+    assert table.loc[("treatment", "hit_rate", 2), "users"] == 1
+    assert table.loc[("control", "hit_rate", 2), "users"] == 0
+
+
+def test_users_without_interactions_count_with_zero(tracker):
+    events = [{"event_id": "e1", "user_id": "u2", "item_id": "z", "event": "click",
+               "occurred_at": T0 + timedelta(minutes=1)}]
+    table = _two_arm_day(tracker, events)
+    assert table.loc[("control", "hit_rate", 2), "users"] == 1
+    assert _value(table, "control", "hit_rate", 2) == 0.0
+    assert _value(table, "treatment", "hit_rate", 2) == 1.0
+
+
+def _batches(records: list[dict], cuts: list[int]) -> list[list[dict]]:
+    points = [0] + sorted({min(c, len(records)) for c in cuts}) + [len(records)]
+    return [records[a:b] for a, b in zip(points, points[1:], strict=False)]
+
+
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), imp_cuts=st.lists(st.integers(0, 40), max_size=3),
+       evt_cuts=st.lists(st.integers(0, 60), max_size=3))
+def test_any_split_into_batches_ends_in_the_tables_of_one_full_rollup(tmp_path, seed,
+                                                                      imp_cuts, evt_cuts):
+    imps, events = make_logs(seed, days=3, users=8, impressions=40)
+    imps.sort(key=lambda r: r["served_at"])
+    events.sort(key=lambda r: r["occurred_at"])
+    with fresh_database(tmp_path) as url, Tracker(migrated(url)) as tracker:
+        create(tracker)
+        # interactions may arrive after their impressions' days were rolled up
+        for imp_batch, evt_batch in zip_longest(_batches(imps, imp_cuts),
+                                                _batches(events, evt_cuts), fillvalue=[]):
+            tracker.log_impressions(imp_batch, on_invalid="all_or_nothing")
+            tracker.log_interactions(evt_batch, on_invalid="all_or_nothing")
+            tracker.rollup("home", now=NOW)
+        tracker.log_impressions(imps, on_invalid="all_or_nothing")  # retries: all duplicates
+        tracker.log_interactions(events, on_invalid="all_or_nothing")
+        tracker.rollup("home", now=NOW)
+        incremental = dump(tracker.engine)
+        tracker.rollup("home", full=True, now=NOW)
+        assert dump(tracker.engine) == incremental
+
+
+def test_a_late_click_recomputes_its_impressions_day_only(tracker):
+    create(tracker)
+    imps, events = make_logs(seed=11, days=3, users=8, impressions=40)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    # an impression served late enough in its day that the window before the click (the
+    # impressions the click may answer) lies within that same day
+    imp = next(r for r in imps if 8 <= r["served_at"].hour < 23)
+    late = {"event_id": "late", "user_id": imp["user_id"], "item_id": imp["items"][0],
+            "event": "purchase", "occurred_at": imp["served_at"] + timedelta(minutes=5)}
+    tracker.log_interactions([late])
+    (summary,) = tracker.rollup("home", now=NOW)
+    served_day = imp["served_at"].date()
+    assert summary.days_recomputed == [served_day]
+    assert summary.cumulative_from == served_day
+    _check_against_reference(tracker, imps, [late])
+
+
+def test_a_run_with_nothing_new_changes_nothing(tracker):
+    create(tracker)
+    imps, events = make_logs(seed=2)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    before = dump(tracker.engine)
+    (summary,) = tracker.rollup("home", now=NOW)
+    assert summary.days_recomputed == []
+    assert dump(tracker.engine) == before
+
+
+def test_provisional_until_the_last_window_closes_plus_grace(tracker):
+    create(tracker)
+    imps, _ = make_logs(seed=4, days=1, impressions=10)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    last = max(r["served_at"] for r in imps)
+    grace = timedelta(seconds=Settings().rollup_grace_seconds)
+    closes = last + WINDOW + grace
+    tracker.rollup("home", now=closes - timedelta(seconds=1))
+    table = tracker.metric_table("home")
+    assert table[table["day"] == last.date()]["provisional"].all()
+    (summary,) = tracker.rollup("home", now=closes)  # nothing new, but the day became final
+    assert summary.days_recomputed == [last.date()]
+    assert not tracker.metric_table("home")["provisional"].any()
+    assert not tracker.metric_table("home", cumulative=True)["provisional"].any()
+
+
+def test_a_second_rollup_of_the_same_experiment_says_busy(tracker):
+    create(tracker)
+    tracker.log_impressions(make_logs(seed=1)[0], on_invalid="all_or_nothing")
+    info = tracker.experiment("home")
+    with rollup_lock(tracker.engine, info.id, "home"), pytest.raises(Busy, match="already"):
+        tracker.rollup("home", now=NOW)
+    tracker.rollup("home", now=NOW)  # released afterwards
+
+
+def test_full_equals_incremental_and_until_leaves_the_state(tracker):
+    create(tracker)
+    imps, events = make_logs(seed=8, days=3)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    first_day = min(r["served_at"] for r in imps).date()
+    (partial,) = tracker.rollup("home", until=first_day, now=NOW)
+    assert partial.days_recomputed == [first_day]
+    (rest,) = tracker.rollup("home", now=NOW)  # the state did not advance: all days now
+    assert len(rest.days_recomputed) >= 3
+    incremental = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=NOW)
+    assert dump(tracker.engine) == incremental

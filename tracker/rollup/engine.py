@@ -1,0 +1,335 @@
+"""The incremental rollup job: raw logs -> unit-day outcomes -> arm-day statistics.
+
+One run, per experiment:
+
+1. **What changed.** The watermarks in ``rollup_state`` are the highest impression and
+   interaction ids already taken into account (ids, never event times: late rows carry old
+   event times). New impressions touch the days they were served on; a new interaction
+   touches the days of the impressions it may answer (served within the attribution window
+   before it, or the impression it names). Days computed while still provisional whose
+   windows have closed since are recomputed too.
+2. **Each touched day** is recomputed from the raw logs (set-based SQL, then vectorised numpy
+   over bounded chunks of impressions) and replaced in one write transaction.
+3. **Cumulative** rows of every day from the first touched one on are recomputed from the
+   unit-day rows, and the watermarks advance, in one last transaction.
+
+Crash-safe: a run killed at any point leaves the watermarks where they were, and every step
+is a deterministic replacement, so the next run produces the tables an uninterrupted run
+would have. ``full=True`` forgets everything about the experiment first and must give the
+same tables as any sequence of incremental runs (tests check both).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+
+import numpy as np
+import sqlalchemy as sa
+
+from tracker.config import Settings
+from tracker.errors import NotFound
+from tracker.rollup import queries
+from tracker.rollup.aggregate import (
+    UnitTotals,
+    arm_stats,
+    health,
+    metric_rows,
+    set_metric_rows,
+    unit_totals,
+)
+from tracker.rollup.days import day_bounds, day_of, days_between
+from tracker.rollup.lock import rollup_lock
+from tracker.rollup.outcomes import Chunk, Layout, impression_values
+from tracker.store import results
+from tracker.store.db import require_current_schema, transaction
+from tracker.store.experiments import ExperimentInfo, get_experiment, list_experiments
+from tracker.store.types import to_micros
+
+_HOUR = 3_600_000_000
+
+
+@dataclass
+class RollupSummary:
+    """What one run did for one experiment."""
+
+    experiment: str
+    full: bool
+    days_recomputed: list[date] = field(default_factory=list)
+    cumulative_from: date | None = None
+    impressions_read: int = 0
+    truth_pairs_read: int = 0
+    new_impressions: int = 0
+    new_interactions: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "experiment": self.experiment, "full": self.full,
+            "days_recomputed": [d.isoformat() for d in self.days_recomputed],
+            "cumulative_from": self.cumulative_from.isoformat() if self.cumulative_from
+            else None,
+            "impressions_read": self.impressions_read,
+            "truth_pairs_read": self.truth_pairs_read,
+            "new_impressions": self.new_impressions, "new_interactions": self.new_interactions,
+            "seconds": round(self.seconds, 3),
+        }
+
+    def describe(self) -> str:
+        """One line for people."""
+        if self.days_recomputed:
+            days = (f"{len(self.days_recomputed)} day(s) recomputed "
+                    f"({self.days_recomputed[0]} .. {self.days_recomputed[-1]})")
+        else:
+            days = "nothing new"
+        return (f"{self.experiment}: {days}; {self.new_impressions} new impressions, "
+                f"{self.new_interactions} new interactions; read {self.impressions_read} "
+                f"impressions and {self.truth_pairs_read} attributed (impression, item) pairs "
+                f"in {self.seconds:.2f} s" + (" [full rebuild]" if self.full else ""))
+
+
+Progress = Callable[[str, int, int, date], None]
+"""``progress(stage, done, total, day)``: stage "day" or "cumulative", after each day."""
+
+
+def run_rollup(engine: sa.Engine, settings: Settings, experiment: str | None = None, *,
+               full: bool = False, until: date | None = None, now: datetime | None = None,
+               progress: Progress | None = None) -> list[RollupSummary]:
+    """Roll up one experiment (by key) or every experiment; returns one summary each.
+
+    ``until``: compute days up to this one only; the watermarks then stay where they were,
+    so a later unbounded run still sees everything. ``now`` (tests) fixes the clock that
+    decides which days are provisional. Raises :class:`~tracker.errors.Busy` when another
+    rollup of the experiment is running.
+    """
+    require_current_schema(engine)
+    with transaction(engine) as conn:
+        if experiment is not None:
+            targets = [get_experiment(conn, experiment)]
+        else:
+            targets = list_experiments(conn)
+    if experiment is not None and not targets:
+        raise NotFound(f"no experiment {experiment!r}")
+    summaries = []
+    for info in targets:
+        with rollup_lock(engine, info.id, info.key):
+            summaries.append(_run_one(engine, settings, info, full=full, until=until,
+                                      now=now, progress=progress))
+    return summaries
+
+
+def _run_one(engine: sa.Engine, settings: Settings, info: ExperimentInfo, *, full: bool,
+             until: date | None, now: datetime | None, progress: Progress | None
+             ) -> RollupSummary:
+    started = time.perf_counter()
+    summary = RollupSummary(info.key, full)
+    clock = now or datetime.now(UTC)
+    with transaction(engine) as conn:
+        state = None if full else results.load_state(conn, info.id)
+        top_impression, top_interaction = results.latest_ids(conn)
+        first, last = results.served_range(conn, info.id, 0, top_impression)
+        if first is None:
+            touched: set[date] = set()
+            known: list[tuple[date, int, int]] = []
+        else:
+            known = results.known_days(conn, info.id)
+            touched = _touched_days(conn, info, state, top_impression, top_interaction,
+                                    first, last, summary)
+            now_us = to_micros(clock)
+            touched |= {d for d, closes, computed in known if computed < closes <= now_us}
+    if full or state is None:
+        with transaction(engine, write=True) as conn:
+            results.clear_experiment(conn, info.id)
+        known = []
+    if until is not None:
+        touched = {d for d in touched if d <= until}
+    ordered = sorted(touched)
+    for done, day in enumerate(ordered, 1):
+        _recompute_day(engine, settings, info, day, clock, summary)
+        if progress:
+            progress("day", done, len(ordered), day)
+    summary.days_recomputed = ordered
+    advance = until is None
+    if ordered or advance:
+        since = ordered[0] if ordered else None
+        _recompute_cumulative(engine, info, since, clock, summary, progress,
+                              state=(top_impression, top_interaction) if advance else None)
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _touched_days(conn: sa.Connection, info: ExperimentInfo, state: tuple[int, int] | None,
+                  top_impression: int, top_interaction: int, first: int, last: int,
+                  summary: RollupSummary) -> set[date]:
+    zone = info.timezone
+    span = set(days_between(day_of(first, zone), day_of(last, zone)))
+    if state is None:
+        summary.new_impressions = top_impression
+        summary.new_interactions = top_interaction
+        return span
+    seen_impressions, seen_interactions = state
+    touched: set[date] = set()
+    low, high = results.served_range(conn, info.id, seen_impressions, top_impression)
+    if low is not None:
+        touched |= set(days_between(day_of(low, zone), day_of(high, zone)))
+    summary.new_impressions = top_impression - seen_impressions
+    summary.new_interactions = top_interaction - seen_interactions
+    window = int(info.attribution_window.total_seconds() * 1_000_000)
+    for experiment_id, hour in queries.changed_hours(conn, seen_interactions, top_interaction):
+        if experiment_id is None:  # impressions served in [hour - window, hour + 1h)
+            touched |= set(days_between(day_of(hour - window, zone), day_of(hour + _HOUR - 1,
+                                                                             zone)))
+        elif experiment_id == info.id:
+            touched |= set(days_between(day_of(hour, zone), day_of(hour + _HOUR - 1, zone)))
+    return touched & span
+
+
+def _recompute_day(engine: sa.Engine, settings: Settings, info: ExperimentInfo, day: date,
+                   clock: datetime, summary: RollupSummary) -> None:
+    start, end = day_bounds(day, info.timezone)
+    cutoffs = list(info.cutoffs)
+    layout = Layout.for_cutoffs(cutoffs)
+    window = int(info.attribution_window.total_seconds() * 1_000_000)
+    parts: list[UnitTotals] = []
+    truth_items: set[str] = set()
+    with transaction(engine) as conn:
+        count, _, _, last_served, longest = queries.day_extent(conn, info.id, start, end)
+        if count:
+            n_users = queries.create_popularity(conn, start)
+            ln_n = math.log(n_users) if n_users >= 2 else None
+            rows = max(1_000, settings.rollup_chunk_cells // max(int(longest), 1))
+            for low, high in queries.chunk_bounds(conn, info.id, start, end, rows):
+                imps = queries.impression_rows(conn, info.id, start, end, low, high, cutoffs)
+                truth = queries.truth_rows(conn, info.id, start, end, low, high, window,
+                                           info.relevance)
+                parts.append(_chunk_totals(imps, truth, cutoffs, layout, ln_n))
+                truth_items.update(row[1] for row in truth)
+                summary.impressions_read += len(imps)
+                summary.truth_pairs_read += len(truth)
+            queries.drop_popularity(conn)
+    totals = UnitTotals.concat(parts, len(layout)).reduce()
+    now_us = to_micros(clock)
+    grace = int(settings.rollup_grace_seconds * 1_000_000)
+    with transaction(engine, write=True) as conn:
+        results.delete_day(conn, info.id, day)
+        if not count:
+            return
+        closes_at = int(last_served) + window + grace
+        provisional = now_us < closes_at
+        queries.insert_exposure(conn, info.id, day, start, end, cutoffs)
+        results.insert_catalog_items(conn, info.id, day, sorted(truth_items))
+        results.insert_user_days(conn, info.id, day, _unit_rows(totals))
+        base = {"experiment_id": info.id, "day": day, "cumulative": False,
+                "provisional": provisional}
+        _write_stats(conn, info, totals, layout, day, day, base)
+        results.insert_day(conn, experiment_id=info.id, day=day, impressions=int(count),
+                           users=int(health(totals).users), closes_at=closes_at,
+                           computed_at=now_us)
+
+
+def _chunk_totals(imps, truth, cutoffs: list[int], layout: Layout,
+                  ln_n: float | None) -> UnitTotals:
+    n_cut = len(cutoffs)
+    ids = np.fromiter((r[0] for r in imps), dtype=np.int64, count=len(imps))
+    sums = np.array([r[5:] for r in imps], dtype=np.float64).reshape(len(imps), 2 * n_cut)
+    truth_ids = np.fromiter((r[0] for r in truth), dtype=np.int64, count=len(truth))
+    chunk = Chunk(
+        lengths=np.fromiter((r[3] for r in imps), dtype=np.int64, count=len(imps)),
+        truth_row=np.searchsorted(ids, truth_ids),
+        truth_grade=np.fromiter((r[2] for r in truth), dtype=np.float64, count=len(truth)),
+        truth_position=np.fromiter((r[3] for r in truth), dtype=np.int64, count=len(truth)),
+        ln_users=sums[:, :n_cut], overlap=sums[:, n_cut:],
+        has_baseline=np.fromiter((bool(r[4]) for r in imps), dtype=bool, count=len(imps)),
+    )
+    values, defined = impression_values(chunk, layout, cutoffs, ln_n)
+    users = np.array([r[2] for r in imps], dtype=object)
+    arms = np.fromiter((r[1] for r in imps), dtype=np.int64, count=len(imps))
+    return unit_totals(users, arms, values, defined)
+
+
+def _unit_rows(totals: UnitTotals):
+    sums = np.ascontiguousarray(totals.sums, dtype="<f8")
+    counts = np.ascontiguousarray(totals.counts, dtype="<f8")
+    for i in range(totals.size):
+        yield (str(totals.users[i]), int(totals.arms[i]), int(totals.impressions[i]),
+               sums[i].tobytes(), counts[i].tobytes())
+
+
+def _write_stats(conn: sa.Connection, info: ExperimentInfo, totals: UnitTotals,
+                 layout: Layout, first: date, last: date, base: dict) -> None:
+    arm_ids = [arm.id for arm in info.arms]
+    stats = arm_stats(totals, arm_ids)
+    state = health(totals)
+    users = {arm: state.arms.get(arm, (0, 0, 0))[0] for arm in arm_ids}
+    rows = [dict(base, **row) for row in metric_rows(stats, layout)]
+    exposure, catalog = results.exposure(conn, info.id, first, last)
+    per_arm = _exposure_matrices(exposure, arm_ids, list(info.cutoffs))
+    rows += [dict(base, **row)
+             for row in set_metric_rows(per_arm, catalog, list(info.cutoffs), users)]
+    results.insert_metrics(conn, rows)
+    health_rows = [dict(base, arm_id=arm, users=u, impressions=i, crossover_users=c)
+                   for arm, (u, i, c) in ((a, state.arms.get(a, (0, 0, 0))) for a in arm_ids)]
+    health_rows.append(dict(base, arm_id=0, users=state.users, impressions=state.impressions,
+                            crossover_users=state.crossover_users))
+    results.insert_health(conn, health_rows)
+
+
+def _exposure_matrices(exposure: list[tuple[int, int, int]], arm_ids: list[int],
+                       cutoffs: list[int]) -> dict[int, np.ndarray]:
+    """Per arm, the exposure counts of its served items at each cutoff, as an
+    (items, cutoffs) matrix (zero-padded; zeros do not count as shown)."""
+    table = np.array(exposure, dtype=np.int64).reshape(-1, 3)
+    out = {}
+    for arm in arm_ids:
+        mine = table[table[:, 0] == arm]
+        columns = [mine[mine[:, 1] == k, 2] for k in cutoffs]
+        width = max((c.size for c in columns), default=0)
+        matrix = np.zeros((width, len(cutoffs)), dtype=np.int64)
+        for j, column in enumerate(columns):
+            matrix[: column.size, j] = column
+        out[arm] = matrix
+    return out
+
+
+def _recompute_cumulative(engine: sa.Engine, info: ExperimentInfo, since: date | None,
+                          clock: datetime, summary: RollupSummary, progress: Progress | None,
+                          state: tuple[int, int] | None) -> None:
+    """Cumulative rows of every day from ``since`` on (each user's mean over all their
+    impressions from the first day through that day), then the watermarks; one transaction."""
+    layout = Layout.for_cutoffs(list(info.cutoffs))
+    width = len(layout)
+    with transaction(engine, write=True) as conn:
+        days = results.known_days(conn, info.id)
+        if since is not None and days:
+            results.delete_cumulative(conn, info.id, since)
+            first, last = days[0][0], days[-1][0]
+            rows = results.user_days(conn, info.id, first, last)
+            day_col = np.array([r[0] for r in rows], dtype="datetime64[D]")
+            users = np.array([r[1] for r in rows], dtype=object)
+            arms = np.fromiter((r[2] for r in rows), dtype=np.int64, count=len(rows))
+            imps = np.fromiter((r[3] for r in rows), dtype=np.int64, count=len(rows))
+            sums = np.frombuffer(b"".join(r[4] for r in rows), dtype="<f8").reshape(-1, width)
+            counts = np.frombuffer(b"".join(r[5] for r in rows), dtype="<f8").reshape(-1, width)
+            now_us = to_micros(clock)
+            provisional_so_far = False
+            total = sum(1 for d in days if d[0] >= since)
+            done = 0
+            for day, closes, computed in days:
+                provisional_so_far |= computed < closes
+                if day < since:
+                    continue
+                upto = int(np.searchsorted(day_col, np.datetime64(day, "D"), side="right"))
+                totals = UnitTotals(users[:upto], arms[:upto], imps[:upto], sums[:upto],
+                                    counts[:upto]).reduce()
+                base = {"experiment_id": info.id, "day": day, "cumulative": True,
+                        "provisional": provisional_so_far or now_us < closes}
+                _write_stats(conn, info, totals, layout, first, day, base)
+                done += 1
+                if progress:
+                    progress("cumulative", done, total, day)
+            summary.cumulative_from = since
+        if state is not None:
+            results.save_state(conn, info.id, state[0], state[1], clock)

@@ -1,0 +1,76 @@
+"""The one read API over the rollup's results, shared by the report, the dashboard and users.
+
+:func:`metric_table` returns one row per (day, arm, metric, k) with the sufficient statistics
+and the mean; :func:`health_table` the users, impressions and crossover users per arm and
+day (``arm`` empty for the whole experiment). ``k`` is empty (``<NA>``) for metrics without a
+cutoff (``r_precision``, ``song_clicks``).
+
+Columns of :func:`metric_table`: ``day, arm, metric, k, kind, users, mean, sum, sum_sq,
+impressions, impressions_sq, ratio_sum, ratio_sum_sq, ratio_cross, provisional``.
+
+- ``kind == "user"``: ``users`` counts the users with a value, ``mean = sum / users`` is the
+  mean over users of each user's mean over their impressions; ``sum_sq`` is Σx². The
+  ``impressions*`` and ``ratio_*`` columns are Σm, Σm², Σy, Σy², Σy·m with m the user's
+  impressions and y the user's sum (the per-impression ratio view, delta method).
+- ``kind == "set"`` (coverage, gini, entropy): one value for the arm's set of lists;
+  ``mean == sum`` is that value and ``users`` the arm's users.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import sqlalchemy as sa
+
+from tracker.store import results
+from tracker.store.db import require_current_schema, transaction
+from tracker.store.experiments import get_experiment
+
+METRIC_COLUMNS = ["day", "arm", "metric", "k", "kind", "users", "mean", "sum", "sum_sq",
+                  "impressions", "impressions_sq", "ratio_sum", "ratio_sum_sq", "ratio_cross",
+                  "provisional"]
+HEALTH_COLUMNS = ["day", "arm", "users", "impressions", "crossover_users", "provisional"]
+
+
+def metric_table(engine: sa.Engine, experiment: str, cumulative: bool = False) -> pd.DataFrame:
+    """Arm-day statistics of ``experiment`` (daily, or cumulative from its first day)."""
+    require_current_schema(engine)
+    with transaction(engine) as conn:
+        info = get_experiment(conn, experiment)
+        rows = results.metric_rows(conn, info.id, cumulative)
+    arms = {arm.id: arm.key for arm in info.arms}
+    frame = pd.DataFrame(rows, columns=[c for c in METRIC_COLUMNS if c not in ("arm", "mean")]
+                         + ["arm_id"])
+    frame["arm"] = frame["arm_id"].map(arms)
+    frame["k"] = frame["k"].where(frame["k"] > 0).astype("Int64")
+    users = frame["users"].where(frame["users"] > 0)
+    frame["mean"] = (frame["sum"] / users).where(frame["kind"] == "user", frame["sum"])
+    frame["provisional"] = frame["provisional"].astype(bool)
+    return frame[METRIC_COLUMNS].reset_index(drop=True)
+
+
+def health_table(engine: sa.Engine, experiment: str, cumulative: bool = False) -> pd.DataFrame:
+    """Users, impressions and crossover users per arm and day (``arm`` None: all arms)."""
+    require_current_schema(engine)
+    with transaction(engine) as conn:
+        info = get_experiment(conn, experiment)
+        rows = results.health_rows(conn, info.id, cumulative)
+    arms = {arm.id: arm.key for arm in info.arms}
+    frame = pd.DataFrame(rows, columns=["day", "arm_id", "users", "impressions",
+                                        "crossover_users", "provisional"])
+    frame["arm"] = frame["arm_id"].map(arms)
+    frame["provisional"] = frame["provisional"].astype(bool)
+    return frame[HEALTH_COLUMNS].reset_index(drop=True)
+
+
+def day_table(engine: sa.Engine, experiment: str) -> pd.DataFrame:
+    """Per rolled-up day: impressions, users, when its windows close, when it was computed."""
+    require_current_schema(engine)
+    with transaction(engine) as conn:
+        info = get_experiment(conn, experiment)
+        rows = results.day_rows(conn, info.id)
+        last = results.last_run(conn, info.id)
+    frame = pd.DataFrame(rows, columns=["day", "impressions", "users", "closes_at",
+                                        "computed_at"])
+    frame["provisional"] = frame["computed_at"] < frame["closes_at"]
+    frame.attrs["last_run"] = last
+    return frame

@@ -1,0 +1,117 @@
+"""Tables the rollup writes: its incremental state and the layers of DESIGN.md's data flow.
+
+- ``rollup_state``: per experiment, the highest impression and interaction ids already taken
+  into account (the watermarks), advanced in the same transaction as the results they cover.
+- ``rollup_day``: per experiment and reporting day, when its attribution windows close and
+  when it was last computed (a day computed before its windows closed is *provisional*).
+- ``rollup_user_day``: unit-day outcomes, one row per (experiment, day, user, arm) with the
+  user's per-metric sums and counts over that day's impressions (little-endian float64
+  vectors stored as bytes, whose layout the rollup derives from the experiment's cutoffs:
+  compact, and read back with one ``numpy.frombuffer`` instead of parsing arrays).
+  Cumulative views aggregate these rows, never the raw logs.
+- ``rollup_item_day``: item exposure per (experiment, day, arm, k, item): how many lists held
+  the item in their top k (arm 0, k 0: items of the day's catalog seen only in interactions).
+- ``rollup_metric``: the arm-day sufficient statistics, daily and cumulative.
+- ``rollup_health``: users, impressions and crossover users per arm (arm 0: the experiment).
+
+The store knows no metric: ``metric`` is a name the rollup chose, ``k`` 0 when none.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, mapped_column
+
+from tracker.store.models import ID_LENGTH, Base
+from tracker.store.types import EpochMicros
+
+METRIC_KINDS = ("user", "set")
+
+
+class RollupState(Base):
+    __tablename__ = "rollup_state"
+
+    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    impressions_seen: Mapped[int] = mapped_column(sa.BigInteger)
+    interactions_seen: Mapped[int] = mapped_column(sa.BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(EpochMicros)
+
+
+class RollupDay(Base):
+    __tablename__ = "rollup_day"
+
+    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
+    impressions: Mapped[int] = mapped_column(sa.BigInteger)
+    users: Mapped[int] = mapped_column(sa.BigInteger)
+    closes_at: Mapped[datetime] = mapped_column(EpochMicros)
+    computed_at: Mapped[datetime] = mapped_column(EpochMicros)
+
+
+class RollupUserDay(Base):
+    __tablename__ = "rollup_user_day"
+
+    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
+    user_id: Mapped[str] = mapped_column(sa.String(ID_LENGTH), primary_key=True)
+    arm_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    impressions: Mapped[int] = mapped_column(sa.Integer)
+    sums: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian float64 vector
+    counts: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian float64 vector
+
+
+class RollupItemDay(Base):
+    __tablename__ = "rollup_item_day"
+
+    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
+    arm_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    k: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    item_id: Mapped[str] = mapped_column(sa.String(ID_LENGTH), primary_key=True)
+    exposures: Mapped[int] = mapped_column(sa.BigInteger)
+
+
+class RollupMetric(Base):
+    __tablename__ = "rollup_metric"
+
+    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
+    cumulative: Mapped[bool] = mapped_column(sa.Boolean, primary_key=True)
+    arm_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    metric: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    k: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    kind: Mapped[str] = mapped_column(sa.String(8))
+    users: Mapped[int] = mapped_column(sa.BigInteger)
+    sum: Mapped[float] = mapped_column(sa.Double)
+    sum_sq: Mapped[float] = mapped_column(sa.Double)
+    impressions: Mapped[float] = mapped_column(sa.Double)
+    impressions_sq: Mapped[float] = mapped_column(sa.Double)
+    ratio_sum: Mapped[float] = mapped_column(sa.Double)
+    ratio_sum_sq: Mapped[float] = mapped_column(sa.Double)
+    ratio_cross: Mapped[float] = mapped_column(sa.Double)
+    provisional: Mapped[bool] = mapped_column(sa.Boolean)
+
+    __table_args__ = (
+        sa.CheckConstraint("kind IN ('user', 'set')", name="kind"),
+    )
+
+
+class RollupHealth(Base):
+    __tablename__ = "rollup_health"
+
+    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
+    cumulative: Mapped[bool] = mapped_column(sa.Boolean, primary_key=True)
+    arm_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    users: Mapped[int] = mapped_column(sa.BigInteger)
+    impressions: Mapped[int] = mapped_column(sa.BigInteger)
+    crossover_users: Mapped[int] = mapped_column(sa.BigInteger)
+    provisional: Mapped[bool] = mapped_column(sa.Boolean)
+
+
+ROLLUP_TABLES = (
+    RollupState.__table__, RollupDay.__table__, RollupUserDay.__table__,
+    RollupItemDay.__table__, RollupMetric.__table__, RollupHealth.__table__,
+)
