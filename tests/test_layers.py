@@ -19,6 +19,9 @@ ALLOWED = {
                       {"tracker.store", "tracker.config", "tracker.errors"}),
     "tracker/ingest": ({"numpy", "pandas", "pyarrow", "sqlalchemy"},
                        {"tracker.ingest", "tracker.store", "tracker.config", "tracker.errors"}),
+    "tracker/rollup": ({"numpy", "pandas", "sqlalchemy"},
+                       {"tracker.rollup", "tracker.store", "tracker.metrics", "tracker.config",
+                        "tracker.errors"}),
     "migrations/versions": ({"alembic", "sqlalchemy"}, set()),
 }
 
