@@ -123,6 +123,12 @@ class Settings:
                               "how long after a day's last attribution window closes its "
                               "results stay provisional (late events)")},
     )
+    rollup_popularity_days: int = field(
+        default=28,
+        metadata={"var": _Var("TRACKER_ROLLUP_POPULARITY_DAYS", _positive_int,
+                              "days of interactions before a day that define item popularity "
+                              "(surprisal)")},
+    )
     rollup_chunk_cells: int = field(
         default=4_000_000,
         metadata={"var": _Var("TRACKER_ROLLUP_CHUNK_CELLS", _positive_int,

@@ -62,18 +62,19 @@ def impression_values(imp: dict, truth: dict, cutoffs, popularity) -> dict:
     return values
 
 
-def popularity_before(interactions: list[dict], moment: datetime):
+def popularity_before(interactions: list[dict], since: datetime, moment: datetime):
     users_of = defaultdict(set)
     everyone = set()
     for it in interactions:
-        if it["occurred_at"] < moment:
+        if since <= it["occurred_at"] < moment:
             users_of[it["item_id"]].add(it["user_id"])
             everyone.add(it["user_id"])
     return {item: len(users) for item, users in users_of.items()}, len(everyone)
 
 
 def rollup(impressions: list[dict], interactions: list[dict], *, window: timedelta,
-           relevance: dict | None, zone: str = "UTC", cutoffs=(5, 10, 20)):
+           relevance: dict | None, zone: str = "UTC", cutoffs=(5, 10, 20),
+           popularity_days: int = 28):
     """``{(cumulative, day, arm, metric, k): (users, sum, sum_sq)}`` for user metrics and
     ``{(cumulative, day, arm, metric, k): value}`` for set metrics, plus health
     ``{(cumulative, day, arm or None): (users, impressions, crossover users)}``."""
@@ -84,7 +85,9 @@ def rollup(impressions: list[dict], interactions: list[dict], *, window: timedel
     scored = {}  # impression id -> (day, values, truth)
     for day, imps in by_day.items():
         start = datetime.combine(day, datetime.min.time(), tzinfo=tz)
-        popularity = popularity_before(interactions, start)
+        since = datetime.combine(day - timedelta(days=popularity_days), datetime.min.time(),
+                                 tzinfo=tz)
+        popularity = popularity_before(interactions, since, start)
         for imp in imps:
             truth = ground_truth(imp, interactions, window, relevance)
             scored[imp["impression_id"]] = (day, impression_values(imp, truth, cutoffs,

@@ -18,6 +18,7 @@ from tests.rollup.scenario import CUTOFFS, RELEVANCE, WINDOW, create, dump, make
 from tracker import Tracker
 from tracker.config import Settings
 from tracker.errors import Busy
+from tracker.rollup.days import days_between
 from tracker.rollup.lock import rollup_lock
 
 NOW = datetime(2026, 11, 20, tzinfo=UTC)  # long after the logs: every day final
@@ -208,20 +209,22 @@ def test_any_split_into_batches_ends_in_the_tables_of_one_full_rollup(tmp_path, 
         assert dump(tracker.engine) == incremental
 
 
-def test_a_late_click_recomputes_its_impressions_day_only(tracker):
+def test_a_late_click_recomputes_its_impressions_day_and_the_days_after(tracker):
     create(tracker)
     imps, events = make_logs(seed=11, days=3, users=8, impressions=40)
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
     tracker.rollup("home", now=NOW)
     # an impression served late enough in its day that the window before the click (the
-    # impressions the click may answer) lies within that same day
+    # impressions the click may answer) lies within that same day; the days after are
+    # recomputed too (the click counts in their item popularity, surprisal)
     imp = next(r for r in imps if 8 <= r["served_at"].hour < 23)
+    last_day = max(r["served_at"] for r in imps).date()
     late = {"event_id": "late", "user_id": imp["user_id"], "item_id": imp["items"][0],
             "event": "purchase", "occurred_at": imp["served_at"] + timedelta(minutes=5)}
     tracker.log_interactions([late])
     (summary,) = tracker.rollup("home", now=NOW)
     served_day = imp["served_at"].date()
-    assert summary.days_recomputed == [served_day]
+    assert summary.days_recomputed == days_between(served_day, last_day)
     assert summary.cumulative_from == served_day
     _check_against_reference(tracker, imps, [late])
 

@@ -25,7 +25,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import numpy as np
 import sqlalchemy as sa
@@ -41,7 +41,7 @@ from tracker.rollup.aggregate import (
     set_metric_rows,
     unit_totals,
 )
-from tracker.rollup.days import day_bounds, day_of, days_between
+from tracker.rollup.days import day_bounds, day_of, day_start, days_between
 from tracker.rollup.lock import rollup_lock
 from tracker.rollup.outcomes import Chunk, Layout, impression_values
 from tracker.store import results
@@ -137,7 +137,7 @@ def _run_one(engine: sa.Engine, settings: Settings, info: ExperimentInfo, *, ful
         else:
             known = results.known_days(conn, info.id)
             touched = _touched_days(conn, info, state, top_impression, top_interaction,
-                                    first, last, summary)
+                                    first, last, summary, settings.rollup_popularity_days)
             now_us = to_micros(clock)
             touched |= {d for d, closes, computed in known if computed < closes <= now_us}
     if full or state is None:
@@ -163,7 +163,7 @@ def _run_one(engine: sa.Engine, settings: Settings, info: ExperimentInfo, *, ful
 
 def _touched_days(conn: sa.Connection, info: ExperimentInfo, state: tuple[int, int] | None,
                   top_impression: int, top_interaction: int, first: int, last: int,
-                  summary: RollupSummary) -> set[date]:
+                  summary: RollupSummary, popularity_days: int) -> set[date]:
     zone = info.timezone
     span = set(days_between(day_of(first, zone), day_of(last, zone)))
     if state is None:
@@ -178,11 +178,15 @@ def _touched_days(conn: sa.Connection, info: ExperimentInfo, state: tuple[int, i
     summary.new_impressions = top_impression - seen_impressions
     summary.new_interactions = top_interaction - seen_interactions
     window = int(info.attribution_window.total_seconds() * 1_000_000)
+    reach = popularity_days * 86_400 * 1_000_000 + 2 * _HOUR  # DST-safe over-estimate
     for experiment_id, hour in queries.changed_hours(conn, seen_interactions, top_interaction):
-        if experiment_id is None:  # impressions served in [hour - window, hour + 1h)
-            touched |= set(days_between(day_of(hour - window, zone), day_of(hour + _HOUR - 1,
+        if experiment_id is None:
+            # it may answer impressions served in [hour - window, hour + 1h), and it counts
+            # in the popularity (surprisal) of the days that start within the next
+            # popularity_days days
+            touched |= set(days_between(day_of(hour - window, zone), day_of(hour + reach,
                                                                              zone)))
-        elif experiment_id == info.id:
+        elif experiment_id == info.id:  # the impression it names
             touched |= set(days_between(day_of(hour, zone), day_of(hour + _HOUR - 1, zone)))
     return touched & span
 
@@ -198,7 +202,9 @@ def _recompute_day(engine: sa.Engine, settings: Settings, info: ExperimentInfo, 
     with transaction(engine) as conn:
         count, _, _, last_served, longest = queries.day_extent(conn, info.id, start, end)
         if count:
-            n_users = queries.create_popularity(conn, start)
+            since = day_start(day - timedelta(days=settings.rollup_popularity_days),
+                              info.timezone)
+            n_users = queries.create_popularity(conn, since, start)
             ln_n = math.log(n_users) if n_users >= 2 else None
             rows = max(1_000, settings.rollup_chunk_cells // max(int(longest), 1))
             for low, high in queries.chunk_bounds(conn, info.id, start, end, rows):

@@ -74,9 +74,9 @@ def chunk_bounds(conn: sa.Connection, experiment_id: int, start: int, end: int,
     return bounds
 
 
-def create_popularity(conn: sa.Connection, before: int) -> int:
-    """Fill a temporary table with ln(distinct users) per item over interactions before
-    ``before``; returns N, the distinct users in that log."""
+def create_popularity(conn: sa.Connection, since: int, before: int) -> int:
+    """Fill a temporary table with ln(distinct users) per item over the interactions that
+    occurred in ``[since, before)``; returns N, the distinct users in that log."""
     conn.execute(sa.text(f"DROP TABLE IF EXISTS {POP_TABLE}"))
     if is_postgresql(conn):
         conn.execute(sa.text(
@@ -90,11 +90,12 @@ def create_popularity(conn: sa.Connection, before: int) -> int:
     conn.execute(sa.text(
         f"INSERT INTO {POP_TABLE} (item_id, ln_users) "
         "SELECT item_id, ln(CAST(count(DISTINCT user_id) AS DOUBLE PRECISION)) FROM interaction "
-        "WHERE occurred_at < :before GROUP BY item_id"
-    ), {"before": before})
+        "WHERE occurred_at >= :since AND occurred_at < :before GROUP BY item_id"
+    ), {"since": since, "before": before})
     return int(conn.execute(sa.text(
-        "SELECT count(DISTINCT user_id) FROM interaction WHERE occurred_at < :before"
-    ), {"before": before}).scalar_one())
+        "SELECT count(DISTINCT user_id) FROM interaction "
+        "WHERE occurred_at >= :since AND occurred_at < :before"
+    ), {"since": since, "before": before}).scalar_one())
 
 
 def drop_popularity(conn: sa.Connection) -> None:
@@ -168,6 +169,7 @@ def truth_rows(conn: sa.Connection, experiment_id: int, start: int, end: int, lo
         "SELECT t.imp_id, t.item, max(t.grade), min(t.pos) FROM ("
         f"  {select} FROM impression imp JOIN interaction it ON it.user_id = imp.user_id"
         "   AND it.occurred_at >= imp.served_at AND it.occurred_at <= imp.served_at + :window"
+        "   AND it.occurred_at >= :start AND it.occurred_at < :end + :window"
         f"  AND it.impression_key IS NULL WHERE {_chunk_filter()}"
         "  UNION ALL"
         f"  {select} FROM impression imp JOIN interaction it"
@@ -205,12 +207,13 @@ def insert_exposure(conn: sa.Connection, experiment_id: int, day, start: int, en
 
 def changed_hours(conn: sa.Connection, after: int, through: int) -> list[tuple[int, int]]:
     """For interactions with ids in ``(after, through]``: the distinct hours (UTC micros,
-    floored) of their times, and of their named impressions' serving times."""
+    floored) of their times (experiment None), and of their named impressions' serving
+    times (with the impression's experiment)."""
     hour = 3_600_000_000
     params = {"after": after, "through": through, "hour": hour}
     rows = conn.execute(sa.text(
         "SELECT DISTINCT (it.occurred_at / :hour) * :hour FROM interaction it "
-        "WHERE it.id > :after AND it.id <= :through AND it.impression_key IS NULL"
+        "WHERE it.id > :after AND it.id <= :through"
     ), params).scalars().all()
     named = conn.execute(sa.text(
         "SELECT DISTINCT imp.experiment_id, (imp.served_at / :hour) * :hour "
