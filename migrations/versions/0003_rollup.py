@@ -16,6 +16,8 @@ down_revision = "0001"
 branch_labels = None
 depends_on = None
 
+BIG_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
 
 def _key(*columns: str) -> list[sa.Column]:
     types = {"experiment_id": sa.Integer(), "day": sa.Date(), "cumulative": sa.Boolean(),
@@ -54,11 +56,13 @@ def upgrade() -> None:
     )
     op.create_table(
         "rollup_item_day",
+        sa.Column("id", BIG_ID, nullable=False),
         *_key("experiment_id", "day", "arm_id", "k", "item_id"),
         sa.Column("exposures", sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint("experiment_id", "day", "arm_id", "k", "item_id",
-                                name=op.f("pk_rollup_item_day")),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_rollup_item_day")),
     )
+    op.create_index(op.f("ix_rollup_item_day_experiment_id_day"), "rollup_item_day",
+                    ["experiment_id", "day"])
     op.create_table(
         "rollup_metric",
         *_key("experiment_id", "day", "cumulative", "arm_id", "metric", "k"),
@@ -87,6 +91,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index(op.f("ix_interaction_occurred_at"), table_name="interaction")
+    op.drop_index(op.f("ix_rollup_item_day_experiment_id_day"), table_name="rollup_item_day")
     for table in ("rollup_health", "rollup_metric", "rollup_item_day", "rollup_user_day",
                   "rollup_day", "rollup_state"):
         op.drop_table(table)

@@ -167,39 +167,47 @@ def metric_rows(stats: list[ArmStats], layout: Layout) -> list[dict]:
     return rows
 
 
-def set_metric_values(exposure: np.ndarray, catalog: int) -> tuple[float, float, float]:
-    """Coverage, Gini index and entropy (bits) of one arm's item exposure counts at one k,
-    with the catalog's size; the conventions of :mod:`tracker.metrics.exposure`
-    (``coverage``, ``gini_index`` with a catalog, ``entropy``), computed from counts."""
-    shown = exposure[exposure > 0].astype(np.float64)
-    if catalog < 1:
+def set_metric_values(histogram: np.ndarray, catalog: int) -> tuple[float, float, float]:
+    """Coverage, Gini index and entropy (bits) of one arm's item exposure at one k, from the
+    histogram of exposures (rows ``(exposure, number of items)``, exposure > 0, ascending)
+    and the catalog size; the conventions of :mod:`tracker.metrics.exposure` (``coverage``;
+    ``gini_index`` with the catalog's unseen items at exposure 0; ``entropy`` in bits).
+
+    With the m catalog items sorted by exposure x (zeros first), Gini = Σ (2i - m - 1) x_i /
+    (m Σx); a group of c items at exposure n occupying ranks r+1..r+c adds n·c·(2r + c - m).
+
+    >>> set_metric_values(np.array([[1, 1], [3, 1]]), catalog=4)  # exposures 0, 0, 1, 3
+    (0.5, 0.625, 0.8112781244591328)
+    """
+    if catalog < 1 or histogram.size == 0:
         return 0.0, 0.0, 0.0
-    coverage = shown.size / catalog
-    total = shown.sum()
-    if total == 0:
-        return coverage, 0.0, 0.0
-    ordered = np.concatenate((np.zeros(catalog - shown.size), np.sort(shown)))
-    m = ordered.size
-    gini = float((2.0 * np.arange(1, m + 1) - m - 1) @ ordered / (m * total))
-    share = shown / total
-    entropy = float(-(share * np.log2(share)).sum()) + 0.0
-    return coverage, gini, entropy
+    n = histogram[:, 0].astype(np.float64)
+    c = histogram[:, 1].astype(np.float64)
+    shown = c.sum()
+    total = (n * c).sum()
+    before = (catalog - shown) + np.concatenate(([0.0], np.cumsum(c)[:-1]))
+    gini = float((n * c * (2 * before + c - catalog)).sum() / (catalog * total))
+    share = n / total
+    entropy = float(-(c * share * np.log2(share)).sum()) + 0.0
+    return float(shown / catalog), gini, entropy
 
 
-def set_metric_rows(arm_items: dict[int, np.ndarray], catalog: int, cutoffs: list[int],
-                    users: dict[int, int]) -> list[dict]:
-    """``rollup_metric`` rows of the set-level metrics: ``arm_items[arm]`` is the (items,
-    cutoffs) exposure matrix of the arm's items over the period."""
+def set_metric_rows(histogram: list[tuple[int, int, int, int]], catalog: int,
+                    cutoffs: list[int], users: dict[int, int]) -> list[dict]:
+    """``rollup_metric`` rows of the set-level metrics (coverage, gini, entropy) for every
+    arm with users, from the exposure histogram rows ``(arm, k, exposure, items)``."""
+    table = np.array(histogram, dtype=np.int64).reshape(-1, 4)
     rows = []
-    for arm, exposure in arm_items.items():
-        if not users.get(arm):
-            continue  # an arm without users that day has no set of lists
-        for j, k in enumerate(cutoffs):
-            values = set_metric_values(exposure[:, j], catalog)
+    for arm, arm_users in users.items():
+        if not arm_users:
+            continue  # an arm without users has no set of lists
+        for k in cutoffs:
+            mine = table[(table[:, 0] == arm) & (table[:, 1] == k)][:, 2:]
+            values = set_metric_values(mine, catalog)
             for metric, value in zip(("coverage", "gini", "entropy"), values, strict=True):
                 rows.append({
                     "arm_id": arm, "metric": metric, "k": k, "kind": "set",
-                    "users": users.get(arm, 0), "sum": value, "sum_sq": value * value,
+                    "users": arm_users, "sum": value, "sum_sq": value * value,
                     "impressions": 0.0, "impressions_sq": 0.0, "ratio_sum": 0.0,
                     "ratio_sum_sq": 0.0, "ratio_cross": 0.0,
                 })

@@ -200,6 +200,7 @@ def _recompute_day(engine: sa.Engine, settings: Settings, info: ExperimentInfo, 
     parts: list[UnitTotals] = []
     truth_items: set[str] = set()
     with transaction(engine) as conn:
+        queries.tune(conn)
         count, _, _, last_served, longest = queries.day_extent(conn, info.id, start, end)
         if count:
             since = day_start(day - timedelta(days=settings.rollup_popularity_days),
@@ -220,6 +221,7 @@ def _recompute_day(engine: sa.Engine, settings: Settings, info: ExperimentInfo, 
     now_us = to_micros(clock)
     grace = int(settings.rollup_grace_seconds * 1_000_000)
     with transaction(engine, write=True) as conn:
+        queries.tune(conn)
         results.delete_day(conn, info.id, day)
         if not count:
             return
@@ -271,33 +273,15 @@ def _write_stats(conn: sa.Connection, info: ExperimentInfo, totals: UnitTotals,
     state = health(totals)
     users = {arm: state.arms.get(arm, (0, 0, 0))[0] for arm in arm_ids}
     rows = [dict(base, **row) for row in metric_rows(stats, layout)]
-    exposure, catalog = results.exposure(conn, info.id, first, last)
-    per_arm = _exposure_matrices(exposure, arm_ids, list(info.cutoffs))
+    histogram, catalog = results.exposure_histogram(conn, info.id, first, last)
     rows += [dict(base, **row)
-             for row in set_metric_rows(per_arm, catalog, list(info.cutoffs), users)]
+             for row in set_metric_rows(histogram, catalog, list(info.cutoffs), users)]
     results.insert_metrics(conn, rows)
     health_rows = [dict(base, arm_id=arm, users=u, impressions=i, crossover_users=c)
                    for arm, (u, i, c) in ((a, state.arms.get(a, (0, 0, 0))) for a in arm_ids)]
     health_rows.append(dict(base, arm_id=0, users=state.users, impressions=state.impressions,
                             crossover_users=state.crossover_users))
     results.insert_health(conn, health_rows)
-
-
-def _exposure_matrices(exposure: list[tuple[int, int, int]], arm_ids: list[int],
-                       cutoffs: list[int]) -> dict[int, np.ndarray]:
-    """Per arm, the exposure counts of its served items at each cutoff, as an
-    (items, cutoffs) matrix (zero-padded; zeros do not count as shown)."""
-    table = np.array(exposure, dtype=np.int64).reshape(-1, 3)
-    out = {}
-    for arm in arm_ids:
-        mine = table[table[:, 0] == arm]
-        columns = [mine[mine[:, 1] == k, 2] for k in cutoffs]
-        width = max((c.size for c in columns), default=0)
-        matrix = np.zeros((width, len(cutoffs)), dtype=np.int64)
-        for j, column in enumerate(columns):
-            matrix[: column.size, j] = column
-        out[arm] = matrix
-    return out
 
 
 def _recompute_cumulative(engine: sa.Engine, info: ExperimentInfo, since: date | None,
@@ -308,6 +292,7 @@ def _recompute_cumulative(engine: sa.Engine, info: ExperimentInfo, since: date |
     layout = Layout.for_cutoffs(list(info.cutoffs))
     width = len(layout)
     with transaction(engine, write=True) as conn:
+        queries.tune(conn)
         days = results.known_days(conn, info.id)
         if since is not None and days:
             results.delete_cumulative(conn, info.id, since)

@@ -27,6 +27,22 @@ def is_postgresql(conn: sa.Connection) -> bool:
     return conn.dialect.name == "postgresql"
 
 
+def _fetch(conn: sa.Connection, sql: str, params: dict) -> list[tuple]:
+    """All rows of a query as plain tuples, straight from the driver's cursor (in the
+    connection's transaction): the rollup's big reads skip SQLAlchemy's row objects, and
+    PostgreSQL sends numbers in binary."""
+    compiled = sa.text(sql).compile(dialect=conn.dialect)
+    values = compiled.construct_params(params)
+    args = [values[name] for name in compiled.positiontup] if compiled.positional else values
+    raw = conn.connection.driver_connection
+    cursor = raw.cursor(binary=True) if is_postgresql(conn) else raw.cursor()
+    try:
+        cursor.execute(str(compiled), args)
+        return cursor.fetchall()
+    finally:
+        cursor.close()
+
+
 def _day_filter(alias: str = "imp") -> str:
     return (f"{alias}.experiment_id = :experiment AND {alias}.served_at >= :start "
             f"AND {alias}.served_at < :end")
@@ -148,7 +164,7 @@ def impression_rows(conn: sa.Connection, experiment_id: int, start: int, end: in
             f"LEFT JOIN {POP_TABLE} p ON p.item_id = a.value "
             f"WHERE {_chunk_filter()} AND a.key < :top GROUP BY imp.id ORDER BY imp.id"
         )
-    return conn.execute(sa.text(sql), params).all()
+    return _fetch(conn, sql, params)
 
 
 def truth_rows(conn: sa.Connection, experiment_id: int, start: int, end: int, low: int,
@@ -176,7 +192,7 @@ def truth_rows(conn: sa.Connection, experiment_id: int, start: int, end: int, lo
         f"   ON it.impression_key = imp.impression_key WHERE {_chunk_filter()}"
         ") t GROUP BY t.imp_id, t.item HAVING max(t.grade) > 0 ORDER BY t.imp_id, t.item"
     )
-    return conn.execute(sa.text(sql), params).all()
+    return _fetch(conn, sql, params)
 
 
 def insert_exposure(conn: sa.Connection, experiment_id: int, day, start: int, end: int,
@@ -186,23 +202,37 @@ def insert_exposure(conn: sa.Connection, experiment_id: int, day, start: int, en
     counts lists holding the item anywhere (the day's catalog of served items)."""
     params = {"experiment": experiment_id, "start": start, "end": end, "day": day}
     if is_postgresql(conn):
-        ranked = ("SELECT imp.arm_id, u.item, u.ord, count(*) AS n FROM impression imp "
-                  "CROSS JOIN LATERAL unnest(imp.items) WITH ORDINALITY AS u(item, ord) "
-                  f"WHERE {_day_filter()} GROUP BY imp.arm_id, u.item, u.ord")
+        counts = ", ".join(f"count(*) FILTER (WHERE u.ord <= {int(k)}) AS n{i}"
+                           for i, k in enumerate(cutoffs))
+        exploded = ("FROM impression imp CROSS JOIN LATERAL unnest(imp.items) "
+                    "WITH ORDINALITY AS u(item, ord)")
     else:
-        ranked = ("SELECT imp.arm_id, u.value AS item, u.key + 1 AS ord, count(*) AS n "
-                  "FROM impression imp JOIN json_each(imp.items) u "
-                  f"WHERE {_day_filter()} GROUP BY imp.arm_id, u.value, u.key")
-    per_k = " UNION ALL ".join(
-        f"SELECT arm_id, {int(k)} AS k, item, sum(n) AS n FROM ranked WHERE ord <= {int(k)} "
-        "GROUP BY arm_id, item" for k in cutoffs)
-    per_k += (" UNION ALL SELECT arm_id, 0 AS k, item, sum(n) AS n FROM ranked "
-              "GROUP BY arm_id, item")
+        counts = ", ".join(f"sum(CASE WHEN u.key < {int(k)} THEN 1 ELSE 0 END) AS n{i}"
+                           for i, k in enumerate(cutoffs))
+        exploded = "FROM impression imp JOIN json_each(imp.items) u"
+    item = "u.item" if is_postgresql(conn) else "u.value"
+    per_item = (f"SELECT imp.arm_id, {item} AS item, {counts}, count(*) AS n_all {exploded} "
+                f"WHERE {_day_filter()} GROUP BY imp.arm_id, {item}")
+    if is_postgresql(conn):  # unpivot the per-k counts with a LATERAL VALUES list
+        pairs = ", ".join(f"({int(k)}, x.n{i})" for i, k in enumerate(cutoffs))
+        select = (f"SELECT :experiment, :day, x.arm_id, v.k, x.item, v.n FROM ({per_item}) x "
+                  f"CROSS JOIN LATERAL (VALUES {pairs}, (0, x.n_all)) AS v(k, n) "
+                  "WHERE v.n > 0")
+    else:  # SQLite has no LATERAL: one branch per cutoff
+        branches = [f"SELECT {int(k)} AS k, arm_id, item, n{i} AS n FROM x WHERE n{i} > 0"
+                    for i, k in enumerate(cutoffs)]
+        branches.append("SELECT 0 AS k, arm_id, item, n_all AS n FROM x")
+        select = (f"WITH x AS ({per_item}) SELECT :experiment, :day, arm_id, k, item, n "
+                  f"FROM ({' UNION ALL '.join(branches)}) t")
     conn.execute(sa.text(
-        f"INSERT INTO rollup_item_day (experiment_id, day, arm_id, k, item_id, exposures) "
-        f"WITH ranked AS ({ranked}) SELECT :experiment, :day, arm_id, k, item, n "
-        f"FROM ({per_k}) t"
-    ), params)
+        "INSERT INTO rollup_item_day (experiment_id, day, arm_id, k, item_id, exposures) "
+        + select), params)
+
+
+def tune(conn: sa.Connection) -> None:
+    """Give the rollup's big aggregations room in memory (PostgreSQL, this transaction)."""
+    if is_postgresql(conn):
+        conn.execute(sa.text("SET LOCAL work_mem = '256MB'"))
 
 
 def changed_hours(conn: sa.Connection, after: int, through: int) -> list[tuple[int, int]]:

@@ -103,22 +103,34 @@ def insert_day(conn: sa.Connection, **values) -> None:
     conn.execute(sa.insert(RollupDay).values(**values))
 
 
+def _bulk_insert(conn: sa.Connection, table: sa.Table, columns: list[str],
+                 pg_types: list[str], rows: Iterable[tuple]) -> None:
+    """Insert many rows: binary ``COPY`` on PostgreSQL, ``executemany`` on SQLite."""
+    if conn.dialect.name == "postgresql":
+        cursor = conn.connection.driver_connection.cursor()
+        with cursor.copy(f"COPY {table.name} ({', '.join(columns)}) FROM STDIN "
+                         "(FORMAT BINARY)") as copy:
+            copy.set_types(pg_types)
+            for row in rows:
+                copy.write_row(row)
+        return
+    rows = list(rows)
+    if not rows:
+        return
+    marks = ", ".join("?" for _ in columns)
+    conn.exec_driver_sql(f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({marks})",
+                         list(rows))
+
+
 def insert_user_days(conn: sa.Connection, experiment_id: int, day: date,
                      rows: Iterable[tuple[str, int, int, bytes, bytes]]) -> None:
     """Unit-day rows ``(user_id, arm_id, impressions, sums, counts)`` of one day."""
-    if conn.dialect.name == "postgresql":
-        cursor = conn.connection.driver_connection.cursor()
-        with cursor.copy("COPY rollup_user_day (experiment_id, day, user_id, arm_id, "
-                         "impressions, sums, counts) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["int4", "date", "text", "int4", "int4", "bytea", "bytea"])
-            for user, arm, impressions, sums, counts in rows:
-                copy.write_row((experiment_id, day, user, arm, impressions, sums, counts))
-        return
-    conn.execute(sa.insert(RollupUserDay), [
-        {"experiment_id": experiment_id, "day": day, "user_id": user, "arm_id": arm,
-         "impressions": impressions, "sums": sums, "counts": counts}
-        for user, arm, impressions, sums, counts in rows
-    ])
+    _bulk_insert(conn, RollupUserDay.__table__,
+                 ["experiment_id", "day", "user_id", "arm_id", "impressions", "sums", "counts"],
+                 ["int4", "date", "text", "int4", "int4", "bytea", "bytea"],
+                 ((experiment_id, day if conn.dialect.name == "postgresql" else day.isoformat(),
+                   user, arm, impressions, sums, counts)
+                  for user, arm, impressions, sums, counts in rows))
 
 
 def user_days(conn: sa.Connection, experiment_id: int, first: date, last: date):
@@ -134,33 +146,33 @@ def user_days(conn: sa.Connection, experiment_id: int, first: date, last: date):
 
 def insert_catalog_items(conn: sa.Connection, experiment_id: int, day: date,
                          items: Sequence[str]) -> None:
-    """Items of the day's ground truth that no arm served (arm 0, k 0, exposure 0)."""
-    if not items:
-        return
-    served = sa.select(RollupItemDay.item_id).where(
-        RollupItemDay.experiment_id == experiment_id, RollupItemDay.day == day)
-    known = {row[0] for row in conn.execute(served)}
-    new = sorted(set(items) - known)
-    if new:
-        conn.execute(sa.insert(RollupItemDay), [
-            {"experiment_id": experiment_id, "day": day, "arm_id": 0, "k": 0, "item_id": item,
-             "exposures": 0} for item in new])
+    """Items of the day's ground truth (arm 0, k 0, exposure 0): with the served items of
+    ``rollup_item_day`` they make the day's catalog."""
+    when = day if conn.dialect.name == "postgresql" else day.isoformat()
+    _bulk_insert(conn, RollupItemDay.__table__,
+                 ["experiment_id", "day", "arm_id", "k", "item_id", "exposures"],
+                 ["int4", "date", "int4", "int4", "text", "int8"],
+                 ((experiment_id, when, 0, 0, item, 0) for item in items))
 
 
-def exposure(conn: sa.Connection, experiment_id: int, first: date, last: date):
-    """Summed item exposure over ``first..last``: (arm, k, exposures) rows for served items,
-    ordered by arm, k and item; and the catalog size (distinct items of those days)."""
-    where = (RollupItemDay.experiment_id == experiment_id, RollupItemDay.day >= first,
-             RollupItemDay.day <= last)
+def exposure_histogram(conn: sa.Connection, experiment_id: int, first: date, last: date):
+    """Item exposure summed over ``first..last``, as a histogram: (arm, k, exposure, number
+    of items with that exposure) for exposures > 0, ordered; and the catalog size (distinct
+    items served or in a ground truth over those days)."""
+    table = RollupItemDay.__table__
+    where = (table.c.experiment_id == experiment_id, table.c.day >= first,
+             table.c.day <= last)
+    per_item = (sa.select(table.c.arm_id, table.c.k, sa.func.sum(table.c.exposures).label("n"))
+                .where(*where, table.c.arm_id != 0, table.c.k > 0)
+                .group_by(table.c.arm_id, table.c.k, table.c.item_id).subquery())
     rows = conn.execute(
-        sa.select(RollupItemDay.arm_id, RollupItemDay.k, RollupItemDay.item_id,
-                  sa.func.sum(RollupItemDay.exposures))
-        .where(*where, RollupItemDay.arm_id != 0, RollupItemDay.k > 0)
-        .group_by(RollupItemDay.arm_id, RollupItemDay.k, RollupItemDay.item_id)
-        .order_by(RollupItemDay.arm_id, RollupItemDay.k, RollupItemDay.item_id)).all()
-    catalog = conn.execute(sa.select(sa.func.count(sa.distinct(RollupItemDay.item_id)))
+        sa.select(per_item.c.arm_id, per_item.c.k, per_item.c.n, sa.func.count())
+        .where(per_item.c.n > 0)
+        .group_by(per_item.c.arm_id, per_item.c.k, per_item.c.n)
+        .order_by(per_item.c.arm_id, per_item.c.k, per_item.c.n)).all()
+    catalog = conn.execute(sa.select(sa.func.count(sa.distinct(table.c.item_id)))
                            .where(*where)).scalar_one()
-    return [(int(a), int(k), int(n)) for a, k, _, n in rows], int(catalog)
+    return [(int(a), int(k), int(n), int(c)) for a, k, n, c in rows], int(catalog)
 
 
 def insert_metrics(conn: sa.Connection, rows: list[dict]) -> None:

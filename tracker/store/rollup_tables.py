@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
 from tracker.store.models import ID_LENGTH, Base
-from tracker.store.types import EpochMicros
+from tracker.store.types import BIG_ID, EpochMicros
 
 METRIC_KINDS = ("user", "set")
 
@@ -63,14 +63,20 @@ class RollupUserDay(Base):
 
 
 class RollupItemDay(Base):
+    """Append-only per day (replaced as a whole day), so no primary key to maintain on
+    insert: the surrogate ``id`` is only there because the ORM needs one."""
+
     __tablename__ = "rollup_item_day"
 
-    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
-    day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
-    arm_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
-    k: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
-    item_id: Mapped[str] = mapped_column(sa.String(ID_LENGTH), primary_key=True)
+    id: Mapped[int] = mapped_column(BIG_ID, primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(sa.Integer)
+    day: Mapped[date] = mapped_column(sa.Date)
+    arm_id: Mapped[int] = mapped_column(sa.Integer)
+    k: Mapped[int] = mapped_column(sa.Integer)
+    item_id: Mapped[str] = mapped_column(sa.String(ID_LENGTH))
     exposures: Mapped[int] = mapped_column(sa.BigInteger)
+
+    __table_args__ = (sa.Index(None, "experiment_id", "day"),)
 
 
 class RollupMetric(Base):
