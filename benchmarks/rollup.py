@@ -213,6 +213,8 @@ def main() -> None:
     parser.add_argument("--history-impressions", type=int, default=None,
                         help="impressions per history day (default: --impressions)")
     parser.add_argument("--users", type=int, default=200_000)
+    parser.add_argument("--no-history", action="store_true",
+                        help="only the new day on a 1-day history (skip the long history)")
     args = parser.parse_args()
     history_n = args.history_impressions or args.impressions
     kinds = ["postgresql", "sqlite"] if args.db == "both" else [args.db]
@@ -223,6 +225,8 @@ def main() -> None:
         folder = Path(tmp)
         for kind in kinds:
             short = scenario(kind, folder, 1, args.impressions, history_n, args.users)
+            if args.no_history:
+                continue
             long = scenario(kind, folder, args.history_days, args.impressions, history_n,
                             args.users)
             print(f"  {kind:10} => new day on {args.history_days}-day history / on 1-day "

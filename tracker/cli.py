@@ -355,5 +355,40 @@ def rollup_cmd(experiment: str | None, full: bool, until, every: str | None,
         full = False  # a scheduled loop rebuilds at most once
         time.sleep(pause)
 
+
+# ---------------------------------------------------------------------------- report
+@main.command("report")
+@click.argument("experiment")
+@click.option("--day", "day", type=click.DateTime(["%Y-%m-%d"]),
+              help="Report as of this day (default: the latest day whose results are final).")
+@click.option("--daily", is_flag=True,
+              help="That day alone instead of cumulative from the experiment's start.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
+              show_default=True)
+@click.option("--level", default=0.95, show_default=True, help="Confidence level.")
+@click.option("--sequential", is_flag=True,
+              help="Always-valid intervals and p-values (for daily peeking).")
+@click.option("--correction", type=click.Choice(["holm", "bh"]), default="holm",
+              show_default=True, help="Multiple-comparison correction over primary metrics.")
+@click.option("--primary", multiple=True, metavar="METRIC@K",
+              help="A primary metric (repeatable; default: ndcg and hit_rate at the middle k).")
+def report_cmd(experiment: str, day, daily: bool, fmt: str, level: float, sequential: bool,
+               correction: str, primary: tuple[str, ...]) -> None:
+    """Scorecard of EXPERIMENT: each arm's mean with its interval, lift against control with
+    its interval and p-value, significance after correction, and health (SRM, crossover,
+    provisional days, data freshness)."""
+    from tracker.report import render_table, report
+
+    engine, _ = _engine()
+    card = report(engine, experiment, cumulative=not daily, as_of=day.date() if day else None,
+                  level=level, intervals="sequential" if sequential else "fixed_horizon",
+                  correction=correction, primary=primary or None)
+    if fmt == "json":
+        click.echo(json.dumps(card.to_dict(), indent=2))
+    elif fmt == "csv":
+        click.echo(card.to_csv(), nl=False)
+    else:
+        click.echo(render_table(card))
+
 if __name__ == "__main__":
     main()

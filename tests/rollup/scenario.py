@@ -60,12 +60,15 @@ ROLLUP_TABLES = {
 }
 
 
+SKIP = ("computed_at", "id")
+
+
 def dump(engine: sa.Engine) -> dict[str, list[tuple]]:
     """Every rollup table's rows in key order, without computation times and surrogate ids."""
     out = {}
     with engine.connect() as conn:
         for table, order in ROLLUP_TABLES.items():
             rows = conn.execute(sa.text(f"SELECT * FROM {table} ORDER BY {order}")).mappings()
-            out[table] = [tuple((k, v) for k, v in sorted(row.items()) if k not in ("computed_at", "id"))
+            out[table] = [tuple((k, v) for k, v in sorted(row.items()) if k not in SKIP)
                           for row in rows]
     return out

@@ -1,0 +1,107 @@
+"""``tracker report``: the scorecard's numbers from the rollup's sums, recomputed by hand from
+the reference users' values (scipy's Welch test as the independent check)."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import timedelta
+
+import pytest
+from click.testing import CliRunner
+from scipy import stats as sps
+
+from tests.helpers import T0
+from tests.rollup.scenario import create
+from tests.rollup.test_rollup import NOW
+from tracker.cli import main
+
+
+def _log_known_users(tracker):
+    """Control: 4 users with hit_rate@2 values 1, 1, 0, 0; treatment: 4 users 1, 1, 1, 0."""
+    create(tracker)
+    imps, events = [], []
+    for arm, hits in (("control", [1, 1, 0, 0]), ("treatment", [1, 1, 1, 0])):
+        for u, hit in enumerate(hits):
+            user = f"{arm}-{u}"
+            imps.append({"impression_id": f"{user}-i", "experiment": "home", "arm": arm,
+                         "user_id": user, "items": ["a", "b", "c"], "served_at": T0})
+            if hit:
+                events.append({"event_id": f"{user}-e", "user_id": user, "item_id": "b",
+                               "event": "click", "occurred_at": T0 + timedelta(minutes=1)})
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+
+
+def _json(url: str, *args: str) -> dict:
+    result = CliRunner().invoke(main, ["report", "home", "--format", "json", *args],
+                                env={"TRACKER_DATABASE_URL": url})
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_report_json_matches_a_hand_computed_welch_test(tracker, db_url):
+    _log_known_users(tracker)
+    card = _json(db_url)
+    assert card["experiment"] == "home" and card["as_of"] == T0.date().isoformat()
+    rows = {(r["metric"], r["k"], r["arm"]): r for r in card["metrics"]}
+    control, treatment = [1, 1, 0, 0], [1, 1, 1, 0]
+    welch = sps.ttest_ind(treatment, control, equal_var=False)
+    t = rows[("hit_rate", 2, "treatment")]
+    assert t["users"] == 4 and t["mean"] == pytest.approx(0.75)
+    assert t["lift"] == pytest.approx(0.25)
+    assert t["relative_lift"] == pytest.approx(0.5)
+    assert t["p_value"] == pytest.approx(welch.pvalue, rel=1e-9)
+    se = math.sqrt(sps.tvar(treatment) / 4 + sps.tvar(control) / 4)
+    df = welch.df
+    half = sps.t.ppf(0.975, df) * se
+    assert (t["lift_ci_low"], t["lift_ci_high"]) == pytest.approx((0.25 - half, 0.25 + half))
+    c = rows[("hit_rate", 2, "control")]
+    half_c = sps.t.ppf(0.975, 3) * math.sqrt(sps.tvar(control) / 4)
+    assert (c["ci_low"], c["ci_high"]) == pytest.approx((0.5 - half_c, 0.5 + half_c))
+    assert card["health"]["users"] == {"control": 4, "treatment": 4}
+    assert card["health"]["srm_p_value"] == pytest.approx(1.0)
+    assert card["health"]["crossover_share"] == 0.0
+
+
+def test_primary_metrics_are_corrected_and_the_rest_are_not(tracker, db_url):
+    _log_known_users(tracker)
+    card = _json(db_url, "--primary", "hit_rate@2", "--primary", "precision@2")
+    tests = [r for r in card["metrics"] if not r["control"] and r["kind"] == "user"]
+    primary = [r for r in tests if r["primary"]]
+    assert {(r["metric"], r["k"]) for r in primary} == {("hit_rate", 2), ("precision", 2)}
+    ps = sorted(r["p_value"] for r in primary)
+    holm = sorted(r["p_value_adjusted"] for r in primary)
+    assert holm[0] == pytest.approx(min(1.0, 2 * ps[0]))
+    for r in tests:
+        if not r["primary"] and r["p_value"] is not None:
+            assert r["p_value_adjusted"] == r["p_value"]
+
+
+def test_zero_variance_gives_a_reason_not_nan(tracker, db_url):
+    create(tracker)
+    imps = [{"impression_id": f"i{n}", "experiment": "home", "arm": arm, "user_id": f"u{n}",
+             "items": ["a"], "served_at": T0} for n, arm in enumerate(["control", "treatment"] * 3)]
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    card = _json(db_url)
+    row = next(r for r in card["metrics"] if r["metric"] == "ndcg" and not r["control"])
+    assert row["p_value"] is None and row["reason"] == "zero_variance"
+    assert row["verdict"] == "inconclusive"
+
+
+def test_table_and_csv_formats_and_an_experiment_without_rollup(tracker, db_url):
+    create(tracker)
+    env = {"TRACKER_DATABASE_URL": db_url}
+    empty = CliRunner().invoke(main, ["report", "home"], env=env)
+    assert empty.exit_code == 0 and "tracker rollup" in empty.stdout
+    stored = tracker.log_impressions(
+        [{"impression_id": "x", "experiment": "home", "arm": "control", "user_id": "u",
+          "items": ["a"], "served_at": T0}])
+    assert stored.stored == 1
+    tracker.rollup("home", now=NOW)
+    table = CliRunner().invoke(main, ["report", "home"], env=env)
+    assert "hit_rate@2" in table.stdout and "control" in table.stdout
+    csv_out = CliRunner().invoke(main, ["report", "home", "--format", "csv", "--daily"], env=env)
+    assert csv_out.stdout.splitlines()[0].startswith("metric,k,arm,control")

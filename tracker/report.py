@@ -1,0 +1,299 @@
+"""The scorecard of an experiment as of a day: what ``tracker report`` prints and the
+dashboard shows (both call :func:`scorecard`, so they cannot disagree).
+
+For each metric and cutoff: every arm's mean over users with its interval; for every
+treatment arm the difference against control (``lift``) and the relative lift, each with its
+interval, the two-sided Welch p-value (fixed-horizon, uncorrected) and the p-value after the
+correction for multiple comparisons (Holm by default) over the *primary* metrics x treatment
+arms; the other metrics are reported uncorrected (``p_value_adjusted`` = ``p_value``).
+``intervals="sequential"`` swaps the intervals and p-values for always-valid ones (confidence
+sequences) — the right choice when the scorecard is looked at every day. Set-level metrics
+(coverage, gini, entropy) are one number per arm: no interval, no test.
+
+The JSON form (:meth:`Scorecard.to_dict`) is a stable interface:
+
+- ``experiment``, ``as_of`` (ISO date), ``cumulative`` (bool), ``level``, ``intervals``
+  (``fixed_horizon`` | ``sequential``), ``correction``, ``primary`` (metric names);
+- ``health``: ``srm_p_value`` (chi-square), ``srm_sequential_p_value`` (anytime-valid),
+  ``srm_flagged``, ``users`` and ``expected_share`` per arm, ``crossover_users``,
+  ``crossover_share``, ``crossover_status`` (ok / warn / alert), ``provisional_days``,
+  ``last_rollup`` (ISO instant) and ``data_lag_hours`` (now minus the last impression day's
+  end, None without data);
+- ``metrics``: rows with ``metric``, ``k`` (None when the metric has none), ``arm``,
+  ``control`` (bool), ``kind`` (user | set), ``users``, ``mean``, ``ci_low``, ``ci_high``,
+  ``reason``; for treatment arms also ``lift``, ``lift_ci_low``, ``lift_ci_high``,
+  ``relative_lift``, ``relative_lift_ci_low``, ``relative_lift_ci_high``, ``p_value``,
+  ``p_value_adjusted``, ``primary`` and ``verdict`` (better / worse / inconclusive, at the
+  adjusted p-value against 1 - level). Numbers that cannot be computed are null and
+  ``reason`` says why (e.g. ``zero_variance``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import pandas as pd
+
+from tracker import stats
+from tracker.store.experiments import ExperimentInfo
+
+ONLINE = ("hit_rate", "song_clicks", "coverage")
+RANKING = ("precision", "recall", "mrr", "map", "ndcg", "r_precision", "roc_auc")
+BEYOND = ("surprisal", "unexpectedness", "gini", "entropy")
+METRIC_ORDER = ONLINE + RANKING + BEYOND
+LOWER_IS_BETTER = {"song_clicks", "gini"}
+
+
+@dataclass(frozen=True)
+class Scorecard:
+    experiment: str
+    as_of: date | None
+    cumulative: bool
+    level: float
+    intervals: str
+    correction: str
+    primary: tuple[str, ...]
+    health: dict[str, Any]
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "experiment": self.experiment,
+            "as_of": self.as_of.isoformat() if self.as_of else None,
+            "cumulative": self.cumulative, "level": self.level, "intervals": self.intervals,
+            "correction": self.correction, "primary": list(self.primary),
+            "health": self.health, "metrics": self.metrics,
+        }
+
+    def to_csv(self) -> str:
+        columns = ["metric", "k", "arm", "control", "kind", "users", "mean", "ci_low",
+                   "ci_high", "lift", "lift_ci_low", "lift_ci_high", "relative_lift",
+                   "relative_lift_ci_low", "relative_lift_ci_high", "p_value",
+                   "p_value_adjusted", "primary", "verdict", "reason"]
+        out = io.StringIO()
+        writer = csv.DictWriter(out, columns, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(self.metrics)
+        return out.getvalue()
+
+
+def _name(metric: str, k: int | None) -> str:
+    return metric if k is None else f"{metric}@{k}"
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd.DataFrame,
+              days: pd.DataFrame, *, as_of: date | None = None, cumulative: bool = True,
+              level: float = 0.95, intervals: str = "fixed_horizon",
+              correction: str = "holm", primary: tuple[str, ...] | None = None,
+              now: datetime | None = None) -> Scorecard:
+    """Build the scorecard from the rollup's tables (see :mod:`tracker.rollup.read`).
+
+    ``as_of``: the day to report (default: the latest day whose results are final, else the
+    latest day). ``primary``: metric names such as ``"ndcg@10"`` (default: NDCG and hit rate
+    at the experiment's middle cutoff).
+    """
+    level = stats.results.check_level(level)
+    if intervals not in ("fixed_horizon", "sequential"):
+        raise ValueError(f"intervals must be 'fixed_horizon' or 'sequential', got {intervals!r}")
+    cutoffs = list(info.cutoffs)
+    middle = cutoffs[len(cutoffs) // 2]
+    primary = tuple(primary) if primary else (f"ndcg@{middle}", f"hit_rate@{middle}")
+    available = sorted(set(metric_table["day"])) if not metric_table.empty else []
+    if as_of is None and available:
+        final = days[~days["provisional"]]["day"] if not days.empty else []
+        as_of = max(final) if len(final) else available[-1]
+    health = _health(info, health_table, days, as_of, now or datetime.now(UTC))
+    card = Scorecard(info.key, as_of, cumulative, level, intervals, correction, primary,
+                     health)
+    if as_of is None:
+        return card
+    rows = metric_table[metric_table["day"] == as_of]
+    card.metrics.extend(_metric_rows(info, rows, level, intervals, primary))
+    _adjust(card.metrics, correction, level)
+    return card
+
+
+def _health(info: ExperimentInfo, health_table: pd.DataFrame, days: pd.DataFrame,
+            as_of: date | None, now: datetime) -> dict[str, Any]:
+    arms = [arm.key for arm in info.arms]
+    weights = [arm.weight for arm in info.arms]
+    total = sum(weights)
+    out: dict[str, Any] = {
+        "srm_p_value": None, "srm_sequential_p_value": None, "srm_flagged": False,
+        "srm_reason": "no_users", "users": dict.fromkeys(arms, 0),
+        "expected_share": {a: w / total for a, w in zip(arms, weights, strict=True)},
+        "crossover_users": 0, "crossover_share": None, "crossover_status": None,
+        "provisional_days": [d.isoformat() for d in days[days["provisional"]]["day"]]
+        if not days.empty else [],
+        "last_rollup": None, "data_lag_hours": None,
+    }
+    last_run = days.attrs.get("last_run")
+    if last_run is not None:
+        out["last_rollup"] = last_run.isoformat()
+    if not days.empty:
+        last_day = max(days["day"])
+        end = datetime.combine(last_day + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
+        out["data_lag_hours"] = round((now - end).total_seconds() / 3600, 1)
+    if as_of is None or health_table.empty:
+        return out
+    table = health_table[health_table["day"] <= as_of]
+    per_arm = table[table["arm"].notna()].pivot_table(index="day", columns="arm",
+                                                       values="users", aggfunc="sum")
+    per_arm = per_arm.reindex(columns=arms).fillna(0).astype(int).sort_index()
+    today = per_arm.iloc[-1] if len(per_arm) else pd.Series(0, index=arms)
+    out["users"] = {a: int(today[a]) for a in arms}
+    srm = stats.srm_test([int(today[a]) for a in arms], weights)
+    out["srm_p_value"] = _finite(srm.p_value)
+    out["srm_reason"] = srm.reason.value
+    looks = per_arm.to_numpy().tolist()
+    if looks and sum(looks[-1]):
+        sequential = stats.sequential_srm(looks, weights)
+        out["srm_sequential_p_value"] = _finite(sequential.p_value)
+        out["srm_flagged"] = bool(srm.flagged or sequential.flagged)
+    else:
+        out["srm_flagged"] = bool(srm.flagged)
+    whole = table[table["arm"].isna() & (table["day"] == as_of)]
+    if len(whole):
+        row = whole.iloc[0]
+        crossover = stats.crossover_health(int(row["users"]), int(row["crossover_users"]))
+        out["crossover_users"] = int(row["crossover_users"])
+        out["crossover_share"] = _finite(crossover.share)
+        out["crossover_status"] = crossover.status.value if crossover.status else None
+    return out
+
+
+def _metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, intervals: str,
+                 primary: tuple[str, ...]) -> list[dict[str, Any]]:
+    control = info.control
+    arm_keys = [arm.key for arm in info.arms]
+    out = []
+    keys = rows[["metric", "k"]].drop_duplicates()
+    order = {m: i for i, m in enumerate(METRIC_ORDER)}
+    keys = sorted(((m, None if pd.isna(k) else int(k)) for m, k in keys.itertuples(index=False)),
+                  key=lambda mk: (order.get(mk[0], len(order)), mk[0], mk[1] or 0))
+    compare = stats.compare_sequential if intervals == "sequential" else stats.compare
+    for metric, k in keys:
+        mine = rows[(rows["metric"] == metric)
+                    & (rows["k"].isna() if k is None else rows["k"] == k)]
+        by_arm = {r.arm: r for r in mine.itertuples(index=False)}
+        if control not in by_arm:
+            continue
+        base = by_arm[control]
+        for arm in arm_keys:
+            if arm not in by_arm:
+                continue
+            r = by_arm[arm]
+            row: dict[str, Any] = {"metric": metric, "k": k, "arm": arm,
+                                   "control": arm == control, "kind": r.kind,
+                                   "users": int(r.users)}
+            if r.kind == "set":
+                row.update(mean=_finite(r.mean), ci_low=None, ci_high=None,
+                           reason="set_metric")
+                if arm != control:
+                    lift = None if base.mean is None else r.mean - base.mean
+                    rel = (lift / abs(base.mean) if lift is not None and base.mean else None)
+                    row.update(lift=_finite(lift), lift_ci_low=None, lift_ci_high=None,
+                               relative_lift=_finite(rel), relative_lift_ci_low=None,
+                               relative_lift_ci_high=None, p_value=None,
+                               p_value_adjusted=None, primary=_name(metric, k) in primary,
+                               verdict="inconclusive")
+                out.append(row)
+                continue
+            mean_stats = stats.MeanStats(int(r.users), float(r.sum), float(r.sum_sq))
+            estimate = stats.arm_estimate(mean_stats, level=level)
+            row.update(mean=_finite(estimate.estimate), ci_low=_finite(estimate.ci_low),
+                       ci_high=_finite(estimate.ci_high), reason=estimate.reason.value)
+            if arm != control:
+                control_stats = stats.MeanStats(int(base.users), float(base.sum),
+                                                float(base.sum_sq))
+                result = compare(mean_stats, control_stats, level=level)
+                d, rel = result.difference, result.relative_lift
+                row.update(
+                    lift=_finite(d.estimate), lift_ci_low=_finite(d.ci_low),
+                    lift_ci_high=_finite(d.ci_high), relative_lift=_finite(rel.estimate),
+                    relative_lift_ci_low=_finite(rel.ci_low),
+                    relative_lift_ci_high=_finite(rel.ci_high),
+                    p_value=_finite(result.p_value), p_value_adjusted=None,
+                    primary=_name(metric, k) in primary, reason=d.reason.value,
+                )
+            out.append(row)
+    return out
+
+
+def _adjust(rows: list[dict[str, Any]], correction: str, level: float) -> None:
+    tests = [r for r in rows if not r["control"] and r["kind"] == "user"]
+    adjusted = stats.adjust_primary([r["p_value"] for r in tests],
+                                    [r["primary"] for r in tests], method=correction)
+    for row, p in zip(tests, adjusted, strict=True):
+        row["p_value_adjusted"] = _finite(p)
+        significant = p is not None and p < 1 - level
+        if not significant or row["lift"] is None:
+            row["verdict"] = "inconclusive"
+        else:
+            up = row["lift"] > 0
+            better = up != (row["metric"] in LOWER_IS_BETTER)
+            row["verdict"] = "better" if better else "worse"
+
+
+def render_table(card: Scorecard) -> str:
+    """The scorecard for a terminal."""
+    lines = [f"Experiment {card.experiment} — "
+             + (f"{'cumulative through' if card.cumulative else 'day'} {card.as_of}"
+                if card.as_of else "no rolled-up data yet (run `tracker rollup`)")]
+    h = card.health
+    srm = "n/a" if h["srm_p_value"] is None else f"p = {h['srm_p_value']:.4g}"
+    lines.append(
+        f"Health: SRM {srm}{' MISMATCH' if h['srm_flagged'] else ''}; users "
+        + ", ".join(f"{a} {n}" for a, n in h["users"].items())
+        + f"; crossover {h['crossover_users']}"
+        + (f" ({h['crossover_share']:.2%}, {h['crossover_status']})"
+           if h["crossover_share"] is not None else "")
+        + f"; provisional days {len(h['provisional_days'])}"
+        + (f"; data lag {h['data_lag_hours']} h" if h["data_lag_hours"] is not None else ""))
+    if not card.metrics:
+        return "\n".join(lines)
+    kind = "always-valid" if card.intervals == "sequential" else "fixed-horizon"
+    lines.append(f"{int(card.level * 100)}% {kind} intervals; p adjusted ({card.correction}) "
+                 f"over primary metrics {', '.join(card.primary)}")
+    header = (f"{'metric':<18}{'arm':<14}{'users':>7}  {'mean':>9} {'interval':<21}"
+              f"{'lift':>9} {'relative lift interval':<24}{'p':>8}{'p adj':>8}  verdict")
+    lines += [header, "-" * len(header)]
+
+    def num(v, fmt="{:.4f}"):
+        return "—" if v is None else fmt.format(v)
+
+    for r in card.metrics:
+        interval = ("" if r["ci_low"] is None else f"[{r['ci_low']:.4f}, {r['ci_high']:.4f}]")
+        line = (f"{_name(r['metric'], r['k']):<18}{r['arm']:<14}{r['users']:>7}  "
+                f"{num(r['mean']):>9} {interval:<21}")
+        if not r["control"]:
+            rel = ("" if r.get("relative_lift_ci_low") is None else
+                   f"{r['relative_lift']:+.1%} [{r['relative_lift_ci_low']:+.1%}, "
+                   f"{r['relative_lift_ci_high']:+.1%}]")
+            line += (f"{num(r['lift'], '{:+.4f}'):>9} {rel:<24}"
+                     f"{num(r['p_value'], '{:.3g}'):>8}{num(r['p_value_adjusted'], '{:.3g}'):>8}"
+                     f"  {r['verdict']}{' *' if r['primary'] else ''}")
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def report(engine, experiment: str, *, cumulative: bool = True, **options) -> Scorecard:
+    """Read the rollup's tables of ``experiment`` and build its :func:`scorecard`."""
+    from tracker.rollup import read
+    from tracker.store.db import transaction
+    from tracker.store.experiments import get_experiment
+
+    with transaction(engine) as conn:
+        info = get_experiment(conn, experiment)
+    return scorecard(info, read.metric_table(engine, experiment, cumulative),
+                     read.health_table(engine, experiment, cumulative=True),
+                     read.day_table(engine, experiment), cumulative=cumulative, **options)
