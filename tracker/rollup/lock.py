@@ -19,6 +19,9 @@ from tracker.config import sqlite_path
 from tracker.errors import Busy
 
 _NAMESPACE = 0x7472  # "tr": the first key of tracker's advisory locks
+# Advisory locks are per database; the schema is part of the second key so that tracker
+# installations in different schemas of one database do not block each other.
+_KEY = "hashtext(current_schema() || ':' || CAST(:b AS text))"
 
 
 @contextmanager
@@ -27,7 +30,7 @@ def rollup_lock(engine: sa.Engine, experiment_id: int, experiment_key: str) -> I
                 "this one stops without changing anything")
     if engine.dialect.name == "postgresql":
         with engine.connect() as conn:
-            got = conn.execute(sa.text("SELECT pg_try_advisory_lock(:a, :b)"),
+            got = conn.execute(sa.text(f"SELECT pg_try_advisory_lock(:a, {_KEY})"),
                                {"a": _NAMESPACE, "b": experiment_id}).scalar()
             conn.commit()
             if not got:
@@ -35,7 +38,7 @@ def rollup_lock(engine: sa.Engine, experiment_id: int, experiment_key: str) -> I
             try:
                 yield
             finally:
-                conn.execute(sa.text("SELECT pg_advisory_unlock(:a, :b)"),
+                conn.execute(sa.text(f"SELECT pg_advisory_unlock(:a, {_KEY})"),
                              {"a": _NAMESPACE, "b": experiment_id})
                 conn.commit()
         return
