@@ -244,8 +244,8 @@ def _adjust(rows: list[dict[str, Any]], correction: str, level: float) -> None:
             row["verdict"] = "better" if better else "worse"
 
 
-def render_table(card: Scorecard) -> str:
-    """The scorecard for a terminal."""
+def render_table(card: Scorecard, only: tuple[str, ...] | None = None) -> str:
+    """The scorecard for a terminal (``only``: these metric names, e.g. ``"ndcg@10"``)."""
     lines = [f"Experiment {card.experiment} — "
              + (f"{'cumulative through' if card.cumulative else 'day'} {card.as_of}"
                 if card.as_of else "no rolled-up data yet (run `tracker rollup`)")]
@@ -265,13 +265,15 @@ def render_table(card: Scorecard) -> str:
     lines.append(f"{int(card.level * 100)}% {kind} intervals; p adjusted ({card.correction}) "
                  f"over primary metrics {', '.join(card.primary)}")
     header = (f"{'metric':<18}{'arm':<14}{'users':>7}  {'mean':>9} {'interval':<21}"
-              f"{'lift':>9} {'relative lift interval':<24}{'p':>8}{'p adj':>8}  verdict")
+              f"{'lift':>9} {'relative lift interval':<26}{'p':>10}{'p adj':>10}  verdict")
     lines += [header, "-" * len(header)]
 
     def num(v, fmt="{:.4f}"):
         return "—" if v is None else fmt.format(v)
 
     for r in card.metrics:
+        if only is not None and _name(r["metric"], r["k"]) not in only:
+            continue
         interval = ("" if r["ci_low"] is None else f"[{r['ci_low']:.4f}, {r['ci_high']:.4f}]")
         line = (f"{_name(r['metric'], r['k']):<18}{r['arm']:<14}{r['users']:>7}  "
                 f"{num(r['mean']):>9} {interval:<21}")
@@ -279,8 +281,9 @@ def render_table(card: Scorecard) -> str:
             rel = ("" if r.get("relative_lift_ci_low") is None else
                    f"{r['relative_lift']:+.1%} [{r['relative_lift_ci_low']:+.1%}, "
                    f"{r['relative_lift_ci_high']:+.1%}]")
-            line += (f"{num(r['lift'], '{:+.4f}'):>9} {rel:<24}"
-                     f"{num(r['p_value'], '{:.3g}'):>8}{num(r['p_value_adjusted'], '{:.3g}'):>8}"
+            line += (f"{num(r['lift'], '{:+.4f}'):>9} {rel:<26}"
+                     f"{num(r['p_value'], '{:.3g}'):>10}"
+                     f"{num(r['p_value_adjusted'], '{:.3g}'):>10}"
                      f"  {r['verdict']}{' *' if r['primary'] else ''}")
         lines.append(line)
     return "\n".join(lines)

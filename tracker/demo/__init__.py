@@ -1,0 +1,7 @@
+"""``tracker demo``: a simulated recommender A/B test, logged and rolled up like a real one."""
+
+from tracker.demo.load import LoadSummary, load
+from tracker.demo.simulation import ARMS, RELEVANCE, DayBatch, DemoConfig, experiment_spec, simulate
+
+__all__ = ["ARMS", "RELEVANCE", "DayBatch", "DemoConfig", "LoadSummary", "experiment_spec",
+           "load", "simulate"]
