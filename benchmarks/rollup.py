@@ -221,7 +221,7 @@ def main() -> None:
     print(f"rollup benchmark: new day {NEW_DAY} of {args.impressions:,} impressions x 10 "
           f"items, ~1 interaction each, {args.users:,} users, 3 arms, k = 5, 10, 20; "
           f"{os.cpu_count()} CPUs", flush=True)
-    with tempfile.TemporaryDirectory(dir=ROOT / "benchmarks") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tracker-bench-") as tmp:
         folder = Path(tmp)
         for kind in kinds:
             short = scenario(kind, folder, 1, args.impressions, history_n, args.users)
