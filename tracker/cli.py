@@ -435,5 +435,35 @@ def demo_cmd(days: int, users: int, seed: int) -> None:
                f"{_where(engine)}: `tracker report {config.key}` for every metric, "
                "`tracker rollup` after new data.")
 
+
+# ---------------------------------------------------------------------------- dashboard
+DASHBOARD = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+
+
+def dashboard_command(host: str, port: int) -> list[str]:
+    """The Streamlit command line that serves the dashboard."""
+    return [sys.executable, "-m", "streamlit", "run", str(DASHBOARD),
+            "--server.address", host, "--server.port", str(port), "--server.headless", "true",
+            "--browser.gatherUsageStats", "false", "--global.developmentMode", "false"]
+
+
+@main.command("dashboard")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8501, show_default=True, help="Port to listen on.")
+def dashboard_cmd(host: str, port: int) -> None:
+    """Serve the Streamlit dashboard on the database of TRACKER_DATABASE_URL (read-only)."""
+    import os
+
+    if not DASHBOARD.exists():
+        raise click.ClickException(f"dashboard not found at {DASHBOARD}: install tracker from "
+                                   "its source tree (pip install -e .)")
+    click.echo(f"tracker dashboard on http://{host}:{port} (database "
+               f"{_settings().database_url.split('@')[-1]})", err=True)
+    command = dashboard_command(host, port)
+    root = str(DASHBOARD.parents[1])  # so that the pages can `import dashboard`
+    path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = root if not path else f"{root}{os.pathsep}{path}"
+    os.execv(command[0], command)
+
 if __name__ == "__main__":
     main()

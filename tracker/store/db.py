@@ -27,13 +27,24 @@ SCHEMA_REVISION = SCHEMA_HISTORY[-1]
 _WRITE = "tracker_write"
 
 
-def create_engine(url: str, settings: Settings | None = None, **kwargs) -> sa.Engine:
-    """An engine for ``url`` with tracker's connection settings applied."""
+def create_engine(url: str, settings: Settings | None = None, *, read_only: bool = False,
+                  **kwargs) -> sa.Engine:
+    """An engine for ``url`` with tracker's connection settings applied.
+
+    ``read_only``: every transaction refuses writes (PostgreSQL ``READ ONLY`` transactions,
+    SQLite ``PRAGMA query_only``), for readers such as the dashboard.
+    """
     settings = settings or Settings()
     if url.startswith("sqlite"):
-        return _sqlite_engine(url, settings, **kwargs)
+        engine = _sqlite_engine(url, settings, **kwargs)
+        if read_only:
+            @event.listens_for(engine, "connect")
+            def _query_only(dbapi_connection, _record):
+                dbapi_connection.execute("PRAGMA query_only=ON")
+        return engine
     kwargs.setdefault("pool_pre_ping", True)
-    return sa.create_engine(url, **kwargs)
+    engine = sa.create_engine(url, **kwargs)
+    return engine.execution_options(postgresql_readonly=True) if read_only else engine
 
 
 def _sqlite_engine(url: str, settings: Settings, **kwargs) -> sa.Engine:

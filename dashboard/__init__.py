@@ -1,0 +1,1 @@
+"""The Streamlit dashboard: reads the rollup's tables and ``tracker.stats``, never raw logs."""

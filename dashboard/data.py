@@ -1,0 +1,184 @@
+"""Every read the dashboard makes, cached; pages and components never query anything.
+
+The dashboard opens the database read-only and computes nothing heavy: it reads the rollup's
+tables through :mod:`tracker.rollup.read` and the scorecard through
+:func:`tracker.report.scorecard` (the very function behind ``tracker report``, so the two
+cannot show different numbers); per-day intervals come from :mod:`tracker.stats`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from datetime import date
+
+import pandas as pd
+import streamlit as st
+
+import tracker.metrics as metrics
+import tracker.rollup.read as read
+import tracker.stats as stats
+from tracker.config import Settings
+from tracker.errors import SchemaOutdated
+from tracker.report import Scorecard, scorecard
+from tracker.store.db import create_engine, require_current_schema, transaction
+from tracker.store.experiments import ExperimentInfo, get_experiment, list_experiments
+
+TTL = 60  # seconds: a rollup runs nightly or every few minutes, not every second
+
+
+@st.cache_resource
+def engine():
+    settings = Settings.from_env()
+    return create_engine(settings.database_url, settings, read_only=True)
+
+
+def schema_problem() -> str | None:
+    """Why the database cannot be read (no schema, or behind), or None."""
+    try:
+        require_current_schema(engine())
+    except SchemaOutdated as problem:
+        return str(problem)
+    return None
+
+
+def where() -> str:
+    return engine().url.render_as_string(hide_password=True)
+
+
+@st.cache_data(ttl=TTL)
+def experiments() -> list[ExperimentInfo]:
+    with transaction(engine()) as conn:
+        return list_experiments(conn)
+
+
+@st.cache_data(ttl=TTL)
+def experiment(key: str) -> ExperimentInfo:
+    with transaction(engine()) as conn:
+        return get_experiment(conn, key)
+
+
+@st.cache_data(ttl=TTL)
+def metric_table(key: str, cumulative: bool) -> pd.DataFrame:
+    return read.metric_table(engine(), key, cumulative)
+
+
+@st.cache_data(ttl=TTL)
+def health_table(key: str, cumulative: bool) -> pd.DataFrame:
+    return read.health_table(engine(), key, cumulative)
+
+
+@st.cache_data(ttl=TTL)
+def day_table(key: str) -> pd.DataFrame:
+    return read.day_table(engine(), key)
+
+
+@st.cache_data(ttl=TTL)
+def card(key: str, as_of: date | None, cumulative: bool, intervals: str,
+         level: float) -> Scorecard:
+    """The scorecard, exactly as ``tracker report`` computes it."""
+    days = day_table(key)
+    return scorecard(experiment(key), metric_table(key, cumulative),
+                     health_table(key, True), days, as_of=as_of, cumulative=cumulative,
+                     level=level, intervals=intervals)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One line of the experiments page."""
+
+    info: ExperimentInfo
+    users: int
+    latest_final_day: date | None
+    srm_flagged: bool
+    crossover_status: str | None
+    data_lag_hours: float | None
+    headline: str | None
+    headline_lift: dict[str, float | None]
+
+
+@st.cache_data(ttl=TTL)
+def summaries() -> list[Summary]:
+    out = []
+    for info in experiments():
+        days = day_table(info.key)
+        if days.empty:
+            out.append(Summary(info, 0, None, False, None, None, None, {}))
+            continue
+        sc = card(info.key, None, True, "fixed_horizon", 0.95)
+        final = days[~days["provisional"]]["day"]
+        headline = sc.primary[0] if sc.primary else None
+        lifts = {r["arm"]: r["relative_lift"] for r in sc.metrics
+                 if headline and f"{r['metric']}@{r['k']}" == headline and not r["control"]}
+        out.append(Summary(info, sum(sc.health["users"].values()),
+                           max(final) if len(final) else None, sc.health["srm_flagged"],
+                           sc.health["crossover_status"], sc.health["data_lag_hours"],
+                           headline, lifts))
+    return out
+
+
+@st.cache_data(ttl=TTL)
+def series(key: str, metric: str, k: int | None, cumulative: bool, intervals: str,
+           level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One metric over time: per (day, arm) the mean and its interval, and per (day,
+    treatment arm) the lift against control with its interval (fixed-horizon or
+    always-valid), from the stored sufficient statistics."""
+    table = metric_table(key, cumulative)
+    rows = table[(table["metric"] == metric)
+                 & (table["k"].isna() if k is None else table["k"] == k)]
+    info = experiment(key)
+    compare = stats.compare_sequential if intervals == "sequential" else stats.compare
+    values, lifts = [], []
+    for day, group in rows.groupby("day", sort=True):
+        by_arm = {r.arm: r for r in group.itertuples(index=False)}
+        base = by_arm.get(info.control)
+        for arm, r in by_arm.items():
+            if r.kind == "set":
+                values.append({"day": day, "arm": arm, "mean": r.mean, "ci_low": None,
+                               "ci_high": None, "provisional": r.provisional})
+                continue
+            estimate = stats.arm_estimate(stats.MeanStats(int(r.users), r.sum, r.sum_sq),
+                                          level=level)
+            values.append({"day": day, "arm": arm, "mean": estimate.estimate,
+                           "ci_low": estimate.ci_low, "ci_high": estimate.ci_high,
+                           "provisional": r.provisional})
+            if base is not None and arm != info.control:
+                result = compare(stats.MeanStats(int(r.users), r.sum, r.sum_sq),
+                                 stats.MeanStats(int(base.users), base.sum, base.sum_sq),
+                                 level=level)
+                lift = result.relative_lift
+                lifts.append({"day": day, "arm": arm, "relative_lift": lift.estimate,
+                              "ci_low": lift.ci_low, "ci_high": lift.ci_high,
+                              "p_value": result.p_value, "provisional": r.provisional})
+    return pd.DataFrame(values), pd.DataFrame(lifts)
+
+
+@st.cache_data(ttl=TTL)
+def users_over_time(key: str) -> pd.DataFrame:
+    """Cumulative users per arm and day, with the share each arm should have."""
+    table = health_table(key, True)
+    table = table[table["arm"].notna()]
+    info = experiment(key)
+    total = sum(arm.weight for arm in info.arms)
+    expected = {arm.key: arm.weight / total for arm in info.arms}
+    day_totals = table.groupby("day")["users"].transform("sum")
+    return table.assign(share=table["users"] / day_totals.where(day_totals > 0),
+                        expected=table["arm"].map(expected))
+
+
+def glossary() -> list[tuple[str, str, str]]:
+    """(name, one-line summary, docstring) of every metric, from ``tracker.metrics``."""
+    functions = {
+        "hit_rate": metrics.hit_rate, "precision": metrics.precision,
+        "recall": metrics.recall, "mrr": metrics.mrr, "map": metrics.average_precision,
+        "ndcg": metrics.ndcg, "r_precision": metrics.r_precision,
+        "song_clicks": metrics.song_clicks, "roc_auc": metrics.roc_auc,
+        "surprisal": metrics.surprisal, "unexpectedness": metrics.unexpectedness,
+        "coverage": metrics.coverage, "gini": metrics.gini_index,
+        "entropy": metrics.entropy,
+    }
+    out = []
+    for name, function in functions.items():
+        doc = inspect.getdoc(function) or ""
+        out.append((name, doc.splitlines()[0] if doc else "", doc))
+    return out

@@ -1,0 +1,72 @@
+"""One experiment: health banner, scorecard with lift and intervals, metrics over time per arm,
+users per arm against the expected split, downloads."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import components, data
+from tracker.report import METRIC_ORDER
+
+problem = data.schema_problem()
+if problem:
+    st.error(f"Cannot read the tracker database: {problem}")
+    st.stop()
+keys = [info.key for info in data.experiments()]
+if not keys:
+    st.info("No experiments yet: run `tracker demo`, or log one (see the README).")
+    st.stop()
+requested = st.query_params.get("experiment")
+key = st.selectbox("Experiment", keys, index=keys.index(requested) if requested in keys else 0)
+st.query_params["experiment"] = key
+info = data.experiment(key)
+st.title(info.name)
+st.caption(f"{info.key} · {info.status} · control: {info.control} · attribution window "
+           f"{info.attribution_window} · days in {info.timezone}")
+
+days = data.day_table(key)
+if days.empty:
+    st.info(f"No rollup for {key} yet: run `tracker rollup --experiment {key}` "
+            "(or wait for the scheduled rollup).")
+    st.stop()
+
+with st.sidebar:
+    st.header("View")
+    cutoffs = list(info.cutoffs)
+    k = st.radio("k (cutoff)", cutoffs, index=len(cutoffs) // 2, horizontal=True)
+    window = st.radio("Window", ["cumulative", "daily"], horizontal=True)
+    kind = st.radio("Intervals", ["fixed-horizon", "always-valid"], horizontal=True,
+                    help="Always-valid (sequential) intervals stay valid when you look every day.")
+    all_days = sorted(days["day"])
+    as_of = st.selectbox("As of day", ["latest complete"] + [d.isoformat() for d in
+                                                             reversed(all_days)])
+cumulative = window == "cumulative"
+intervals = "sequential" if kind == "always-valid" else "fixed_horizon"
+chosen = None if as_of == "latest complete" else next(d for d in all_days
+                                                      if d.isoformat() == as_of)
+card = data.card(key, chosen, cumulative, intervals, 0.95)
+
+components.health_banner(card)
+st.subheader(f"Scorecard — {'cumulative through' if cumulative else 'day'} {card.as_of}")
+st.caption(f"95% {kind} intervals; p adjusted ({card.correction}) over primary metrics "
+           f"{', '.join(card.primary)}; ▲/▼ significant after correction.")
+frame = components.scorecard_frame(card, k)
+components.scorecard_tables(frame)
+st.download_button("Download scorecard (CSV)", card.to_csv(), f"{key}-scorecard.csv",
+                   "text/csv")
+
+st.subheader("Metrics over time")
+present = set(data.metric_table(key, cumulative)["metric"])
+names = [m for m in METRIC_ORDER if m in present]
+metric = st.selectbox("Metric", names, index=names.index("ndcg") if "ndcg" in names else 0)
+metric_k = None if metric in ("r_precision", "song_clicks") else k
+values, lifts = data.series(key, metric, metric_k, cumulative, intervals, 0.95)
+label = metric if metric_k is None else f"{metric}@{metric_k}"
+components.metric_chart(values, label)
+st.markdown(f"**Lift of {label} against {info.control} over time**")
+components.lift_chart(lifts)
+st.download_button("Download time series (CSV)", values.to_csv(index=False),
+                   f"{key}-{label}-{window}.csv", "text/csv")
+
+st.subheader("Users per arm")
+components.users_chart(data.users_over_time(key))
