@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import sqlalchemy as sa
@@ -110,27 +111,76 @@ def _log(engine, settings, kind: _Kind, records, normalize, on_invalid, micros_o
     result = IngestResult(kind.name)
     pending: list[tuple[int, list[tuple], IngestResult]] = []
     offset = 0
-    for chunk in _chunks(records, settings.batch_size):
-        normalizer = normalize(chunk) if per_chunk else normalize
-        rows, part = _normalize_chunk(kind, chunk, normalizer, micros_ok)
+    with _Writer(engine, kind) as writer:
+        for chunk in _chunks(records, settings.batch_size):
+            normalizer = normalize(chunk) if per_chunk else normalize
+            rows, part = _normalize_chunk(kind, chunk, normalizer, micros_ok)
+            if on_invalid == "all_or_nothing":
+                pending.append((offset, rows, part))
+            else:
+                writer.submit(rows, part, offset, len(chunk), result, progress)
+            offset += len(chunk)
         if on_invalid == "all_or_nothing":
-            pending.append((offset, rows, part))
-        else:
-            _write(engine, kind, rows, part)
-            result.merge(part, offset)
-            if progress:
-                progress(len(chunk))
-        offset += len(chunk)
-    if on_invalid == "all_or_nothing":
-        if any(part.rejected for _, _, part in pending):
-            for chunk_offset, _, part in pending:
-                result.rejected.extend(Rejection(r.index + chunk_offset, r.id, r.field, r.reason)
-                                       for r in part.rejected)
-            return result
-        for chunk_offset, rows, part in pending:
-            _write(engine, kind, rows, part)
-            result.merge(part, chunk_offset)
+            if any(part.rejected for _, _, part in pending):
+                for chunk_offset, _, part in pending:
+                    result.rejected.extend(
+                        Rejection(r.index + chunk_offset, r.id, r.field, r.reason)
+                        for r in part.rejected)
+                return result
+            for chunk_offset, rows, part in pending:
+                writer.submit(rows, part, chunk_offset, 0, result, None)
     return result
+
+
+class _Writer:
+    """Writes batches on a background thread while the caller validates the next one.
+
+    The database's share of a batch (COPY, the insert, the round trips) runs while Python
+    validates the following batch; at most one batch is in flight, batches are written in
+    order, and the first error stops the run and is raised to the caller (earlier batches
+    stay stored, as with one transaction per batch anyway).
+    """
+
+    def __init__(self, engine, kind: _Kind):
+        self.engine = engine
+        self.kind = kind
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracker-writer")
+        self.flight: Future | None = None
+
+    def __enter__(self) -> _Writer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if exc[0] is None:
+                self._land()
+            elif self.flight is not None:
+                self.flight.cancel()
+                wait([self.flight])
+        finally:
+            self.pool.shutdown(wait=True)
+
+    def submit(self, rows, part, offset, size, result, progress) -> None:
+        # encoding is Python work: done here, while the previous batch is in the database
+        prepared = bulk.prepare(self.engine.dialect.name, self.kind.table, self.kind.columns,
+                                rows) if rows else None
+        self._land()
+
+        def job() -> None:
+            _write(self.engine, self.kind, rows, part, prepared)
+
+        self.flight = self.pool.submit(job)
+        self.landing = (part, offset, size, result, progress)
+
+    def _land(self) -> None:
+        if self.flight is None:
+            return
+        flight, self.flight = self.flight, None
+        flight.result()  # re-raises the writer's error here
+        part, offset, size, result, progress = self.landing
+        result.merge(part, offset)
+        if progress and size:
+            progress(size)
 
 
 def _normalize_chunk(kind: _Kind, chunk, normalize, micros_ok) -> tuple[list[tuple], IngestResult]:
@@ -159,11 +209,12 @@ def _normalize_chunk(kind: _Kind, chunk, normalize, micros_ok) -> tuple[list[tup
     return list(rows.values()), part
 
 
-def _write(engine, kind: _Kind, rows: list[tuple], part: IngestResult) -> None:
+def _write(engine, kind: _Kind, rows: list[tuple], part: IngestResult,
+           prepared: bulk.Prepared | None = None) -> None:
     if not rows:
         return
     with transaction(engine, write=True) as conn:
-        inserted = bulk.insert_new(conn, kind.table, kind.columns, kind.key, rows)
+        inserted = bulk.insert_new(conn, kind.table, kind.columns, kind.key, rows, prepared)
         part.stored += len(inserted)
         if len(inserted) == len(rows):
             return

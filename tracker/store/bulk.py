@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
@@ -49,18 +49,43 @@ def _is_json_on_sqlite(column: sa.Column) -> bool:
 
 
 def insert_new(conn: sa.Connection, table: sa.Table, columns: Sequence[str], key: str,
-               rows: Sequence[tuple]) -> list[str]:
+               rows: Sequence[tuple], prepared: Prepared | None = None) -> list[str]:
     """Insert the rows whose ``key`` column value is not stored yet; return the keys inserted.
 
-    Keys must be unique within ``rows``. Runs inside the caller's transaction.
+    Keys must be unique within ``rows``. Runs inside the caller's transaction. ``prepared``:
+    the rows already encoded by :func:`prepare` (e.g. on another thread than the writer's).
     """
     if not rows:
         return []
+    prepared = prepared or prepare(conn.dialect.name, table, columns, rows)
+    if prepared.dialect != conn.dialect.name:
+        raise ValueError(f"rows prepared for {prepared.dialect}, written to {conn.dialect.name}")
     if conn.dialect.name == "postgresql":
-        return _insert_new_postgresql(conn, table, columns, key, rows)
+        return _insert_new_postgresql(conn, table, columns, key, rows, prepared.rows)
     if conn.dialect.name == "sqlite":
-        return _insert_new_sqlite(conn, table, columns, key, rows)
+        return _insert_new_sqlite(conn, table, columns, key, rows, prepared.rows)
     raise NotImplementedError(f"bulk insert on {conn.dialect.name}")
+
+
+class Prepared(NamedTuple):
+    """Rows encoded for one database's bulk path (array literals, JSON text)."""
+
+    dialect: str
+    rows: list
+
+
+def prepare(dialect: str, table: sa.Table, columns: Sequence[str],
+            rows: Sequence[tuple]) -> Prepared:
+    """Encode rows for :func:`insert_new` on ``dialect`` ("postgresql" or "sqlite")."""
+    if dialect == "postgresql":
+        encoders = [_PG_TEXT_ENCODERS.get(_pg_type(table.c[name])) for name in columns]
+        return Prepared(dialect, _copy_text(_encode_rows(rows, encoders)))
+    json_at = [i for i, name in enumerate(columns) if _is_json_on_sqlite(table.c[name])]
+    if not json_at:
+        return Prepared(dialect, list(rows))
+    dumps = _PG_TEXT_ENCODERS["jsonb"]
+    return Prepared(dialect, _encode_rows(
+        rows, [dumps if i in json_at else None for i in range(len(columns))]))
 
 
 def _text_array(values: list[str]) -> str:
@@ -79,6 +104,26 @@ _PG_TEXT_ENCODERS = {"text[]": _text_array, "float8[]": _float_array,
                      "jsonb": json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode}
 
 
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_field(value) -> str:
+    if value is None:
+        return "\\N"
+    if type(value) is str:
+        if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
+            return value.translate(_COPY_ESCAPES)
+        return value
+    return str(value)
+
+
+def _copy_text(rows: list[list]) -> bytes:
+    """The rows as one COPY text-format payload (tab-separated, escaped, NULL as \\N), built
+    ahead so that the writer sends it in one call instead of one Python call per row."""
+    field = _copy_field
+    return "".join(["\t".join([field(v) for v in row]) + "\n" for row in rows]).encode()
+
+
 def _encode_rows(rows, encoders: list) -> list[list]:
     at = [(i, enc) for i, enc in enumerate(encoders) if enc is not None]
     encoded = []
@@ -91,21 +136,39 @@ def _encode_rows(rows, encoders: list) -> list[list]:
     return encoded
 
 
-def _insert_new_postgresql(conn, table, columns, key, rows) -> list[str]:
-    # Text COPY with array literals built here: psycopg dumps arrays for binary COPY in pure
-    # Python, ~3x slower than this (benchmarks/README.md).
-    stage = f"tracker_stage_{table.name}"
+_UNIQUE_VIOLATION = "23505"
+
+
+def _insert_new_postgresql(conn, table, columns, key, rows, encoded) -> list[str]:
+    # Text COPY with array literals built by prepare(): psycopg dumps arrays for binary COPY
+    # in pure Python, ~3x slower than this (benchmarks/README.md).
     col_list = ", ".join(columns)
-    encoders = [_PG_TEXT_ENCODERS.get(_pg_type(table.c[name])) for name in columns]
-    encoded = _encode_rows(rows, encoders)
+    key_at = list(columns).index(key)
+    keys = [row[key_at] for row in rows]
     raw = conn.connection.driver_connection
     with raw.cursor() as cur:
+        # Fast path: none of the keys is stored yet (the common case of fresh logs), so COPY
+        # straight into the table. A concurrent writer may store one of them in between: the
+        # unique index then refuses the COPY, and the savepoint lets the slow path take over.
+        cur.execute(f"SELECT 1 FROM {table.name} WHERE {key} = ANY(%s) LIMIT 1", (keys,))
+        if cur.fetchone() is None:
+            cur.execute("SAVEPOINT tracker_copy")
+            try:
+                with cur.copy(f"COPY {table.name} ({col_list}) FROM STDIN") as copy:
+                    copy.write(encoded)
+            except Exception as error:  # the driver's UniqueViolation (SQLSTATE 23505)
+                if getattr(error, "sqlstate", None) != _UNIQUE_VIOLATION:
+                    raise
+                cur.execute("ROLLBACK TO SAVEPOINT tracker_copy")
+            else:
+                cur.execute("RELEASE SAVEPOINT tracker_copy")
+                return keys
+        # Slow path: COPY into a staging table, then insert what is new.
+        stage = f"tracker_stage_{table.name}"
         cur.execute(f"CREATE TEMP TABLE IF NOT EXISTS {stage} ON COMMIT DELETE ROWS AS "
                     f"SELECT {col_list} FROM {table.name} WITH NO DATA")
         with cur.copy(f"COPY {stage} ({col_list}) FROM STDIN") as copy:
-            write_row = copy.write_row
-            for row in encoded:
-                write_row(row)
+            copy.write(encoded)
         cur.execute(f"INSERT INTO {table.name} ({col_list}) SELECT {col_list} FROM {stage} "
                     f"ON CONFLICT ({key}) DO NOTHING RETURNING {key}")
         inserted = [r[0] for r in cur.fetchall()]
@@ -113,11 +176,8 @@ def _insert_new_postgresql(conn, table, columns, key, rows) -> list[str]:
     return inserted
 
 
-def _insert_new_sqlite(conn, table, columns, key, rows) -> list[str]:
-    json_at = [i for i, name in enumerate(columns) if _is_json_on_sqlite(table.c[name])]
-    if json_at:
-        dumps = _PG_TEXT_ENCODERS["jsonb"]
-        rows = _encode_rows(rows, [dumps if i in json_at else None for i in range(len(columns))])
+def _insert_new_sqlite(conn, table, columns, key, rows, encoded) -> list[str]:
+    rows = encoded
     raw = conn.connection.driver_connection
     cur = raw.cursor()
     try:
