@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
@@ -208,11 +209,22 @@ def _recompute_day(engine: sa.Engine, settings: Settings, info: ExperimentInfo, 
             n_users = queries.create_popularity(conn, since, start)
             ln_n = math.log(n_users) if n_users >= 2 else None
             rows = max(1_000, settings.rollup_chunk_cells // max(int(longest), 1))
-            for low, high in queries.chunk_bounds(conn, info.id, start, end, rows):
-                imps = queries.impression_rows(conn, info.id, start, end, low, high, cutoffs)
-                truth = queries.truth_rows(conn, info.id, start, end, low, high, window,
-                                           info.relevance)
-                parts.append(_chunk_totals(imps, truth, cutoffs, layout, ln_n))
+
+            def attributed(low: int, high: int):
+                with transaction(engine) as other:
+                    queries.tune(other)
+                    return queries.truth_rows(other, info.id, start, end, low, high, window,
+                                              info.relevance)
+
+            # the attribution join runs on a second connection while this one explodes the
+            # lists: the database works on both at once
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                for low, high in queries.chunk_bounds(conn, info.id, start, end, rows):
+                    pending = pool.submit(attributed, low, high)
+                    imps = queries.impression_rows(conn, info.id, start, end, low, high,
+                                                   cutoffs)
+                    truth = pending.result()
+                    parts.append(_chunk_totals(imps, truth, cutoffs, layout, ln_n))
                 truth_items.update(row[1] for row in truth)
                 summary.impressions_read += len(imps)
                 summary.truth_pairs_read += len(truth)
@@ -241,20 +253,22 @@ def _recompute_day(engine: sa.Engine, settings: Settings, info: ExperimentInfo, 
 def _chunk_totals(imps, truth, cutoffs: list[int], layout: Layout,
                   ln_n: float | None) -> UnitTotals:
     n_cut = len(cutoffs)
-    ids = np.fromiter((r[0] for r in imps), dtype=np.int64, count=len(imps))
-    sums = np.array([r[5:] for r in imps], dtype=np.float64).reshape(len(imps), 2 * n_cut)
-    truth_ids = np.fromiter((r[0] for r in truth), dtype=np.int64, count=len(truth))
+    n = len(imps)
+    columns = list(zip(*imps, strict=True)) if n else [()] * (5 + 2 * n_cut)
+    ids = np.array(columns[0], dtype=np.int64)
+    sums = np.array(columns[5:], dtype=np.float64).reshape(2 * n_cut, n).T
+    t_columns = list(zip(*truth, strict=True)) if truth else [()] * 4
     chunk = Chunk(
-        lengths=np.fromiter((r[3] for r in imps), dtype=np.int64, count=len(imps)),
-        truth_row=np.searchsorted(ids, truth_ids),
-        truth_grade=np.fromiter((r[2] for r in truth), dtype=np.float64, count=len(truth)),
-        truth_position=np.fromiter((r[3] for r in truth), dtype=np.int64, count=len(truth)),
+        lengths=np.array(columns[3], dtype=np.int64),
+        truth_row=np.searchsorted(ids, np.array(t_columns[0], dtype=np.int64)),
+        truth_grade=np.array(t_columns[2], dtype=np.float64),
+        truth_position=np.array(t_columns[3], dtype=np.int64),
         ln_users=sums[:, :n_cut], overlap=sums[:, n_cut:],
-        has_baseline=np.fromiter((bool(r[4]) for r in imps), dtype=bool, count=len(imps)),
+        has_baseline=np.array(columns[4], dtype=bool),
     )
     values, defined = impression_values(chunk, layout, cutoffs, ln_n)
-    users = np.array([r[2] for r in imps], dtype=object)
-    arms = np.fromiter((r[1] for r in imps), dtype=np.int64, count=len(imps))
+    users = np.array(columns[2], dtype=object)
+    arms = np.array(columns[1], dtype=np.int64)
     return unit_totals(users, arms, values, defined)
 
 

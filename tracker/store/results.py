@@ -162,9 +162,15 @@ def exposure_histogram(conn: sa.Connection, experiment_id: int, first: date, las
     table = RollupItemDay.__table__
     where = (table.c.experiment_id == experiment_id, table.c.day >= first,
              table.c.day <= last)
-    per_item = (sa.select(table.c.arm_id, table.c.k, sa.func.sum(table.c.exposures).label("n"))
-                .where(*where, table.c.arm_id != 0, table.c.k > 0)
-                .group_by(table.c.arm_id, table.c.k, table.c.item_id).subquery())
+    served = (*where, table.c.arm_id != 0, table.c.k > 0)
+    if first == last:  # one day: the rows are already one per (arm, k, item)
+        per_item = (sa.select(table.c.arm_id, table.c.k, table.c.exposures.label("n"))
+                    .where(*served).subquery())
+    else:
+        per_item = (sa.select(table.c.arm_id, table.c.k,
+                              sa.func.sum(table.c.exposures).label("n"))
+                    .where(*served)
+                    .group_by(table.c.arm_id, table.c.k, table.c.item_id).subquery())
     rows = conn.execute(
         sa.select(per_item.c.arm_id, per_item.c.k, per_item.c.n, sa.func.count())
         .where(per_item.c.n > 0)
