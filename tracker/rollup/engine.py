@@ -128,9 +128,10 @@ def _run_one(engine: sa.Engine, settings: Settings, info: ExperimentInfo, *, ful
     started = time.perf_counter()
     summary = RollupSummary(info.key, full)
     clock = now or datetime.now(UTC)
+    with transaction(engine) as conn:  # short: it may hold writers back for a moment
+        top_impression, top_interaction = results.latest_ids(conn)
     with transaction(engine) as conn:
         state = None if full else results.load_state(conn, info.id)
-        top_impression, top_interaction = results.latest_ids(conn)
         first, last = results.served_range(conn, info.id, 0, top_impression)
         if first is None:
             touched: set[date] = set()

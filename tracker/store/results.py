@@ -28,7 +28,18 @@ def _micros(column) -> sa.ColumnElement:
 
 
 def latest_ids(conn: sa.Connection) -> tuple[int, int]:
-    """The highest impression id and interaction id stored (0 when none)."""
+    """The highest impression id and interaction id stored (0 when none), such that every
+    row with a lower id is already committed.
+
+    On PostgreSQL ids come from sequences and transactions commit in any order, so a batch
+    still being written may hold ids below the current maximum; a ``SHARE`` lock on the two
+    tables waits for those writers to finish (and holds new ones back for the few
+    milliseconds of this transaction), so that no committed row can later appear below the
+    returned ids. SQLite has one writer at a time and assigns ids at insert: uncommitted rows
+    always lie above the committed maximum.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("LOCK TABLE impression, interaction IN SHARE MODE"))
     imp = conn.execute(sa.select(sa.func.max(Impression.id))).scalar() or 0
     inter = conn.execute(sa.select(sa.func.max(Interaction.id))).scalar() or 0
     return int(imp), int(inter)
