@@ -105,3 +105,11 @@ def test_table_and_csv_formats_and_an_experiment_without_rollup(tracker, db_url)
     assert "hit_rate@2" in table.stdout and "control" in table.stdout
     csv_out = CliRunner().invoke(main, ["report", "home", "--format", "csv", "--daily"], env=env)
     assert csv_out.stdout.splitlines()[0].startswith("metric,k,arm,control")
+
+
+def test_an_unknown_primary_metric_is_refused_with_the_names_to_use(tracker, db_url):
+    _log_known_users(tracker)
+    result = CliRunner().invoke(main, ["report", "home", "--primary", "ndcg@7"],
+                                env={"TRACKER_DATABASE_URL": db_url})
+    assert result.exit_code == 1
+    assert "unknown primary metric(s) ndcg@7" in result.stderr and "hit_rate@2" in result.stderr

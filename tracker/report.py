@@ -40,6 +40,7 @@ from typing import Any
 import pandas as pd
 
 from tracker import stats
+from tracker.errors import ValidationError
 from tracker.store.experiments import ExperimentInfo
 
 ONLINE = ("hit_rate", "song_clicks", "coverage")
@@ -118,6 +119,11 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
         return card
     rows = metric_table[metric_table["day"] == as_of]
     card.metrics.extend(_metric_rows(info, rows, level, intervals, primary))
+    known = {_name(r["metric"], r["k"]) for r in card.metrics if r["kind"] == "user"}
+    unknown = [name for name in primary if name not in known]
+    if unknown and known:
+        raise ValidationError(f"unknown primary metric(s) {', '.join(unknown)}; expected names "
+                              f"such as {', '.join(sorted(known)[:6])}", field="primary")
     _adjust(card.metrics, correction, level)
     return card
 
