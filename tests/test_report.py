@@ -112,4 +112,19 @@ def test_an_unknown_primary_metric_is_refused_with_the_names_to_use(tracker, db_
     result = CliRunner().invoke(main, ["report", "home", "--primary", "ndcg@7"],
                                 env={"TRACKER_DATABASE_URL": db_url})
     assert result.exit_code == 1
-    assert "unknown primary metric(s) ndcg@7" in result.stderr and "hit_rate@2" in result.stderr
+    assert "unknown primary or guardrail metric(s) ndcg@7" in result.stderr
+    assert "hit_rate@2" in result.stderr
+
+
+def test_guardrails_get_a_one_sided_non_inferiority_test(tracker, db_url):
+    _log_known_users(tracker)
+    card = _json(db_url, "--guardrail", "precision@2=9", "--guardrail", "recall@2=0")
+    rows = {(r["metric"], r["k"]): r for r in card["metrics"] if r["arm"] == "treatment"}
+    wide, none = rows[("precision", 2)], rows[("recall", 2)]
+    assert wide["guardrail_margin"] == 9 and wide["guardrail_ok"] is True  # a 900% loss allowed
+    # no loss tolerated and +50% measured on 4 users: not shown non-inferior at 95%
+    assert none["guardrail_margin"] == 0 and none["guardrail_ok"] is False
+    assert 0 < none["guardrail_p_value"] < 1
+    bad = CliRunner().invoke(main, ["report", "home", "--guardrail", "recall@2"],
+                             env={"TRACKER_DATABASE_URL": db_url})
+    assert bad.exit_code == 2 and "METRIC@K=LOSS" in bad.output

@@ -372,17 +372,25 @@ def rollup_cmd(experiment: str | None, full: bool, until, every: str | None,
               show_default=True, help="Multiple-comparison correction over primary metrics.")
 @click.option("--primary", multiple=True, metavar="METRIC@K",
               help="A primary metric (repeatable; default: ndcg and hit_rate at the middle k).")
+@click.option("--guardrail", "guardrails", multiple=True, metavar="METRIC@K=LOSS",
+              help="A guardrail with the relative loss it tolerates, e.g. "
+                   "song_clicks=0.05 (one-sided non-inferiority test; repeatable).")
 def report_cmd(experiment: str, day, daily: bool, fmt: str, level: float, sequential: bool,
-               correction: str, primary: tuple[str, ...]) -> None:
+               correction: str, primary: tuple[str, ...], guardrails: tuple[str, ...]) -> None:
     """Scorecard of EXPERIMENT: each arm's mean with its interval, lift against control with
     its interval and p-value, significance after correction, and health (SRM, crossover,
     provisional days, data freshness)."""
     from tracker.report import render_table, report
 
+    for value in guardrails:
+        if "=" not in value:
+            raise click.BadParameter(f"{value!r}: expected METRIC@K=LOSS, e.g. ndcg@10=0.02",
+                                     param_hint="--guardrail")
     engine, _ = _engine()
     card = report(engine, experiment, cumulative=not daily, as_of=day.date() if day else None,
                   level=level, intervals="sequential" if sequential else "fixed_horizon",
-                  correction=correction, primary=primary or None)
+                  correction=correction, primary=primary or None,
+                  guardrails=_pairs(guardrails, "--guardrail") or None)
     if fmt == "json":
         click.echo(json.dumps(card.to_dict(), indent=2))
     elif fmt == "csv":

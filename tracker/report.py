@@ -95,12 +95,15 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
               days: pd.DataFrame, *, as_of: date | None = None, cumulative: bool = True,
               level: float = 0.95, intervals: str = "fixed_horizon",
               correction: str = "holm", primary: tuple[str, ...] | None = None,
+              guardrails: dict[str, float] | None = None,
               now: datetime | None = None) -> Scorecard:
     """Build the scorecard from the rollup's tables (see :mod:`tracker.rollup.read`).
 
     ``as_of``: the day to report (default: the latest day whose results are final, else the
     latest day). ``primary``: metric names such as ``"ndcg@10"`` (default: NDCG and hit rate
-    at the experiment's middle cutoff).
+    at the experiment's middle cutoff). ``guardrails``: metric name -> tolerated relative loss
+    (0.02 = 2%); each treatment arm gets a one-sided non-inferiority test on those
+    (``guardrail_p_value``, ``guardrail_ok``; not corrected for multiplicity).
     """
     level = stats.results.check_level(level)
     if intervals not in ("fixed_horizon", "sequential"):
@@ -118,12 +121,14 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     if as_of is None:
         return card
     rows = metric_table[metric_table["day"] == as_of]
-    card.metrics.extend(_metric_rows(info, rows, level, intervals, primary))
+    card.metrics.extend(_metric_rows(info, rows, level, intervals, primary,
+                                     guardrails or {}))
     known = {_name(r["metric"], r["k"]) for r in card.metrics if r["kind"] == "user"}
-    unknown = [name for name in primary if name not in known]
+    unknown = [name for name in (*primary, *(guardrails or {})) if name not in known]
     if unknown and known:
-        raise ValidationError(f"unknown primary metric(s) {', '.join(unknown)}; expected names "
-                              f"such as {', '.join(sorted(known)[:6])}", field="primary")
+        raise ValidationError(f"unknown primary or guardrail metric(s) {', '.join(unknown)}; "
+                              f"expected names such as {', '.join(sorted(known)[:6])}",
+                              field="primary")
     _adjust(card.metrics, correction, level)
     return card
 
@@ -178,7 +183,8 @@ def _health(info: ExperimentInfo, health_table: pd.DataFrame, days: pd.DataFrame
 
 
 def _metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, intervals: str,
-                 primary: tuple[str, ...]) -> list[dict[str, Any]]:
+                 primary: tuple[str, ...], guardrails: dict[str, float]
+                 ) -> list[dict[str, Any]]:
     control = info.control
     arm_keys = [arm.key for arm in info.arms]
     out = []
@@ -231,6 +237,14 @@ def _metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, interva
                     p_value=_finite(result.p_value), p_value_adjusted=None,
                     primary=_name(metric, k) in primary, reason=d.reason.value,
                 )
+                margin = guardrails.get(_name(metric, k))
+                if margin is not None:
+                    guard = stats.non_inferiority(
+                        mean_stats, control_stats, margin=margin, relative=True,
+                        higher_is_better=metric not in LOWER_IS_BETTER, level=level)
+                    row.update(guardrail_margin=margin,
+                               guardrail_p_value=_finite(guard.p_value),
+                               guardrail_ok=guard.non_inferior)
             out.append(row)
     return out
 
@@ -248,6 +262,13 @@ def _adjust(rows: list[dict[str, Any]], correction: str, level: float) -> None:
             up = row["lift"] > 0
             better = up != (row["metric"] in LOWER_IS_BETTER)
             row["verdict"] = "better" if better else "worse"
+
+
+def _guard_note(row: dict[str, Any]) -> str:
+    if "guardrail_margin" not in row:
+        return ""
+    state = {True: "holds", False: "NOT shown", None: "n/a"}[row["guardrail_ok"]]
+    return f"; guardrail -{row['guardrail_margin']:.0%}: {state}"
 
 
 def render_table(card: Scorecard, only: tuple[str, ...] | None = None) -> str:
@@ -290,7 +311,8 @@ def render_table(card: Scorecard, only: tuple[str, ...] | None = None) -> str:
             line += (f"{num(r['lift'], '{:+.4f}'):>9} {rel:<26}"
                      f"{num(r['p_value'], '{:.3g}'):>10}"
                      f"{num(r['p_value_adjusted'], '{:.3g}'):>10}"
-                     f"  {r['verdict']}{' *' if r['primary'] else ''}")
+                     f"  {r['verdict']}{' *' if r['primary'] else ''}"
+                     + _guard_note(r))
         lines.append(line)
     return "\n".join(lines)
 
