@@ -31,34 +31,36 @@ METRIC_COLUMNS = ["day", "arm", "metric", "k", "kind", "users", "mean", "sum", "
 HEALTH_COLUMNS = ["day", "arm", "users", "impressions", "crossover_users", "provisional"]
 
 
-def metric_table(engine: sa.Engine, experiment: str, cumulative: bool = False) -> pd.DataFrame:
-    """Arm-day statistics of ``experiment`` (daily, or cumulative from its first day)."""
+def _arm_frame(engine: sa.Engine, experiment: str, fetch, columns: list[str]) -> pd.DataFrame:
+    """``fetch(conn, experiment_id)``'s rows as a frame with the arm keys in ``arm`` and a
+    boolean ``provisional``."""
     require_current_schema(engine)
     with transaction(engine) as conn:
         info = get_experiment(conn, experiment)
-        rows = results.metric_rows(conn, info.id, cumulative)
-    arms = {arm.id: arm.key for arm in info.arms}
-    frame = pd.DataFrame(rows, columns=[c for c in METRIC_COLUMNS if c not in ("arm", "mean")]
-                         + ["arm_id"])
-    frame["arm"] = frame["arm_id"].map(arms)
+        rows = fetch(conn, info.id)
+    frame = pd.DataFrame(rows, columns=columns)
+    frame["arm"] = frame["arm_id"].map({arm.id: arm.key for arm in info.arms})
+    frame["provisional"] = frame["provisional"].astype(bool)
+    return frame
+
+
+def metric_table(engine: sa.Engine, experiment: str, cumulative: bool = False) -> pd.DataFrame:
+    """Arm-day statistics of ``experiment`` (daily, or cumulative from its first day)."""
+    frame = _arm_frame(engine, experiment,
+                       lambda conn, eid: results.metric_rows(conn, eid, cumulative),
+                       [c for c in METRIC_COLUMNS if c not in ("arm", "mean")] + ["arm_id"])
     frame["k"] = frame["k"].where(frame["k"] > 0).astype("Int64")
     users = frame["users"].where(frame["users"] > 0)
     frame["mean"] = (frame["sum"] / users).where(frame["kind"] == "user", frame["sum"])
-    frame["provisional"] = frame["provisional"].astype(bool)
     return frame[METRIC_COLUMNS].reset_index(drop=True)
 
 
 def health_table(engine: sa.Engine, experiment: str, cumulative: bool = False) -> pd.DataFrame:
     """Users, impressions and crossover users per arm and day (``arm`` None: all arms)."""
-    require_current_schema(engine)
-    with transaction(engine) as conn:
-        info = get_experiment(conn, experiment)
-        rows = results.health_rows(conn, info.id, cumulative)
-    arms = {arm.id: arm.key for arm in info.arms}
-    frame = pd.DataFrame(rows, columns=["day", "arm_id", "users", "impressions",
-                                        "crossover_users", "provisional"])
-    frame["arm"] = frame["arm_id"].map(arms)
-    frame["provisional"] = frame["provisional"].astype(bool)
+    frame = _arm_frame(engine, experiment,
+                       lambda conn, eid: results.health_rows(conn, eid, cumulative),
+                       ["day", "arm_id", "users", "impressions", "crossover_users",
+                        "provisional"])
     return frame[HEALTH_COLUMNS].reset_index(drop=True)
 
 
