@@ -1,5 +1,5 @@
-"""Rollup tables: incremental state, per-day status, unit-day outcomes, item exposure,
-arm-day sufficient statistics and health; an index on interaction time.
+"""Rollup tables: incremental state, per-day status, unit-day outcomes, item exposure (daily
+and cumulative), arm-day sufficient statistics and health; an index on interaction time.
 
 Revision ID: 0003
 Revises: 0002
@@ -64,6 +64,15 @@ def upgrade() -> None:
     op.create_index(op.f("ix_rollup_item_day_experiment_id_day"), "rollup_item_day",
                     ["experiment_id", "day"])
     op.create_table(
+        "rollup_item_cumulative",
+        sa.Column("id", BIG_ID, nullable=False),
+        *_key("experiment_id", "day", "arm_id", "k", "item_id"),
+        sa.Column("exposures", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_rollup_item_cumulative")),
+    )
+    op.create_index(op.f("ix_rollup_item_cumulative_experiment_id_day"),
+                    "rollup_item_cumulative", ["experiment_id", "day"])
+    op.create_table(
         "rollup_metric",
         *_key("experiment_id", "day", "cumulative", "arm_id", "metric", "k"),
         sa.Column("kind", sa.String(8), nullable=False),
@@ -91,6 +100,9 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index(op.f("ix_interaction_occurred_at"), table_name="interaction")
+    op.drop_index(op.f("ix_rollup_item_cumulative_experiment_id_day"),
+                  table_name="rollup_item_cumulative")
+    op.drop_table("rollup_item_cumulative")
     op.drop_index(op.f("ix_rollup_item_day_experiment_id_day"), table_name="rollup_item_day")
     for table in ("rollup_health", "rollup_metric", "rollup_item_day", "rollup_user_day",
                   "rollup_day", "rollup_state"):

@@ -56,6 +56,7 @@ ROLLUP_TABLES = {
     "rollup_health": "experiment_id, day, cumulative, arm_id",
     "rollup_user_day": "experiment_id, day, user_id, arm_id",
     "rollup_item_day": "experiment_id, day, arm_id, k, item_id",
+    "rollup_item_cumulative": "experiment_id, day, arm_id, k, item_id",
     "rollup_day": "experiment_id, day",
 }
 

@@ -241,11 +241,11 @@ def _recompute_day(engine: sa.Engine, settings: Settings, info: ExperimentInfo, 
         closes_at = int(last_served) + window + grace
         provisional = now_us < closes_at
         queries.insert_exposure(conn, info.id, day, start, end, cutoffs)
-        results.insert_catalog_items(conn, info.id, day, sorted(truth_items))
+        results.insert_catalog(conn, info.id, day, sorted(truth_items))
         results.insert_user_days(conn, info.id, day, _unit_rows(totals))
         base = {"experiment_id": info.id, "day": day, "cumulative": False,
                 "provisional": provisional}
-        _write_stats(conn, info, totals, layout, day, day, base)
+        _write_stats(conn, info, totals, layout, day, False, base)
         results.insert_day(conn, experiment_id=info.id, day=day, impressions=int(count),
                            users=int(health(totals).users), closes_at=closes_at,
                            computed_at=now_us)
@@ -282,13 +282,13 @@ def _unit_rows(totals: UnitTotals):
 
 
 def _write_stats(conn: sa.Connection, info: ExperimentInfo, totals: UnitTotals,
-                 layout: Layout, first: date, last: date, base: dict) -> None:
+                 layout: Layout, day: date, cumulative: bool, base: dict) -> None:
     arm_ids = [arm.id for arm in info.arms]
     stats = arm_stats(totals, arm_ids)
     state = health(totals)
     users = {arm: state.arms.get(arm, (0, 0, 0))[0] for arm in arm_ids}
     rows = [dict(base, **row) for row in metric_rows(stats, layout)]
-    histogram, catalog = results.exposure_histogram(conn, info.id, first, last)
+    histogram, catalog = results.exposure_histogram(conn, info.id, day, cumulative)
     rows += [dict(base, **row)
              for row in set_metric_rows(histogram, catalog, list(info.cutoffs), users)]
     results.insert_metrics(conn, rows)
@@ -311,6 +311,7 @@ def _recompute_cumulative(engine: sa.Engine, info: ExperimentInfo, since: date |
         days = results.known_days(conn, info.id)
         if since is not None and days:
             results.delete_cumulative(conn, info.id, since)
+            results.delete_cumulative_exposure(conn, info.id, since)
             first, last = days[0][0], days[-1][0]
             rows = results.user_days(conn, info.id, first, last)
             day_col = np.array([r[0] for r in rows], dtype="datetime64[D]")
@@ -323,16 +324,20 @@ def _recompute_cumulative(engine: sa.Engine, info: ExperimentInfo, since: date |
             provisional_so_far = False
             total = sum(1 for d in days if d[0] >= since)
             done = 0
+            previous = None
             for day, closes, computed in days:
                 provisional_so_far |= computed < closes
                 if day < since:
+                    previous = day
                     continue
+                results.accumulate_exposure(conn, info.id, day, previous)
+                previous = day
                 upto = int(np.searchsorted(day_col, np.datetime64(day, "D"), side="right"))
                 totals = UnitTotals(users[:upto], arms[:upto], imps[:upto], sums[:upto],
                                     counts[:upto]).reduce()
                 base = {"experiment_id": info.id, "day": day, "cumulative": True,
                         "provisional": provisional_so_far or now_us < closes}
-                _write_stats(conn, info, totals, layout, first, day, base)
+                _write_stats(conn, info, totals, layout, day, True, base)
                 done += 1
                 if progress:
                     progress("cumulative", done, total, day)

@@ -10,7 +10,9 @@
   compact, and read back with one ``numpy.frombuffer`` instead of parsing arrays).
   Cumulative views aggregate these rows, never the raw logs.
 - ``rollup_item_day``: item exposure per (experiment, day, arm, k, item): how many lists held
-  the item in their top k (arm 0, k 0: items of the day's catalog seen only in interactions).
+  the item in their top k, k = 0 anywhere in the list; arm 0 holds the day's catalog (k 0:
+  every item served or in a ground truth; k -1: the ground-truth items).
+- ``rollup_item_cumulative``: the same summed from the first day through each day.
 - ``rollup_metric``: the arm-day sufficient statistics, daily and cumulative.
 - ``rollup_health``: users, impressions and crossover users per arm (arm 0: the experiment).
 
@@ -79,6 +81,24 @@ class RollupItemDay(Base):
     __table_args__ = (sa.Index(None, "experiment_id", "day"),)
 
 
+class RollupItemCumulative(Base):
+    """Item exposure from the experiment's first day through ``day`` (the running sum of
+    ``rollup_item_day``): each day's row set is built from the previous day's, so the
+    cumulative set metrics cost the same on day 90 as on day 2."""
+
+    __tablename__ = "rollup_item_cumulative"
+
+    id: Mapped[int] = mapped_column(BIG_ID, primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(sa.Integer)
+    day: Mapped[date] = mapped_column(sa.Date)
+    arm_id: Mapped[int] = mapped_column(sa.Integer)
+    k: Mapped[int] = mapped_column(sa.Integer)
+    item_id: Mapped[str] = mapped_column(sa.String(ID_LENGTH))
+    exposures: Mapped[int] = mapped_column(sa.BigInteger)
+
+    __table_args__ = (sa.Index(None, "experiment_id", "day"),)
+
+
 class RollupMetric(Base):
     __tablename__ = "rollup_metric"
 
@@ -119,5 +139,6 @@ class RollupHealth(Base):
 
 ROLLUP_TABLES = (
     RollupState.__table__, RollupDay.__table__, RollupUserDay.__table__,
-    RollupItemDay.__table__, RollupMetric.__table__, RollupHealth.__table__,
+    RollupItemDay.__table__, RollupItemCumulative.__table__, RollupMetric.__table__,
+    RollupHealth.__table__,
 )
