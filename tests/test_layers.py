@@ -22,6 +22,11 @@ ALLOWED = {
     "tracker/rollup": ({"numpy", "pandas", "sqlalchemy"},
                        {"tracker.rollup", "tracker.store", "tracker.metrics", "tracker.config",
                         "tracker.errors"}),
+    # the demo: a pure simulation, loaded through a Tracker passed in (duck typed)
+    "tracker/demo": ({"numpy"}, {"tracker.demo", "tracker.errors"}),
+    "tracker/collector": ({"fastapi", "starlette", "pydantic", "uvicorn", "orjson", "sqlalchemy"},
+                          {"tracker.collector", "tracker.ingest", "tracker.store", "tracker.config",
+                           "tracker.errors"}),
     "tracker/demo/simulation.py": ({"numpy"}, {"tracker.demo"}),
     # the dashboard reads computed tables and statistics, never raw logs or the ingest path
     "dashboard": ({"streamlit", "pandas", "altair"},

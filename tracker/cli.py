@@ -402,7 +402,7 @@ def report_cmd(experiment: str, day, daily: bool, fmt: str, level: float, sequen
 # ---------------------------------------------------------------------------- demo
 @main.command("demo")
 @click.option("--days", default=14, show_default=True, help="Simulated days.")
-@click.option("--users", default=4000, show_default=True, help="Simulated users.")
+@click.option("--users", default=3000, show_default=True, help="Simulated users.")
 @click.option("--seed", default=7, show_default=True)
 def demo_cmd(days: int, users: int, seed: int) -> None:
     """Simulate a 14-day recommender A/B test into the database, roll it up, print the results.

@@ -1,7 +1,15 @@
 """``tracker demo``: a simulated recommender A/B test, logged and rolled up like a real one."""
 
 from tracker.demo.load import LoadSummary, load
-from tracker.demo.simulation import ARMS, RELEVANCE, DayBatch, DemoConfig, experiment_spec, simulate
+from tracker.demo.simulation import (
+    ARMS,
+    RELEVANCE,
+    DayBatch,
+    DemoConfig,
+    assign_arm,
+    experiment_spec,
+    simulate,
+)
 
-__all__ = ["ARMS", "RELEVANCE", "DayBatch", "DemoConfig", "LoadSummary", "experiment_spec",
-           "load", "simulate"]
+__all__ = ["ARMS", "RELEVANCE", "DayBatch", "DemoConfig", "LoadSummary", "assign_arm",
+           "experiment_spec", "load", "simulate"]
