@@ -55,23 +55,13 @@ def upgrade() -> None:
                                 name=op.f("pk_rollup_user_day")),
     )
     op.create_table(
-        "rollup_item_day",
-        sa.Column("id", BIG_ID, nullable=False),
-        *_key("experiment_id", "day", "arm_id", "k", "item_id"),
-        sa.Column("exposures", sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_rollup_item_day")),
+        "rollup_exposure",
+        *_key("experiment_id", "day", "cumulative", "arm_id"),
+        sa.Column("items", sa.Text(), nullable=False),
+        sa.Column("counts", sa.LargeBinary(), nullable=False),
+        sa.PrimaryKeyConstraint("experiment_id", "day", "cumulative", "arm_id",
+                                name=op.f("pk_rollup_exposure")),
     )
-    op.create_index(op.f("ix_rollup_item_day_experiment_id_day"), "rollup_item_day",
-                    ["experiment_id", "day"])
-    op.create_table(
-        "rollup_item_cumulative",
-        sa.Column("id", BIG_ID, nullable=False),
-        *_key("experiment_id", "day", "arm_id", "k", "item_id"),
-        sa.Column("exposures", sa.BigInteger(), nullable=False),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_rollup_item_cumulative")),
-    )
-    op.create_index(op.f("ix_rollup_item_cumulative_experiment_id_day"),
-                    "rollup_item_cumulative", ["experiment_id", "day"])
     op.create_table(
         "rollup_metric",
         *_key("experiment_id", "day", "cumulative", "arm_id", "metric", "k"),
@@ -100,10 +90,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_index(op.f("ix_interaction_occurred_at"), table_name="interaction")
-    op.drop_index(op.f("ix_rollup_item_cumulative_experiment_id_day"),
-                  table_name="rollup_item_cumulative")
-    op.drop_table("rollup_item_cumulative")
-    op.drop_index(op.f("ix_rollup_item_day_experiment_id_day"), table_name="rollup_item_day")
-    for table in ("rollup_health", "rollup_metric", "rollup_item_day", "rollup_user_day",
+    for table in ("rollup_health", "rollup_metric", "rollup_exposure", "rollup_user_day",
                   "rollup_day", "rollup_state"):
         op.drop_table(table)

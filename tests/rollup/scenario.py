@@ -55,8 +55,7 @@ ROLLUP_TABLES = {
     "rollup_metric": "experiment_id, day, cumulative, arm_id, metric, k",
     "rollup_health": "experiment_id, day, cumulative, arm_id",
     "rollup_user_day": "experiment_id, day, user_id, arm_id",
-    "rollup_item_day": "experiment_id, day, arm_id, k, item_id",
-    "rollup_item_cumulative": "experiment_id, day, arm_id, k, item_id",
+    "rollup_exposure": "experiment_id, day, cumulative, arm_id",
     "rollup_day": "experiment_id, day",
 }
 

@@ -190,25 +190,3 @@ def set_metric_values(histogram: np.ndarray, catalog: int) -> tuple[float, float
     share = n / total
     entropy = float(-(c * share * np.log2(share)).sum()) + 0.0
     return float(shown / catalog), gini, entropy
-
-
-def set_metric_rows(histogram: list[tuple[int, int, int, int]], catalog: int,
-                    cutoffs: list[int], users: dict[int, int]) -> list[dict]:
-    """``rollup_metric`` rows of the set-level metrics (coverage, gini, entropy) for every
-    arm with users, from the exposure histogram rows ``(arm, k, exposure, items)``."""
-    table = np.array(histogram, dtype=np.int64).reshape(-1, 4)
-    rows = []
-    for arm, arm_users in users.items():
-        if not arm_users:
-            continue  # an arm without users has no set of lists
-        for k in cutoffs:
-            mine = table[(table[:, 0] == arm) & (table[:, 1] == k)][:, 2:]
-            values = set_metric_values(mine, catalog)
-            for metric, value in zip(("coverage", "gini", "entropy"), values, strict=True):
-                rows.append({
-                    "arm_id": arm, "metric": metric, "k": k, "kind": "set",
-                    "users": arm_users, "sum": value, "sum_sq": value * value,
-                    "impressions": 0.0, "impressions_sq": 0.0, "ratio_sum": 0.0,
-                    "ratio_sum_sq": 0.0, "ratio_cross": 0.0,
-                })
-    return rows

@@ -39,10 +39,10 @@ from tracker.rollup.aggregate import (
     arm_stats,
     health,
     metric_rows,
-    set_metric_rows,
     unit_totals,
 )
 from tracker.rollup.days import day_bounds, day_of, day_start, days_between
+from tracker.rollup.exposure import Exposure, catalog_of, from_rows, set_metric_rows
 from tracker.rollup.lock import rollup_lock
 from tracker.rollup.outcomes import Chunk, Layout, impression_values
 from tracker.store import results
@@ -230,6 +230,8 @@ def _recompute_day(engine: sa.Engine, settings: Settings, info: ExperimentInfo, 
                 summary.impressions_read += len(imps)
                 summary.truth_pairs_read += len(truth)
             queries.drop_popularity(conn)
+            exposures = from_rows(queries.exposure_rows(conn, info.id, start, end, cutoffs),
+                                  len(cutoffs))
     totals = UnitTotals.concat(parts, len(layout)).reduce()
     now_us = to_micros(clock)
     grace = int(settings.rollup_grace_seconds * 1_000_000)
@@ -240,12 +242,14 @@ def _recompute_day(engine: sa.Engine, settings: Settings, info: ExperimentInfo, 
             return
         closes_at = int(last_served) + window + grace
         provisional = now_us < closes_at
-        queries.insert_exposure(conn, info.id, day, start, end, cutoffs)
-        results.insert_catalog(conn, info.id, day, sorted(truth_items))
+        catalog = catalog_of(truth_items, *(e.items for e in exposures.values()))
+        results.insert_exposure(conn, info.id, day, False,
+                                [(arm, *e.encode()) for arm, e in sorted(exposures.items())]
+                                + [(0, *catalog.encode())])
         results.insert_user_days(conn, info.id, day, _unit_rows(totals))
         base = {"experiment_id": info.id, "day": day, "cumulative": False,
                 "provisional": provisional}
-        _write_stats(conn, info, totals, layout, day, False, base)
+        _write_stats(conn, info, totals, layout, base, exposures, catalog.items.size)
         results.insert_day(conn, experiment_id=info.id, day=day, impressions=int(count),
                            users=int(health(totals).users), closes_at=closes_at,
                            computed_at=now_us)
@@ -282,21 +286,25 @@ def _unit_rows(totals: UnitTotals):
 
 
 def _write_stats(conn: sa.Connection, info: ExperimentInfo, totals: UnitTotals,
-                 layout: Layout, day: date, cumulative: bool, base: dict) -> None:
+                 layout: Layout, base: dict, exposures: dict[int, Exposure],
+                 catalog: int) -> None:
     arm_ids = [arm.id for arm in info.arms]
     stats = arm_stats(totals, arm_ids)
     state = health(totals)
     users = {arm: state.arms.get(arm, (0, 0, 0))[0] for arm in arm_ids}
     rows = [dict(base, **row) for row in metric_rows(stats, layout)]
-    histogram, catalog = results.exposure_histogram(conn, info.id, day, cumulative)
     rows += [dict(base, **row)
-             for row in set_metric_rows(histogram, catalog, list(info.cutoffs), users)]
+             for row in set_metric_rows(exposures, catalog, list(info.cutoffs), users)]
     results.insert_metrics(conn, rows)
     health_rows = [dict(base, arm_id=arm, users=u, impressions=i, crossover_users=c)
                    for arm, (u, i, c) in ((a, state.arms.get(a, (0, 0, 0))) for a in arm_ids)]
     health_rows.append(dict(base, arm_id=0, users=state.users, impressions=state.impressions,
                             crossover_users=state.crossover_users))
     results.insert_health(conn, health_rows)
+
+
+def _decode(value: tuple[str, bytes], width: int) -> Exposure:
+    return Exposure.decode(value[0], value[1], width)
 
 
 def _recompute_cumulative(engine: sa.Engine, info: ExperimentInfo, since: date | None,
@@ -311,7 +319,6 @@ def _recompute_cumulative(engine: sa.Engine, info: ExperimentInfo, since: date |
         days = results.known_days(conn, info.id)
         if since is not None and days:
             results.delete_cumulative(conn, info.id, since)
-            results.delete_cumulative_exposure(conn, info.id, since)
             first, last = days[0][0], days[-1][0]
             rows = results.user_days(conn, info.id, first, last)
             day_col = np.array([r[0] for r in rows], dtype="datetime64[D]")
@@ -325,19 +332,33 @@ def _recompute_cumulative(engine: sa.Engine, info: ExperimentInfo, since: date |
             total = sum(1 for d in days if d[0] >= since)
             done = 0
             previous = None
+            width = len(info.cutoffs)
+            running: dict[int, Exposure] | None = None
             for day, closes, computed in days:
                 provisional_so_far |= computed < closes
                 if day < since:
                     previous = day
                     continue
-                results.accumulate_exposure(conn, info.id, day, previous)
+                if running is None:  # the cumulative exposure of the day before, stored
+                    stored = results.exposure(conn, info.id, previous, True) if previous \
+                        else {}
+                    running = {arm: _decode(v, width if arm else 0)
+                               for arm, v in stored.items()}
+                daily = results.exposure(conn, info.id, day, False)
+                for arm, value in daily.items():
+                    today = _decode(value, width if arm else 0)
+                    running[arm] = running[arm] + today if arm in running else today
+                results.insert_exposure(conn, info.id, day, True,
+                                        [(arm, *e.encode()) for arm, e in sorted(running.items())])
+                arm_exposure = {arm: e for arm, e in running.items() if arm}
+                catalog = running[0].items.size if 0 in running else 0
                 previous = day
                 upto = int(np.searchsorted(day_col, np.datetime64(day, "D"), side="right"))
                 totals = UnitTotals(users[:upto], arms[:upto], imps[:upto], sums[:upto],
                                     counts[:upto]).reduce()
                 base = {"experiment_id": info.id, "day": day, "cumulative": True,
                         "provisional": provisional_so_far or now_us < closes}
-                _write_stats(conn, info, totals, layout, day, True, base)
+                _write_stats(conn, info, totals, layout, base, arm_exposure, catalog)
                 done += 1
                 if progress:
                     progress("cumulative", done, total, day)

@@ -195,38 +195,24 @@ def truth_rows(conn: sa.Connection, experiment_id: int, start: int, end: int, lo
     return _fetch(conn, sql, params)
 
 
-def insert_exposure(conn: sa.Connection, experiment_id: int, day, start: int, end: int,
-                    cutoffs: Sequence[int]) -> None:
-    """Write ``rollup_item_day`` for one day straight from the impressions (no round trip):
-    per arm, cutoff k and item, the number of lists holding the item in their top k; k = 0
-    counts lists holding the item anywhere (the day's catalog of served items)."""
-    params = {"experiment": experiment_id, "start": start, "end": end, "day": day}
+def exposure_rows(conn: sa.Connection, experiment_id: int, start: int, end: int,
+                  cutoffs: Sequence[int]) -> list[tuple]:
+    """One day's item exposure: ``(arm_id, item, n_k...)`` per arm and served item, n_k the
+    number of lists holding the item in their top k (items anywhere in a list included, with
+    zeros: they belong to the catalog)."""
+    params = {"experiment": experiment_id, "start": start, "end": end}
     if is_postgresql(conn):
-        counts = ", ".join(f"count(*) FILTER (WHERE u.ord <= {int(k)}) AS n{i}"
-                           for i, k in enumerate(cutoffs))
+        counts = ", ".join(f"count(*) FILTER (WHERE u.ord <= {int(k)})" for k in cutoffs)
         exploded = ("FROM impression imp CROSS JOIN LATERAL unnest(imp.items) "
                     "WITH ORDINALITY AS u(item, ord)")
+        item = "u.item"
     else:
-        counts = ", ".join(f"sum(CASE WHEN u.key < {int(k)} THEN 1 ELSE 0 END) AS n{i}"
-                           for i, k in enumerate(cutoffs))
+        counts = ", ".join(f"sum(CASE WHEN u.key < {int(k)} THEN 1 ELSE 0 END)"
+                           for k in cutoffs)
         exploded = "FROM impression imp JOIN json_each(imp.items) u"
-    item = "u.item" if is_postgresql(conn) else "u.value"
-    per_item = (f"SELECT imp.arm_id, {item} AS item, {counts}, count(*) AS n_all {exploded} "
-                f"WHERE {_day_filter()} GROUP BY imp.arm_id, {item}")
-    if is_postgresql(conn):  # unpivot the per-k counts with a LATERAL VALUES list
-        pairs = ", ".join(f"({int(k)}, x.n{i})" for i, k in enumerate(cutoffs))
-        select = (f"SELECT :experiment, :day, x.arm_id, v.k, x.item, v.n FROM ({per_item}) x "
-                  f"CROSS JOIN LATERAL (VALUES {pairs}, (0, x.n_all)) AS v(k, n) "
-                  "WHERE v.n > 0")
-    else:  # SQLite has no LATERAL: one branch per cutoff
-        branches = [f"SELECT {int(k)} AS k, arm_id, item, n{i} AS n FROM x WHERE n{i} > 0"
-                    for i, k in enumerate(cutoffs)]
-        branches.append("SELECT 0 AS k, arm_id, item, n_all AS n FROM x")
-        select = (f"WITH x AS ({per_item}) SELECT :experiment, :day, arm_id, k, item, n "
-                  f"FROM ({' UNION ALL '.join(branches)}) t")
-    conn.execute(sa.text(
-        "INSERT INTO rollup_item_day (experiment_id, day, arm_id, k, item_id, exposures) "
-        + select), params)
+        item = "u.value"
+    return _fetch(conn, f"SELECT imp.arm_id, {item}, {counts} {exploded} "
+                        f"WHERE {_day_filter()} GROUP BY imp.arm_id, {item}", params)
 
 
 def tune(conn: sa.Connection) -> None:

@@ -6,7 +6,7 @@ vectors travel as bytes: PostgreSQL receives them through binary ``COPY``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import date, datetime
 
 import sqlalchemy as sa
@@ -14,9 +14,8 @@ import sqlalchemy as sa
 from tracker.store.models import Impression, Interaction
 from tracker.store.rollup_tables import (
     RollupDay,
+    RollupExposure,
     RollupHealth,
-    RollupItemCumulative,
-    RollupItemDay,
     RollupMetric,
     RollupState,
     RollupUserDay,
@@ -69,8 +68,8 @@ def last_run(conn: sa.Connection, experiment_id: int) -> datetime | None:
 
 def clear_experiment(conn: sa.Connection, experiment_id: int) -> None:
     """Forget every rollup result and the state of one experiment (``--full``)."""
-    for table in (RollupUserDay, RollupItemDay, RollupItemCumulative, RollupMetric,
-                  RollupHealth, RollupDay, RollupState):
+    for table in (RollupUserDay, RollupExposure, RollupMetric, RollupHealth, RollupDay,
+                  RollupState):
         conn.execute(sa.delete(table).where(table.experiment_id == experiment_id))
 
 
@@ -97,16 +96,16 @@ def known_days(conn: sa.Connection, experiment_id: int) -> list[tuple[date, int,
 
 def delete_day(conn: sa.Connection, experiment_id: int, day: date) -> None:
     """Remove one day's unit-day, exposure, daily metric and daily health rows."""
-    for table in (RollupUserDay, RollupItemDay, RollupDay):
+    for table in (RollupUserDay, RollupDay):
         conn.execute(sa.delete(table).where(table.experiment_id == experiment_id,
                                             table.day == day))
-    for table in (RollupMetric, RollupHealth):
+    for table in (RollupMetric, RollupHealth, RollupExposure):
         conn.execute(sa.delete(table).where(table.experiment_id == experiment_id,
                                             table.day == day, table.cumulative.is_(False)))
 
 
 def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> None:
-    for table in (RollupMetric, RollupHealth):
+    for table in (RollupMetric, RollupHealth, RollupExposure):
         conn.execute(sa.delete(table).where(table.experiment_id == experiment_id,
                                             table.day >= since, table.cumulative.is_(True)))
 
@@ -156,68 +155,22 @@ def user_days(conn: sa.Connection, experiment_id: int, first: date, last: date):
       .order_by(RollupUserDay.day, RollupUserDay.user_id, RollupUserDay.arm_id)).all()
 
 
-def insert_catalog(conn: sa.Connection, experiment_id: int, day: date,
-                   truth_items: Sequence[str]) -> None:
-    """The day's catalog as arm-0 rows of ``rollup_item_day``: k -1 for the items of the
-    day's ground truths, k 0 for every item served (``k = 0`` rows of the arms) or in a
-    ground truth, once each."""
-    when = day if conn.dialect.name == "postgresql" else day.isoformat()
-    table = RollupItemDay.__table__
-    _bulk_insert(conn, table, ["experiment_id", "day", "arm_id", "k", "item_id", "exposures"],
-                 ["int4", "date", "int4", "int4", "text", "int8"],
-                 ((experiment_id, when, 0, -1, item, 0) for item in truth_items))
-    this_day = (table.c.experiment_id == experiment_id, table.c.day == day)
-    seen = (sa.select(table.c.item_id)
-            .where(*this_day, sa.or_(sa.and_(table.c.arm_id != 0, table.c.k == 0),
-                                     sa.and_(table.c.arm_id == 0, table.c.k == -1)))
-            .distinct().subquery())
-    conn.execute(sa.insert(table).from_select(
-        ["experiment_id", "day", "arm_id", "k", "item_id", "exposures"],
-        sa.select(sa.literal(experiment_id), sa.literal(day, sa.Date), sa.literal(0),
-                  sa.literal(0), seen.c.item_id, sa.literal(0))))
+def insert_exposure(conn: sa.Connection, experiment_id: int, day: date, cumulative: bool,
+                    rows: Iterable[tuple[int, str, bytes]]) -> None:
+    """Exposure rows ``(arm_id, items JSON, counts bytes)`` of one day."""
+    conn.execute(sa.insert(RollupExposure), [
+        {"experiment_id": experiment_id, "day": day, "cumulative": cumulative, "arm_id": arm,
+         "items": items, "counts": counts} for arm, items, counts in rows])
 
 
-def accumulate_exposure(conn: sa.Connection, experiment_id: int, day: date,
-                        previous: date | None) -> None:
-    """``rollup_item_cumulative`` for ``day``: the rows of ``previous`` (the last earlier day
-    with data, None on the first) plus the day's own (served top-k exposure and catalog)."""
-    day_t, cum_t = RollupItemDay.__table__, RollupItemCumulative.__table__
-    columns = ("arm_id", "k", "item_id", "exposures")
-    parts = [sa.select(*(day_t.c[c] for c in columns)).where(
-        day_t.c.experiment_id == experiment_id, day_t.c.day == day,
-        sa.or_(day_t.c.k > 0, sa.and_(day_t.c.arm_id == 0, day_t.c.k == 0)))]
-    if previous is not None:
-        parts.append(sa.select(*(cum_t.c[c] for c in columns)).where(
-            cum_t.c.experiment_id == experiment_id, cum_t.c.day == previous))
-    both = sa.union_all(*parts).subquery()
-    conn.execute(sa.insert(cum_t).from_select(
-        ["experiment_id", "day", "arm_id", "k", "item_id", "exposures"],
-        sa.select(sa.literal(experiment_id), sa.literal(day, sa.Date), both.c.arm_id,
-                  both.c.k, both.c.item_id, sa.func.sum(both.c.exposures))
-        .group_by(both.c.arm_id, both.c.k, both.c.item_id)))
-
-
-def exposure_histogram(conn: sa.Connection, experiment_id: int, day: date,
-                       cumulative: bool):
-    """Item exposure on ``day`` (or from the first day through it), as a histogram: (arm, k,
-    exposure, number of items with that exposure) for exposures > 0, ordered; and the
-    catalog size (distinct items served or in a ground truth)."""
-    table = (RollupItemCumulative if cumulative else RollupItemDay).__table__
-    where = (table.c.experiment_id == experiment_id, table.c.day == day)
-    rows = conn.execute(
-        sa.select(table.c.arm_id, table.c.k, table.c.exposures, sa.func.count())
-        .where(*where, table.c.arm_id != 0, table.c.k > 0, table.c.exposures > 0)
-        .group_by(table.c.arm_id, table.c.k, table.c.exposures)
-        .order_by(table.c.arm_id, table.c.k, table.c.exposures)).all()
-    catalog = conn.execute(sa.select(sa.func.count())
-                           .where(*where, table.c.arm_id == 0, table.c.k == 0)).scalar_one()
-    return [(int(a), int(k), int(n), int(c)) for a, k, n, c in rows], int(catalog)
-
-
-def delete_cumulative_exposure(conn: sa.Connection, experiment_id: int, since: date) -> None:
-    table = RollupItemCumulative.__table__
-    conn.execute(sa.delete(table).where(table.c.experiment_id == experiment_id,
-                                        table.c.day >= since))
+def exposure(conn: sa.Connection, experiment_id: int, day: date,
+             cumulative: bool) -> dict[int, tuple[str, bytes]]:
+    """The exposure rows of one day: arm -> (items JSON, counts bytes)."""
+    table = RollupExposure.__table__
+    rows = conn.execute(sa.select(table.c.arm_id, table.c["items"], table.c.counts).where(
+        table.c.experiment_id == experiment_id, table.c.day == day,
+        table.c.cumulative.is_(cumulative)))
+    return {int(arm): (items, bytes(counts)) for arm, items, counts in rows}
 
 
 def insert_metrics(conn: sa.Connection, rows: list[dict]) -> None:

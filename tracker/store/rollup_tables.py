@@ -9,10 +9,8 @@
   vectors stored as bytes, whose layout the rollup derives from the experiment's cutoffs:
   compact, and read back with one ``numpy.frombuffer`` instead of parsing arrays).
   Cumulative views aggregate these rows, never the raw logs.
-- ``rollup_item_day``: item exposure per (experiment, day, arm, k, item): how many lists held
-  the item in their top k, k = 0 anywhere in the list; arm 0 holds the day's catalog (k 0:
-  every item served or in a ground truth; k -1: the ground-truth items).
-- ``rollup_item_cumulative``: the same summed from the first day through each day.
+- ``rollup_exposure``: item exposure per arm and day, daily and cumulative (sorted item ids
+  and an exposure-count matrix per row; arm 0: the catalog).
 - ``rollup_metric``: the arm-day sufficient statistics, daily and cumulative.
 - ``rollup_health``: users, impressions and crossover users per arm (arm 0: the experiment).
 
@@ -27,7 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
 from tracker.store.models import ID_LENGTH, Base
-from tracker.store.types import BIG_ID, EpochMicros
+from tracker.store.types import EpochMicros
 
 METRIC_KINDS = ("user", "set")
 
@@ -64,39 +62,21 @@ class RollupUserDay(Base):
     counts: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian float64 vector
 
 
-class RollupItemDay(Base):
-    """Append-only per day (replaced as a whole day), so no primary key to maintain on
-    insert: the surrogate ``id`` is only there because the ORM needs one."""
+class RollupExposure(Base):
+    """Item exposure of one arm on one day (or from the first day through it): the arm's
+    served items, sorted, as a JSON array, and their exposure counts as a little-endian int64
+    (items, cutoffs) matrix: how many lists held the item in their top k, per cutoff. Arm 0
+    holds the catalog (items served or in a ground truth) with no counts. One row per arm and
+    day, read and merged in numpy: the set metrics cost the same whatever the history."""
 
-    __tablename__ = "rollup_item_day"
+    __tablename__ = "rollup_exposure"
 
-    id: Mapped[int] = mapped_column(BIG_ID, primary_key=True)
-    experiment_id: Mapped[int] = mapped_column(sa.Integer)
-    day: Mapped[date] = mapped_column(sa.Date)
-    arm_id: Mapped[int] = mapped_column(sa.Integer)
-    k: Mapped[int] = mapped_column(sa.Integer)
-    item_id: Mapped[str] = mapped_column(sa.String(ID_LENGTH))
-    exposures: Mapped[int] = mapped_column(sa.BigInteger)
-
-    __table_args__ = (sa.Index(None, "experiment_id", "day"),)
-
-
-class RollupItemCumulative(Base):
-    """Item exposure from the experiment's first day through ``day`` (the running sum of
-    ``rollup_item_day``): each day's row set is built from the previous day's, so the
-    cumulative set metrics cost the same on day 90 as on day 2."""
-
-    __tablename__ = "rollup_item_cumulative"
-
-    id: Mapped[int] = mapped_column(BIG_ID, primary_key=True)
-    experiment_id: Mapped[int] = mapped_column(sa.Integer)
-    day: Mapped[date] = mapped_column(sa.Date)
-    arm_id: Mapped[int] = mapped_column(sa.Integer)
-    k: Mapped[int] = mapped_column(sa.Integer)
-    item_id: Mapped[str] = mapped_column(sa.String(ID_LENGTH))
-    exposures: Mapped[int] = mapped_column(sa.BigInteger)
-
-    __table_args__ = (sa.Index(None, "experiment_id", "day"),)
+    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
+    cumulative: Mapped[bool] = mapped_column(sa.Boolean, primary_key=True)
+    arm_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    items: Mapped[str] = mapped_column(sa.Text)
+    counts: Mapped[bytes] = mapped_column(sa.LargeBinary)
 
 
 class RollupMetric(Base):
@@ -139,6 +119,5 @@ class RollupHealth(Base):
 
 ROLLUP_TABLES = (
     RollupState.__table__, RollupDay.__table__, RollupUserDay.__table__,
-    RollupItemDay.__table__, RollupItemCumulative.__table__, RollupMetric.__table__,
-    RollupHealth.__table__,
+    RollupExposure.__table__, RollupMetric.__table__, RollupHealth.__table__,
 )
