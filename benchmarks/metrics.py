@@ -9,9 +9,12 @@ Timed, each a median of --repeat runs:
   (id encoding included), plus the split: encoding alone, and
   ``evaluate_encoded`` on integer codes (what the rollup calls);
 - ranx: building ``Qrels``/``Run`` from dicts (once; it is slow) and ``evaluate`` alone
-  (after a warm-up that compiles its numba kernels).
-Memory: tracemalloc peak of one ``evaluate`` call (numpy buffers included), and the
-process's peak RSS (input data included) before ranx starts and at the end.
+  (after a warm-up that compiles its numba kernels);
+- then side by side: --repeat rounds of ours ``evaluate`` followed by ranx ``evaluate``, so
+  that both see the same load on a shared machine; the ratio is taken per round.
+Memory: tracemalloc peak of one ``evaluate`` call (numpy buffers included), the process's
+RSS once the input is built, and its peak RSS (input data included) before ranx starts and
+at the end.
 
     .venv/bin/python benchmarks/metrics.py                  # the full 1,000,000 lists
     .venv/bin/python benchmarks/metrics.py --n 100000       # a quick run
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import resource
 import statistics
 import sys
@@ -67,6 +71,7 @@ def as_encoded(served, relevant_pool, counts) -> metrics.EncodedLists:
 
 
 def timed(function, repeat: int) -> tuple[float, list[float], object]:
+    """(median wall seconds, each run's wall seconds, the last result)."""
     times, result = [], None
     for _ in range(repeat):
         gc.collect()
@@ -76,27 +81,50 @@ def timed(function, repeat: int) -> tuple[float, list[float], object]:
     return statistics.median(times), times, result
 
 
+def cpu_seconds(function) -> float:
+    """CPU seconds of one run of this process (all threads): less sensitive than wall time
+    to other jobs on a shared machine."""
+    gc.collect()
+    start = time.process_time()
+    function()
+    return time.process_time() - start
+
+
 def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def rss_mib() -> float:
+    """The process's current resident memory (Linux), or NaN elsewhere."""
+    try:
+        with open("/proc/self/status") as status:
+            line = next(line for line in status if line.startswith("VmRSS:"))
+    except (OSError, StopIteration):
+        return float("nan")
+    return int(line.split()[1]) / 1024
 
 
 def fmt(times: list[float]) -> str:
     return "[" + ", ".join(f"{t:.3f}" for t in times) + "]"
 
 
-def run_ours(n: int, repeat: int) -> tuple[float, dict[str, float]]:
+def run_ours(n: int, repeat: int):
+    """Time our side; returns (median seconds of evaluate, the evaluate call)."""
     served, relevant_pool, counts = make_data(n)
     recommended, relevant = as_python(served, relevant_pool, counts)
+    served_relevant = np.mean([len(set(r) & g) for r, g in zip(recommended, relevant,
+                                                                 strict=True)])
     print(f"data: {n:,} lists x {LIST_LENGTH} items, {counts.mean():.2f} relevant per list "
-          f"on average, {np.mean(np.count_nonzero(np.isin(served, relevant_pool), 1)):.2f} "
-          "served items relevant")
+          f"on average, {served_relevant:.2f} of them served")
+    gc.collect()
+    print(f"process RSS with the input built, before any evaluate: {rss_mib():.0f} MiB")
 
     def ours():
         return metrics.evaluate(recommended, relevant, METRICS)
 
     median, times, means = timed(ours, repeat)
     print(f"ours   evaluate (6 metrics, from Python lists/sets): median {median:.3f} s "
-          f"of {fmt(times)}")
+          f"of {fmt(times)}; CPU {cpu_seconds(ours):.3f} s")
     encode_median, encode_times, _ = timed(
         lambda: metrics.encode(recommended, relevant, depth=10), repeat
     )
@@ -119,10 +147,11 @@ def run_ours(n: int, repeat: int) -> tuple[float, dict[str, float]]:
     print(f"ours   peak memory of one evaluate call (tracemalloc): {peak / 2**20:.0f} MiB")
     print(f"process peak RSS so far (input lists and sets included): {peak_rss_mib():.0f} MiB")
     print("means: " + ", ".join(f"{k}={v:.4f}" for k, v in means.items()))
-    return median, means
+    return median, ours
 
 
-def run_ranx(n: int, ranx_n: int, repeat: int) -> float:
+def build_ranx(n: int, ranx_n: int):
+    """Build ranx's Qrels and Run (timed); returns (its evaluate call, the scale to n)."""
     import ranx  # test/benchmark-only dependency
 
     served, relevant_pool, counts = make_data(n)
@@ -153,16 +182,14 @@ def run_ranx(n: int, ranx_n: int, repeat: int) -> float:
     run = ranx.Run.from_dict(run_dict)
     build_time = time.perf_counter() - start
     del qrels_dict, run_dict
+    print(f"ranx   input: the {rows.size:,} lists with judgements{label}")
     print(f"ranx   building the input dicts (str ids): {dict_time * scale:.2f} s{label}")
     print(f"ranx   Qrels.from_dict + Run.from_dict:    {build_time * scale:.2f} s{label}")
 
     def evaluate():
         return ranx.evaluate(qrels, run, RANX_METRICS, save_results_in_run=False)
 
-    median, times, _ = timed(evaluate, repeat)
-    print(f"ranx   evaluate (6 metrics):               {median * scale:.3f} s{label}, "
-          f"median of {fmt(times)} s")
-    return median * scale
+    return evaluate, scale
 
 
 def main() -> None:
@@ -175,12 +202,25 @@ def main() -> None:
     args = parser.parse_args()
     ranx_n = min(args.ranx_n or args.n, args.n)
 
-    print(f"python {sys.version.split()[0]}, numpy {np.__version__}")
-    ours, _ = run_ours(args.n, args.repeat)
+    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f} at start")
+    _, ours = run_ours(args.n, args.repeat)
     if args.skip_ranx:
         return
-    ranx_evaluate = run_ranx(args.n, ranx_n, args.repeat)
-    print(f"ratio  ranx evaluate / ours evaluate: {ranx_evaluate / ours:.1f}x")
+    ranx_evaluate, scale = build_ranx(args.n, ranx_n)
+    # Side by side: each round times ours then ranx, so both see the same machine load.
+    ours_times, ranx_times = [], []
+    for _ in range(args.repeat):
+        ours_times.append(timed(ours, 1)[0])
+        ranx_times.append(timed(ranx_evaluate, 1)[0] * scale)
+    ratios = [r / o for r, o in zip(ranx_times, ours_times, strict=True)]
+    print(f"side by side, {args.repeat} rounds (ours evaluate, then ranx evaluate):")
+    print(f"  ours   evaluate: median {statistics.median(ours_times):.3f} s of "
+          f"{fmt(ours_times)}")
+    print(f"  ranx   evaluate: median {statistics.median(ranx_times):.3f} s of "
+          f"{fmt(ranx_times)}")
+    print(f"  ratio  ranx evaluate / ours evaluate per round: "
+          f"{', '.join(f'{r:.1f}x' for r in ratios)}; median {statistics.median(ratios):.1f}x")
     print(f"process peak RSS at the end (ranx included): {peak_rss_mib():.0f} MiB")
 
 

@@ -473,5 +473,86 @@ def dashboard_cmd(host: str, port: int) -> None:
     os.environ["PYTHONPATH"] = root if not path else f"{root}{os.pathsep}{path}"
     os.execv(command[0], command)
 
+
+# ---------------------------------------------------------------------------- collector
+@main.command("serve")
+@click.option("--host", help="Address to listen on (default TRACKER_COLLECTOR_HOST, 127.0.0.1).")
+@click.option("--port", type=int, help="Port (default TRACKER_COLLECTOR_PORT, 8000).")
+@click.option("--workers", type=click.IntRange(min=1),
+              help="Worker processes (default TRACKER_COLLECTOR_WORKERS, 1).")
+def serve_cmd(host: str | None, port: int | None, workers: int | None) -> None:
+    """Run the HTTP collector: production services POST impressions and interactions.
+
+    API keys (`tracker keys create`) authenticate the callers; /health, /metrics and the
+    OpenAPI document (/openapi.json, /docs) are served too.
+    """
+    from tracker.collector.server import serve
+
+    serve(_settings(), host=host, port=port, workers=workers)
+
+
+@main.group()
+def keys() -> None:
+    """API keys of the HTTP collector (stored only as hashes)."""
+
+
+@keys.command("create")
+@click.argument("name")
+@click.option("--scope", type=click.Choice(["ingest", "read"]), required=True,
+              help="ingest: send events; read: read experiments.")
+def keys_create(name: str, scope: str) -> None:
+    """Create an API key called NAME and print it (the only time it is shown)."""
+    from tracker.store.db import require_current_schema, transaction
+    from tracker.store.keys import create_key
+
+    engine, _ = _engine()
+    require_current_schema(engine)
+    with transaction(engine, write=True) as conn:
+        info, token = create_key(conn, name, scope)
+    click.echo(f"created API key {info.key_id} ({info.name!r}, scope {info.scope}); "
+               "store it now, it is not shown again:", err=True)
+    click.echo(token)
+
+
+@keys.command("list")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+              show_default=True)
+def keys_list(fmt: str) -> None:
+    """List API keys (ids, names, scopes, revocation; never the secrets)."""
+    from tracker.store.db import require_current_schema, transaction
+    from tracker.store.keys import list_keys
+
+    engine, _ = _engine()
+    require_current_schema(engine)
+    with transaction(engine) as conn:
+        found = list_keys(conn)
+    if fmt == "json":
+        click.echo(json.dumps([k.to_dict() for k in found], indent=2))
+        return
+    if not found:
+        click.echo("no API keys yet: create one with `tracker keys create NAME --scope ingest`")
+        return
+    rows = [("ID", "NAME", "SCOPE", "CREATED", "REVOKED")]
+    rows += [(k.key_id, k.name, k.scope, k.created_at.strftime("%Y-%m-%d %H:%M"),
+              k.revoked_at.strftime("%Y-%m-%d %H:%M") if k.revoked_at else "-") for k in found]
+    _table(rows)
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+def keys_revoke(key_id: str) -> None:
+    """Revoke the API key KEY_ID (its id, or the whole key); the collector refuses it within
+    TRACKER_COLLECTOR_KEY_CACHE_SECONDS."""
+    from tracker.store.db import require_current_schema, transaction
+    from tracker.store.keys import parse_token, revoke_key
+
+    parsed = parse_token(key_id)
+    key_id = parsed[0] if parsed else key_id
+    engine, _ = _engine()
+    require_current_schema(engine)
+    with transaction(engine, write=True) as conn:
+        info = revoke_key(conn, key_id)
+    click.echo(f"revoked API key {info.key_id} ({info.name!r}) at {info.revoked_at:%Y-%m-%d %H:%M}")
+
 if __name__ == "__main__":
     main()

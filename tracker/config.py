@@ -47,6 +47,23 @@ def _non_negative_float(raw: str) -> float:
     return value
 
 
+def _port(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 65535:
+        raise ValueError("a port number from 1 to 65535")
+    return value
+
+
+def _host(raw: str) -> str:
+    value = raw.strip()
+    if not value or any(c.isspace() for c in value):
+        raise ValueError("a host name or IP address, e.g. 0.0.0.0")
+    return value
+
+
 def _database_url(raw: str) -> str:
     return normalize_database_url(raw)
 
@@ -133,6 +150,42 @@ class Settings:
         default=4_000_000,
         metadata={"var": _Var("TRACKER_ROLLUP_CHUNK_CELLS", _positive_int,
                               "impressions x list length the rollup holds in memory at once")},
+    )
+    collector_host: str = field(
+        default="127.0.0.1",
+        metadata={"var": _Var("TRACKER_COLLECTOR_HOST", _host,
+                              "address `tracker serve` listens on (0.0.0.0: every interface)")},
+    )
+    collector_port: int = field(
+        default=8000,
+        metadata={"var": _Var("TRACKER_COLLECTOR_PORT", _port,
+                              "port `tracker serve` listens on")},
+    )
+    collector_workers: int = field(
+        default=1,
+        metadata={"var": _Var("TRACKER_COLLECTOR_WORKERS", _positive_int,
+                              "collector worker processes (each has its own /metrics)")},
+    )
+    collector_max_batch: int = field(
+        default=5000,
+        metadata={"var": _Var("TRACKER_COLLECTOR_MAX_BATCH", _positive_int,
+                              "most events one collector request may carry (more: HTTP 413)")},
+    )
+    collector_max_body_bytes: int = field(
+        default=16 * 1024 * 1024,
+        metadata={"var": _Var("TRACKER_COLLECTOR_MAX_BODY_BYTES", _positive_int,
+                              "largest collector request body in bytes (more: HTTP 413)")},
+    )
+    collector_retry_after_seconds: int = field(
+        default=2,
+        metadata={"var": _Var("TRACKER_COLLECTOR_RETRY_AFTER_SECONDS", _positive_int,
+                              "Retry-After the collector sends with 503 (database unavailable)")},
+    )
+    collector_key_cache_seconds: float = field(
+        default=10.0,
+        metadata={"var": _Var("TRACKER_COLLECTOR_KEY_CACHE_SECONDS", _non_negative_float,
+                              "how long the collector trusts a looked-up API key (a revoked "
+                              "key stops working within this time)")},
     )
 
     @classmethod

@@ -12,11 +12,10 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0003"
-down_revision = "0001"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 
-BIG_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def _key(*columns: str) -> list[sa.Column]:

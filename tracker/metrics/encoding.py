@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tracker.metrics.batch import EncodedLists, Judged, check_grades, judge, pad
+from tracker.metrics.batch import EncodedLists, Judged, check_grades, pad, score_encoded
 
 # One stream of ids: a factory (so the stream can be read twice) and its length.
 _Ids = tuple[Callable[[], Iterable[Any]] | np.ndarray, int]
@@ -55,9 +55,14 @@ def encode(
     )
 
 
-def judge_lists(recommended: Any, relevant: Any, depth: int | None = None) -> Judged:
-    """``judge(encode(...))``: the first step of every per-list metric function."""
-    return judge(encode(recommended, relevant, depth=depth), depth)
+def score_lists(
+    recommended: Any, relevant: Any, kernel: Callable[[Judged], np.ndarray], depth: int | None
+) -> np.ndarray:
+    """One value per list: ``kernel`` over the lists encoded and judged to ``depth``, block
+    by block (:func:`~tracker.metrics.batch.score_blocks`). Every per-list metric function
+    is this call with its kernel."""
+    lists = encode(recommended, relevant, depth=depth)
+    return score_encoded(lists, {"value": kernel}, depth)["value"]
 
 
 def encode_against_lists(recommended: Any, baseline: Any, k: int) -> EncodedLists:
@@ -226,9 +231,11 @@ def _raise_bad_grade(relevant: Any, grades: np.ndarray, lengths: np.ndarray) -> 
     index = int(np.flatnonzero(~(np.isfinite(grades) & (grades >= 0)))[0])
     row = int(np.searchsorted(np.cumsum(lengths), index, side="right"))
     offset = index - int(lengths[:row].sum())
-    item = list(relevant[row])[offset]
+    entry = relevant[row]
+    item = list(entry)[offset]
+    grade = entry[item] if isinstance(entry, Mapping) else float(grades[index])
     raise ValueError(
-        f"relevant[{row}] gives item {item!r} the grade {grades[index]!r}; grades must be "
+        f"relevant[{row}] gives item {item!r} the grade {grade!r}; grades must be "
         "finite and >= 0 (0 = not relevant)"
     )
 

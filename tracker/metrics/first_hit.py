@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from tracker.metrics.batch import Judged, check_k
-from tracker.metrics.encoding import judge_lists
+from tracker.metrics.encoding import score_lists
 
 
 def mrr(recommended: Any, relevant: Any, k: int) -> np.ndarray:
@@ -25,7 +26,7 @@ def mrr(recommended: Any, relevant: Any, k: int) -> np.ndarray:
     array([0.33333333, 1.        ])
     """
     k = check_k(k)
-    return mrr_kernel(judge_lists(recommended, relevant, k), k)
+    return score_lists(recommended, relevant, partial(mrr_kernel, k=k), k)
 
 
 def song_clicks(
@@ -50,8 +51,8 @@ def song_clicks(
     """
     page_size = check_k(page_size, "page_size")
     max_items = check_k(max_items, "max_items")
-    judged = judge_lists(recommended, relevant, max_items)
-    return song_clicks_kernel(judged, None, page_size=page_size, max_items=max_items)
+    kernel = partial(song_clicks_kernel, page_size=page_size, max_items=max_items)
+    return score_lists(recommended, relevant, kernel, max_items)
 
 
 def mrr_kernel(judged: Judged, k: int | None) -> np.ndarray:

@@ -7,12 +7,13 @@ recommended items, G the relevant items (grade > 0) of the same list.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from tracker.metrics.batch import Judged, check_k
-from tracker.metrics.encoding import judge_lists
+from tracker.metrics.encoding import score_lists
 
 
 def hit_rate(recommended: Any, relevant: Any, k: int) -> np.ndarray:
@@ -30,7 +31,7 @@ def hit_rate(recommended: Any, relevant: Any, k: int) -> np.ndarray:
     array([1., 0.])
     """
     k = check_k(k)
-    return hit_rate_kernel(judge_lists(recommended, relevant, k), k)
+    return score_lists(recommended, relevant, partial(hit_rate_kernel, k=k), k)
 
 
 def precision(recommended: Any, relevant: Any, k: int) -> np.ndarray:
@@ -49,7 +50,7 @@ def precision(recommended: Any, relevant: Any, k: int) -> np.ndarray:
     array([0.2])
     """
     k = check_k(k)
-    return precision_kernel(judge_lists(recommended, relevant, k), k)
+    return score_lists(recommended, relevant, partial(precision_kernel, k=k), k)
 
 
 def recall(recommended: Any, relevant: Any, k: int) -> np.ndarray:
@@ -66,7 +67,7 @@ def recall(recommended: Any, relevant: Any, k: int) -> np.ndarray:
     array([0.5])
     """
     k = check_k(k)
-    return recall_kernel(judge_lists(recommended, relevant, k), k)
+    return score_lists(recommended, relevant, partial(recall_kernel, k=k), k)
 
 
 def r_precision(recommended: Any, relevant: Any) -> np.ndarray:
@@ -85,7 +86,7 @@ def r_precision(recommended: Any, relevant: Any) -> np.ndarray:
     >>> r_precision([["5", "8", "13", "3"]], [["1", "2", "3", "5", "8", "99"]])
     array([0.5])
     """
-    return r_precision_kernel(judge_lists(recommended, relevant), None)
+    return score_lists(recommended, relevant, r_precision_kernel, None)
 
 
 # Kernels: (judged lists, k) -> one value per list ------------------------------------

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Literal
 
 import numpy as np
 
 from tracker.metrics.batch import Judged, check_k, discounts
-from tracker.metrics.encoding import judge_lists
+from tracker.metrics.encoding import score_lists
 from tracker.metrics.hits import safe_divide
 
 Gain = Literal["linear", "exponential"]
 GAINS: tuple[str, ...] = ("linear", "exponential")
+# ideal_dcg sorts grades in one padded (lists x largest |G|) matrix while it holds at
+# most this many times the grades; otherwise it sorts all grades at once.
+IDEAL_MATRIX_WASTE = 4
 
 
 def ndcg(recommended: Any, relevant: Any, k: int, gain: Gain = "linear") -> np.ndarray:
@@ -41,26 +45,42 @@ def ndcg(recommended: Any, relevant: Any, k: int, gain: Gain = "linear") -> np.n
     array([1.])
     """
     k = check_k(k)
-    return ndcg_kernel(judge_lists(recommended, relevant, k), k, gain=gain)
+    _check_gain(gain)
+    return score_lists(recommended, relevant, partial(ndcg_kernel, k=k, gain=gain), k)
 
 
 def ndcg_kernel(judged: Judged, k: int, *, gain: Gain = "linear") -> np.ndarray:
-    if gain not in GAINS:
-        raise ValueError(f"unknown gain {gain!r}; choose 'linear' or 'exponential'")
+    _check_gain(gain)
     width = judged.top(k).shape[1]
-    discount = discounts(k)[:width]
+    discount = discounts(width)  # never longer than the lists: k may be huge
     grades = judged.grades[:, :width]
     dcg = (grades if judged.binary else _gain(grades, gain)) @ discount
     return safe_divide(dcg, ideal_dcg(judged, k, gain))
 
 
 def ideal_dcg(judged: Judged, k: int, gain: Gain) -> np.ndarray:
-    """DCG@k of each list's relevant grades sorted best first."""
-    discount = discounts(k)
+    """DCG@k of each list's relevant grades sorted best first.
+
+    Graded: the grades go into one ``(n_lists, largest |G|)`` matrix sorted along its
+    rows (many short sorts), unless a few lists with very many grades would make it
+    mostly padding (``IDEAL_MATRIX_WASTE``); then one global sort by (list, -grade).
+    """
     row, grade = judged.truth_row, judged.truth_grade
+    n_relevant = judged.n_relevant
+    most = int(n_relevant.max(initial=0))
+    discount = discounts(min(k, most))  # the ideal list is at most the largest |G|
     if grade is None:  # binary: gain(1) = 1 for both gains, a prefix sum of discounts
         prefix = np.concatenate(([0.0], np.cumsum(discount)))
-        return prefix[np.minimum(judged.n_relevant, k)]
+        return prefix[np.minimum(n_relevant, k)]
+    if judged.n_lists * most <= IDEAL_MATRIX_WASTE * max(row.size, 1) and not np.any(
+        row[1:] < row[:-1]
+    ):
+        column = np.arange(row.size) - (np.cumsum(n_relevant) - n_relevant)[row]
+        best = np.zeros((judged.n_lists, most), dtype=np.float64)
+        best[row, column] = grade
+        best.sort(axis=1)
+        best = best[:, ::-1][:, :k]  # each list's k best grades, best first
+        return _gain(best, gain) @ discount[: best.shape[1]]
     order = np.lexsort((-grade, row))
     row, grade = row[order], grade[order]
     starts = np.cumsum(judged.n_relevant) - judged.n_relevant
@@ -72,3 +92,8 @@ def ideal_dcg(judged: Judged, k: int, gain: Gain) -> np.ndarray:
 
 def _gain(grades: np.ndarray, gain: Gain) -> np.ndarray:
     return grades if gain == "linear" else np.exp2(grades) - 1.0
+
+
+def _check_gain(gain: object) -> None:
+    if gain not in GAINS:
+        raise ValueError(f"unknown gain {gain!r}; choose 'linear' or 'exponential'")

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tracker.metrics.average_precision import average_precision_kernel
-from tracker.metrics.batch import EncodedLists, Judged, judge
+from tracker.metrics.batch import EncodedLists, Judged, score_encoded
 from tracker.metrics.encoding import encode
 from tracker.metrics.first_hit import mrr_kernel, song_clicks_kernel
 from tracker.metrics.hits import (
@@ -203,5 +203,10 @@ def _deepest(names: list[MetricName]) -> int | None:
 def _compute(
     lists: EncodedLists, names: list[MetricName], depth: int | None
 ) -> dict[str, np.ndarray]:
-    judged = judge(lists, depth)
-    return {str(name): name.spec.kernel(judged, name.k) for name in names}
+    """Every named metric per list, judging blocks of lists once for all of them."""
+    kernels = {str(name): partial(_run, name.spec.kernel, name.k) for name in names}
+    return score_encoded(lists, kernels, depth)
+
+
+def _run(kernel: Kernel, k: int | None, judged: Judged) -> np.ndarray:
+    return kernel(judged, k)

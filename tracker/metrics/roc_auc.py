@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from tracker.metrics.batch import Judged, check_k
-from tracker.metrics.encoding import judge_lists
+from tracker.metrics.encoding import score_lists
 
 
 def roc_auc(recommended: Any, relevant: Any, k: int) -> np.ndarray:
@@ -27,7 +28,7 @@ def roc_auc(recommended: Any, relevant: Any, k: int) -> np.ndarray:
     array([0.75])
     """
     k = check_k(k)
-    return roc_auc_kernel(judge_lists(recommended, relevant, k), k)
+    return score_lists(recommended, relevant, partial(roc_auc_kernel, k=k), k)
 
 
 def roc_auc_kernel(judged: Judged, k: int) -> np.ndarray:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from tracker.metrics.batch import check_k, judge
+from tracker.metrics.batch import Judged, check_k, score_encoded
 from tracker.metrics.encoding import encode_against_lists
 
 
@@ -32,6 +33,10 @@ def unexpectedness(recommended: Any, baseline: Any, k: int) -> np.ndarray:
     array([0.5, 0.5, 0.5])
     """
     k = check_k(k)
-    judged = judge(encode_against_lists(recommended, baseline, k), k)
-    shared = np.count_nonzero(judged.top(k), axis=1)
+    lists = encode_against_lists(recommended, baseline, k)
+    return score_encoded(lists, {"value": partial(_unexpectedness_kernel, k=k)}, k)["value"]
+
+
+def _unexpectedness_kernel(judged: Judged, k: int) -> np.ndarray:
+    shared = np.count_nonzero(judged.top(k), axis=1)  # |R_k ∩ B_k|: B_k is the "relevant"
     return np.where(judged.lengths > 0, 1.0 - shared / k, 0.0)

@@ -126,4 +126,4 @@ class Interaction(Base):
 metadata = Base.metadata
 
 # Tables defined in sibling modules register on this same metadata when imported.
-from tracker.store import rollup_tables  # noqa: E402, F401
+from tracker.store import keys, rollup_tables  # noqa: E402, F401

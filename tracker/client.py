@@ -1,0 +1,372 @@
+"""Log to a remote collector without ever slowing the caller down: ``TrackerClient``.
+
+::
+
+    client = TrackerClient("http://collector:8000", api_key)
+    client.log_impression(experiment="home", arm="b", user_id="u1", items=["a", "b"],
+                          served_at=now)      # returns the impression id (made when absent)
+    client.close()                            # also runs at interpreter exit
+
+The logging calls are those of the in-process :class:`tracker.Tracker`, but they only put
+the event on a bounded in-memory queue and return its id; a background thread sends batches
+(``batch_size`` events, or whatever is queued after ``flush_interval`` seconds) to the
+collector's ``/v1/impressions`` and ``/v1/interactions``.
+
+- **Queue full**: ``on_full="drop"`` (default) drops the new event and counts it in
+  ``counters().dropped``; ``on_full="block"`` waits up to ``block_timeout`` seconds for room,
+  then drops and counts.
+- **Retries**: connection errors, timeouts, 5xx, 429 and 503 are retried with exponential
+  backoff and jitter (``retry_base`` doubling up to ``retry_max`` seconds, each delay drawn
+  from [½, 1] of that), waiting at least the server's ``Retry-After``; other 4xx are not
+  retried. Every event carries its id (made here with :func:`uuid.uuid4` when absent), so a
+  resent batch is stored once: the collector answers ``duplicates`` for the repeats.
+- **Invalid events** (422): the collector refuses the whole batch and lists the invalid
+  events; the client counts those as ``rejected`` and resends the rest. A 413 splits the
+  batch in two. 400/401/403/404 give the batch up (``failed``) and keep ``last_error``.
+- **flush(timeout)** waits until everything queued before it is settled (stored, duplicate,
+  conflicting, rejected or failed); **close(timeout)** flushes, then stops the thread; it also
+  runs at interpreter exit. What is still unsent when the timeout expires counts as ``failed``.
+
+Afterwards ``enqueued == stored + duplicates + conflicts + rejected + failed`` (``dropped``
+events were never enqueued).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import queue
+import random
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+import orjson
+
+log = logging.getLogger("tracker.client")
+
+_PATHS = {"impressions": "/v1/impressions", "interactions": "/v1/interactions"}
+_RETRY_STATUSES = frozenset({429, 503})
+
+
+@dataclass(frozen=True)
+class ClientCounters:
+    """What happened to the events given to a client so far (a snapshot)."""
+
+    enqueued: int = 0      # accepted onto the queue
+    dropped: int = 0       # refused because the queue was full (never sent)
+    stored: int = 0        # stored by the collector (new)
+    duplicates: int = 0    # already stored with the same payload (e.g. a retried batch)
+    conflicts: int = 0     # already stored with a different payload; not stored
+    rejected: int = 0      # invalid, refused by the collector
+    failed: int = 0        # given up: non-retryable error, or unsent when close timed out
+    batches: int = 0       # requests the collector answered 200
+    retries: int = 0       # requests repeated after a retryable failure
+    pending: int = 0       # enqueued and not settled yet
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def _instant(value: Any) -> Any:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value.isoformat()
+    return value
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds of a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+class _Giveup(Exception):
+    pass
+
+
+class TrackerClient:
+    """A non-blocking logging client of the tracker collector (see the module doc)."""
+
+    def __init__(self, endpoint: str, api_key: str, *, batch_size: int = 500,
+                 flush_interval: float = 1.0, queue_size: int = 100_000,
+                 on_full: str = "drop", block_timeout: float = 1.0,
+                 retry_base: float = 0.2, retry_max: float = 30.0,
+                 request_timeout: float = 10.0, close_timeout: float = 10.0,
+                 transport: httpx.BaseTransport | None = None):
+        if on_full not in ("drop", "block"):
+            raise ValueError(f"on_full must be 'drop' or 'block', got {on_full!r}")
+        if batch_size < 1 or queue_size < 1:
+            raise ValueError("batch_size and queue_size must be >= 1")
+        self.endpoint = endpoint.rstrip("/")
+        self.batch_size = batch_size
+        self.flush_interval = flush_interval
+        self.on_full = on_full
+        self.block_timeout = block_timeout
+        self.retry_base = retry_base
+        self.retry_max = retry_max
+        self.close_timeout = close_timeout
+        self.last_error: str | None = None
+        self._queue: queue.Queue[tuple[str, dict]] = queue.Queue(maxsize=queue_size)
+        self._http = httpx.Client(
+            timeout=request_timeout, transport=transport,
+            headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"})
+        self._lock = threading.Lock()
+        self._settled_cv = threading.Condition(self._lock)
+        self._counts = dict.fromkeys(
+            ("enqueued", "dropped", "stored", "duplicates", "conflicts", "rejected", "failed",
+             "batches", "retries"), 0)
+        self._settled = 0
+        self._wake = threading.Event()      # flush requested: send without waiting
+        self._stopping = threading.Event()  # close(): finish and stop
+        self._deadline: float | None = None  # close(): give up retrying after this
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="tracker-client", daemon=True)
+        self._thread.start()
+        atexit.register(self.close)
+
+    # ------------------------------------------------------------------ logging calls
+    def log_impression(self, *, experiment: str, arm: str, user_id: str, items: Sequence[str],
+                       served_at: datetime | str, scores: Sequence[float] | None = None,
+                       impression_id: str | None = None,
+                       baseline_items: Sequence[str] | None = None,
+                       context: Mapping[str, Any] | None = None) -> str:
+        """Queue one served list; returns its impression id (made here when absent)."""
+        record = {"experiment": experiment, "arm": arm, "user_id": user_id,
+                  "items": list(items), "served_at": served_at, "scores": scores,
+                  "impression_id": impression_id, "baseline_items": baseline_items,
+                  "context": context}
+        return self._put("impressions", record)
+
+    def log_interaction(self, *, user_id: str, item_id: str, event: str,
+                        occurred_at: datetime | str, event_id: str | None = None,
+                        impression_id: str | None = None, value: float | None = None) -> str:
+        """Queue one interaction; returns its event id (made here when absent)."""
+        record = {"user_id": user_id, "item_id": item_id, "event": event,
+                  "occurred_at": occurred_at, "event_id": event_id,
+                  "impression_id": impression_id, "value": value}
+        return self._put("interactions", record)
+
+    def log_impressions(self, records: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Queue impression records (dicts with the fields of :meth:`log_impression`)."""
+        return [self._put("impressions", dict(r)) for r in records]
+
+    def log_interactions(self, records: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Queue interaction records (dicts with the fields of :meth:`log_interaction`)."""
+        return [self._put("interactions", dict(r)) for r in records]
+
+    def _put(self, kind: str, record: dict) -> str:
+        id_field = "impression_id" if kind == "impressions" else "event_id"
+        event = {k: _instant(v) for k, v in record.items() if v is not None}
+        if event.get(id_field) is None:
+            event[id_field] = uuid.uuid4().hex
+        if self._closed:
+            self._count(dropped=1)
+            return event[id_field]
+        try:
+            if self.on_full == "block":
+                self._queue.put((kind, event), timeout=self.block_timeout)
+            else:
+                self._queue.put_nowait((kind, event))
+        except queue.Full:
+            self._count(dropped=1)
+        else:
+            self._count(enqueued=1)
+        return event[id_field]
+
+    # ------------------------------------------------------------------ observing, stopping
+    def counters(self) -> ClientCounters:
+        with self._lock:
+            return ClientCounters(**self._counts,
+                                  pending=self._counts["enqueued"] - self._settled)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Send what is queued now; True when all of it is settled within ``timeout``."""
+        timeout = self.close_timeout if timeout is None else timeout
+        with self._lock:
+            target = self._counts["enqueued"]
+        self._wake.set()
+        end = time.monotonic() + timeout
+        with self._settled_cv:
+            while self._settled < target:
+                left = end - time.monotonic()
+                if left <= 0 or not self._thread.is_alive():
+                    return False
+                self._settled_cv.wait(min(left, 0.1))
+        return True
+
+    def close(self, timeout: float | None = None) -> ClientCounters:
+        """Flush (up to ``timeout`` seconds), stop the sender, return the final counters."""
+        if self._closed:
+            return self.counters()
+        self._closed = True
+        timeout = self.close_timeout if timeout is None else timeout
+        self._deadline = time.monotonic() + timeout
+        self._stopping.set()
+        self._wake.set()
+        self._thread.join(timeout + 1.0)
+        self._http.close()
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.close)
+        return self.counters()
+
+    def __enter__(self) -> TrackerClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ the sender thread
+    def _count(self, **deltas: int) -> None:
+        with self._lock:
+            for name, delta in deltas.items():
+                self._counts[name] += delta
+
+    def _settle(self, n: int, **deltas: int) -> None:
+        with self._settled_cv:
+            for name, delta in deltas.items():
+                self._counts[name] += delta
+            self._settled += n
+            self._settled_cv.notify_all()
+
+    def _expired(self) -> bool:
+        return self._deadline is not None and time.monotonic() >= self._deadline
+
+    def _run(self) -> None:
+        while True:
+            batch = self._collect()
+            if batch:
+                by_kind: dict[str, list[dict]] = {}
+                for kind, event in batch:
+                    by_kind.setdefault(kind, []).append(event)
+                for kind, events in by_kind.items():
+                    try:
+                        self._send(kind, events)
+                    except Exception as error:  # never let the sender thread die
+                        self.last_error = f"{type(error).__name__}: {error}"
+                        log.exception("tracker client: unexpected error; batch given up")
+                        self._settle(len(events), failed=len(events))
+            elif self._stopping.is_set() and self._queue.empty():
+                return
+
+    def _collect(self) -> list[tuple[str, dict]]:
+        """Up to ``batch_size`` events: as soon as that many are queued, or when
+        ``flush_interval`` has passed since the first, or at once on flush/close."""
+        batch: list[tuple[str, dict]] = []
+        try:
+            batch.append(self._queue.get(timeout=0.05 if self._wake.is_set() else
+                                         min(self.flush_interval, 0.25)))
+        except queue.Empty:
+            self._wake.clear()  # everything asked for is sent; wait for new events again
+            return batch
+        end = time.monotonic() + self.flush_interval
+        while len(batch) < self.batch_size:
+            try:
+                batch.append(self._queue.get_nowait())
+                continue
+            except queue.Empty:
+                pass
+            if self._wake.is_set() or self._stopping.is_set():
+                break
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                batch.append(self._queue.get(timeout=min(left, 0.05)))
+            except queue.Empty:
+                continue
+        return batch
+
+    def _send(self, kind: str, events: list[dict]) -> None:
+        """Deliver one batch, retrying as documented; settles every event exactly once."""
+        pending = [events]
+        while pending:
+            part = pending.pop()
+            try:
+                outcome = self._post(kind, part)
+            except _Giveup:
+                self._settle(len(part), failed=len(part))
+                continue
+            status, body = outcome
+            if status == 200:
+                self._settle(len(part), batches=1, stored=body.get("stored", 0),
+                             duplicates=body.get("duplicates", 0),
+                             conflicts=body.get("conflicts", 0))
+            elif status == 413 and len(part) > 1:
+                half = len(part) // 2
+                pending += [part[half:], part[:half]]
+            elif status == 422 and isinstance(body.get("rejected"), list) and body["rejected"]:
+                bad = {r.get("index") for r in body["rejected"] if isinstance(r, dict)}
+                rest = [e for i, e in enumerate(part) if i not in bad]
+                n_bad = len(part) - len(rest)
+                if n_bad == 0:  # nothing we can drop: give the batch up
+                    self._settle(len(part), failed=len(part))
+                    continue
+                self._settle(n_bad, rejected=n_bad)
+                if rest:
+                    pending.append(rest)
+            else:
+                self._settle(len(part), failed=len(part))
+
+    def _post(self, kind: str, events: list[dict]) -> tuple[int, dict]:
+        """POST until an answer that is not retryable; raises _Giveup after close's deadline."""
+        url = self.endpoint + _PATHS[kind]
+        body = orjson.dumps(events)
+        attempt = 0
+        while True:
+            if self._expired():
+                raise _Giveup
+            wait = None
+            try:
+                response = self._http.post(url, content=body)
+            except httpx.HTTPError as error:  # connection refused/reset, timeout, ...
+                self.last_error = f"{type(error).__name__}: {error}"
+            else:
+                status = response.status_code
+                if status < 500 and status not in _RETRY_STATUSES:
+                    try:
+                        data = response.json()
+                    except ValueError:
+                        data = {}
+                    if status != 200:
+                        message = data.get("message") if isinstance(data, dict) else None
+                        self.last_error = f"HTTP {status}: {message or response.text[:200]}"
+                    return status, data if isinstance(data, dict) else {}
+                self.last_error = f"HTTP {status}: {response.text[:200]}"
+                wait = _retry_after(response.headers.get("retry-after"))
+            delay = min(self.retry_max, self.retry_base * 2 ** min(attempt, 30))
+            delay *= random.uniform(0.5, 1.0)
+            if wait is not None:
+                delay = max(delay, min(wait, self.retry_max))
+            attempt += 1
+            self._pause(delay)
+            self._count(retries=1)
+
+    def _pause(self, seconds: float) -> None:
+        """Sleep before a retry; raises _Giveup when close()'s deadline comes first."""
+        end = time.monotonic() + seconds
+        while True:
+            if self._deadline is not None and end >= self._deadline:
+                raise _Giveup
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.05))

@@ -1,0 +1,86 @@
+"""Bearer API keys: who may send events (scope ``ingest``) or read experiments (``read``).
+
+The token arrives as ``Authorization: Bearer trk_<key id>_<secret>``. Verification looks the
+key id up (cached for ``TRACKER_COLLECTOR_KEY_CACHE_SECONDS``, so a revoked key stops
+working within that time) and compares the secret's SHA-256 with the stored one in constant
+time. No token, a malformed, unknown, wrong or revoked one: 401. A valid key of the other
+scope: 403. Only the public key id is ever logged, never the token.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from tracker.store.db import transaction
+from tracker.store.keys import StoredKey, find_key, parse_token
+
+
+class AuthError(Exception):
+    """401 (``status`` 401: who are you?) or 403 (known key, wrong scope)."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Caller:
+    key_id: str
+    scope: str
+
+
+class KeyVerifier:
+    """Verifies bearer tokens against the ``api_key`` table, with a short-lived cache."""
+
+    def __init__(self, engine: sa.Engine, ttl_seconds: float):
+        self.engine = engine
+        self.ttl = ttl_seconds
+        self._cache: dict[str, tuple[StoredKey, float]] = {}
+        self._lock = threading.Lock()
+
+    def cached(self, key_id: str) -> StoredKey | None:
+        with self._lock:
+            hit = self._cache.get(key_id)
+        if hit is not None and hit[1] > time.monotonic():
+            return hit[0]
+        return None
+
+    def load(self, key_id: str) -> StoredKey | None:
+        """Read the key from the database (may raise StoreUnavailable) and cache it."""
+        with transaction(self.engine) as conn:
+            stored = find_key(conn, key_id)
+        if stored is not None and self.ttl > 0:
+            with self._lock:
+                if len(self._cache) > 10_000:
+                    self._cache.clear()
+                self._cache[key_id] = (stored, time.monotonic() + self.ttl)
+        return stored
+
+
+def split_header(authorization: str | None) -> tuple[str, str]:
+    """(key id, secret) from an ``Authorization`` header, or AuthError(401)."""
+    if not authorization:
+        raise AuthError(401, "missing API key: send `Authorization: Bearer <key>` "
+                             "(create one with `tracker keys create`)")
+    scheme, _, token = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise AuthError(401, "expected `Authorization: Bearer <key>`")
+    parsed = parse_token(token.strip())
+    if parsed is None:
+        raise AuthError(401, "malformed API key (expected trk_<id>_<secret>)")
+    return parsed
+
+
+def check(stored: StoredKey | None, secret: str, scope: str) -> Caller:
+    """The caller a verified key stands for, or AuthError."""
+    if stored is None or not stored.matches(secret) or stored.revoked:
+        raise AuthError(401, "invalid or revoked API key")
+    if stored.scope != scope:
+        raise AuthError(403, f"this API key has scope {stored.scope!r}; this endpoint needs "
+                             f"{scope!r}")
+    return Caller(stored.key_id, stored.scope)
