@@ -14,8 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracker.rollup.aggregate import set_metric_values
-
 
 @dataclass(frozen=True)
 class Exposure:
@@ -70,6 +68,31 @@ def catalog_of(*item_sets) -> Exposure:
     items = np.concatenate([np.asarray(list(s), dtype=object) for s in item_sets]) \
         if item_sets else np.empty(0, dtype=object)
     return Exposure.of(items, np.zeros((items.size, 0), dtype=np.int64))
+
+
+def set_metric_values(histogram: np.ndarray, catalog: int) -> tuple[float, float, float]:
+    """Coverage, Gini index and entropy (bits) of one arm's item exposure at one k, from the
+    histogram of exposures (rows ``(exposure, number of items)``, exposure > 0, ascending)
+    and the catalog size; the conventions of :mod:`tracker.metrics.exposure` (``coverage``;
+    ``gini_index`` with the catalog's unseen items at exposure 0; ``entropy`` in bits).
+
+    With the m catalog items sorted by exposure x (zeros first), Gini = Σ (2i - m - 1) x_i /
+    (m Σx); a group of c items at exposure n occupying ranks r+1..r+c adds n·c·(2r + c - m).
+
+    >>> set_metric_values(np.array([[1, 1], [3, 1]]), catalog=4)  # exposures 0, 0, 1, 3
+    (0.5, 0.625, 0.8112781244591328)
+    """
+    if catalog < 1 or histogram.size == 0:
+        return 0.0, 0.0, 0.0
+    n = histogram[:, 0].astype(np.float64)
+    c = histogram[:, 1].astype(np.float64)
+    shown = c.sum()
+    total = (n * c).sum()
+    before = (catalog - shown) + np.concatenate(([0.0], np.cumsum(c)[:-1]))
+    gini = float((n * c * (2 * before + c - catalog)).sum() / (catalog * total))
+    share = n / total
+    entropy = float(-(c * share * np.log2(share)).sum()) + 0.0
+    return float(shown / catalog), gini, entropy
 
 
 def set_values(exposure: Exposure, column: int, catalog: int) -> tuple[float, float, float]:
