@@ -19,7 +19,8 @@ ALLOWED = {
                       {"tracker.store", "tracker.config", "tracker.errors"}),
     "tracker/ingest": ({"numpy", "pandas", "pyarrow", "sqlalchemy"},
                        {"tracker.ingest", "tracker.store", "tracker.config", "tracker.errors"}),
-    "tracker/rollup": ({"numpy", "pandas", "sqlalchemy"},
+    # the rollup reads a day's lists as Arrow tables and stores unit totals as JSON + bytes
+    "tracker/rollup": ({"numpy", "pandas", "pyarrow", "orjson", "sqlalchemy"},
                        {"tracker.rollup", "tracker.store", "tracker.metrics", "tracker.config",
                         "tracker.errors"}),
     # the demo: a pure simulation, loaded through a Tracker passed in (duck typed)

@@ -147,7 +147,7 @@ class Settings:
                               "(surprisal)")},
     )
     rollup_chunk_cells: int = field(
-        default=4_000_000,
+        default=5_000_000,
         metadata={"var": _Var("TRACKER_ROLLUP_CHUNK_CELLS", _positive_int,
                               "impressions x list length the rollup holds in memory at once")},
     )

@@ -18,7 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import orjson
 import pandas as pd
+import pyarrow as pa
 
 from tracker.rollup.outcomes import Layout
 
@@ -26,7 +28,8 @@ from tracker.rollup.outcomes import Layout
 @dataclass(frozen=True)
 class UnitTotals:
     """Per (user, arm) totals over a period: impressions, and per layout column the sum of
-    the values and the number of impressions where the metric is defined."""
+    the values and the number of impressions where the metric is defined. Once reduced,
+    one row per (user, arm), the rows of a user adjacent."""
 
     users: np.ndarray  # object array of user ids
     arms: np.ndarray  # int64 arm ids
@@ -53,22 +56,54 @@ class UnitTotals:
                    np.concatenate([p.sums for p in parts]),
                    np.concatenate([p.counts for p in parts]))
 
+    def encode(self) -> tuple[str, bytes, bytes, bytes, bytes]:
+        """``(users JSON, arms, impressions, sums, counts)`` for ``rollup_units``."""
+        # most metrics are defined on every impression: their counts equal the unit's
+        # impressions and are not stored (a leading byte per column says which are)
+        full = (self.counts == self.impressions[:, None]).all(axis=0)
+        return (orjson.dumps(self.users.tolist()).decode(),
+                np.ascontiguousarray(self.arms, dtype="<i8").tobytes(),
+                np.ascontiguousarray(self.impressions, dtype="<i8").tobytes(),
+                np.ascontiguousarray(self.sums, dtype="<f8").tobytes(),
+                full.astype(np.uint8).tobytes()
+                + np.ascontiguousarray(self.counts[:, ~full], dtype="<f8").tobytes())
+
+    @classmethod
+    def decode(cls, users: str, arms: bytes, impressions: bytes, sums: bytes, counts: bytes,
+               columns: int) -> UnitTotals:
+        ids = np.asarray(orjson.loads(users), dtype=object)
+        if ids.size == 0:
+            return cls.empty(columns)
+        impressions_ = np.frombuffer(impressions, dtype="<i8").astype(np.int64)
+        full = np.frombuffer(counts[:columns], dtype=np.uint8).astype(bool)
+        counted = np.empty((ids.size, columns))
+        counted[:, full] = impressions_[:, None]
+        counted[:, ~full] = np.frombuffer(counts[columns:], dtype="<f8").reshape(
+            ids.size, int((~full).sum()))
+        return cls(ids, np.frombuffer(arms, dtype="<i8").astype(np.int64), impressions_,
+                   np.frombuffer(sums, dtype="<f8").reshape(ids.size, columns), counted)
+
     def reduce(self) -> UnitTotals:
         """Add up rows of the same (user, arm); rows come out sorted by (user, arm)."""
         if self.size == 0:
             return self
         user_codes, user_index = _factorize(self.users)
         arm_codes, arm_index = np.unique(self.arms, return_inverse=True)
-        key = user_index.astype(np.int64) * arm_codes.size + arm_index
-        order = np.argsort(key, kind="stable")
-        key = key[order]
-        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-        keys = key[starts]
-        sums = np.add.reduceat(self.sums[order], starts, axis=0)
-        counts = np.add.reduceat(self.counts[order], starts, axis=0)
-        impressions = np.add.reduceat(self.impressions[order], starts)
+        keys, index = np.unique(user_index.astype(np.int64) * arm_codes.size + arm_index,
+                                return_inverse=True)
         return UnitTotals(user_codes[keys // arm_codes.size], arm_codes[keys % arm_codes.size],
-                          impressions, sums, counts)
+                          np.bincount(index, weights=self.impressions,
+                                      minlength=keys.size).astype(np.int64),
+                          _column_sums(index, self.sums, keys.size),
+                          _column_sums(index, self.counts, keys.size))
+
+
+def _column_sums(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """Rows of ``values`` added up by ``index`` (one ``bincount`` per column)."""
+    out = np.empty((size, values.shape[1]))
+    for j in range(values.shape[1]):  # a loop over metric columns, not over rows
+        out[:, j] = np.bincount(index, weights=values[:, j], minlength=size)
+    return out
 
 
 def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -77,12 +112,29 @@ def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(uniques, dtype=object), codes
 
 
-def unit_totals(users: np.ndarray, arms: np.ndarray, values: np.ndarray,
-                defined: np.ndarray) -> UnitTotals:
-    """Per (user, arm) totals of per-impression values (one row per impression in)."""
-    return UnitTotals(users.astype(object), arms.astype(np.int64),
-                      np.ones(users.size, dtype=np.int64), np.where(defined, values, 0.0),
-                      defined.astype(np.float64)).reduce()
+def unit_totals_of_codes(user_codes: np.ndarray, user_ids, arms: np.ndarray,
+                         values: np.ndarray, defined: np.ndarray) -> UnitTotals:
+    """Per (user, arm) totals of per-impression values, users given as integer codes into
+    ``user_ids`` (a pyarrow string array); one ``bincount`` per column."""
+    width = values.shape[1]
+    if user_codes.size == 0:
+        return UnitTotals.empty(width)
+    arm_ids, arm_index = np.unique(arms, return_inverse=True)
+    key = user_codes * arm_ids.size + arm_index  # dense: no sort needed
+    present = np.bincount(key) > 0
+    keys = np.flatnonzero(present)
+    index = (np.cumsum(present) - 1)[key]
+    sums = _column_sums(index, np.where(defined, values, 0.0), keys.size)
+    impressions = np.bincount(index, minlength=keys.size).astype(np.int64)
+    counts = np.repeat(impressions[:, None].astype(np.float64), width, axis=1)
+    partial = np.flatnonzero(~defined.all(axis=0))  # columns undefined somewhere
+    if partial.size:
+        counts[:, partial] = _column_sums(index, defined[:, partial].astype(np.float64),
+                                          keys.size)
+    users = np.asarray(user_ids.take(pa.array(keys // arm_ids.size)).to_numpy(zero_copy_only=False),
+                       dtype=object)
+    return UnitTotals(users, arm_ids[keys % arm_ids.size].astype(np.int64), impressions, sums,
+                      counts)
 
 
 @dataclass(frozen=True)
@@ -111,13 +163,19 @@ class Health:
     crossover_users: int
 
 
+def _same_user_as_previous(totals: UnitTotals) -> np.ndarray:
+    """Per row after the first: its user is the previous row's (rows of a user adjacent)."""
+    return np.asarray(totals.users[1:] == totals.users[:-1], dtype=bool)
+
+
 def crossover_mask(totals: UnitTotals) -> np.ndarray:
-    """Rows whose user appears with more than one arm (``totals`` reduced, sorted by user)."""
+    """Rows whose user appears with more than one arm (``totals`` with one row per (user,
+    arm) and the rows of a user adjacent, as :meth:`UnitTotals.reduce` and
+    :func:`unit_totals_of_codes` give them)."""
     if totals.size == 0:
         return np.zeros(0, dtype=bool)
-    _, index = _factorize(totals.users)
-    per_user = np.bincount(index)
-    return per_user[index] > 1
+    same = _same_user_as_previous(totals)
+    return np.r_[same, False] | np.r_[False, same]
 
 
 def health(totals: UnitTotals) -> Health:
@@ -127,9 +185,9 @@ def health(totals: UnitTotals) -> Health:
         rows = totals.arms == arm
         arms[int(arm)] = (int(rows.sum()), int(totals.impressions[rows].sum()),
                           int((rows & crossed).sum()))
-    distinct = _factorize(totals.users)[0].size if totals.size else 0
-    crossed_users = _factorize(totals.users[crossed])[0].size if crossed.any() else 0
-    return Health(arms, int(distinct), int(totals.impressions.sum()), int(crossed_users))
+    first = np.r_[True, ~_same_user_as_previous(totals)] if totals.size else crossed
+    return Health(arms, int(first.sum()), int(totals.impressions.sum()),
+                  int((first & crossed).sum()))
 
 
 def arm_stats(totals: UnitTotals, arm_ids: list[int]) -> list[ArmStats]:

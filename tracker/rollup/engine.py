@@ -21,10 +21,9 @@ same tables as any sequence of incremental runs (tests check both).
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
@@ -39,12 +38,13 @@ from tracker.rollup.aggregate import (
     arm_stats,
     health,
     metric_rows,
-    unit_totals,
 )
-from tracker.rollup.days import day_bounds, day_of, day_start, days_between
-from tracker.rollup.exposure import Exposure, catalog_of, from_rows, set_metric_rows
+from tracker.rollup.columnar import score_chunk
+from tracker.rollup.days import day_bounds, day_of, days_between
+from tracker.rollup.exposure import Exposure, catalog_of, set_metric_rows
 from tracker.rollup.lock import rollup_lock
-from tracker.rollup.outcomes import Chunk, Layout, impression_values
+from tracker.rollup.outcomes import Layout
+from tracker.rollup.popularity import DayPairs, window_popularity
 from tracker.store import results
 from tracker.store.db import require_current_schema, transaction
 from tracker.store.experiments import ExperimentInfo, get_experiment, list_experiments
@@ -131,26 +131,33 @@ def _run_one(engine: sa.Engine, settings: Settings, info: ExperimentInfo, *, ful
     with transaction(engine) as conn:  # short: it may hold writers back for a moment
         top_impression, top_interaction = results.latest_ids(conn)
     with transaction(engine) as conn:
+        queries.tune(conn)
         state = None if full else results.load_state(conn, info.id)
         first, last = results.served_range(conn, info.id, 0, top_impression)
+        stale: set[date] = set()
         if first is None:
             touched: set[date] = set()
             known: list[tuple[date, int, int]] = []
         else:
             known = results.known_days(conn, info.id)
-            touched = _touched_days(conn, info, state, top_impression, top_interaction,
-                                    first, last, summary, settings.rollup_popularity_days)
+            touched, stale = _touched_days(conn, info, state, top_impression,
+                                           top_interaction, first, last, summary,
+                                           settings.rollup_popularity_days)
             now_us = to_micros(clock)
             touched |= {d for d, closes, computed in known if computed < closes <= now_us}
     if full or state is None:
         with transaction(engine, write=True) as conn:
             results.clear_experiment(conn, info.id)
         known = []
+    elif stale:  # days whose interaction pairs new interactions changed: rebuilt when needed
+        with transaction(engine, write=True) as conn:
+            results.delete_pairs(conn, info.id, stale)
     if until is not None:
         touched = {d for d in touched if d <= until}
     ordered = sorted(touched)
+    pairs_cache: dict[date, DayPairs] = {}  # consecutive days share most of their window
     for done, day in enumerate(ordered, 1):
-        _recompute_day(engine, settings, info, day, clock, summary)
+        _recompute_day(engine, settings, info, day, clock, summary, pairs_cache)
         if progress:
             progress("day", done, len(ordered), day)
     summary.days_recomputed = ordered
@@ -165,13 +172,16 @@ def _run_one(engine: sa.Engine, settings: Settings, info: ExperimentInfo, *, ful
 
 def _touched_days(conn: sa.Connection, info: ExperimentInfo, state: tuple[int, int] | None,
                   top_impression: int, top_interaction: int, first: int, last: int,
-                  summary: RollupSummary, popularity_days: int) -> set[date]:
+                  summary: RollupSummary, popularity_days: int
+                  ) -> tuple[set[date], set[date]]:
+    """The days to recompute, and the days in which new interactions occurred."""
     zone = info.timezone
     span = set(days_between(day_of(first, zone), day_of(last, zone)))
+    stale: set[date] = set()
     if state is None:
         summary.new_impressions = top_impression
         summary.new_interactions = top_interaction
-        return span
+        return span, stale
     seen_impressions, seen_interactions = state
     touched: set[date] = set()
     low, high = results.served_range(conn, info.id, seen_impressions, top_impression)
@@ -188,65 +198,88 @@ def _touched_days(conn: sa.Connection, info: ExperimentInfo, state: tuple[int, i
             # popularity_days days
             touched |= set(days_between(day_of(hour - window, zone), day_of(hour + reach,
                                                                              zone)))
+            stale |= set(days_between(day_of(hour, zone), day_of(hour + _HOUR - 1, zone)))
         elif experiment_id == info.id:  # the impression it names
             touched |= set(days_between(day_of(hour, zone), day_of(hour + _HOUR - 1, zone)))
-    return touched & span
+    return touched & span, stale
 
 
 def _recompute_day(engine: sa.Engine, settings: Settings, info: ExperimentInfo, day: date,
-                   clock: datetime, summary: RollupSummary) -> None:
+                   clock: datetime, summary: RollupSummary,
+                   pairs_cache: dict[date, DayPairs]) -> None:
     start, end = day_bounds(day, info.timezone)
     cutoffs = list(info.cutoffs)
     layout = Layout.for_cutoffs(cutoffs)
     window = int(info.attribution_window.total_seconds() * 1_000_000)
     parts: list[UnitTotals] = []
-    truth_items: set[str] = set()
+    exposures: dict[int, Exposure] = {}
+    truth_items: list[np.ndarray] = []
+    new_pairs: dict[date, DayPairs] = {}
     with transaction(engine) as conn:
         queries.tune(conn)
-        count, _, _, last_served, longest = queries.day_extent(conn, info.id, start, end)
+        count, first_id, last_id, last_served, longest = queries.day_extent(
+            conn, info.id, start, end)
         if count:
-            since = day_start(day - timedelta(days=settings.rollup_popularity_days),
-                              info.timezone)
-            n_users = queries.create_popularity(conn, since, start)
-            ln_n = math.log(n_users) if n_users >= 2 else None
             rows = max(1_000, settings.rollup_chunk_cells // max(int(longest), 1))
+            # PostgreSQL reads a chunk's lists and its interactions (its users' only) on
+            # three connections at once, and the next chunk's while this one is scored.
+            # SQLite reads them one after the other (its reads hold the GIL: threads slow
+            # them down), and the day's timed interactions once, without the user filter,
+            # which costs it more than it saves.
+            per_chunk = queries.is_postgresql(conn)
+            top = max(cutoffs)
 
-            def attributed(low: int, high: int):
+            def read(query, *args):
                 with transaction(engine) as other:
                     queries.tune(other)
-                    return queries.truth_rows(other, info.id, start, end, low, high, window,
-                                              info.relevance)
+                    return query(other, info.id, start, end, *args)
 
-            # the attribution join runs on a second connection while this one explodes the
-            # lists: the database works on both at once
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                for low, high in queries.chunk_bounds(conn, info.id, start, end, rows):
-                    pending = pool.submit(attributed, low, high)
-                    imps = queries.impression_rows(conn, info.id, start, end, low, high,
-                                                   cutoffs)
-                    truth = pending.result()
-                    parts.append(_chunk_totals(imps, truth, cutoffs, layout, ln_n))
-                truth_items.update(row[1] for row in truth)
-                summary.impressions_read += len(imps)
-                summary.truth_pairs_read += len(truth)
-            queries.drop_popularity(conn)
-            exposures = from_rows(queries.exposure_rows(conn, info.id, start, end, cutoffs),
-                                  len(cutoffs))
+            def fetch(pool, low: int, high: int, day_wide=None):
+                lists = pool.submit(read, queries.served_lists, low, high, top)
+                timed = _done(day_wide) if day_wide is not None else pool.submit(
+                    read, queries.window_interactions, window,
+                    (low, high) if per_chunk else None)
+                return lists, timed, pool.submit(read, queries.keyed_interactions, low, high)
+
+            with ThreadPoolExecutor(max_workers=3) if per_chunk else _Inline() as pool:
+                bounds = [(first_id, last_id)] if count <= rows else \
+                    queries.chunk_bounds(conn, info.id, start, end, rows, last_id)
+                pending = fetch(pool, *bounds[0])
+                window_days, new_pairs = _window_pairs(conn, info, day,
+                                                       settings.rollup_popularity_days,
+                                                       pairs_cache)
+                popular, n_users = window_popularity(window_days)
+                for i in range(len(bounds)):
+                    lists, interactions, keyed = (future.result() for future in pending)
+                    if i + 1 < len(bounds):
+                        pending = fetch(pool, *bounds[i + 1],
+                                        None if per_chunk else interactions)
+                    result = score_chunk(lists, interactions, keyed, popular, n_users,
+                                         info.relevance, window, cutoffs, layout)
+                    parts.append(result.totals)
+                    truth_items.append(result.truth_items)
+                    for arm, exposure in result.exposures.items():
+                        exposures[arm] = exposures[arm] + exposure if arm in exposures \
+                            else exposure
+                    summary.impressions_read += result.impressions
+                    summary.truth_pairs_read += result.truth_pairs
     totals = UnitTotals.concat(parts, len(layout)).reduce()
     now_us = to_micros(clock)
     grace = int(settings.rollup_grace_seconds * 1_000_000)
     with transaction(engine, write=True) as conn:
         queries.tune(conn)
         results.delete_day(conn, info.id, day)
+        for other, pairs in sorted(new_pairs.items()):
+            results.insert_pairs(conn, info.id, other, *pairs.encode())
         if not count:
             return
         closes_at = int(last_served) + window + grace
         provisional = now_us < closes_at
-        catalog = catalog_of(truth_items, *(e.items for e in exposures.values()))
+        catalog = catalog_of(*truth_items, *(e.items for e in exposures.values()))
         results.insert_exposure(conn, info.id, day, False,
                                 [(arm, *e.encode()) for arm, e in sorted(exposures.items())]
                                 + [(0, *catalog.encode())])
-        results.insert_user_days(conn, info.id, day, _unit_rows(totals))
+        results.insert_units(conn, info.id, day, False, *totals.encode())
         base = {"experiment_id": info.id, "day": day, "cumulative": False,
                 "provisional": provisional}
         _write_stats(conn, info, totals, layout, base, exposures, catalog.items.size)
@@ -255,34 +288,43 @@ def _recompute_day(engine: sa.Engine, settings: Settings, info: ExperimentInfo, 
                            computed_at=now_us)
 
 
-def _chunk_totals(imps, truth, cutoffs: list[int], layout: Layout,
-                  ln_n: float | None) -> UnitTotals:
-    n_cut = len(cutoffs)
-    n = len(imps)
-    columns = list(zip(*imps, strict=True)) if n else [()] * (5 + 2 * n_cut)
-    ids = np.array(columns[0], dtype=np.int64)
-    sums = np.array(columns[5:], dtype=np.float64).reshape(2 * n_cut, n).T
-    t_columns = list(zip(*truth, strict=True)) if truth else [()] * 4
-    chunk = Chunk(
-        lengths=np.array(columns[3], dtype=np.int64),
-        truth_row=np.searchsorted(ids, np.array(t_columns[0], dtype=np.int64)),
-        truth_grade=np.array(t_columns[2], dtype=np.float64),
-        truth_position=np.array(t_columns[3], dtype=np.int64),
-        ln_users=sums[:, :n_cut], overlap=sums[:, n_cut:],
-        has_baseline=np.array(columns[4], dtype=bool),
-    )
-    values, defined = impression_values(chunk, layout, cutoffs, ln_n)
-    users = np.array(columns[2], dtype=object)
-    arms = np.array(columns[1], dtype=np.int64)
-    return unit_totals(users, arms, values, defined)
+def _window_pairs(conn: sa.Connection, info: ExperimentInfo, day: date, days_back: int,
+                  cache: dict[date, DayPairs]) -> tuple[list[DayPairs], dict[date, DayPairs]]:
+    """The interaction pairs of each of the ``days_back`` days before ``day``: from
+    ``cache`` (this run's, kept for the window only), stored ones, and those read now from
+    the raw interactions (also returned apart, to be stored)."""
+    first, last = day - timedelta(days=days_back), day - timedelta(days=1)
+    for old in [d for d in cache if d < first]:
+        del cache[old]
+    missing = [d for d in days_between(first, last) if d not in cache]
+    stored = results.pairs(conn, info.id, missing[0], missing[-1]) if missing else {}
+    fresh = {}
+    for other in missing:
+        if other in stored:
+            cache[other] = DayPairs.decode(*stored[other])
+            continue
+        table = queries.day_interaction_pairs(conn, *day_bounds(other, info.timezone))
+        cache[other] = fresh[other] = DayPairs.of(table["item"], table["user"])
+    return [cache[d] for d in days_between(first, last)], fresh
 
 
-def _unit_rows(totals: UnitTotals):
-    sums = np.ascontiguousarray(totals.sums, dtype="<f8")
-    counts = np.ascontiguousarray(totals.counts, dtype="<f8")
-    for i in range(totals.size):
-        yield (str(totals.users[i]), int(totals.arms[i]), int(totals.impressions[i]),
-               sums[i].tobytes(), counts[i].tobytes())
+class _Inline:
+    """An executor that runs each task at once, in the caller's thread."""
+
+    def __enter__(self) -> _Inline:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def submit(self, fn, *args) -> Future:
+        return _done(fn(*args))
+
+
+def _done(value):
+    future: Future = Future()
+    future.set_result(value)
+    return future
 
 
 def _write_stats(conn: sa.Connection, info: ExperimentInfo, totals: UnitTotals,
@@ -311,54 +353,49 @@ def _recompute_cumulative(engine: sa.Engine, info: ExperimentInfo, since: date |
                           clock: datetime, summary: RollupSummary, progress: Progress | None,
                           state: tuple[int, int] | None) -> None:
     """Cumulative rows of every day from ``since`` on (each user's mean over all their
-    impressions from the first day through that day), then the watermarks; one transaction."""
+    impressions from the first day through that day), then the watermarks; one transaction.
+
+    The cumulative units and exposure of a day are those of the day before plus the day's:
+    the pass starts from the stored cumulative rows of the day before ``since`` and reads
+    one daily row per day after it, whatever the history."""
     layout = Layout.for_cutoffs(list(info.cutoffs))
     width = len(layout)
+    cutoffs = len(info.cutoffs)
     with transaction(engine, write=True) as conn:
         queries.tune(conn)
         days = results.known_days(conn, info.id)
         if since is not None and days:
             results.delete_cumulative(conn, info.id, since)
-            first, last = days[0][0], days[-1][0]
-            rows = results.user_days(conn, info.id, first, last)
-            day_col = np.array([r[0] for r in rows], dtype="datetime64[D]")
-            users = np.array([r[1] for r in rows], dtype=object)
-            arms = np.fromiter((r[2] for r in rows), dtype=np.int64, count=len(rows))
-            imps = np.fromiter((r[3] for r in rows), dtype=np.int64, count=len(rows))
-            sums = np.frombuffer(b"".join(r[4] for r in rows), dtype="<f8").reshape(-1, width)
-            counts = np.frombuffer(b"".join(r[5] for r in rows), dtype="<f8").reshape(-1, width)
+            before = [d for d, _, _ in days if d < since]
+            previous = before[-1] if before else None
+            stored = results.units(conn, info.id, previous, True) if previous else None
+            running = UnitTotals.decode(*stored, width) if stored else UnitTotals.empty(width)
+            exposed = results.exposure(conn, info.id, previous, True) if previous else {}
+            exposure = {arm: _decode(v, cutoffs if arm else 0) for arm, v in exposed.items()}
             now_us = to_micros(clock)
             provisional_so_far = False
             total = sum(1 for d in days if d[0] >= since)
             done = 0
-            previous = None
-            width = len(info.cutoffs)
-            running: dict[int, Exposure] | None = None
             for day, closes, computed in days:
                 provisional_so_far |= computed < closes
                 if day < since:
-                    previous = day
                     continue
-                if running is None:  # the cumulative exposure of the day before, stored
-                    stored = results.exposure(conn, info.id, previous, True) if previous \
-                        else {}
-                    running = {arm: _decode(v, width if arm else 0)
-                               for arm, v in stored.items()}
-                daily = results.exposure(conn, info.id, day, False)
-                for arm, value in daily.items():
-                    today = _decode(value, width if arm else 0)
-                    running[arm] = running[arm] + today if arm in running else today
+                daily = results.units(conn, info.id, day, False)
+                if daily is not None:
+                    today = UnitTotals.decode(*daily, width)
+                    running = UnitTotals.concat([running, today], width).reduce() \
+                        if running.size else today
+                results.insert_units(conn, info.id, day, True, *running.encode())
+                for arm, value in results.exposure(conn, info.id, day, False).items():
+                    today = _decode(value, cutoffs if arm else 0)
+                    exposure[arm] = exposure[arm] + today if arm in exposure else today
                 results.insert_exposure(conn, info.id, day, True,
-                                        [(arm, *e.encode()) for arm, e in sorted(running.items())])
-                arm_exposure = {arm: e for arm, e in running.items() if arm}
-                catalog = running[0].items.size if 0 in running else 0
-                previous = day
-                upto = int(np.searchsorted(day_col, np.datetime64(day, "D"), side="right"))
-                totals = UnitTotals(users[:upto], arms[:upto], imps[:upto], sums[:upto],
-                                    counts[:upto]).reduce()
+                                        [(arm, *e.encode()) for arm, e in sorted(exposure.items())])
+                catalog = exposure[0].items.size if 0 in exposure else 0
                 base = {"experiment_id": info.id, "day": day, "cumulative": True,
                         "provisional": provisional_so_far or now_us < closes}
-                _write_stats(conn, info, totals, layout, base, arm_exposure, catalog)
+                _write_stats(conn, info, running, layout, base,
+                             {arm: e for arm, e in exposure.items() if arm}, catalog)
                 done += 1
                 if progress:
                     progress("cumulative", done, total, day)

@@ -48,21 +48,6 @@ class Exposure:
         return cls(ids, np.frombuffer(counts, dtype="<i8").reshape(ids.size, width).copy())
 
 
-def from_rows(rows: list[tuple], width: int) -> dict[int, Exposure]:
-    """Per arm, the exposure of the SQL rows ``(arm_id, item, n_k...)``."""
-    out: dict[int, Exposure] = {}
-    if not rows:
-        return out
-    columns = list(zip(*rows, strict=True))
-    arms = np.asarray(columns[0], dtype=np.int64)
-    items = np.asarray(columns[1], dtype=object)
-    counts = np.asarray(columns[2:], dtype=np.int64).reshape(width, len(rows)).T
-    for arm in np.unique(arms):
-        mine = arms == arm
-        out[int(arm)] = Exposure.of(items[mine], counts[mine])
-    return out
-
-
 def catalog_of(*item_sets) -> Exposure:
     """The catalog (no counts) of the union of item collections."""
     items = np.concatenate([np.asarray(list(s), dtype=object) for s in item_sets]) \

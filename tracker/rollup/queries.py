@@ -1,17 +1,16 @@
-"""The rollup's set-based SQL: attribution, served positions, exposure, popularity.
+"""The rollup's SQL: what changed, a day's extent and chunks, and the reads of one chunk.
 
-Each query runs inside the database and returns little: one row per impression (with
-per-cutoff sums already aggregated), one row per attributed (impression, item) pair, or
-nothing at all (``INSERT ... SELECT``). Served lists are exploded with
-``unnest(items) WITH ORDINALITY`` on PostgreSQL and ``json_each(items)`` on SQLite; those
-two spellings are the only difference between the engines. Times are integer microseconds
-(see :mod:`tracker.store.types`), so window arithmetic is plain integer comparison.
+The big reads return Arrow tables: a chunk's served lists (PostgreSQL ``COPY ... CSV`` with
+each list joined by a separator and split back by pyarrow; SQLite's stored JSON split the
+same way), the interactions that may answer them, and a day's distinct (item, user) pairs;
+the attribution and the metrics are computed from them in numpy
+(:mod:`tracker.rollup.columnar`). Times are integer microseconds (see
+:mod:`tracker.store.types`), so window arithmetic is plain integer comparison.
 
 Attribution (the rule of the README's "Rollup semantics"): an interaction answers an
 impression of the same user when it occurred within ``[served_at, served_at + window]`` and
 names no impression, or, when it names an impression key, that impression only (whatever
-its time). Its grade is the experiment's event mapping (unknown events grade 0; no mapping:
-every event grade 1); the ground truth keeps each item's highest grade and drops grade 0.
+its time).
 """
 
 from __future__ import annotations
@@ -19,8 +18,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import sqlalchemy as sa
-
-POP_TABLE = "tracker_rollup_pop"
 
 
 def is_postgresql(conn: sa.Connection) -> bool:
@@ -48,35 +45,30 @@ def _day_filter(alias: str = "imp") -> str:
             f"AND {alias}.served_at < :end")
 
 
-def _chunk_filter(alias: str = "imp") -> str:
-    return f"{_day_filter(alias)} AND {alias}.id >= :low AND {alias}.id <= :high"
-
-
-def grade_case(relevance: Mapping[str, float] | None) -> tuple[str, dict[str, object]]:
-    """SQL for an interaction's grade (column ``it.event_type``) and its bound values."""
-    if relevance is None:
-        return "1.0", {}
-    if not relevance:
-        return "0.0", {}
-    params: dict[str, object] = {}
-    whens = []
-    for i, (event, grade) in enumerate(sorted(relevance.items())):
-        params[f"ev{i}"], params[f"gr{i}"] = event, float(grade)
-        whens.append(f"WHEN :ev{i} THEN :gr{i}")
-    return f"CASE it.event_type {' '.join(whens)} ELSE 0.0 END", params
-
-
 def day_extent(conn: sa.Connection, experiment_id: int, start: int, end: int):
-    """(impressions, min id, max id, max served_at, max list length) of one day."""
-    length = "cardinality(imp.items)" if is_postgresql(conn) else "json_array_length(imp.items)"
-    return conn.execute(sa.text(
-        f"SELECT count(*), min(imp.id), max(imp.id), max(imp.served_at), max({length}) "
-        f"FROM impression imp WHERE {_day_filter()}"
-    ), {"experiment": experiment_id, "start": start, "end": end}).one()
+    """(impressions, min id, max id, max served_at, longest list) of one day; on SQLite the
+    longest list is an upper bound (quotes / 2: exact unless an item holds an escaped
+    quote), read in id order."""
+    params = {"experiment": experiment_id, "start": start, "end": end}
+    if is_postgresql(conn):
+        return conn.execute(sa.text(
+            "SELECT count(*), min(imp.id), max(imp.id), max(imp.served_at), "
+            f"max(cardinality(imp.items)) FROM impression imp WHERE {_day_filter()}"
+        ), params).one()
+    count, low, high, last = conn.execute(sa.text(
+        "SELECT count(*), min(imp.id), max(imp.id), max(imp.served_at) "
+        f"FROM impression imp WHERE {_day_filter()}"), params).one()
+    if not count:
+        return count, low, high, last, 0
+    longest = conn.execute(sa.text(
+        "SELECT max(length(imp.items) - length(replace(imp.items, '\"', ''))) / 2 "
+        f"FROM impression imp WHERE {_chunk_literals(experiment_id, start, end, low, high, True)}"
+    )).scalar_one()
+    return count, low, high, last, longest
 
 
 def chunk_bounds(conn: sa.Connection, experiment_id: int, start: int, end: int,
-                 rows: int) -> list[tuple[int, int]]:
+                 rows: int, last_id: int) -> list[tuple[int, int]]:
     """Id ranges that split one day's impressions into chunks of about ``rows``."""
     ids = conn.execute(sa.text(
         f"SELECT id FROM (SELECT imp.id, row_number() OVER (ORDER BY imp.id) AS rn "
@@ -85,140 +77,16 @@ def chunk_bounds(conn: sa.Connection, experiment_id: int, start: int, end: int,
     ), {"experiment": experiment_id, "start": start, "end": end, "rows": rows}).scalars().all()
     bounds = []
     for i, low in enumerate(ids):
-        high = ids[i + 1] - 1 if i + 1 < len(ids) else 2**62
+        high = ids[i + 1] - 1 if i + 1 < len(ids) else last_id
         bounds.append((low, high))
     return bounds
-
-
-def create_popularity(conn: sa.Connection, since: int, before: int) -> int:
-    """Fill a temporary table with ln(distinct users) per item over the interactions that
-    occurred in ``[since, before)``; returns N, the distinct users in that log."""
-    conn.execute(sa.text(f"DROP TABLE IF EXISTS {POP_TABLE}"))
-    if is_postgresql(conn):
-        conn.execute(sa.text(
-            f"CREATE TEMPORARY TABLE {POP_TABLE} (item_id text PRIMARY KEY, "
-            "ln_users double precision NOT NULL)"))
-    else:
-        _sqlite_math(conn)
-        conn.execute(sa.text(
-            f"CREATE TEMPORARY TABLE {POP_TABLE} (item_id TEXT PRIMARY KEY, "
-            "ln_users REAL NOT NULL)"))
-    conn.execute(sa.text(
-        f"INSERT INTO {POP_TABLE} (item_id, ln_users) "
-        "SELECT item_id, ln(CAST(count(DISTINCT user_id) AS DOUBLE PRECISION)) FROM interaction "
-        "WHERE occurred_at >= :since AND occurred_at < :before GROUP BY item_id"
-    ), {"since": since, "before": before})
-    return int(conn.execute(sa.text(
-        "SELECT count(DISTINCT user_id) FROM interaction "
-        "WHERE occurred_at >= :since AND occurred_at < :before"
-    ), {"since": since, "before": before}).scalar_one())
-
-
-def drop_popularity(conn: sa.Connection) -> None:
-    conn.execute(sa.text(f"DROP TABLE IF EXISTS {POP_TABLE}"))
-
-
-def _sqlite_math(conn: sa.Connection) -> None:
-    """SQLite builds without the math functions get ``ln`` from Python (called per item)."""
-    import math
-
-    try:
-        conn.execute(sa.text("SELECT ln(2.0)"))
-    except sa.exc.OperationalError:
-        raw = conn.connection.driver_connection
-        raw.create_function("ln", 1, math.log, deterministic=True)
-
-
-def impression_rows(conn: sa.Connection, experiment_id: int, start: int, end: int,
-                    low: int, high: int, cutoffs: Sequence[int]):
-    """One row per impression of a chunk, ordered by id: ``id, arm_id, user_id, length,
-    has_baseline``, then per cutoff k the sum of ln(item users) over the top k
-    (``lu_k``), then per cutoff the size of R_k ∩ B_k against the baseline (``ov_k``)."""
-    top = max(cutoffs)
-    params = {"experiment": experiment_id, "start": start, "end": end, "low": low,
-              "high": high, "top": top}
-    if is_postgresql(conn):
-        lu = [f"sum(CASE WHEN a.ord <= {k} THEN coalesce(p.ln_users, 0) ELSE 0 END)"
-              for k in cutoffs]
-        ov = [f"sum(CASE WHEN a.ord <= {k} AND a.bpos BETWEEN 1 AND {k} THEN 1 ELSE 0 END)"
-              for k in cutoffs]
-        sql = (
-            "SELECT imp.id, imp.arm_id, imp.user_id, cardinality(imp.items), "
-            f"imp.baseline_items IS NOT NULL, {', '.join(lu + ov)} "
-            "FROM impression imp CROSS JOIN LATERAL ("
-            "  SELECT u.item, u.ord, array_position(imp.baseline_items, u.item) AS bpos"
-            "  FROM unnest(imp.items[1:CAST(:top AS integer)]) WITH ORDINALITY AS u(item, ord)"
-            f") a LEFT JOIN {POP_TABLE} p ON p.item_id = a.item "
-            f"WHERE {_chunk_filter()} GROUP BY imp.id ORDER BY imp.id"
-        )
-    else:
-        lu = [f"sum(CASE WHEN a.key < {k} THEN coalesce(p.ln_users, 0) ELSE 0 END)"
-              for k in cutoffs]
-        ov = [f"sum(CASE WHEN a.key < {k} AND b.key < {k} THEN 1 ELSE 0 END)" for k in cutoffs]
-        sql = (
-            "SELECT imp.id, imp.arm_id, imp.user_id, json_array_length(imp.items), "
-            f"imp.baseline_items IS NOT NULL, {', '.join(lu + ov)} "
-            "FROM impression imp JOIN json_each(imp.items) a "
-            "LEFT JOIN json_each(imp.baseline_items) b "
-            "  ON b.value = a.value AND b.key < :top "
-            f"LEFT JOIN {POP_TABLE} p ON p.item_id = a.value "
-            f"WHERE {_chunk_filter()} AND a.key < :top GROUP BY imp.id ORDER BY imp.id"
-        )
-    return _fetch(conn, sql, params)
-
-
-def truth_rows(conn: sa.Connection, experiment_id: int, start: int, end: int, low: int,
-               high: int, window_us: int, relevance: Mapping[str, float] | None):
-    """The ground truth of a chunk's impressions: ``impression id, item, grade, position``
-    (1-based rank in the served list, 0 when not served), ordered by impression id; only
-    grades > 0."""
-    grade, params = grade_case(relevance)
-    params.update({"experiment": experiment_id, "start": start, "end": end, "low": low,
-                   "high": high, "window": window_us})
-    if is_postgresql(conn):
-        position = "coalesce(array_position(imp.items, CAST(it.item_id AS text)), 0)"
-    else:
-        position = ("coalesce((SELECT min(je.key) + 1 FROM json_each(imp.items) je "
-                    "WHERE je.value = it.item_id), 0)")
-    select = f"SELECT imp.id AS imp_id, it.item_id AS item, {grade} AS grade, {position} AS pos"
-    sql = (
-        "SELECT t.imp_id, t.item, max(t.grade), min(t.pos) FROM ("
-        f"  {select} FROM impression imp JOIN interaction it ON it.user_id = imp.user_id"
-        "   AND it.occurred_at >= imp.served_at AND it.occurred_at <= imp.served_at + :window"
-        "   AND it.occurred_at >= :start AND it.occurred_at < :end + :window"
-        f"  AND it.impression_key IS NULL WHERE {_chunk_filter()}"
-        "  UNION ALL"
-        f"  {select} FROM impression imp JOIN interaction it"
-        f"   ON it.impression_key = imp.impression_key WHERE {_chunk_filter()}"
-        ") t GROUP BY t.imp_id, t.item HAVING max(t.grade) > 0 ORDER BY t.imp_id, t.item"
-    )
-    return _fetch(conn, sql, params)
-
-
-def exposure_rows(conn: sa.Connection, experiment_id: int, start: int, end: int,
-                  cutoffs: Sequence[int]) -> list[tuple]:
-    """One day's item exposure: ``(arm_id, item, n_k...)`` per arm and served item, n_k the
-    number of lists holding the item in their top k (items anywhere in a list included, with
-    zeros: they belong to the catalog)."""
-    params = {"experiment": experiment_id, "start": start, "end": end}
-    if is_postgresql(conn):
-        counts = ", ".join(f"count(*) FILTER (WHERE u.ord <= {int(k)})" for k in cutoffs)
-        exploded = ("FROM impression imp CROSS JOIN LATERAL unnest(imp.items) "
-                    "WITH ORDINALITY AS u(item, ord)")
-        item = "u.item"
-    else:
-        counts = ", ".join(f"sum(CASE WHEN u.key < {int(k)} THEN 1 ELSE 0 END)"
-                           for k in cutoffs)
-        exploded = "FROM impression imp JOIN json_each(imp.items) u"
-        item = "u.value"
-    return _fetch(conn, f"SELECT imp.arm_id, {item}, {counts} {exploded} "
-                        f"WHERE {_day_filter()} GROUP BY imp.arm_id, {item}", params)
 
 
 def tune(conn: sa.Connection) -> None:
     """Give the rollup's big aggregations room in memory (PostgreSQL, this transaction)."""
     if is_postgresql(conn):
         conn.execute(sa.text("SET LOCAL work_mem = '256MB'"))
+        conn.execute(sa.text("SET LOCAL jit = off"))  # compiling costs more than it saves
 
 
 def changed_hours(conn: sa.Connection, after: int, through: int) -> list[tuple[int, int]]:
@@ -234,6 +102,225 @@ def changed_hours(conn: sa.Connection, after: int, through: int) -> list[tuple[i
     named = conn.execute(sa.text(
         "SELECT DISTINCT imp.experiment_id, (imp.served_at / :hour) * :hour "
         "FROM interaction it JOIN impression imp ON imp.impression_key = it.impression_key "
-        "WHERE it.id > :after AND it.id <= :through"
+        "WHERE it.id > :after AND it.id <= :through AND it.impression_key IS NOT NULL"
     ), params).all()
     return [(None, int(h)) for h in rows] + [(int(e), int(h)) for e, h in named]
+
+
+# --- the columnar path: one chunk of a day's lists and the interactions that may answer them,
+# shipped as Arrow tables (PostgreSQL: COPY ... CSV parsed by pyarrow; SQLite: one cursor
+# pass). The item lists travel as one string per list joined with SEPARATOR; a list whose
+# items hold the separator is caught by its length and re-read as an array.
+
+SEPARATOR = "\x1f"
+LIST_COLUMNS = ("id", "arm", "user", "served", "length", "baseline_length", "items", "baseline")
+INTERACTION_COLUMNS = ("user", "item", "event", "at")
+
+
+def _copy_csv(conn: sa.Connection, select: str, names: Sequence[str],
+              types: Mapping[str, object]):
+    """``COPY (select) TO STDOUT`` as CSV, parsed by pyarrow into a table (PostgreSQL)."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    raw = conn.connection.driver_connection
+    parts: list[bytes] = []
+    with raw.cursor() as cursor, cursor.copy(f"COPY ({select}) TO STDOUT (FORMAT csv)") as copy:
+        for data in copy:
+            parts.append(bytes(data))
+    if not parts:
+        return pa.table({name: pa.array([], type=types[name]) for name in names})
+    data = b"".join(parts)
+
+    def parse(newlines: bool):
+        return pcsv.read_csv(
+            pa.BufferReader(data),
+            read_options=pcsv.ReadOptions(column_names=list(names), block_size=1 << 24),
+            parse_options=pcsv.ParseOptions(newlines_in_values=newlines),
+            convert_options=pcsv.ConvertOptions(column_types=dict(types), null_values=[""],
+                                                strings_can_be_null=True,
+                                                quoted_strings_can_be_null=False))
+
+    try:  # twice as fast; a value holding a line break (quoted) breaks a row: then exact
+        return parse(False)
+    except pa.ArrowInvalid:
+        return parse(True)
+
+
+def _chunk_literals(experiment_id: int, start: int, end: int, low: int, high: int,
+                    by_id: bool = False) -> str:
+    """One chunk's impressions (integers only, never user input: safe to inline into a COPY
+    statement). ``by_id`` (SQLite): read the id range in id order rather than through the
+    (experiment, served_at) index, whose order is random on disk: a unary ``+`` keeps
+    SQLite off an index."""
+    plus = "+" if by_id else ""
+    return (f"{plus}imp.experiment_id = {int(experiment_id)} "
+            f"AND {plus}imp.served_at >= {int(start)} AND {plus}imp.served_at < {int(end)} "
+            f"AND imp.id >= {int(low)} AND imp.id <= {int(high)}")
+
+
+def served_lists(conn: sa.Connection, experiment_id: int, start: int, end: int, low: int,
+                 high: int, top: int):
+    """A chunk's impressions (in no set order) as an Arrow table: ``id, arm, user, length``, and
+    ``items`` (the whole list) and ``baseline`` (its first ``top`` items, null when the
+    impression has none) as list<string> columns."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    where = _chunk_literals(experiment_id, start, end, low, high)
+    if is_postgresql(conn):
+        sep = "E'\\x1f'"
+        table = _copy_csv(
+            conn,
+            f"SELECT imp.id, imp.arm_id, imp.user_id, imp.served_at, cardinality(imp.items), "
+            f"cardinality(imp.baseline_items[1:{int(top)}]), "
+            f"array_to_string(imp.items, {sep}), "
+            f"array_to_string(imp.baseline_items[1:{int(top)}], {sep}) "
+            f"FROM impression imp WHERE {where}",
+            LIST_COLUMNS, {"id": pa.int64(), "arm": pa.int64(), "user": pa.string(),
+                           "served": pa.int64(), "length": pa.int64(),
+                           "baseline_length": pa.int64(), "items": pa.string(),
+                           "baseline": pa.string()})
+        items = _split(table["items"], table["length"])
+        baseline = _split(table["baseline"], table["baseline_length"])
+        if not (_lengths_agree(items, table["length"])
+                and _lengths_agree(baseline, table["baseline_length"])):
+            items, baseline = _arrays_of(conn, where, top)
+    else:
+        where = _chunk_literals(experiment_id, start, end, low, high, by_id=True)
+        rows = _fetch(conn, "SELECT imp.id, imp.arm_id, imp.user_id, imp.served_at, "
+                            f"imp.items, imp.baseline_items FROM impression imp WHERE {where}",
+                      {})
+        columns = list(zip(*rows, strict=True)) if rows else [()] * 6
+        items = _json_lists(pa.array(columns[4], type=pa.string()))
+        baseline = _json_lists(pa.array(columns[5], type=pa.string()))
+        table = pa.table({
+            "id": pa.array(columns[0], type=pa.int64()),
+            "arm": pa.array(columns[1], type=pa.int64()),
+            "user": pa.array(columns[2], type=pa.string()),
+            "served": pa.array(columns[3], type=pa.int64()),
+            "length": pc.list_value_length(items),
+        })
+    return pa.table({"id": table["id"], "arm": table["arm"], "user": table["user"],
+                     "served": table["served"], "length": table["length"], "items": items,
+                     "baseline": baseline})
+
+
+def _split(column, lengths):
+    """Joined strings back to lists ('' is an empty list, not [''])."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = pa.list_(pa.string())
+    lists = pc.if_else(pc.equal(lengths, 0), pa.scalar([], type=kind),
+                       pc.split_pattern(column, SEPARATOR))
+    return pa.chunked_array(lists.chunks, type=kind)
+
+
+def _lengths_agree(lists, lengths) -> bool:
+    import pyarrow.compute as pc
+
+    return bool(pc.all(pc.equal(pc.list_value_length(lists), lengths)).as_py() is not False)
+
+
+def _arrays_of(conn: sa.Connection, where: str, top: int):
+    """The slow, exact path: the lists read as arrays (some item holds the separator)."""
+    import pyarrow as pa
+
+    rows = _fetch(conn, f"SELECT imp.items, imp.baseline_items[1:{int(top)}] "
+                        f"FROM impression imp WHERE {where}", {})
+    kind = pa.list_(pa.string())
+    return (pa.chunked_array([pa.array([r[0] for r in rows], type=kind)], type=kind),
+            pa.chunked_array([pa.array([r[1] for r in rows], type=kind)], type=kind))
+
+
+def _json_lists(texts):
+    """SQLite's stored JSON arrays of strings as list<string>. Fast path, when no string
+    holds an escape and every text is ``[]`` or starts with ``["`` and ends with ``"]``:
+    strip the brackets and split on the separators, and check that every list has as many
+    items as it has quotes / 2 (so any other spacing is caught); else each array is
+    parsed."""
+    import orjson
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = pa.list_(pa.string())
+    if len(texts) == 0:
+        return pa.chunked_array([pa.array([], type=kind)], type=kind)
+    if not pc.any(pc.match_substring(texts, "\\")).as_py():
+        inner = pc.utf8_slice_codeunits(texts, 2, -2)  # '["a","b"]' -> 'a","b'
+        lists = pc.if_else(pc.equal(texts, "[]"), pa.scalar([], type=kind),
+                           pc.split_pattern(inner, '","'))
+        quotes = pc.count_substring(texts, '"')
+        shaped = pc.or_(pc.equal(texts, "[]"),
+                        pc.and_(pc.starts_with(texts, '["'), pc.ends_with(texts, '"]')))
+        counted = pc.equal(pc.multiply(pc.list_value_length(lists), 2), quotes)
+        if pc.all(pc.and_(shaped, counted)).as_py() is not False:
+            return pa.chunked_array([lists], type=kind)
+    return pa.chunked_array(
+        [pa.array([None if t is None else orjson.loads(t) for t in texts.to_pylist()],
+                  type=kind)], type=kind)
+
+
+def window_interactions(conn: sa.Connection, experiment_id: int, start: int, end: int,
+                        window_us: int, chunk: tuple[int, int] | None = None):
+    """The interactions that may answer impressions served in ``[start, end)`` by time:
+    naming no impression, occurred in ``[start, end + window)``; with ``chunk`` (an id
+    range), only those of users with an impression in it. An Arrow table ``user, item,
+    event, at``."""
+    import pyarrow as pa
+
+    # SQLite would otherwise walk the index on impression_key (IS NULL: all of history);
+    # the unary + keeps it on the time index
+    unkeyed = "it.impression_key IS NULL" if is_postgresql(conn) else \
+        "+it.impression_key IS NULL"
+    select = (f"SELECT it.user_id, it.item_id, it.event_type, it.occurred_at "
+              f"FROM interaction it WHERE it.occurred_at >= {int(start)} "
+              f"AND it.occurred_at < {int(end) + int(window_us)} AND {unkeyed}")
+    if chunk is not None:
+        where = _chunk_literals(experiment_id, start, end, *chunk)
+        select += f" AND it.user_id IN (SELECT imp.user_id FROM impression imp WHERE {where})"
+    types = {"user": pa.string(), "item": pa.string(), "event": pa.string(),
+             "at": pa.int64()}
+    if is_postgresql(conn):
+        return _copy_csv(conn, select, INTERACTION_COLUMNS, types)
+    rows = _fetch(conn, select, {})
+    columns = list(zip(*rows, strict=True)) if rows else [()] * 4
+    return pa.table({name: pa.array(col, type=types[name])
+                     for name, col in zip(INTERACTION_COLUMNS, columns, strict=True)})
+
+
+def keyed_interactions(conn: sa.Connection, experiment_id: int, start: int, end: int,
+                       low: int, high: int) -> list[tuple]:
+    """Interactions that name one of a chunk's impressions: ``(impression id, item,
+    event)``, whatever their time."""
+    where = _chunk_literals(experiment_id, start, end, low, high)
+    join = "JOIN"
+    if not is_postgresql(conn):
+        # SQLite's planner probes the interactions once per impression of the chunk; when
+        # fewer interactions name an impression at all, walking those is cheaper (CROSS
+        # JOIN fixes SQLite's loop order)
+        keyed = conn.execute(sa.text("SELECT count(*) FROM interaction "
+                                     "WHERE impression_key IS NOT NULL")).scalar_one()
+        if keyed < high - low + 1:
+            join = "CROSS JOIN"
+    return _fetch(conn, f"SELECT imp.id, it.item_id, it.event_type FROM interaction it {join} "
+                        "impression imp ON imp.impression_key = it.impression_key "
+                        f"WHERE it.impression_key IS NOT NULL AND {where}", {})
+
+
+def day_interaction_pairs(conn: sa.Connection, start: int, end: int):
+    """``(item, user)`` of every interaction that occurred in ``[start, end)``, as an Arrow
+    table (duplicates removed by the database)."""
+    import pyarrow as pa
+
+    select = ("SELECT it.item_id, it.user_id FROM interaction it "
+              f"WHERE it.occurred_at >= {int(start)} AND it.occurred_at < {int(end)} "
+              "GROUP BY it.item_id, it.user_id")
+    types = {"item": pa.string(), "user": pa.string()}
+    if is_postgresql(conn):
+        return _copy_csv(conn, select, ("item", "user"), types)
+    rows = _fetch(conn, select, {})
+    columns = list(zip(*rows, strict=True)) if rows else [(), ()]
+    return pa.table({"item": pa.array(columns[0], type=pa.string()),
+                     "user": pa.array(columns[1], type=pa.string())})

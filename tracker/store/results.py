@@ -17,8 +17,9 @@ from tracker.store.rollup_tables import (
     RollupExposure,
     RollupHealth,
     RollupMetric,
+    RollupPairs,
     RollupState,
-    RollupUserDay,
+    RollupUnits,
 )
 
 
@@ -68,19 +69,25 @@ def last_run(conn: sa.Connection, experiment_id: int) -> datetime | None:
 
 def clear_experiment(conn: sa.Connection, experiment_id: int) -> None:
     """Forget every rollup result and the state of one experiment (``--full``)."""
-    for table in (RollupUserDay, RollupExposure, RollupMetric, RollupHealth, RollupDay,
-                  RollupState):
+    for table in (RollupUnits, RollupPairs, RollupExposure, RollupMetric, RollupHealth,
+                  RollupDay, RollupState):
         conn.execute(sa.delete(table).where(table.experiment_id == experiment_id))
 
 
 def served_range(conn: sa.Connection, experiment_id: int, after: int = 0,
                  through: int | None = None) -> tuple[int | None, int | None]:
     """(min, max) served_at of the experiment's impressions with ids in (after, through]."""
-    query = sa.select(sa.func.min(_micros(Impression.served_at)),
-                      sa.func.max(_micros(Impression.served_at))).where(
-        Impression.experiment_id == experiment_id, Impression.id > after)
-    if through is not None:
-        query = query.where(Impression.id <= through)
+    served = _micros(Impression.served_at)
+    if after:  # new rows only, through the primary key: "+ 0" keeps PostgreSQL from
+        served = served + 0  # walking the whole served_at index for min/max instead
+    query = sa.select(sa.func.min(served), sa.func.max(served)).where(
+        Impression.experiment_id == experiment_id)
+    if after:
+        query = query.where(Impression.id > after)
+        if through is not None:
+            query = query.where(Impression.id <= through)
+    # else every row (the few above ``through`` are newer than the run: harmless to
+    # include), through the (experiment, served_at) index alone
     low, high = conn.execute(query).one()
     return low, high
 
@@ -95,17 +102,16 @@ def known_days(conn: sa.Connection, experiment_id: int) -> list[tuple[date, int,
 
 
 def delete_day(conn: sa.Connection, experiment_id: int, day: date) -> None:
-    """Remove one day's unit-day, exposure, daily metric and daily health rows."""
-    for table in (RollupUserDay, RollupDay):
-        conn.execute(sa.delete(table).where(table.experiment_id == experiment_id,
-                                            table.day == day))
-    for table in (RollupMetric, RollupHealth, RollupExposure):
+    """Remove one day's status and its daily units, exposure, metric and health rows."""
+    conn.execute(sa.delete(RollupDay).where(RollupDay.experiment_id == experiment_id,
+                                            RollupDay.day == day))
+    for table in (RollupUnits, RollupMetric, RollupHealth, RollupExposure):
         conn.execute(sa.delete(table).where(table.experiment_id == experiment_id,
                                             table.day == day, table.cumulative.is_(False)))
 
 
 def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> None:
-    for table in (RollupMetric, RollupHealth, RollupExposure):
+    for table in (RollupUnits, RollupMetric, RollupHealth, RollupExposure):
         conn.execute(sa.delete(table).where(table.experiment_id == experiment_id,
                                             table.day >= since, table.cumulative.is_(True)))
 
@@ -114,45 +120,47 @@ def insert_day(conn: sa.Connection, **values) -> None:
     conn.execute(sa.insert(RollupDay).values(**values))
 
 
-def _bulk_insert(conn: sa.Connection, table: sa.Table, columns: list[str],
-                 pg_types: list[str], rows: Iterable[tuple]) -> None:
-    """Insert many rows: binary ``COPY`` on PostgreSQL, ``executemany`` on SQLite."""
-    if conn.dialect.name == "postgresql":
-        cursor = conn.connection.driver_connection.cursor()
-        with cursor.copy(f"COPY {table.name} ({', '.join(columns)}) FROM STDIN "
-                         "(FORMAT BINARY)") as copy:
-            copy.set_types(pg_types)
-            for row in rows:
-                copy.write_row(row)
-        return
-    rows = list(rows)
-    if not rows:
-        return
-    marks = ", ".join("?" for _ in columns)
-    conn.exec_driver_sql(f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({marks})",
-                         list(rows))
+def insert_units(conn: sa.Connection, experiment_id: int, day: date, cumulative: bool,
+                 users: str, arms: bytes, impressions: bytes, sums: bytes,
+                 counts: bytes) -> None:
+    """One day's unit totals (daily or cumulative), encoded by the caller."""
+    conn.execute(sa.insert(RollupUnits).values(
+        experiment_id=experiment_id, day=day, cumulative=cumulative, users=users, arms=arms,
+        impressions=impressions, sums=sums, counts=counts))
 
 
-def insert_user_days(conn: sa.Connection, experiment_id: int, day: date,
-                     rows: Iterable[tuple[str, int, int, bytes, bytes]]) -> None:
-    """Unit-day rows ``(user_id, arm_id, impressions, sums, counts)`` of one day."""
-    _bulk_insert(conn, RollupUserDay.__table__,
-                 ["experiment_id", "day", "user_id", "arm_id", "impressions", "sums", "counts"],
-                 ["int4", "date", "text", "int4", "int4", "bytea", "bytea"],
-                 ((experiment_id, day if conn.dialect.name == "postgresql" else day.isoformat(),
-                   user, arm, impressions, sums, counts)
-                  for user, arm, impressions, sums, counts in rows))
+def units(conn: sa.Connection, experiment_id: int, day: date,
+          cumulative: bool) -> tuple[str, bytes, bytes, bytes, bytes] | None:
+    """``(users, arms, impressions, sums, counts)`` of one day and view, None if absent."""
+    row = conn.execute(sa.select(RollupUnits.users, RollupUnits.arms, RollupUnits.impressions,
+                                 RollupUnits.sums, RollupUnits.counts)
+                       .where(RollupUnits.experiment_id == experiment_id,
+                              RollupUnits.day == day,
+                              RollupUnits.cumulative.is_(cumulative))).first()
+    return None if row is None else tuple(row)
 
 
-def user_days(conn: sa.Connection, experiment_id: int, first: date, last: date):
-    """Unit-day rows with ``first <= day <= last``: (day, user, arm, impressions, sums,
-    counts), ordered by day, user and arm."""
-    return conn.execute(sa.select(
-        RollupUserDay.day, RollupUserDay.user_id, RollupUserDay.arm_id,
-        RollupUserDay.impressions, RollupUserDay.sums, RollupUserDay.counts,
-    ).where(RollupUserDay.experiment_id == experiment_id, RollupUserDay.day >= first,
-            RollupUserDay.day <= last)
-      .order_by(RollupUserDay.day, RollupUserDay.user_id, RollupUserDay.arm_id)).all()
+def insert_pairs(conn: sa.Connection, experiment_id: int, day: date, items: str, users: str,
+                 pairs: bytes) -> None:
+    conn.execute(sa.insert(RollupPairs).values(experiment_id=experiment_id, day=day,
+                                               items=items, users=users, pairs=pairs))
+
+
+def pairs(conn: sa.Connection, experiment_id: int, first: date,
+          last: date) -> dict[date, tuple[str, str, bytes]]:
+    """Stored interaction pairs of the days ``first..last``: day -> (items, users, pairs)."""
+    rows = conn.execute(sa.select(RollupPairs.day, RollupPairs.items, RollupPairs.users,
+                                  RollupPairs.pairs)
+                        .where(RollupPairs.experiment_id == experiment_id,
+                               RollupPairs.day >= first, RollupPairs.day <= last)).all()
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+
+def delete_pairs(conn: sa.Connection, experiment_id: int, days: Iterable[date]) -> None:
+    days = sorted(set(days))
+    for at in range(0, len(days), 500):
+        conn.execute(sa.delete(RollupPairs).where(RollupPairs.experiment_id == experiment_id,
+                                                  RollupPairs.day.in_(days[at:at + 500])))
 
 
 def insert_exposure(conn: sa.Connection, experiment_id: int, day: date, cumulative: bool,

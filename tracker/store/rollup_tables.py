@@ -4,11 +4,17 @@
   into account (the watermarks), advanced in the same transaction as the results they cover.
 - ``rollup_day``: per experiment and reporting day, when its attribution windows close and
   when it was last computed (a day computed before its windows closed is *provisional*).
-- ``rollup_user_day``: unit-day outcomes, one row per (experiment, day, user, arm) with the
-  user's per-metric sums and counts over that day's impressions (little-endian float64
-  vectors stored as bytes, whose layout the rollup derives from the experiment's cutoffs:
-  compact, and read back with one ``numpy.frombuffer`` instead of parsing arrays).
-  Cumulative views aggregate these rows, never the raw logs.
+- ``rollup_units``: unit outcomes per (experiment, day, view): one row holding every
+  (user, arm) of the day (daily) or of the experiment so far (cumulative) with the user's
+  per-metric sums and counts, as a JSON array of users and little-endian int64/float64
+  matrices stored as bytes, whose layout the rollup derives from the experiment's cutoffs
+  (read back with ``numpy.frombuffer``, no per-user rows to parse). The cumulative row of a
+  day is the previous day's plus the day's: a new day reads one row, whatever the history.
+- ``rollup_pairs``: per experiment and reporting day, the distinct (item, user) pairs of the
+  interactions that occurred that day (item and user ids as JSON arrays, pairs as int32
+  indices into them): item popularity over the days before a day is their union, read
+  from a few rows instead of weeks of raw interactions. A day's row is dropped whenever new
+  interactions occurred in it, and rebuilt when needed.
 - ``rollup_exposure``: item exposure per arm and day, daily and cumulative (sorted item ids
   and an exposure-count matrix per row; arm 0: the catalog).
 - ``rollup_metric``: the arm-day sufficient statistics, daily and cumulative.
@@ -24,7 +30,7 @@ from datetime import date, datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from tracker.store.models import ID_LENGTH, Base
+from tracker.store.models import Base
 from tracker.store.types import EpochMicros
 
 METRIC_KINDS = ("user", "set")
@@ -50,16 +56,27 @@ class RollupDay(Base):
     computed_at: Mapped[datetime] = mapped_column(EpochMicros)
 
 
-class RollupUserDay(Base):
-    __tablename__ = "rollup_user_day"
+class RollupUnits(Base):
+    __tablename__ = "rollup_units"
 
     experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
     day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
-    user_id: Mapped[str] = mapped_column(sa.String(ID_LENGTH), primary_key=True)
-    arm_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
-    impressions: Mapped[int] = mapped_column(sa.Integer)
-    sums: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian float64 vector
-    counts: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian float64 vector
+    cumulative: Mapped[bool] = mapped_column(sa.Boolean, primary_key=True)
+    users: Mapped[str] = mapped_column(sa.Text)  # JSON array of user ids, one per unit row
+    arms: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian int64, per row
+    impressions: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian int64
+    sums: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian float64 (rows, width)
+    counts: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian float64
+
+
+class RollupPairs(Base):
+    __tablename__ = "rollup_pairs"
+
+    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
+    items: Mapped[str] = mapped_column(sa.Text)  # JSON array of the day's distinct items
+    users: Mapped[str] = mapped_column(sa.Text)  # JSON array of the day's distinct users
+    pairs: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian int32 (pairs, 2)
 
 
 class RollupExposure(Base):
@@ -118,6 +135,6 @@ class RollupHealth(Base):
 
 
 ROLLUP_TABLES = (
-    RollupState.__table__, RollupDay.__table__, RollupUserDay.__table__,
+    RollupState.__table__, RollupDay.__table__, RollupUnits.__table__, RollupPairs.__table__,
     RollupExposure.__table__, RollupMetric.__table__, RollupHealth.__table__,
 )

@@ -1,0 +1,260 @@
+"""One chunk of a day, from the Arrow tables of :mod:`tracker.rollup.queries` to per-user
+totals and item exposure, in vectorised numpy (no Python loop over impressions or items).
+
+1. **Codes.** User ids and item ids (served lists, baselines, interactions, popularity) are
+   dictionary-encoded once per chunk by pyarrow; everything after works on integer codes.
+2. **Attribution** (the rule of the README's "Rollup semantics"): an interaction of user u at
+   time t answers every impression of u served in ``[t - window, t]``. With the impressions
+   sorted by (user, served time), the impressions one interaction answers are a contiguous
+   run, found by two binary searches; the runs are expanded into (impression, interaction)
+   pairs. Interactions that name an impression answer that impression only (the SQL joins
+   them). The ground truth keeps, per (impression, item), the highest grade, and only grades
+   above 0.
+3. **Served position** of each ground-truth item: its first position in the list (0 when
+   not served), by comparing codes row by row in bounded blocks.
+4. The metrics then come from :mod:`tracker.rollup.outcomes` (``tracker.metrics`` itself),
+   surprisal from Σ ln(item users) over the top k, unexpectedness from |R_k ∩ B_k| (a
+   repeated item counts once, as ``tracker.metrics.unexpectedness`` does), and item
+   exposure from counts of (arm, item) over the top k.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracker.rollup.aggregate import UnitTotals, unit_totals_of_codes
+from tracker.rollup.exposure import Exposure
+from tracker.rollup.outcomes import Chunk, Layout, impression_values
+from tracker.rollup.popularity import distinct
+
+BLOCK_CELLS = 4_000_000  # bound on the temporary (rows x positions) arrays
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    totals: UnitTotals
+    exposures: dict[int, Exposure]
+    truth_items: np.ndarray  # object array: the distinct items of the ground truths
+    impressions: int
+    truth_pairs: int
+
+
+def _codes(arrays: Sequence[pa.ChunkedArray | pa.Array]) -> tuple[list[np.ndarray], pa.Array]:
+    """One dictionary over several string arrays: each array's codes (int64, -1 for null)
+    and the dictionary."""
+    chunks = []
+    for array in arrays:
+        chunks.extend(array.chunks if isinstance(array, pa.ChunkedArray) else [array])
+    encoded = pa.chunked_array(chunks, type=pa.string()).dictionary_encode().combine_chunks()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    codes = np.where(np.isnan(codes), -1, codes).astype(np.int64) \
+        if codes.dtype.kind == "f" else codes.astype(np.int64)
+    out, at = [], 0
+    for array in arrays:
+        out.append(codes[at:at + len(array)])
+        at += len(array)
+    return out, encoded.dictionary
+
+
+def _flat(lists: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+    """The values of a list<string> column and each list's length (0 for null)."""
+    combined = lists.combine_chunks()
+    lengths = pc.fill_null(pc.list_value_length(combined), 0).to_numpy().astype(np.int64)
+    return pc.list_flatten(combined), lengths
+
+
+def _matrix(codes: np.ndarray, lengths: np.ndarray, width: int, pad: int) -> np.ndarray:
+    """Ragged lists (flat codes + lengths) as a (lists, width) matrix, truncated at width and
+    padded with ``pad``."""
+    n = lengths.size
+    width = max(width, 1)
+    if n and codes.size == n * int(lengths[0]) and (lengths == lengths[0]).all():
+        whole = codes.reshape(n, int(lengths[0]))[:, :width]  # lists of one length
+        if whole.shape[1] == width:
+            return np.ascontiguousarray(whole)
+    out = np.full((n, width), pad, dtype=np.int64)
+    if codes.size:
+        starts = np.cumsum(lengths) - lengths
+        cols = np.arange(codes.size) - np.repeat(starts, lengths)
+        cells = np.repeat(np.arange(n) * width, lengths) + cols
+        keep = cols < width
+        out.ravel()[cells[keep]] = codes[keep]
+    return out
+
+
+def attribute(imp_user: np.ndarray, imp_served: np.ndarray, it_user: np.ndarray,
+              it_at: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """All (impression, interaction) index pairs where the interaction is the same user's
+    and occurred within ``[served, served + window]`` (both ends included).
+
+    >>> imp, it = attribute(np.array([0, 0, 1]), np.array([10, 20, 10]),
+    ...                     np.array([0, 1, 0]), np.array([20, 5, 30]), window=10)
+    >>> sorted(zip(imp.tolist(), it.tolist()))
+    [(0, 0), (1, 0), (1, 2)]
+    """
+    if imp_user.size == 0 or it_user.size == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    times, rank = np.unique(imp_served, return_inverse=True)
+    span = times.size + 1
+    key = imp_user * span + rank
+    order = np.argsort(key)
+    key = key[order]
+    low_key = it_user * span + np.searchsorted(times, it_at - window, side="left")
+    high_key = it_user * span + np.searchsorted(times, it_at, side="right")
+    it_order = np.argsort(low_key)  # sorted needles: the searches walk memory in order
+    low = np.searchsorted(key, low_key[it_order], side="left")  # first served >= t - w
+    high = np.searchsorted(key, high_key[it_order], side="left")  # past the last <= t
+    counts = np.maximum(high - low, 0)
+    total = int(counts.sum())
+    it_index = np.repeat(it_order, counts)
+    offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    return order[np.repeat(low, counts) + offsets], it_index
+
+
+def first_positions(items: np.ndarray, rows: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """1-based first position of ``codes[j]`` in list ``rows[j]`` of ``items``; 0 if absent."""
+    out = np.zeros(rows.size, dtype=np.int64)
+    width = items.shape[1]
+    step = max(1, BLOCK_CELLS // max(width, 1))
+    for at in range(0, rows.size, step):
+        hit = items[rows[at:at + step]] == codes[at:at + step, None]
+        found = hit.any(axis=1)
+        out[at:at + step] = np.where(found, hit.argmax(axis=1) + 1, 0)
+    return out
+
+
+def _overlaps(top: np.ndarray, baseline: np.ndarray, cutoffs: Sequence[int]) -> np.ndarray:
+    """Per list and cutoff k, |R_k ∩ B_k| as sets (an item repeated in R_k counts once)."""
+    n, width = top.shape
+    out = np.zeros((n, len(cutoffs)))
+    if baseline.shape[1] == 0:
+        return out
+    step = max(1, BLOCK_CELLS // max(width * max(width, baseline.shape[1]), 1))
+    upper = np.tril(np.ones((width, width), dtype=bool), -1)  # j < i
+    for at in range(0, n, step):
+        a = top[at:at + step]
+        b = baseline[at:at + step]
+        repeated = ((a[:, :, None] == a[:, None, :]) & upper[None]).any(axis=2)
+        match = a[:, :, None] == b[:, None, :]
+        first_in_b = np.where(match.any(axis=2), match.argmax(axis=2), np.iinfo(np.int64).max)
+        for j, k in enumerate(cutoffs):
+            shared = (~repeated[:, :k]) & (first_in_b[:, :k] < k) & (a[:, :k] >= 0)
+            out[at:at + step, j] = shared.sum(axis=1)
+    return out
+
+
+def grades_of(events: pa.Array, relevance: Mapping[str, float] | None) -> np.ndarray:
+    """Each event's grade: the experiment's mapping (unknown events 0), or 1 without one."""
+    if relevance is None:
+        return np.ones(len(events))
+    encoded = pc.dictionary_encode(events)
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks()
+    names = encoded.dictionary.to_pylist()
+    table = np.array([float(relevance.get(name, 0.0)) for name in names] + [0.0])
+    index = pc.fill_null(encoded.indices, len(names)).to_numpy().astype(np.int64)
+    return table[index]
+
+
+def score_chunk(lists: pa.Table, interactions: pa.Table, keyed: list[tuple],
+                popular: list[tuple], n_users: int, relevance: Mapping[str, float] | None,
+                window: int, cutoffs: Sequence[int], layout: Layout) -> ChunkResult:
+    """Per-user totals, item exposure per arm and the ground-truth items of one chunk."""
+    cutoffs = list(cutoffs)
+    n = lists.num_rows
+    top = max(cutoffs)
+    item_values, lengths = _flat(lists["items"])
+    base_values, base_lengths = _flat(lists["baseline"])
+    keyed_items = pa.array([row[1] for row in keyed], type=pa.string())
+    popular_items = pa.array([row[0] for row in popular], type=pa.string())
+    (item_codes, base_codes, it_items, keyed_codes, popular_codes), dictionary = _codes(
+        [item_values, base_values, interactions["item"], keyed_items, popular_items])
+    (imp_user, it_user), users = _codes([lists["user"], interactions["user"]])
+    width = int(lengths.max()) if n else 1
+    items = _matrix(item_codes, lengths, width, -1)
+    baseline = _matrix(base_codes, base_lengths, min(top, int(base_lengths.max()) if n else 0),
+                       -2)
+    has_baseline = lists["baseline"].is_valid().to_numpy(zero_copy_only=False)
+
+    # ground truth: time-window pairs, plus the interactions that name an impression
+    grades = grades_of(interactions["event"], relevance)
+    positive = grades > 0
+    it_at = interactions["at"].to_numpy()[positive]
+    imp_index, it_index = attribute(imp_user, lists["served"].to_numpy(),
+                                    it_user[positive], it_at, window)
+    truth_row = imp_index
+    truth_item = it_items[positive][it_index]
+    truth_grade = grades[positive][it_index]
+    if keyed:
+        ids = lists["id"].to_numpy()
+        by_id = np.argsort(ids)
+        keyed_ids = np.array([row[0] for row in keyed], dtype=np.int64)
+        keyed_grades = grades_of(pa.array([row[2] for row in keyed], type=pa.string()),
+                                 relevance)
+        keep = keyed_grades > 0
+        truth_row = np.concatenate((truth_row,
+                                    by_id[np.searchsorted(ids, keyed_ids[keep], sorter=by_id)]))
+        truth_item = np.concatenate((truth_item, keyed_codes[keep]))
+        truth_grade = np.concatenate((truth_grade, keyed_grades[keep]))
+    # one row per (impression, item), with its highest grade
+    pair = truth_row * max(len(dictionary), 1) + truth_item
+    order = np.argsort(pair)
+    pair = pair[order]
+    first = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]]) if pair.size else pair
+    truth_row, truth_item = truth_row[order][first], truth_item[order][first]
+    truth_grade = np.maximum.reduceat(truth_grade[order], first) if first.size \
+        else truth_grade
+    truth_position = first_positions(items, truth_row, truth_item)
+
+    # surprisal: Σ ln(users of the item) over the top k (never-seen items count 1 user)
+    ln_users = np.zeros(len(dictionary) + 1)
+    if popular:
+        counts = np.array([row[1] for row in popular], dtype=np.float64)
+        ln_users[popular_codes] = np.log(counts)
+    served_top = items[:, :top]
+    partial = np.cumsum(ln_users[np.where(served_top >= 0, served_top, len(dictionary))],
+                        axis=1)
+    ln_sums = np.stack([partial[:, min(k, served_top.shape[1]) - 1] for k in cutoffs], axis=1) \
+        if n else np.zeros((0, len(cutoffs)))
+
+    chunk = Chunk(lengths=lengths, truth_row=truth_row, truth_grade=truth_grade,
+                  truth_position=truth_position, ln_users=ln_sums,
+                  overlap=_overlaps(served_top, baseline, cutoffs),
+                  has_baseline=has_baseline)
+    ln_n = float(np.log(n_users)) if n_users >= 2 else None
+    values, defined = impression_values(chunk, layout, cutoffs, ln_n)
+    arms = lists["arm"].to_numpy()
+    totals = unit_totals_of_codes(imp_user, users, arms, values, defined)
+    truth_items = np.asarray(dictionary.take(pa.array(distinct(truth_item)))
+                             .to_numpy(zero_copy_only=False), dtype=object)
+    return ChunkResult(totals, exposures(items, arms, dictionary, cutoffs), truth_items, n,
+                       int(truth_row.size))
+
+
+def exposures(items: np.ndarray, arms: np.ndarray, dictionary: pa.Array,
+              cutoffs: Sequence[int]) -> dict[int, Exposure]:
+    """Per arm: its served items with, per cutoff, the number of lists holding each in their
+    top k (items served only further down included, with 0)."""
+    out: dict[int, Exposure] = {}
+    if items.size == 0:
+        return out
+    arm_ids, arm_index = np.unique(arms, return_inverse=True)
+    size = max(len(dictionary), 1)
+    cells = items >= 0
+    position = np.broadcast_to(np.arange(items.shape[1]), items.shape)
+    key = (arm_index[:, None] * size + items)[cells]
+    where = position[cells]
+    present = np.bincount(key, minlength=arm_ids.size * size).reshape(arm_ids.size, size)
+    counts = np.stack([np.bincount(key[where < k], minlength=arm_ids.size * size)
+                       for k in cutoffs], axis=-1).reshape(arm_ids.size, size, len(cutoffs))
+    for a, arm in enumerate(arm_ids):
+        codes = np.flatnonzero(present[a])
+        ids = np.asarray(dictionary.take(pa.array(codes)).to_numpy(zero_copy_only=False),
+                         dtype=object)
+        out[int(arm)] = Exposure.of(ids, counts[a, codes])
+    return out
