@@ -15,7 +15,9 @@ STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 ALLOWED = {
     "tracker/metrics": ({"numpy"}, {"tracker.metrics"}),
     "tracker/stats": ({"numpy", "scipy"}, {"tracker.stats"}),
-    "tracker/store": ({"sqlalchemy", "alembic"},
+    # arrow.py: the big reads as Arrow tables (ADBC on PostgreSQL)
+    "tracker/store": ({"sqlalchemy", "alembic", "pyarrow", "adbc_driver_manager",
+                       "adbc_driver_postgresql"},
                       {"tracker.store", "tracker.config", "tracker.errors"}),
     "tracker/ingest": ({"numpy", "pandas", "pyarrow", "sqlalchemy"},
                        {"tracker.ingest", "tracker.store", "tracker.config", "tracker.errors"}),

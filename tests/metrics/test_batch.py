@@ -163,3 +163,89 @@ def test_evaluate_encoded_reads_lists_wider_than_any_cutoff():
 def test_evaluate_encoded_takes_only_encoded_lists():
     with pytest.raises(ValueError, match="EncodedLists"):
         metrics.evaluate_encoded([[1, 2]], ["ndcg@2"])
+
+
+# ------------------------------------------------------------------ ServedPositions
+
+def positions_of(lists: metrics.EncodedLists) -> metrics.ServedPositions:
+    """The same lists as ServedPositions, located by brute force: per (list, item) the
+    largest grade, grade-0 pairs dropped, the rank of the item's first copy (0: not
+    served)."""
+    best: dict[tuple[int, int], float] = {}
+    grades = (np.ones(lists.truth_row.size) if lists.truth_grade is None
+              else lists.truth_grade)
+    for r, i, g in zip(lists.truth_row.tolist(), lists.truth_item.tolist(), grades.tolist(),
+                       strict=True):
+        best[(r, i)] = max(best.get((r, i), 0.0), g)
+    pairs = sorted((r, i, g) for (r, i), g in best.items() if g > 0)
+    served = [row[row >= 0].tolist() for row in lists.items]
+    rows = [r for r, _, _ in pairs]
+    position = [served[r].index(i) + 1 if i in served[r] else 0 for r, i, _ in pairs]
+    grade = None if lists.truth_grade is None else [g for _, _, g in pairs]
+    return metrics.ServedPositions(lists.lengths, np.array(rows, dtype=np.int64),
+                                   np.array(position, dtype=np.int64),
+                                   None if grade is None else np.array(grade))
+
+
+@pytest.mark.parametrize("graded", [True, False], ids=["graded", "binary"])
+@pytest.mark.parametrize("seed", range(6))
+def test_served_positions_judge_exactly_as_encoded_lists(seed, graded, judge_path):
+    lists = random_encoded(seed, graded=graded)
+    located = positions_of(lists)
+    for depth in (None, 1, 3, 8, 20):
+        want, got = batch.judge(lists, depth), located.judged(depth)
+        np.testing.assert_array_equal(got.hit, want.hit)
+        if want.hit_grade is None:
+            assert got.hit_grade is None
+        else:
+            np.testing.assert_array_equal(got.hit_grade, want.hit_grade)
+        np.testing.assert_array_equal(got.lengths, want.lengths)
+        np.testing.assert_array_equal(got.n_relevant, want.n_relevant)
+        if want.truth_grade is None:  # the positive judgements, in any order
+            assert got.truth_grade is None
+            assert sorted(got.truth_row.tolist()) == sorted(want.truth_row.tolist())
+        else:
+            assert sorted(zip(got.truth_row.tolist(), got.truth_grade.tolist())) == sorted(
+                zip(want.truth_row.tolist(), want.truth_grade.tolist()))
+        assert got.complete == want.complete
+    expected = metrics.evaluate_encoded(lists, NAMES)
+    actual = metrics.evaluate_encoded(located, NAMES)
+    for name in NAMES:
+        np.testing.assert_allclose(actual[name], expected[name], rtol=0, atol=1e-12,
+                                   err_msg=name)
+
+
+def test_served_positions_in_small_blocks_and_any_order(monkeypatch):
+    lists = random_encoded(11, n=500)
+    located = positions_of(lists)
+    expected = metrics.evaluate_encoded(lists, NAMES)
+    shuffled = np.random.default_rng(1).permutation(located.truth_row.size)
+    unsorted = metrics.ServedPositions(located.lengths, located.truth_row[shuffled],
+                                       located.truth_position[shuffled],
+                                       located.truth_grade[shuffled])
+    monkeypatch.setattr(batch, "BLOCK_RANKS", 1)  # blocks of 64 lists
+    got = metrics.evaluate_encoded(unsorted, NAMES)
+    for name in NAMES:
+        np.testing.assert_allclose(got[name], expected[name], rtol=0, atol=1e-12,
+                                   err_msg=name)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    pytest.param({"truth_row": np.array([0, 3])}, r"lie in \[0, 2\)", id="row-out-of-range"),
+    pytest.param({"truth_position": np.array([1])}, "same length", id="row-position-mismatch"),
+    pytest.param({"truth_position": np.array([4, 0])}, r"\[0, length of its list\]",
+                 id="position-past-the-list"),
+    pytest.param({"truth_position": np.array([-1, 0])}, r"\[0, length of its list\]",
+                 id="negative-position"),
+    pytest.param({"truth_row": np.array([0, 0]), "truth_position": np.array([2, 2])},
+                 "same rank", id="two-items-at-one-rank"),
+    pytest.param({"truth_grade": np.array([1.0, 0.0])}, "grades > 0", id="grade-zero-listed"),
+    pytest.param({"truth_grade": np.array([1.0, np.nan])}, "finite and >= 0", id="nan-grade"),
+    pytest.param({"lengths": np.array([3, -1])}, ">= 0", id="negative-length"),
+])
+def test_served_positions_refuse_malformed_arrays(kwargs, match):
+    arrays = {"lengths": np.array([3, 1]), "truth_row": np.array([0, 1]),
+              "truth_position": np.array([2, 0]), "truth_grade": None}
+    arrays.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        metrics.ServedPositions(**arrays)

@@ -9,12 +9,13 @@ mapping id -> grade >= 0) and return one float per list::
     metrics.evaluate(recommended, relevant, ["ndcg@10", "map@10", "r_precision"])
 
 Callers holding integer item codes (the rollup) skip the id hashing with
-:class:`EncodedLists` and :func:`evaluate_encoded`. How a batch is computed:
+:class:`EncodedLists` (or :class:`ServedPositions` when the rank of each relevant item
+is known) and :func:`evaluate_encoded`. How a batch is computed:
 :mod:`tracker.metrics.batch`.
 """
 
 from tracker.metrics.average_precision import average_precision
-from tracker.metrics.batch import EncodedLists
+from tracker.metrics.batch import EncodedLists, ServedPositions
 from tracker.metrics.encoding import encode
 from tracker.metrics.exposure import coverage, entropy, gini_index
 from tracker.metrics.first_hit import mrr, song_clicks
@@ -37,6 +38,7 @@ __all__ = [
     "EncodedLists",
     "MetricName",
     "MetricSpec",
+    "ServedPositions",
     "average_precision",
     "coverage",
     "encode",

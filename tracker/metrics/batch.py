@@ -215,6 +215,15 @@ class EncodedLists:
     def n_lists(self) -> int:
         return self.items.shape[0]
 
+    @property
+    def width(self) -> int:
+        """Ranks per list in :attr:`items` (the longest list, or the depth it was cut at)."""
+        return self.items.shape[1]
+
+    def judged(self, depth: int | None = None) -> Judged:
+        """:func:`judge` of these lists."""
+        return judge(self, depth)
+
     def blocks(self, rows: int) -> Iterator[EncodedLists]:
         """Consecutive blocks of at most ``rows`` lists (judgements renumbered per block).
 
@@ -238,6 +247,159 @@ class EncodedLists:
                 None if grade is None else grade[lo:hi],
                 self.lengths[start:stop],
             )
+
+
+@dataclass(frozen=True, eq=False)
+class ServedPositions:
+    """Lists whose relevant items were already located in them: for callers that know,
+    for every relevant item, the rank at which its list served it (the rollup job reads
+    that off the served lists), so no item codes need matching.
+
+    Attributes:
+        lengths: ``(n_lists,)`` number of items served in each list.
+        truth_row: ``(n_pairs,)`` the list of each relevant item, in ``[0, n_lists)``;
+            one entry per distinct relevant item of a list.
+        truth_position: ``(n_pairs,)`` the 1-based rank at which the list first served
+            the item (a repeated item counts only at its first position), 0 when the
+            list did not serve it; a rank holds at most one item.
+        truth_grade: ``(n_pairs,)`` grades > 0, or ``None`` for binary relevance.
+
+    Judging these (:meth:`judged`) gives exactly what :func:`judge` gives for the same
+    lists as :class:`EncodedLists`, without the sort that matches codes (tests check it).
+
+    >>> import numpy as np
+    >>> lists = ServedPositions(lengths=np.array([3, 1]), truth_row=np.array([0, 0, 1]),
+    ...                         truth_position=np.array([2, 0, 1]))
+    >>> lists.judged().hit
+    array([[False,  True, False],
+           [ True, False, False]])
+    """
+
+    lengths: np.ndarray
+    truth_row: np.ndarray
+    truth_position: np.ndarray
+    truth_grade: np.ndarray | None = None
+    _batch_width: int | None = field(default=None, repr=False)  # set on blocks of a batch
+
+    def __post_init__(self) -> None:
+        lengths = _int_array(self.lengths, "lengths").ravel()
+        if lengths.size and lengths.min() < 0:
+            raise ValueError("lengths must be >= 0")
+        row = _int_array(self.truth_row, "truth_row").ravel()
+        position = _int_array(self.truth_position, "truth_position").ravel()
+        if row.shape != position.shape:
+            raise ValueError(
+                f"truth_row and truth_position must have the same length, got {row.size} "
+                f"and {position.size}"
+            )
+        grade = self.truth_grade
+        if grade is not None:
+            grade = check_grades(np.asarray(grade), "truth_grade").ravel()
+            if grade.shape != row.shape:
+                raise ValueError(
+                    f"truth_grade must have one grade per judgement: got {grade.size} "
+                    f"grades for {row.size} pairs"
+                )
+            if grade.size and grade.min() <= 0:
+                raise ValueError("truth_grade: list relevant items only (grades > 0)")
+        if row.size:
+            if row.min() < 0 or row.max() >= lengths.size:
+                raise ValueError(
+                    f"truth_row values must index the lists, i.e. lie in [0, {lengths.size})"
+                )
+            if position.min() < 0 or np.any(position > lengths[row]):
+                raise ValueError(
+                    "truth_position must lie in [0, length of its list] (0: not served)"
+                )
+            served = position > 0
+            ranks = row[served] * (int(lengths.max()) + 1) + position[served]
+            if ranks.size > 1 and np.any(np.diff(np.sort(ranks)) == 0):
+                raise ValueError("truth_position: two relevant items at the same rank of a list")
+            if np.any(row[1:] < row[:-1]):  # sorted by list: blocks slice, ideal DCG reads
+                order = np.argsort(row, kind="stable")
+                row, position = row[order], position[order]
+                grade = None if grade is None else grade[order]
+        set_ = object.__setattr__
+        set_(self, "lengths", lengths)
+        set_(self, "truth_row", row)
+        set_(self, "truth_position", position)
+        set_(self, "truth_grade", grade)
+
+    @classmethod
+    def _trusted(
+        cls,
+        lengths: np.ndarray,
+        row: np.ndarray,
+        position: np.ndarray,
+        grade: np.ndarray | None,
+        batch_width: int,
+    ) -> ServedPositions:
+        """A block of a validated batch (internal)."""
+        self = object.__new__(cls)
+        for name, value in (
+            ("lengths", lengths),
+            ("truth_row", row),
+            ("truth_position", position),
+            ("truth_grade", grade),
+            ("_batch_width", batch_width),
+        ):
+            object.__setattr__(self, name, value)
+        return self
+
+    @property
+    def n_lists(self) -> int:
+        return self.lengths.size
+
+    @property
+    def width(self) -> int:
+        """The longest list (of the whole batch, for a block)."""
+        if self._batch_width is not None:
+            return self._batch_width
+        return int(self.lengths.max(initial=0))
+
+    def blocks(self, rows: int) -> Iterator[ServedPositions]:
+        """Consecutive blocks of at most ``rows`` lists (judgements renumbered per block);
+        each keeps the width of the whole batch (:meth:`judged` of a block is complete
+        exactly when the batch's is)."""
+        starts = np.arange(0, self.n_lists, rows)
+        bounds = np.searchsorted(self.truth_row, np.append(starts, self.n_lists))
+        width = self.width
+        for i, start in enumerate(starts.tolist()):
+            lo, hi = bounds[i], bounds[i + 1]
+            yield ServedPositions._trusted(
+                self.lengths[start : start + rows],
+                self.truth_row[lo:hi] - start,
+                self.truth_position[lo:hi],
+                None if self.truth_grade is None else self.truth_grade[lo:hi],
+                width,
+            )
+
+    def judged(self, depth: int | None = None) -> Judged:
+        """The lists judged to ``depth`` (``None``: whole lists), as :func:`judge` does."""
+        full = self.width
+        width = full if depth is None else min(depth, full)
+        n_lists = self.n_lists
+        row, position, grade = self.truth_row, self.truth_position, self.truth_grade
+        if grade is not None and np.all(grade == 1.0):
+            grade = None  # graded input that is binary in fact: the cheap path
+        shown = (position > 0) & (position <= width)
+        cells = row[shown] * width + (position[shown] - 1)
+        hit = np.zeros(n_lists * width, dtype=bool)
+        hit[cells] = True
+        hit_grade = None
+        if grade is not None:
+            hit_grade = np.zeros(n_lists * width, dtype=np.float64)
+            hit_grade[cells] = grade[shown]
+            hit_grade = hit_grade.reshape(n_lists, width)
+        return Judged(
+            hit=hit.reshape(n_lists, width),
+            hit_grade=hit_grade,
+            lengths=np.minimum(self.lengths, width),
+            n_relevant=np.bincount(row, minlength=n_lists),
+            truth_row=row,
+            truth_grade=grade,
+            complete=width == full,
+        )
 
 
 def pad(codes: np.ndarray, lengths: np.ndarray, depth: int | None = None) -> np.ndarray:
@@ -288,7 +450,7 @@ class Judged:
     truth_row: np.ndarray
     truth_grade: np.ndarray | None
     complete: bool
-    _cache: dict[tuple[str, int | None], Any] = field(default_factory=dict, repr=False)
+    _cache: dict[tuple[str, Any], Any] = field(default_factory=dict, repr=False)
 
     @property
     def binary(self) -> bool:
@@ -346,7 +508,7 @@ def block_rows(width: int) -> int:
 
 
 def score_blocks(
-    blocks: Iterable[EncodedLists],
+    blocks: Iterable[EncodedLists | ServedPositions],
     n_lists: int,
     kernels: Mapping[str, Kernel],
     depth: int | None,
@@ -360,7 +522,7 @@ def score_blocks(
     out = {name: np.empty(n_lists, dtype=np.float64) for name in kernels}
     start = 0
     for block in blocks:
-        judged = judge(block, depth)
+        judged = block.judged(depth)
         stop = start + judged.n_lists
         for name, kernel in kernels.items():
             out[name][start:stop] = kernel(judged)
@@ -371,10 +533,10 @@ def score_blocks(
 
 
 def score_encoded(
-    lists: EncodedLists, kernels: Mapping[str, Kernel], depth: int | None
+    lists: EncodedLists | ServedPositions, kernels: Mapping[str, Kernel], depth: int | None
 ) -> dict[str, np.ndarray]:
     """:func:`score_blocks` over an encoded batch cut into blocks."""
-    width = lists.items.shape[1] if depth is None else min(depth, lists.items.shape[1])
+    width = lists.width if depth is None else min(depth, lists.width)
     return score_blocks(lists.blocks(block_rows(width)), lists.n_lists, kernels, depth)
 
 

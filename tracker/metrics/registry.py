@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tracker.metrics.average_precision import average_precision_kernel
-from tracker.metrics.batch import EncodedLists, Judged, score_encoded
+from tracker.metrics.batch import EncodedLists, Judged, ServedPositions, score_encoded
 from tracker.metrics.encoding import encode
 from tracker.metrics.first_hit import mrr_kernel, song_clicks_kernel
 from tracker.metrics.hits import (
@@ -160,13 +160,16 @@ def evaluate(recommended: Any, relevant: Any, metrics: Iterable[str] | str) -> d
     return {name: float(value.mean()) for name, value in values.items()}
 
 
-def evaluate_encoded(lists: EncodedLists, metrics: Iterable[str] | str) -> dict[str, np.ndarray]:
+def evaluate_encoded(
+    lists: EncodedLists | ServedPositions, metrics: Iterable[str] | str
+) -> dict[str, np.ndarray]:
     """Per-list values of each named metric for integer-coded lists (no hashing).
 
-    The entry point for callers that hold item codes already, e.g. the rollup job:
-    build an :class:`EncodedLists` (a ``(n_lists, width)`` code matrix padded with -1
-    plus the judgements as (row, item, grade) arrays) and get one float64 array of
-    ``n_lists`` values per name. ``evaluate`` is the mean of these.
+    The entry point for callers that hold item codes already: build an
+    :class:`EncodedLists` (a ``(n_lists, width)`` code matrix padded with -1 plus the
+    judgements as (row, item, grade) arrays), or, when the rank of every relevant item
+    in its list is known already (the rollup job), a :class:`ServedPositions`; get one
+    float64 array of ``n_lists`` values per name. ``evaluate`` is the mean of these.
 
     >>> import numpy as np
     >>> lists = EncodedLists(
@@ -179,8 +182,11 @@ def evaluate_encoded(lists: EncodedLists, metrics: Iterable[str] | str) -> dict[
     >>> out["mrr@3"], out["recall@3"]
     (array([0.33333333, 1.        ]), array([1. , 0.5]))
     """
-    if not isinstance(lists, EncodedLists):
-        raise ValueError("evaluate_encoded takes an EncodedLists; use evaluate() for id lists")
+    if not isinstance(lists, EncodedLists | ServedPositions):
+        raise ValueError(
+            "evaluate_encoded takes an EncodedLists or ServedPositions; use evaluate() for id "
+            "lists"
+        )
     names = _parse_all(metrics)
     depth = _deepest(names)
     return _compute(lists, names, depth)
@@ -201,7 +207,7 @@ def _deepest(names: list[MetricName]) -> int | None:
 
 
 def _compute(
-    lists: EncodedLists, names: list[MetricName], depth: int | None
+    lists: EncodedLists | ServedPositions, names: list[MetricName], depth: int | None
 ) -> dict[str, np.ndarray]:
     """Every named metric per list, judging blocks of lists once for all of them."""
     kernels = {str(name): partial(_run, name.spec.kernel, name.k) for name in names}

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import orjson
-import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from tracker.rollup.codes import factorize, take
 from tracker.rollup.outcomes import Layout
 
 
@@ -34,8 +35,8 @@ class UnitTotals:
     users: np.ndarray  # object array of user ids
     arms: np.ndarray  # int64 arm ids
     impressions: np.ndarray  # int64
-    sums: np.ndarray  # float64 (rows, columns)
-    counts: np.ndarray  # float64 (rows, columns)
+    sums: np.ndarray  # float64 (rows, columns), column-major
+    counts: np.ndarray  # float64 (rows, columns), column-major
 
     @property
     def size(self) -> int:
@@ -44,7 +45,7 @@ class UnitTotals:
     @classmethod
     def empty(cls, columns: int) -> UnitTotals:
         return cls(np.empty(0, dtype=object), np.empty(0, dtype=np.int64),
-                   np.empty(0, dtype=np.int64), np.zeros((0, columns)), np.zeros((0, columns)))
+                   np.empty(0, dtype=np.int64), _columns(columns, 0), _columns(columns, 0))
 
     @classmethod
     def concat(cls, parts: list[UnitTotals], columns: int) -> UnitTotals:
@@ -53,20 +54,20 @@ class UnitTotals:
         return cls(np.concatenate([p.users for p in parts]),
                    np.concatenate([p.arms for p in parts]),
                    np.concatenate([p.impressions for p in parts]),
-                   np.concatenate([p.sums for p in parts]),
-                   np.concatenate([p.counts for p in parts]))
+                   _stack([p.sums for p in parts]), _stack([p.counts for p in parts]))
 
     def encode(self) -> tuple[str, bytes, bytes, bytes, bytes]:
-        """``(users JSON, arms, impressions, sums, counts)`` for ``rollup_units``."""
+        """``(users JSON, arms, impressions, sums, counts)`` for ``rollup_units``; the
+        matrices column after column (little-endian float64)."""
         # most metrics are defined on every impression: their counts equal the unit's
         # impressions and are not stored (a leading byte per column says which are)
         full = (self.counts == self.impressions[:, None]).all(axis=0)
         return (orjson.dumps(self.users.tolist()).decode(),
                 np.ascontiguousarray(self.arms, dtype="<i8").tobytes(),
                 np.ascontiguousarray(self.impressions, dtype="<i8").tobytes(),
-                np.ascontiguousarray(self.sums, dtype="<f8").tobytes(),
+                np.ascontiguousarray(self.sums.T, dtype="<f8").tobytes(),
                 full.astype(np.uint8).tobytes()
-                + np.ascontiguousarray(self.counts[:, ~full], dtype="<f8").tobytes())
+                + np.ascontiguousarray(self.counts[:, ~full].T, dtype="<f8").tobytes())
 
     @classmethod
     def decode(cls, users: str, arms: bytes, impressions: bytes, sums: bytes, counts: bytes,
@@ -76,18 +77,19 @@ class UnitTotals:
             return cls.empty(columns)
         impressions_ = np.frombuffer(impressions, dtype="<i8").astype(np.int64)
         full = np.frombuffer(counts[:columns], dtype=np.uint8).astype(bool)
-        counted = np.empty((ids.size, columns))
+        counted = _columns(columns, ids.size)
         counted[:, full] = impressions_[:, None]
         counted[:, ~full] = np.frombuffer(counts[columns:], dtype="<f8").reshape(
-            ids.size, int((~full).sum()))
+            int((~full).sum()), ids.size).T
         return cls(ids, np.frombuffer(arms, dtype="<i8").astype(np.int64), impressions_,
-                   np.frombuffer(sums, dtype="<f8").reshape(ids.size, columns), counted)
+                   np.frombuffer(sums, dtype="<f8").reshape(columns, ids.size).T.copy(
+                       order="F"), counted)
 
     def reduce(self) -> UnitTotals:
         """Add up rows of the same (user, arm); rows come out sorted by (user, arm)."""
         if self.size == 0:
             return self
-        user_codes, user_index = _factorize(self.users)
+        user_codes, user_index = factorize(self.users)
         arm_codes, arm_index = np.unique(self.arms, return_inverse=True)
         keys, index = np.unique(user_index.astype(np.int64) * arm_codes.size + arm_index,
                                 return_inverse=True)
@@ -99,42 +101,83 @@ class UnitTotals:
 
 
 def _column_sums(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
-    """Rows of ``values`` added up by ``index`` (one ``bincount`` per column)."""
-    out = np.empty((size, values.shape[1]))
+    """Rows of ``values`` added up by ``index`` (one ``bincount`` per column), column-major
+    like the input should be (a column is then read and written contiguously: 4-5x faster
+    than striding through rows)."""
+    out = _columns(values.shape[1], size)
     for j in range(values.shape[1]):  # a loop over metric columns, not over rows
         out[:, j] = np.bincount(index, weights=values[:, j], minlength=size)
     return out
 
 
-def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted distinct values and each value's index among them (hash-based)."""
-    codes, uniques = pd.factorize(values, sort=True)
-    return np.asarray(uniques, dtype=object), codes
+def _columns(columns: int, rows: int) -> np.ndarray:
+    """A zeroed ``(rows, columns)`` float64 matrix, column-major."""
+    return np.zeros((columns, rows)).T
 
 
-def unit_totals_of_codes(user_codes: np.ndarray, user_ids, arms: np.ndarray,
-                         values: np.ndarray, defined: np.ndarray) -> UnitTotals:
-    """Per (user, arm) totals of per-impression values, users given as integer codes into
-    ``user_ids`` (a pyarrow string array); one ``bincount`` per column."""
+def _stack(matrices: list[np.ndarray]) -> np.ndarray:
+    """Column-major matrices one under the other, column-major."""
+    return np.concatenate([m.T for m in matrices], axis=1).T
+
+
+@dataclass(frozen=True)
+class CodedTotals:
+    """Per (user, arm) totals like :class:`UnitTotals`, users as integer codes of a
+    :class:`~tracker.rollup.codes.Vocabulary` (what a chunk produces: the chunks of a day
+    add up without touching a user id)."""
+
+    users: np.ndarray  # int64 codes
+    arms: np.ndarray
+    impressions: np.ndarray
+    sums: np.ndarray
+    counts: np.ndarray
+
+
+def unit_totals_of_codes(user_codes: np.ndarray, arms: np.ndarray, values: np.ndarray,
+                         defined: np.ndarray) -> CodedTotals:
+    """Per (user, arm) totals of per-impression values (0 where not ``defined``); one
+    ``bincount`` per column."""
     width = values.shape[1]
     if user_codes.size == 0:
-        return UnitTotals.empty(width)
+        return CodedTotals(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64),
+                           np.empty(0, dtype=np.int64), _columns(width, 0),
+                           _columns(width, 0))
     arm_ids, arm_index = np.unique(arms, return_inverse=True)
     key = user_codes * arm_ids.size + arm_index  # dense: no sort needed
     present = np.bincount(key) > 0
     keys = np.flatnonzero(present)
     index = (np.cumsum(present) - 1)[key]
-    sums = _column_sums(index, np.where(defined, values, 0.0), keys.size)
+    sums = _column_sums(index, values, keys.size)
     impressions = np.bincount(index, minlength=keys.size).astype(np.int64)
-    counts = np.repeat(impressions[:, None].astype(np.float64), width, axis=1)
+    counts = _columns(width, keys.size)
+    counts[:] = impressions[:, None]
     partial = np.flatnonzero(~defined.all(axis=0))  # columns undefined somewhere
     if partial.size:
         counts[:, partial] = _column_sums(index, defined[:, partial].astype(np.float64),
                                           keys.size)
-    users = np.asarray(user_ids.take(pa.array(keys // arm_ids.size)).to_numpy(zero_copy_only=False),
-                       dtype=object)
-    return UnitTotals(users, arm_ids[keys % arm_ids.size].astype(np.int64), impressions, sums,
-                      counts)
+    return CodedTotals(keys // arm_ids.size, arm_ids[keys % arm_ids.size].astype(np.int64),
+                       impressions, sums, counts)
+
+
+def totals_of_parts(parts: list[CodedTotals], user_ids: pa.Array, columns: int) -> UnitTotals:
+    """The chunks' totals added up per (user, arm), with the user ids of their codes
+    (``user_ids[code]``), sorted by (user, arm) as :meth:`UnitTotals.reduce` sorts."""
+    parts = [p for p in parts if p.users.size]
+    if not parts:
+        return UnitTotals.empty(columns)
+    codes = np.concatenate([p.users for p in parts])
+    arms = np.concatenate([p.arms for p in parts])
+    order = pc.array_sort_indices(user_ids).to_numpy()
+    rank = np.empty(order.size, dtype=np.int64)  # a user's place in id order
+    rank[order] = np.arange(order.size, dtype=np.int64)
+    arm_ids, arm_index = np.unique(arms, return_inverse=True)
+    keys, index = np.unique(rank[codes] * arm_ids.size + arm_index, return_inverse=True)
+    sums = _column_sums(index, _stack([p.sums for p in parts]), keys.size)
+    counts = _column_sums(index, _stack([p.counts for p in parts]), keys.size)
+    impressions = np.bincount(index, weights=np.concatenate([p.impressions for p in parts]),
+                              minlength=keys.size).astype(np.int64)
+    return UnitTotals(take(user_ids, order[keys // arm_ids.size]),
+                      arm_ids[keys % arm_ids.size].astype(np.int64), impressions, sums, counts)
 
 
 @dataclass(frozen=True)

@@ -27,38 +27,60 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracker.rollup.aggregate import UnitTotals, unit_totals_of_codes
-from tracker.rollup.exposure import Exposure
-from tracker.rollup.outcomes import Chunk, Layout, impression_values
-from tracker.rollup.popularity import distinct
+from tracker.metrics import ServedPositions
+from tracker.rollup.aggregate import CodedTotals, unit_totals_of_codes
+from tracker.rollup.codes import Vocabulary
+from tracker.rollup.outcomes import Layout, impression_values
+from tracker.rollup.popularity import Popularity, distinct
 
 BLOCK_CELLS = 4_000_000  # bound on the temporary (rows x positions) arrays
 
 
 @dataclass(frozen=True)
 class ChunkResult:
-    totals: UnitTotals
-    exposures: dict[int, Exposure]
-    truth_items: np.ndarray  # object array: the distinct items of the ground truths
+    """What one chunk adds to its day, in the day's codes (:class:`Vocabulary`)."""
+
+    totals: CodedTotals
+    exposures: dict[int, tuple[np.ndarray, np.ndarray]]  # arm -> (item codes, counts)
+    catalog: np.ndarray  # item codes: served anywhere in a list or in a ground truth
     impressions: int
     truth_pairs: int
 
 
-def _codes(arrays: Sequence[pa.ChunkedArray | pa.Array]) -> tuple[list[np.ndarray], pa.Array]:
-    """One dictionary over several string arrays: each array's codes (int64, -1 for null)
-    and the dictionary."""
-    chunks = []
-    for array in arrays:
-        chunks.extend(array.chunks if isinstance(array, pa.ChunkedArray) else [array])
-    encoded = pa.chunked_array(chunks, type=pa.string()).dictionary_encode().combine_chunks()
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
-    codes = np.where(np.isnan(codes), -1, codes).astype(np.int64) \
-        if codes.dtype.kind == "f" else codes.astype(np.int64)
-    out, at = [], 0
-    for array in arrays:
-        out.append(codes[at:at + len(array)])
-        at += len(array)
-    return out, encoded.dictionary
+@dataclass(frozen=True)
+class Interactions:
+    """Interactions that may answer a day's impressions by time, ready for attribution:
+    users as codes of the day's user :class:`Vocabulary`, grades from the experiment's
+    mapping (only those with a grade above 0 are kept)."""
+
+    users: np.ndarray  # int64 codes
+    at: np.ndarray  # int64 microseconds
+    grades: np.ndarray  # float64, > 0
+    items: pa.Array  # string ids
+
+    @classmethod
+    def of(cls, table: pa.Table, relevance: Mapping[str, float] | None,
+           users: Vocabulary) -> Interactions:
+        grades = grades_of(table["event"], relevance)
+        keep = grades > 0
+        table = table.filter(pa.array(keep))
+        (codes,) = users.encode([table["user"]])
+        return cls(codes, table["at"].to_numpy(), grades[keep],
+                   table["item"].combine_chunks() if table.num_rows
+                   else pa.array([], type=pa.string()))
+
+    def of_users(self, present: np.ndarray) -> Interactions:
+        """Those of the users whose codes are marked in the boolean array ``present``."""
+        known = self.users < present.size
+        keep = np.flatnonzero(known) if not known.all() else None
+        mine = np.zeros(self.users.size, dtype=bool)
+        if keep is None:
+            mine = present[self.users]
+        else:
+            mine[keep] = present[self.users[keep]]
+        index = np.flatnonzero(mine)
+        return Interactions(self.users[index], self.at[index], self.grades[index],
+                            self.items.take(pa.array(index)))
 
 
 def _flat(lists: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
@@ -139,12 +161,15 @@ def _overlaps(top: np.ndarray, baseline: np.ndarray, cutoffs: Sequence[int]) -> 
     for at in range(0, n, step):
         a = top[at:at + step]
         b = baseline[at:at + step]
-        repeated = ((a[:, :, None] == a[:, None, :]) & upper[None]).any(axis=2)
         match = a[:, :, None] == b[:, None, :]
         first_in_b = np.where(match.any(axis=2), match.argmax(axis=2), np.iinfo(np.int64).max)
+        counted = a >= 0
+        ordered = np.sort(a, axis=1)
+        if np.any((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)):
+            # a list serves an item twice (the SDK refuses it; rows may predate that)
+            counted &= ~((a[:, :, None] == a[:, None, :]) & upper[None]).any(axis=2)
         for j, k in enumerate(cutoffs):
-            shared = (~repeated[:, :k]) & (first_in_b[:, :k] < k) & (a[:, :k] >= 0)
-            out[at:at + step, j] = shared.sum(axis=1)
+            out[at:at + step, j] = (counted[:, :k] & (first_in_b[:, :k] < k)).sum(axis=1)
     return out
 
 
@@ -161,100 +186,93 @@ def grades_of(events: pa.Array, relevance: Mapping[str, float] | None) -> np.nda
     return table[index]
 
 
-def score_chunk(lists: pa.Table, interactions: pa.Table, keyed: list[tuple],
-                popular: list[tuple], n_users: int, relevance: Mapping[str, float] | None,
-                window: int, cutoffs: Sequence[int], layout: Layout) -> ChunkResult:
-    """Per-user totals, item exposure per arm and the ground-truth items of one chunk."""
+def score_chunk(lists: pa.Table, interactions: Interactions, keyed: pa.Table,
+                popularity: Popularity, relevance: Mapping[str, float] | None, window: int,
+                cutoffs: Sequence[int], layout: Layout, items: Vocabulary,
+                users: Vocabulary) -> ChunkResult:
+    """Per-user totals, item exposure per arm and the catalog items of one chunk.
+
+    ``interactions`` may hold other users' too (a whole day's, read once): only the chunk's
+    users' are used. ``keyed``: the interactions naming one of the chunk's impressions.
+    User and item ids are coded in the day's vocabularies ``users`` and ``items``."""
     cutoffs = list(cutoffs)
     n = lists.num_rows
     top = max(cutoffs)
+    (imp_user,) = users.encode([lists["user"]])
+    present = np.zeros(len(users), dtype=bool)
+    present[imp_user] = True
+    interactions = interactions.of_users(present)
     item_values, lengths = _flat(lists["items"])
     base_values, base_lengths = _flat(lists["baseline"])
-    keyed_items = pa.array([row[1] for row in keyed], type=pa.string())
-    popular_items = pa.array([row[0] for row in popular], type=pa.string())
-    (item_codes, base_codes, it_items, keyed_codes, popular_codes), dictionary = _codes(
-        [item_values, base_values, interactions["item"], keyed_items, popular_items])
-    (imp_user, it_user), users = _codes([lists["user"], interactions["user"]])
+    item_codes, base_codes, it_items, keyed_items = items.encode(
+        [item_values, base_values, interactions.items, keyed["item"]])
     width = int(lengths.max()) if n else 1
-    items = _matrix(item_codes, lengths, width, -1)
+    served = _matrix(item_codes, lengths, width, -1)
     baseline = _matrix(base_codes, base_lengths, min(top, int(base_lengths.max()) if n else 0),
                        -2)
     has_baseline = lists["baseline"].is_valid().to_numpy(zero_copy_only=False)
 
     # ground truth: time-window pairs, plus the interactions that name an impression
-    grades = grades_of(interactions["event"], relevance)
-    positive = grades > 0
-    it_at = interactions["at"].to_numpy()[positive]
-    imp_index, it_index = attribute(imp_user, lists["served"].to_numpy(),
-                                    it_user[positive], it_at, window)
+    imp_index, it_index = attribute(imp_user, lists["served"].to_numpy(), interactions.users,
+                                    interactions.at, window)
     truth_row = imp_index
-    truth_item = it_items[positive][it_index]
-    truth_grade = grades[positive][it_index]
-    if keyed:
+    truth_item = it_items[it_index]
+    truth_grade = interactions.grades[it_index]
+    if keyed.num_rows:
         ids = lists["id"].to_numpy()
         by_id = np.argsort(ids)
-        keyed_ids = np.array([row[0] for row in keyed], dtype=np.int64)
-        keyed_grades = grades_of(pa.array([row[2] for row in keyed], type=pa.string()),
-                                 relevance)
+        keyed_grades = grades_of(keyed["event"], relevance)
         keep = keyed_grades > 0
-        truth_row = np.concatenate((truth_row,
-                                    by_id[np.searchsorted(ids, keyed_ids[keep], sorter=by_id)]))
-        truth_item = np.concatenate((truth_item, keyed_codes[keep]))
+        keyed_rows = by_id[np.searchsorted(ids, keyed["impression"].to_numpy()[keep],
+                                           sorter=by_id)]
+        truth_row = np.concatenate((truth_row, keyed_rows))
+        truth_item = np.concatenate((truth_item, keyed_items[keep]))
         truth_grade = np.concatenate((truth_grade, keyed_grades[keep]))
-    # one row per (impression, item), with its highest grade
-    pair = truth_row * max(len(dictionary), 1) + truth_item
+    # one row per (impression, item), with its highest grade, sorted by impression
+    pair = truth_row * max(len(items), 1) + truth_item
     order = np.argsort(pair)
     pair = pair[order]
     first = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]]) if pair.size else pair
     truth_row, truth_item = truth_row[order][first], truth_item[order][first]
     truth_grade = np.maximum.reduceat(truth_grade[order], first) if first.size \
         else truth_grade
-    truth_position = first_positions(items, truth_row, truth_item)
+    positions = ServedPositions(lengths, truth_row, first_positions(served, truth_row, truth_item),
+                                truth_grade)
 
     # surprisal: Σ ln(users of the item) over the top k (never-seen items count 1 user)
-    ln_users = np.zeros(len(dictionary) + 1)
-    if popular:
-        counts = np.array([row[1] for row in popular], dtype=np.float64)
-        ln_users[popular_codes] = np.log(counts)
-    served_top = items[:, :top]
-    partial = np.cumsum(ln_users[np.where(served_top >= 0, served_top, len(dictionary))],
-                        axis=1)
+    ln_users = popularity.ln_users(items.ids)
+    served_top = served[:, :top]
+    partial = np.cumsum(ln_users[served_top], axis=1)  # padding (-1) reads the trailing 0
     ln_sums = np.stack([partial[:, min(k, served_top.shape[1]) - 1] for k in cutoffs], axis=1) \
         if n else np.zeros((0, len(cutoffs)))
 
-    chunk = Chunk(lengths=lengths, truth_row=truth_row, truth_grade=truth_grade,
-                  truth_position=truth_position, ln_users=ln_sums,
-                  overlap=_overlaps(served_top, baseline, cutoffs),
-                  has_baseline=has_baseline)
-    ln_n = float(np.log(n_users)) if n_users >= 2 else None
-    values, defined = impression_values(chunk, layout, cutoffs, ln_n)
+    n_users = popularity.n_users
+    values, defined = impression_values(positions, layout, cutoffs,
+                                        float(np.log(n_users)) if n_users >= 2 else None,
+                                        ln_sums, _overlaps(served_top, baseline, cutoffs),
+                                        has_baseline)
     arms = lists["arm"].to_numpy()
-    totals = unit_totals_of_codes(imp_user, users, arms, values, defined)
-    truth_items = np.asarray(dictionary.take(pa.array(distinct(truth_item)))
-                             .to_numpy(zero_copy_only=False), dtype=object)
-    return ChunkResult(totals, exposures(items, arms, dictionary, cutoffs), truth_items, n,
-                       int(truth_row.size))
+    catalog = distinct(np.concatenate((item_codes, truth_item)))
+    return ChunkResult(unit_totals_of_codes(imp_user, arms, values, defined),
+                       exposures(served, arms, cutoffs), catalog, n, int(truth_row.size))
 
 
-def exposures(items: np.ndarray, arms: np.ndarray, dictionary: pa.Array,
-              cutoffs: Sequence[int]) -> dict[int, Exposure]:
-    """Per arm: its served items with, per cutoff, the number of lists holding each in their
-    top k (items served only further down included, with 0)."""
-    out: dict[int, Exposure] = {}
+def exposures(items: np.ndarray, arms: np.ndarray,
+              cutoffs: Sequence[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per arm: the codes of its served items and, per cutoff, the number of lists holding
+    each in their top k (items served only further down included, with 0)."""
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     if items.size == 0:
         return out
     arm_ids, arm_index = np.unique(arms, return_inverse=True)
-    size = max(len(dictionary), 1)
+    size = int(items.max()) + 1
     cells = items >= 0
-    position = np.broadcast_to(np.arange(items.shape[1]), items.shape)
-    key = (arm_index[:, None] * size + items)[cells]
-    where = position[cells]
+    key = (arm_index[:, None] * size + items)[cells]  # dense (arm, item) keys: no sort
+    rank = np.broadcast_to(np.arange(items.shape[1]), items.shape)[cells]
     present = np.bincount(key, minlength=arm_ids.size * size).reshape(arm_ids.size, size)
-    counts = np.stack([np.bincount(key[where < k], minlength=arm_ids.size * size)
+    counts = np.stack([np.bincount(key[rank < k], minlength=arm_ids.size * size)
                        for k in cutoffs], axis=-1).reshape(arm_ids.size, size, len(cutoffs))
     for a, arm in enumerate(arm_ids):
         codes = np.flatnonzero(present[a])
-        ids = np.asarray(dictionary.take(pa.array(codes)).to_numpy(zero_copy_only=False),
-                         dtype=object)
-        out[int(arm)] = Exposure.of(ids, counts[a, codes])
+        out[int(arm)] = (codes, counts[a, codes])
     return out

@@ -22,35 +22,45 @@ same tables as any sequence of incremental runs (tests check both).
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from itertools import islice
 
 import numpy as np
+import pyarrow as pa
 import sqlalchemy as sa
 
 from tracker.config import Settings
 from tracker.errors import NotFound
 from tracker.rollup import queries
 from tracker.rollup.aggregate import (
+    CodedTotals,
     UnitTotals,
     arm_stats,
     health,
     metric_rows,
+    totals_of_parts,
 )
-from tracker.rollup.columnar import score_chunk
+from tracker.rollup.codes import Vocabulary, take
+from tracker.rollup.columnar import ChunkResult, Interactions, score_chunk
 from tracker.rollup.days import day_bounds, day_of, days_between
-from tracker.rollup.exposure import Exposure, catalog_of, set_metric_rows
+from tracker.rollup.exposure import Exposure, set_metric_rows
 from tracker.rollup.lock import rollup_lock
 from tracker.rollup.outcomes import Layout
-from tracker.rollup.popularity import DayPairs, window_popularity
+from tracker.rollup.popularity import DayPairs, Popularity, distinct, window_popularity
 from tracker.store import results
+from tracker.store.arrow import ArrowReader
 from tracker.store.db import require_current_schema, transaction
 from tracker.store.experiments import ExperimentInfo, get_experiment, list_experiments
 from tracker.store.types import to_micros
 
 _HOUR = 3_600_000_000
+_SCORERS = 1  # chunks of a day scored at once (the machines this runs on: 2+ cores)
+_IN_FLIGHT = 3  # chunks read or being scored at once
 
 
 @dataclass
@@ -156,16 +166,20 @@ def _run_one(engine: sa.Engine, settings: Settings, info: ExperimentInfo, *, ful
         touched = {d for d in touched if d <= until}
     ordered = sorted(touched)
     pairs_cache: dict[date, DayPairs] = {}  # consecutive days share most of their window
-    for done, day in enumerate(ordered, 1):
-        _recompute_day(engine, settings, info, day, clock, summary, pairs_cache)
-        if progress:
-            progress("day", done, len(ordered), day)
+    last: tuple[date, UnitTotals | None] | None = None  # kept for the cumulative pass
+    with ArrowReader(engine) if ordered else nullcontext() as reader:
+        for done, day in enumerate(ordered, 1):
+            last = day, _recompute_day(engine, reader, settings, info, day, clock, summary,
+                                       pairs_cache)
+            if progress:
+                progress("day", done, len(ordered), day)
     summary.days_recomputed = ordered
     advance = until is None
     if ordered or advance:
         since = ordered[0] if ordered else None
         _recompute_cumulative(engine, info, since, clock, summary, progress,
-                              state=(top_impression, top_interaction) if advance else None)
+                              state=(top_impression, top_interaction) if advance else None,
+                              last=last)
     summary.seconds = time.perf_counter() - started
     return summary
 
@@ -204,66 +218,87 @@ def _touched_days(conn: sa.Connection, info: ExperimentInfo, state: tuple[int, i
     return touched & span, stale
 
 
-def _recompute_day(engine: sa.Engine, settings: Settings, info: ExperimentInfo, day: date,
-                   clock: datetime, summary: RollupSummary,
-                   pairs_cache: dict[date, DayPairs]) -> None:
+def _recompute_day(engine: sa.Engine, reader: ArrowReader, settings: Settings,
+                   info: ExperimentInfo, day: date, clock: datetime, summary: RollupSummary,
+                   pairs_cache: dict[date, DayPairs]) -> UnitTotals | None:
+    """Recompute one day from the raw logs and replace its daily rows; returns its unit
+    totals (None when it has no impressions)."""
     start, end = day_bounds(day, info.timezone)
     cutoffs = list(info.cutoffs)
     layout = Layout.for_cutoffs(cutoffs)
     window = int(info.attribution_window.total_seconds() * 1_000_000)
-    parts: list[UnitTotals] = []
-    exposures: dict[int, Exposure] = {}
-    truth_items: list[np.ndarray] = []
-    new_pairs: dict[date, DayPairs] = {}
     with transaction(engine) as conn:
         queries.tune(conn)
         count, first_id, last_id, last_served, longest = queries.day_extent(
             conn, info.id, start, end)
-        if count:
-            rows = max(1_000, settings.rollup_chunk_cells // max(int(longest), 1))
-            # PostgreSQL reads a chunk's lists and its interactions (its users' only) on
-            # three connections at once, and the next chunk's while this one is scored.
-            # SQLite reads them one after the other (its reads hold the GIL: threads slow
-            # them down), and the day's timed interactions once, without the user filter,
-            # which costs it more than it saves.
-            per_chunk = queries.is_postgresql(conn)
-            top = max(cutoffs)
+        # the day's interactions are read once when they fit the memory bound, else with
+        # each chunk (only the chunk's users')
+        day_wide = bool(count) and queries.count_window_interactions(
+            conn, start, end, window) <= settings.rollup_chunk_cells
+    if not count:
+        with transaction(engine, write=True) as conn:
+            results.delete_day(conn, info.id, day)
+        return None
+    # a pipeline over the day's chunks: while one is scored the next ones are read; the
+    # memory bound is split between the chunks in flight
+    rows = max(1_000, settings.rollup_chunk_cells // _IN_FLIGHT // max(int(longest), 1))
+    bounds = [(first_id, last_id)] if count <= rows else queries.chunk_bounds(
+        queries.day_ids(reader, info.id, start, end), rows)
+    top = max(cutoffs)
+    users, items = Vocabulary(), Vocabulary()  # the day's codes, shared by its chunks
 
-            def read(query, *args):
-                with transaction(engine) as other:
-                    queries.tune(other)
-                    return query(other, info.id, start, end, *args)
+    def read(query, *args):
+        return query(reader, info.id, start, end, *args)
 
-            def fetch(pool, low: int, high: int, day_wide=None):
-                lists = pool.submit(read, queries.served_lists, low, high, top)
-                timed = _done(day_wide) if day_wide is not None else pool.submit(
-                    read, queries.window_interactions, window,
-                    (low, high) if per_chunk else None)
-                return lists, timed, pool.submit(read, queries.keyed_interactions, low, high)
+    def popularity_before() -> tuple[Popularity, dict[date, DayPairs]]:
+        with transaction(engine) as conn:
+            days, fresh = _window_pairs(reader, conn, info, day,
+                                        settings.rollup_popularity_days, pairs_cache)
+        return window_popularity(days), fresh
 
-            with ThreadPoolExecutor(max_workers=3) if per_chunk else _Inline() as pool:
-                bounds = [(first_id, last_id)] if count <= rows else \
-                    queries.chunk_bounds(conn, info.id, start, end, rows, last_id)
-                pending = fetch(pool, *bounds[0])
-                window_days, new_pairs = _window_pairs(conn, info, day,
-                                                       settings.rollup_popularity_days,
-                                                       pairs_cache)
-                popular, n_users = window_popularity(window_days)
-                for i in range(len(bounds)):
-                    lists, interactions, keyed = (future.result() for future in pending)
-                    if i + 1 < len(bounds):
-                        pending = fetch(pool, *bounds[i + 1],
-                                        None if per_chunk else interactions)
-                    result = score_chunk(lists, interactions, keyed, popular, n_users,
-                                         info.relevance, window, cutoffs, layout)
-                    parts.append(result.totals)
-                    truth_items.append(result.truth_items)
-                    for arm, exposure in result.exposures.items():
-                        exposures[arm] = exposures[arm] + exposure if arm in exposures \
-                            else exposure
-                    summary.impressions_read += result.impressions
-                    summary.truth_pairs_read += result.truth_pairs
-    totals = UnitTotals.concat(parts, len(layout)).reduce()
+    def whole_day_interactions() -> Interactions:
+        return Interactions.of(read(queries.window_interactions, window), info.relevance,
+                               users)
+
+    def read_chunk(chunk: tuple[int, int]):
+        return (read(queries.served_lists, *chunk, top),
+                read(queries.keyed_interactions, *chunk),
+                None if day_wide else read(queries.window_interactions, window, chunk))
+
+    parts: list[CodedTotals] = []
+    exposed: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+    catalog: list[np.ndarray] = []
+    with ThreadPoolExecutor(max_workers=_IN_FLIGHT) as reads, \
+            ThreadPoolExecutor(max_workers=_SCORERS) as scorers:
+        whole_day = reads.submit(whole_day_interactions) if day_wide else None
+        popular = reads.submit(popularity_before)
+
+        def score(tables) -> ChunkResult:
+            lists, keyed, timed = tables.result()
+            interactions = whole_day.result() if timed is None else Interactions.of(
+                timed, info.relevance, users)
+            return score_chunk(lists, interactions, keyed, popular.result()[0],
+                               info.relevance, window, cutoffs, layout, items, users)
+
+        def start_chunk(chunk: tuple[int, int]):
+            return scorers.submit(score, reads.submit(read_chunk, chunk))
+
+        waiting = iter(bounds)
+        in_flight = deque(start_chunk(c) for c in islice(waiting, _IN_FLIGHT))
+        while in_flight:
+            result = in_flight.popleft().result()
+            in_flight.extend(start_chunk(c) for c in islice(waiting, 1))
+            parts.append(result.totals)
+            catalog.append(result.catalog)
+            for arm, counts in result.exposures.items():
+                exposed.setdefault(arm, []).append(counts)
+            summary.impressions_read += result.impressions
+            summary.truth_pairs_read += result.truth_pairs
+        new_pairs = popular.result()[1]
+    totals = totals_of_parts(parts, users.ids, len(layout))
+    exposures = {arm: _exposure(pieces, items.ids, len(cutoffs))
+                 for arm, pieces in exposed.items()}
+    catalog_items = take(items.ids, distinct(np.concatenate(catalog)))
     now_us = to_micros(clock)
     grace = int(settings.rollup_grace_seconds * 1_000_000)
     with transaction(engine, write=True) as conn:
@@ -271,25 +306,37 @@ def _recompute_day(engine: sa.Engine, settings: Settings, info: ExperimentInfo, 
         results.delete_day(conn, info.id, day)
         for other, pairs in sorted(new_pairs.items()):
             results.insert_pairs(conn, info.id, other, *pairs.encode())
-        if not count:
-            return
         closes_at = int(last_served) + window + grace
         provisional = now_us < closes_at
-        catalog = catalog_of(*truth_items, *(e.items for e in exposures.values()))
+        catalog_row = Exposure.of(catalog_items, np.zeros((catalog_items.size, 0)))
         results.insert_exposure(conn, info.id, day, False,
                                 [(arm, *e.encode()) for arm, e in sorted(exposures.items())]
-                                + [(0, *catalog.encode())])
+                                + [(0, *catalog_row.encode())])
         results.insert_units(conn, info.id, day, False, *totals.encode())
         base = {"experiment_id": info.id, "day": day, "cumulative": False,
                 "provisional": provisional}
-        _write_stats(conn, info, totals, layout, base, exposures, catalog.items.size)
+        _write_stats(conn, info, totals, layout, base, exposures, catalog_items.size)
         results.insert_day(conn, experiment_id=info.id, day=day, impressions=int(count),
                            users=int(health(totals).users), closes_at=closes_at,
                            computed_at=now_us)
+    return totals
 
 
-def _window_pairs(conn: sa.Connection, info: ExperimentInfo, day: date, days_back: int,
-                  cache: dict[date, DayPairs]) -> tuple[list[DayPairs], dict[date, DayPairs]]:
+def _exposure(pieces: list[tuple[np.ndarray, np.ndarray]], ids: pa.Array,
+              cutoffs: int) -> Exposure:
+    """One arm's exposure from its chunks' (item codes, counts)."""
+    codes = np.concatenate([c for c, _ in pieces])
+    counts = np.concatenate([n for _, n in pieces]).reshape(codes.size, cutoffs)
+    present, index = np.unique(codes, return_inverse=True)
+    summed = np.zeros((present.size, cutoffs), dtype=np.int64)
+    for j in range(cutoffs):
+        summed[:, j] = np.bincount(index, weights=counts[:, j], minlength=present.size)
+    return Exposure.of(take(ids, present), summed)
+
+
+def _window_pairs(reader: ArrowReader, conn: sa.Connection, info: ExperimentInfo, day: date,
+                  days_back: int, cache: dict[date, DayPairs]
+                  ) -> tuple[list[DayPairs], dict[date, DayPairs]]:
     """The interaction pairs of each of the ``days_back`` days before ``day``: from
     ``cache`` (this run's, kept for the window only), stored ones, and those read now from
     the raw interactions (also returned apart, to be stored)."""
@@ -303,28 +350,9 @@ def _window_pairs(conn: sa.Connection, info: ExperimentInfo, day: date, days_bac
         if other in stored:
             cache[other] = DayPairs.decode(*stored[other])
             continue
-        table = queries.day_interaction_pairs(conn, *day_bounds(other, info.timezone))
+        table = queries.day_interaction_pairs(reader, *day_bounds(other, info.timezone))
         cache[other] = fresh[other] = DayPairs.of(table["item"], table["user"])
     return [cache[d] for d in days_between(first, last)], fresh
-
-
-class _Inline:
-    """An executor that runs each task at once, in the caller's thread."""
-
-    def __enter__(self) -> _Inline:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
-
-    def submit(self, fn, *args) -> Future:
-        return _done(fn(*args))
-
-
-def _done(value):
-    future: Future = Future()
-    future.set_result(value)
-    return future
 
 
 def _write_stats(conn: sa.Connection, info: ExperimentInfo, totals: UnitTotals,
@@ -351,13 +379,15 @@ def _decode(value: tuple[str, bytes], width: int) -> Exposure:
 
 def _recompute_cumulative(engine: sa.Engine, info: ExperimentInfo, since: date | None,
                           clock: datetime, summary: RollupSummary, progress: Progress | None,
-                          state: tuple[int, int] | None) -> None:
+                          state: tuple[int, int] | None,
+                          last: tuple[date, UnitTotals | None] | None = None) -> None:
     """Cumulative rows of every day from ``since`` on (each user's mean over all their
     impressions from the first day through that day), then the watermarks; one transaction.
 
     The cumulative units and exposure of a day are those of the day before plus the day's:
     the pass starts from the stored cumulative rows of the day before ``since`` and reads
-    one daily row per day after it, whatever the history."""
+    one daily row per day after it, whatever the history (``last``: the day computed last
+    in this run with its unit totals, which need not be read back)."""
     layout = Layout.for_cutoffs(list(info.cutoffs))
     width = len(layout)
     cutoffs = len(info.cutoffs)
@@ -380,9 +410,12 @@ def _recompute_cumulative(engine: sa.Engine, info: ExperimentInfo, since: date |
                 provisional_so_far |= computed < closes
                 if day < since:
                     continue
-                daily = results.units(conn, info.id, day, False)
-                if daily is not None:
-                    today = UnitTotals.decode(*daily, width)
+                if last is not None and last[0] == day:  # just computed: not read back
+                    today = last[1]
+                else:
+                    daily = results.units(conn, info.id, day, False)
+                    today = None if daily is None else UnitTotals.decode(*daily, width)
+                if today is not None:
                     running = UnitTotals.concat([running, today], width).reduce() \
                         if running.size else today
                 results.insert_units(conn, info.id, day, True, *running.encode())

@@ -12,7 +12,8 @@ import json
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
+
+from tracker.rollup.codes import factorize
 
 
 @dataclass(frozen=True)
@@ -29,10 +30,11 @@ class Exposure:
         """Sum the counts of repeated items and sort by item id."""
         items = np.asarray(items, dtype=object)
         counts = np.asarray(counts, dtype=np.int64).reshape(items.size, -1)
-        codes, uniques = pd.factorize(items, sort=True)
-        summed = np.zeros((len(uniques), counts.shape[1]), dtype=np.int64)
-        np.add.at(summed, codes, counts)
-        return cls(np.asarray(uniques, dtype=object), summed)
+        uniques, codes = factorize(items)
+        summed = np.zeros((uniques.size, counts.shape[1]), dtype=np.int64)
+        for j in range(counts.shape[1]):  # a loop over cutoffs, not over items
+            summed[:, j] = np.bincount(codes, weights=counts[:, j], minlength=uniques.size)
+        return cls(uniques, summed)
 
     def __add__(self, other: Exposure) -> Exposure:
         return Exposure.of(np.concatenate((self.items, other.items)),
@@ -46,13 +48,6 @@ class Exposure:
     def decode(cls, items: str, counts: bytes, width: int) -> Exposure:
         ids = np.asarray(json.loads(items), dtype=object)
         return cls(ids, np.frombuffer(counts, dtype="<i8").reshape(ids.size, width).copy())
-
-
-def catalog_of(*item_sets) -> Exposure:
-    """The catalog (no counts) of the union of item collections."""
-    items = np.concatenate([np.asarray(list(s), dtype=object) for s in item_sets]) \
-        if item_sets else np.empty(0, dtype=object)
-    return Exposure.of(items, np.zeros((items.size, 0), dtype=np.int64))
 
 
 def set_metric_values(histogram: np.ndarray, catalog: int) -> tuple[float, float, float]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 @dataclass(frozen=True)
@@ -56,18 +57,43 @@ class DayPairs:
                    index[:, 0].astype(np.int32), index[:, 1].astype(np.int32))
 
 
-def window_popularity(days: list[DayPairs]) -> tuple[list[tuple[str, int]], int]:
-    """``[(item, distinct users)]`` over the union of the days' pairs, and N, the distinct
+@dataclass(frozen=True)
+class Popularity:
+    """Item popularity over the days before a day: distinct users per item (items never
+    interacted with are absent: they count as one user) and N, the distinct users."""
+
+    items: pa.Array  # string ids
+    users: np.ndarray  # int64, distinct users of each item
+    n_users: int
+
+    @classmethod
+    def empty(cls) -> Popularity:
+        return cls(pa.array([], type=pa.string()), np.zeros(0, dtype=np.int64), 0)
+
+    def ln_users(self, dictionary: pa.Array) -> np.ndarray:
+        """ln(users) of each item of ``dictionary`` (0 for items nobody interacted with),
+        plus a trailing 0 for padding."""
+        out = np.zeros(len(dictionary) + 1)
+        if len(self.items) and len(dictionary):
+            where = pc.index_in(dictionary, value_set=self.items)
+            known = where.is_valid().to_numpy(zero_copy_only=False)
+            out[:-1][known] = np.log(self.users[pc.drop_null(where).to_numpy()])
+        return out
+
+
+def window_popularity(days: list[DayPairs]) -> Popularity:
+    """Distinct users per item over the union of the days' pairs, and N, the distinct
     users of the union.
 
     >>> a = DayPairs.of(pa.array(["x", "x", "y"]), pa.array(["u", "v", "u"]))
     >>> b = DayPairs.of(pa.array(["x", "z"]), pa.array(["u", "w"]))
-    >>> sorted(window_popularity([a, b])[0]), window_popularity([a, b])[1]
+    >>> p = window_popularity([a, b])
+    >>> sorted(zip(p.items.to_pylist(), p.users.tolist())), p.n_users
     ([('x', 2), ('y', 1), ('z', 1)], 3)
     """
     days = [d for d in days if d.item_index.size]
     if not days:
-        return [], 0
+        return Popularity.empty()
     item_codes, items = _unify([d.items for d in days])
     user_codes, users = _unify([d.users for d in days])
     item = np.concatenate([codes[d.item_index] for codes, d in zip(item_codes, days,
@@ -77,9 +103,8 @@ def window_popularity(days: list[DayPairs]) -> tuple[list[tuple[str, int]], int]
     unique = distinct(item * len(users) + user)
     counts = np.bincount(unique // len(users), minlength=len(items))
     present = np.flatnonzero(counts)
-    names = items.take(pa.array(present)).to_pylist()
-    return list(zip(names, counts[present].tolist(), strict=True)), \
-        int(np.count_nonzero(np.bincount(unique % len(users), minlength=len(users))))
+    n_users = int(np.count_nonzero(np.bincount(unique % len(users), minlength=len(users))))
+    return Popularity(items.take(pa.array(present)), counts[present].astype(np.int64), n_users)
 
 
 def distinct(keys: np.ndarray) -> np.ndarray:

@@ -1,0 +1,95 @@
+"""The day's shared codes (Vocabulary), chunk totals added up by code, and the interactions
+of a chunk's users: the pieces that let a day's chunks be scored apart and added up."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracker.rollup.aggregate import CodedTotals, UnitTotals, totals_of_parts
+from tracker.rollup.codes import Vocabulary, encode, factorize
+from tracker.rollup.columnar import Interactions
+
+ids = st.lists(st.sampled_from(["a", "b", "é", "", "a b", "🎵", "x\x1fy"]), max_size=30)
+
+
+@settings(max_examples=100, deadline=None)
+@given(batches=st.lists(ids, max_size=6))
+def test_vocabulary_codes_mean_the_same_ids_across_batches(batches):
+    vocabulary = Vocabulary()
+    for batch in batches:
+        (codes,) = vocabulary.encode([pa.array(batch, type=pa.string())])
+        assert vocabulary.ids.take(pa.array(codes, type=pa.int64())).to_pylist() == batch
+    seen = [i for batch in batches for i in batch]
+    assert sorted(vocabulary.ids.to_pylist()) == sorted(set(seen))  # each id once
+
+
+def test_vocabulary_shared_by_threads_gives_one_code_per_id():
+    rng = np.random.default_rng(3)
+    batches = [pa.array([f"u{n}" for n in rng.integers(0, 500, 2_000)]) for _ in range(24)]
+    vocabulary = Vocabulary()
+    with ThreadPoolExecutor(4) as pool:
+        coded = list(pool.map(lambda b: vocabulary.encode([b])[0], batches))
+    assert len(vocabulary) == len(set(vocabulary.ids.to_pylist()))
+    for batch, codes in zip(batches, coded, strict=True):
+        assert vocabulary.ids.take(pa.array(codes)).to_pylist() == batch.to_pylist()
+
+
+def test_encode_keeps_nulls_apart():
+    (codes,), dictionary = encode([pa.array(["x", None, "x"])])
+    assert codes.tolist() == [0, -1, 0] and dictionary.to_pylist() == ["x"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data(), n_parts=st.integers(1, 4))
+def test_totals_added_by_code_equal_totals_added_by_id(data, n_parts):
+    names = [f"user-{n}" for n in range(7)] + ["é", "Z", ""]
+    vocabulary = Vocabulary()
+    parts, by_id = [], []
+    for _ in range(n_parts):
+        rows = data.draw(st.integers(0, 6))
+        users = data.draw(st.lists(st.sampled_from(names), min_size=rows, max_size=rows))
+        arms = np.array(data.draw(st.lists(st.sampled_from([3, 5]), min_size=rows,
+                                           max_size=rows)), dtype=np.int64)
+        sums = np.array(data.draw(st.lists(st.floats(0, 5), min_size=2 * rows,
+                                           max_size=2 * rows))).reshape(rows, 2)
+        counts = np.ones((rows, 2))
+        impressions = np.ones(rows, dtype=np.int64)
+        (codes,) = vocabulary.encode([pa.array(users, type=pa.string())])
+        parts.append(CodedTotals(codes, arms, impressions, np.asfortranarray(sums),
+                                 np.asfortranarray(counts)))
+        by_id.append(UnitTotals(np.array(users, dtype=object), arms, impressions, sums,
+                                counts))
+    got = totals_of_parts(parts, vocabulary.ids, 2)
+    want = UnitTotals.concat(by_id, 2).reduce()
+    assert got.users.tolist() == want.users.tolist()
+    assert got.arms.tolist() == want.arms.tolist()
+    assert got.impressions.tolist() == want.impressions.tolist()
+    np.testing.assert_allclose(got.sums, want.sums, rtol=1e-12)
+    np.testing.assert_allclose(got.counts, want.counts, rtol=1e-12)
+    assert got.users.tolist() == sorted(got.users.tolist(), key=lambda u: u.encode())
+
+
+def test_factorize_sorts_ids_as_utf8_bytes():
+    uniques, codes = factorize(np.array(["b", "é", "a", "b", "Z"], dtype=object))
+    assert uniques.tolist() == ["Z", "a", "b", "é"] and codes.tolist() == [2, 3, 1, 2, 0]
+
+
+def test_interactions_keep_positive_grades_and_select_a_chunks_users():
+    users = Vocabulary()
+    table = pa.table({"user": ["u1", "u2", "u1", "u3"], "item": ["a", "b", "c", "d"],
+                      "event": ["click", "view", "save", "click"],
+                      "at": pa.array([1, 2, 3, 4], type=pa.int64())})
+    interactions = Interactions.of(table, {"click": 1, "save": 2, "view": 0}, users)
+    assert interactions.items.to_pylist() == ["a", "c", "d"]  # the view has grade 0
+    assert interactions.grades.tolist() == [1.0, 2.0, 1.0]
+    present = np.zeros(len(users) + 2, dtype=bool)  # longer: users of later chunks
+    present[users.encode([pa.array(["u1"])])[0]] = True
+    mine = interactions.of_users(present)
+    assert mine.items.to_pylist() == ["a", "c"] and mine.at.tolist() == [1, 3]
+    short = np.zeros(1, dtype=bool)  # a user coded after the array was sized is not in it
+    assert interactions.of_users(short).items.to_pylist() == []

@@ -1,0 +1,101 @@
+"""String ids (users, items) to integer codes with pyarrow's hash tables, one pass each.
+
+Everything after this works on codes: numpy sorts, searches and counts integers, never
+Python strings.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def encode(arrays: Sequence[pa.Array | pa.ChunkedArray]) -> tuple[list[np.ndarray], pa.Array]:
+    """One dictionary over several string arrays: each array's codes (int64, -1 for null)
+    and the dictionary (in order of first appearance).
+
+    >>> codes, dictionary = encode([pa.array(["b", "a", None]), pa.array(["a", "c"])])
+    >>> [c.tolist() for c in codes], dictionary.to_pylist()
+    ([[0, 1, -1], [1, 2]], ['b', 'a', 'c'])
+    """
+    chunks = []
+    for array in arrays:
+        chunks.extend(array.chunks if isinstance(array, pa.ChunkedArray) else [array])
+    encoded = pa.chunked_array(chunks, type=pa.string()).dictionary_encode().combine_chunks()
+    indices = encoded.indices
+    codes = (pc.fill_null(indices, -1) if indices.null_count else indices).to_numpy()
+    codes = codes.astype(np.int64)
+    out, at = [], 0
+    for array in arrays:
+        out.append(codes[at:at + len(array)])
+        at += len(array)
+    return out, encoded.dictionary
+
+
+def factorize(values: np.ndarray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct string ids (an object array) and each value's index among them.
+
+    >>> uniques, codes = factorize(np.array(["u2", "u1", "u2"], dtype=object))
+    >>> uniques.tolist(), codes.tolist()
+    (['u1', 'u2'], [1, 0, 1])
+    """
+    array = values if isinstance(values, pa.Array) else pa.array(values, type=pa.string())
+    (codes,), dictionary = encode([array])
+    order = pc.array_sort_indices(dictionary).to_numpy()
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size, dtype=np.int64)
+    uniques = dictionary.take(pa.array(order)).to_numpy(zero_copy_only=False)
+    return np.asarray(uniques, dtype=object), rank[codes]
+
+
+def take(dictionary: pa.Array, codes: np.ndarray) -> np.ndarray:
+    """The ids of ``codes`` as an object array of Python strings."""
+    return np.asarray(dictionary.take(pa.array(codes)).to_numpy(zero_copy_only=False),
+                      dtype=object)
+
+
+class Vocabulary:
+    """A dictionary of string ids to dense codes that grows chunk by chunk: the chunks of a
+    day share it (from any thread), so their codes mean the same ids and their results add
+    up as integer arrays. Codes follow the order of arrival.
+
+    >>> vocabulary = Vocabulary()
+    >>> [c.tolist() for c in vocabulary.encode([pa.array(["b", "a", "b"])])]
+    [[0, 1, 0]]
+    >>> [c.tolist() for c in vocabulary.encode([pa.array(["c", "a"])])], len(vocabulary)
+    ([[2, 1]], 3)
+    """
+
+    def __init__(self) -> None:
+        self._ids = pa.array([], type=pa.string())
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @property
+    def ids(self) -> pa.Array:
+        """Every id so far; ``ids[c]`` is the id of code ``c``."""
+        return self._ids
+
+    def codes_of(self, distinct: pa.Array) -> np.ndarray:
+        """The codes of distinct ids (new ones get the next codes)."""
+        with self._lock:
+            known = self._ids
+            where = pc.index_in(distinct, value_set=known)
+            missing = where.is_null().to_numpy(zero_copy_only=False)
+            self._ids = pa.concat_arrays([known, distinct.filter(pa.array(missing))]) \
+                if missing.any() else known
+        out = pc.fill_null(where, -1).to_numpy().astype(np.int64)
+        out[missing] = len(known) + np.arange(int(missing.sum()), dtype=np.int64)
+        return out
+
+    def encode(self, arrays: Sequence[pa.Array | pa.ChunkedArray]) -> list[np.ndarray]:
+        """Like :func:`encode`, in this vocabulary's codes (-1 for null)."""
+        codes, dictionary = encode(arrays)
+        mapping = np.append(self.codes_of(dictionary), -1)  # code -1 (null) stays -1
+        return [mapping[c] for c in codes]
