@@ -22,7 +22,7 @@ ALLOWED = {
     "tracker/ingest": ({"numpy", "pandas", "pyarrow", "sqlalchemy"},
                        {"tracker.ingest", "tracker.store", "tracker.config", "tracker.errors"}),
     # the rollup reads a day's lists as Arrow tables and stores unit totals as JSON + bytes
-    "tracker/rollup": ({"numpy", "pandas", "pyarrow", "orjson", "sqlalchemy"},
+    "tracker/rollup": ({"numpy", "pandas", "pyarrow", "orjson", "sqlalchemy", "threadpoolctl"},
                        {"tracker.rollup", "tracker.store", "tracker.metrics", "tracker.config",
                         "tracker.errors"}),
     # the demo: a pure simulation, loaded through a Tracker passed in (duck typed)

@@ -205,8 +205,9 @@ def test_served_positions_judge_exactly_as_encoded_lists(seed, graded, judge_pat
             assert got.truth_grade is None
             assert sorted(got.truth_row.tolist()) == sorted(want.truth_row.tolist())
         else:
-            assert sorted(zip(got.truth_row.tolist(), got.truth_grade.tolist())) == sorted(
-                zip(want.truth_row.tolist(), want.truth_grade.tolist()))
+            got_pairs = zip(got.truth_row.tolist(), got.truth_grade.tolist(), strict=True)
+            want_pairs = zip(want.truth_row.tolist(), want.truth_grade.tolist(), strict=True)
+            assert sorted(got_pairs) == sorted(want_pairs)
         assert got.complete == want.complete
     expected = metrics.evaluate_encoded(lists, NAMES)
     actual = metrics.evaluate_encoded(located, NAMES)

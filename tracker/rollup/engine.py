@@ -21,18 +21,18 @@ same tables as any sequence of incremental runs (tests check both).
 
 from __future__ import annotations
 
+import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from itertools import islice
 
 import numpy as np
 import pyarrow as pa
 import sqlalchemy as sa
+from threadpoolctl import threadpool_limits
 
 from tracker.config import Settings
 from tracker.errors import NotFound
@@ -59,8 +59,9 @@ from tracker.store.experiments import ExperimentInfo, get_experiment, list_exper
 from tracker.store.types import to_micros
 
 _HOUR = 3_600_000_000
-_SCORERS = 1  # chunks of a day scored at once (the machines this runs on: 2+ cores)
+_SCORERS = 2  # chunks of a day scored at once (the machines this runs on: 2+ cores)
 _IN_FLIGHT = 3  # chunks read or being scored at once
+_KEEP_DAYS = 2  # daily unit totals kept in memory for the cumulative pass
 
 
 @dataclass
@@ -166,11 +167,16 @@ def _run_one(engine: sa.Engine, settings: Settings, info: ExperimentInfo, *, ful
         touched = {d for d in touched if d <= until}
     ordered = sorted(touched)
     pairs_cache: dict[date, DayPairs] = {}  # consecutive days share most of their window
-    last: tuple[date, UnitTotals | None] | None = None  # kept for the cumulative pass
-    with ArrowReader(engine) if ordered else nullcontext() as reader:
+    recent: dict[date, UnitTotals | None] = {}  # the last days computed, for the cumulative pass
+    # one BLAS thread: the metric kernels' small matrix products gain nothing from a second
+    # one, which only spins and takes a core from the database and the readers
+    with ArrowReader(engine) if ordered else nullcontext() as reader, \
+            threadpool_limits(limits=1, user_api="blas"):
         for done, day in enumerate(ordered, 1):
-            last = day, _recompute_day(engine, reader, settings, info, day, clock, summary,
-                                       pairs_cache)
+            recent[day] = _recompute_day(engine, reader, settings, info, day, clock, summary,
+                                         pairs_cache)
+            if len(recent) > _KEEP_DAYS:
+                del recent[min(recent)]
             if progress:
                 progress("day", done, len(ordered), day)
     summary.days_recomputed = ordered
@@ -179,7 +185,7 @@ def _run_one(engine: sa.Engine, settings: Settings, info: ExperimentInfo, *, ful
         since = ordered[0] if ordered else None
         _recompute_cumulative(engine, info, since, clock, summary, progress,
                               state=(top_impression, top_interaction) if advance else None,
-                              last=last)
+                              recent=recent)
     summary.seconds = time.perf_counter() - started
     return summary
 
@@ -242,8 +248,6 @@ def _recompute_day(engine: sa.Engine, reader: ArrowReader, settings: Settings,
     # a pipeline over the day's chunks: while one is scored the next ones are read; the
     # memory bound is split between the chunks in flight
     rows = max(1_000, settings.rollup_chunk_cells // _IN_FLIGHT // max(int(longest), 1))
-    bounds = [(first_id, last_id)] if count <= rows else queries.chunk_bounds(
-        queries.day_ids(reader, info.id, start, end), rows)
     top = max(cutoffs)
     users, items = Vocabulary(), Vocabulary()  # the day's codes, shared by its chunks
 
@@ -268,26 +272,31 @@ def _recompute_day(engine: sa.Engine, reader: ArrowReader, settings: Settings,
     parts: list[CodedTotals] = []
     exposed: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
     catalog: list[np.ndarray] = []
-    with ThreadPoolExecutor(max_workers=_IN_FLIGHT) as reads, \
+    with ThreadPoolExecutor(max_workers=_IN_FLIGHT + 2) as reads, \
             ThreadPoolExecutor(max_workers=_SCORERS) as scorers:
         whole_day = reads.submit(whole_day_interactions) if day_wide else None
         popular = reads.submit(popularity_before)
+        bounds = [(first_id, last_id)] if count <= rows else queries.chunk_bounds(
+            queries.day_ids(reader, info.id, start, end), rows)
+
+        slots = threading.Semaphore(_IN_FLIGHT)  # chunks read or being scored
 
         def score(tables) -> ChunkResult:
-            lists, keyed, timed = tables.result()
-            interactions = whole_day.result() if timed is None else Interactions.of(
-                timed, info.relevance, users)
-            return score_chunk(lists, interactions, keyed, popular.result()[0],
-                               info.relevance, window, cutoffs, layout, items, users)
+            try:
+                lists, keyed, timed = tables.result()
+                interactions = whole_day.result() if timed is None else Interactions.of(
+                    timed, info.relevance, users)
+                return score_chunk(lists, interactions, keyed, popular.result()[0],
+                                   info.relevance, window, cutoffs, layout, items, users)
+            finally:
+                slots.release()
 
-        def start_chunk(chunk: tuple[int, int]):
-            return scorers.submit(score, reads.submit(read_chunk, chunk))
-
-        waiting = iter(bounds)
-        in_flight = deque(start_chunk(c) for c in islice(waiting, _IN_FLIGHT))
-        while in_flight:
-            result = in_flight.popleft().result()
-            in_flight.extend(start_chunk(c) for c in islice(waiting, 1))
+        started = []
+        for chunk in bounds:  # the next chunk is read as soon as any chunk is done
+            slots.acquire()
+            started.append(scorers.submit(score, reads.submit(read_chunk, chunk)))
+        for future in started:
+            result = future.result()
             parts.append(result.totals)
             catalog.append(result.catalog)
             for arm, counts in result.exposures.items():
@@ -380,14 +389,14 @@ def _decode(value: tuple[str, bytes], width: int) -> Exposure:
 def _recompute_cumulative(engine: sa.Engine, info: ExperimentInfo, since: date | None,
                           clock: datetime, summary: RollupSummary, progress: Progress | None,
                           state: tuple[int, int] | None,
-                          last: tuple[date, UnitTotals | None] | None = None) -> None:
+                          recent: dict[date, UnitTotals | None] | None = None) -> None:
     """Cumulative rows of every day from ``since`` on (each user's mean over all their
     impressions from the first day through that day), then the watermarks; one transaction.
 
     The cumulative units and exposure of a day are those of the day before plus the day's:
     the pass starts from the stored cumulative rows of the day before ``since`` and reads
-    one daily row per day after it, whatever the history (``last``: the day computed last
-    in this run with its unit totals, which need not be read back)."""
+    one daily row per day after it, whatever the history (``recent``: unit totals of days
+    just computed, which need not be read back)."""
     layout = Layout.for_cutoffs(list(info.cutoffs))
     width = len(layout)
     cutoffs = len(info.cutoffs)
@@ -410,8 +419,8 @@ def _recompute_cumulative(engine: sa.Engine, info: ExperimentInfo, since: date |
                 provisional_so_far |= computed < closes
                 if day < since:
                     continue
-                if last is not None and last[0] == day:  # just computed: not read back
-                    today = last[1]
+                if recent and day in recent:  # just computed: not read back
+                    today = recent[day]
                 else:
                     daily = results.units(conn, info.id, day, False)
                     today = None if daily is None else UnitTotals.decode(*daily, width)
