@@ -1,8 +1,10 @@
 """One chunk of a day, from the Arrow tables of :mod:`tracker.rollup.queries` to per-user
 totals and item exposure, in vectorised numpy (no Python loop over impressions or items).
 
-1. **Codes.** User ids and item ids (served lists, baselines, interactions, popularity) are
-   dictionary-encoded once per chunk by pyarrow; everything after works on integer codes.
+1. **Codes.** User ids and item ids (served lists, baselines, interactions) are
+   dictionary-encoded by pyarrow into the codes of the day's vocabularies
+   (:class:`~tracker.rollup.codes.Vocabulary`, shared by the day's chunks, so their results
+   add up as integer arrays); everything after works on integer codes.
 2. **Attribution** (the rule of the README's "Rollup semantics"): an interaction of user u at
    time t answers every impression of u served in ``[t - window, t]``. With the impressions
    sorted by (user, served time), the impressions one interaction answers are a contiguous
@@ -70,14 +72,11 @@ class Interactions:
                    else pa.array([], type=pa.string()))
 
     def of_users(self, present: np.ndarray) -> Interactions:
-        """Those of the users whose codes are marked in the boolean array ``present``."""
+        """Those of the users whose codes are marked in the boolean array ``present``
+        (codes past its end: not marked)."""
         known = self.users < present.size
-        keep = np.flatnonzero(known) if not known.all() else None
         mine = np.zeros(self.users.size, dtype=bool)
-        if keep is None:
-            mine = present[self.users]
-        else:
-            mine[keep] = present[self.users[keep]]
+        mine[known] = present[self.users[known]]
         index = np.flatnonzero(mine)
         return Interactions(self.users[index], self.at[index], self.grades[index],
                             self.items.take(pa.array(index)))

@@ -60,7 +60,7 @@ from tracker.store.types import to_micros
 
 _HOUR = 3_600_000_000
 _SCORERS = 2  # chunks of a day scored at once (the machines this runs on: 2+ cores)
-_IN_FLIGHT = 3  # chunks read or being scored at once
+_IN_FLIGHT = 2  # chunks read or being scored at once (more only contend for the cores)
 _KEEP_DAYS = 2  # daily unit totals kept in memory for the cumulative pass
 
 
