@@ -115,6 +115,11 @@ def _columns(columns: int, rows: int) -> np.ndarray:
     return np.zeros((columns, rows)).T
 
 
+def _rows(matrix: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Rows of a column-major matrix, column-major."""
+    return matrix.T[:, rows].T
+
+
 def _stack(matrices: list[np.ndarray]) -> np.ndarray:
     """Column-major matrices one under the other, column-major."""
     return np.concatenate([m.T for m in matrices], axis=1).T
@@ -131,6 +136,20 @@ class CodedTotals:
     impressions: np.ndarray
     sums: np.ndarray
     counts: np.ndarray
+
+    @classmethod
+    def merge(cls, parts: list[CodedTotals]) -> CodedTotals:
+        """The parts added up per (user, arm), in the order of the parts (a day's chunks
+        are folded as they come: memory follows the day's users, not its chunks)."""
+        codes = np.concatenate([p.users for p in parts])
+        arms = np.concatenate([p.arms for p in parts])
+        arm_ids, arm_index = np.unique(arms, return_inverse=True)
+        keys, index = np.unique(codes * arm_ids.size + arm_index, return_inverse=True)
+        impressions = np.bincount(index, weights=np.concatenate([p.impressions for p in parts]),
+                                  minlength=keys.size).astype(np.int64)
+        return cls(keys // arm_ids.size, arm_ids[keys % arm_ids.size].astype(np.int64),
+                   impressions, _column_sums(index, _stack([p.sums for p in parts]), keys.size),
+                   _column_sums(index, _stack([p.counts for p in parts]), keys.size))
 
 
 def unit_totals_of_codes(user_codes: np.ndarray, arms: np.ndarray, values: np.ndarray,
@@ -165,19 +184,15 @@ def totals_of_parts(parts: list[CodedTotals], user_ids: pa.Array, columns: int) 
     parts = [p for p in parts if p.users.size]
     if not parts:
         return UnitTotals.empty(columns)
-    codes = np.concatenate([p.users for p in parts])
-    arms = np.concatenate([p.arms for p in parts])
+    merged = CodedTotals.merge(parts)
     order = pc.array_sort_indices(user_ids).to_numpy()
     rank = np.empty(order.size, dtype=np.int64)  # a user's place in id order
     rank[order] = np.arange(order.size, dtype=np.int64)
-    arm_ids, arm_index = np.unique(arms, return_inverse=True)
-    keys, index = np.unique(rank[codes] * arm_ids.size + arm_index, return_inverse=True)
-    sums = _column_sums(index, _stack([p.sums for p in parts]), keys.size)
-    counts = _column_sums(index, _stack([p.counts for p in parts]), keys.size)
-    impressions = np.bincount(index, weights=np.concatenate([p.impressions for p in parts]),
-                              minlength=keys.size).astype(np.int64)
-    return UnitTotals(take(user_ids, order[keys // arm_ids.size]),
-                      arm_ids[keys % arm_ids.size].astype(np.int64), impressions, sums, counts)
+    arm_ids, arm_index = np.unique(merged.arms, return_inverse=True)
+    rows = np.argsort(rank[merged.users] * arm_ids.size + arm_index)
+    return UnitTotals(take(user_ids, merged.users[rows]), merged.arms[rows],
+                      merged.impressions[rows], _rows(merged.sums, rows),
+                      _rows(merged.counts, rows))
 
 
 @dataclass(frozen=True)

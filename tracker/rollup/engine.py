@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
@@ -291,18 +292,24 @@ def _recompute_day(engine: sa.Engine, reader: ArrowReader, settings: Settings,
             finally:
                 slots.release()
 
-        started = []
-        for chunk in bounds:  # the next chunk is read as soon as any chunk is done
-            slots.acquire()
-            started.append(scorers.submit(score, reads.submit(read_chunk, chunk)))
-        for future in started:
-            result = future.result()
+        def fold(result: ChunkResult) -> None:  # in chunk order, as they come
             parts.append(result.totals)
+            if len(parts) > _IN_FLIGHT:  # memory follows the day's users, not its chunks
+                parts[:] = [CodedTotals.merge(parts)]
             catalog.append(result.catalog)
             for arm, counts in result.exposures.items():
                 exposed.setdefault(arm, []).append(counts)
             summary.impressions_read += result.impressions
             summary.truth_pairs_read += result.truth_pairs
+
+        started: deque = deque()
+        for chunk in bounds:  # the next chunk is read as soon as any chunk is done
+            slots.acquire()
+            started.append(scorers.submit(score, reads.submit(read_chunk, chunk)))
+            while started and started[0].done():
+                fold(started.popleft().result())
+        while started:
+            fold(started.popleft().result())
         new_pairs = popular.result()[1]
     totals = totals_of_parts(parts, users.ids, len(layout))
     exposures = {arm: _exposure(pieces, items.ids, len(cutoffs))
