@@ -1,9 +1,10 @@
-"""Rollup unit totals as one row per experiment, day and view (daily or cumulative): the
-users of the day as a JSON array and their per-metric sums and counts as float64 matrices,
-replacing one row per user and day. The cumulative row of a day is the previous day's plus
-the day's, so a new day reads one row whatever the history. And ``rollup_pairs``: per
-experiment and (reporting) day, the distinct (item, user) pairs of the interactions that
-occurred that day, from which item popularity over a window of days is the union.
+"""Rollup unit totals as one row per experiment, day and view (daily or cumulative), split in
+parts of bounded size: the users of the day as a JSON array and their per-metric sums and
+counts as float64 matrices, replacing one row per user and day. The cumulative row of a day
+is the previous day's plus the day's, so a new day reads one row whatever the history. And
+``rollup_pairs``: per experiment and (reporting) day, the distinct (item, user) pairs of the
+interactions that occurred that day, from which item popularity over a window of days is the
+union.
 
 The rollup tables hold derived data only: both directions empty them (and the rollup state),
 and the next ``tracker rollup`` rebuilds everything from the logs.
@@ -39,12 +40,13 @@ def upgrade() -> None:
         sa.Column("experiment_id", sa.Integer(), nullable=False, autoincrement=False),
         sa.Column("day", sa.Date(), nullable=False),
         sa.Column("cumulative", sa.Boolean(), nullable=False),
+        sa.Column("part", sa.Integer(), nullable=False, autoincrement=False),
         sa.Column("users", sa.Text(), nullable=False),
         sa.Column("arms", sa.LargeBinary(), nullable=False),
         sa.Column("impressions", sa.LargeBinary(), nullable=False),
         sa.Column("sums", sa.LargeBinary(), nullable=False),
         sa.Column("counts", sa.LargeBinary(), nullable=False),
-        sa.PrimaryKeyConstraint("experiment_id", "day", "cumulative",
+        sa.PrimaryKeyConstraint("experiment_id", "day", "cumulative", "part",
                                 name=op.f("pk_rollup_units")),
     )
     op.create_table(

@@ -54,7 +54,7 @@ def create(tracker, key: str = "home", **overrides) -> None:
 ROLLUP_TABLES = {
     "rollup_metric": "experiment_id, day, cumulative, arm_id, metric, k",
     "rollup_health": "experiment_id, day, cumulative, arm_id",
-    "rollup_units": "experiment_id, day, cumulative",
+    "rollup_units": "experiment_id, day, cumulative, part",
     "rollup_exposure": "experiment_id, day, cumulative, arm_id",
     "rollup_day": "experiment_id, day",
 }

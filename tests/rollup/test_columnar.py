@@ -28,7 +28,7 @@ from tests.rollup.scenario import RELEVANCE, create, make_logs
 from tests.rollup.test_rollup import _check_against_reference
 from tracker import Tracker, metrics
 from tracker.errors import StoreError
-from tracker.rollup import columnar, queries
+from tracker.rollup import aggregate, columnar, queries
 
 NOW = datetime(2026, 11, 20, tzinfo=UTC)  # long after the logs: every day final
 MIDNIGHT = datetime(2026, 11, 2, tzinfo=UTC)
@@ -248,6 +248,27 @@ def test_many_chunks_give_the_tables_of_one_chunk(tracker, monkeypatch):
         assert len(frame) > 0
         pd.testing.assert_frame_equal(many_chunks[part], frame, check_exact=False, rtol=1e-9,
                                       atol=1e-9)
+
+
+def test_unit_totals_stored_in_many_parts_give_the_same_tables(tracker, monkeypatch):
+    # the parts bound what one rollup_units row holds (a PostgreSQL value or a SQLite blob
+    # holds at most 1 GiB); here a few users a part, over days that the cumulative pass
+    # reads back part by part
+    create(tracker)
+    imps, events = _big_day()
+    _log(tracker, imps, events)
+    tracker.rollup("home", now=NOW)
+    whole = _tables(tracker)
+    monkeypatch.setattr(aggregate, "PART_BYTES", 8 * 31 * 3)  # 3 users a part
+    tracker.rollup("home", full=True, now=NOW)
+    with tracker.engine.connect() as conn:
+        parts = conn.execute(sa.text("SELECT day, cumulative, count(*), max(part) + 1 "
+                                     "FROM rollup_units GROUP BY day, cumulative")).all()
+    assert parts and all(n == last and n > 5 for _, _, n, last in parts), parts
+    for part, frame in _tables(tracker).items():
+        pd.testing.assert_frame_equal(frame, whole[part], check_exact=False, rtol=1e-9,
+                                      atol=1e-9)
+    _check_against_reference(tracker, imps, events)
 
 
 # ------------------------------------------------------------------ list shapes

@@ -25,6 +25,10 @@ import pyarrow.compute as pc
 from tracker.rollup.codes import factorize, take
 from tracker.rollup.outcomes import Layout
 
+PART_BYTES = 1 << 28
+"""Largest sums matrix in one ``rollup_units`` row (a PostgreSQL value or a SQLite blob may
+hold 1 GiB)."""
+
 
 @dataclass(frozen=True)
 class UnitTotals:
@@ -56,22 +60,35 @@ class UnitTotals:
                    np.concatenate([p.impressions for p in parts]),
                    _stack([p.sums for p in parts]), _stack([p.counts for p in parts]))
 
-    def encode(self) -> tuple[str, bytes, bytes, bytes, bytes]:
-        """``(users JSON, arms, impressions, sums, counts)`` for ``rollup_units``; the
-        matrices column after column (little-endian float64)."""
+    def encode(self) -> list[tuple[str, bytes, bytes, bytes, bytes]]:
+        """``rollup_units`` parts ``(users JSON, arms, impressions, sums, counts)``, each of
+        at most :data:`PART_BYTES` of sums; the matrices column after column
+        (little-endian float64)."""
+        columns = max(self.sums.shape[1], 1)
+        rows = max(1, PART_BYTES // (8 * columns))
+        return [self._encode(slice(at, at + rows)) for at in range(0, max(self.size, 1), rows)]
+
+    def _encode(self, part: slice) -> tuple[str, bytes, bytes, bytes, bytes]:
+        impressions, counts = self.impressions[part], self.counts[part]
         # most metrics are defined on every impression: their counts equal the unit's
         # impressions and are not stored (a leading byte per column says which are)
-        full = (self.counts == self.impressions[:, None]).all(axis=0)
-        return (orjson.dumps(self.users.tolist()).decode(),
-                np.ascontiguousarray(self.arms, dtype="<i8").tobytes(),
-                np.ascontiguousarray(self.impressions, dtype="<i8").tobytes(),
-                np.ascontiguousarray(self.sums.T, dtype="<f8").tobytes(),
+        full = (counts == impressions[:, None]).all(axis=0)
+        return (orjson.dumps(self.users[part].tolist()).decode(),
+                np.ascontiguousarray(self.arms[part], dtype="<i8").tobytes(),
+                np.ascontiguousarray(impressions, dtype="<i8").tobytes(),
+                np.ascontiguousarray(self.sums[part].T, dtype="<f8").tobytes(),
                 full.astype(np.uint8).tobytes()
-                + np.ascontiguousarray(self.counts[:, ~full].T, dtype="<f8").tobytes())
+                + np.ascontiguousarray(counts[:, ~full].T, dtype="<f8").tobytes())
 
     @classmethod
-    def decode(cls, users: str, arms: bytes, impressions: bytes, sums: bytes, counts: bytes,
+    def decode(cls, parts: list[tuple[str, bytes, bytes, bytes, bytes]],
                columns: int) -> UnitTotals:
+        """The totals of :meth:`encode`'s parts."""
+        return cls.concat([cls._decode(*part, columns) for part in parts], columns)
+
+    @classmethod
+    def _decode(cls, users: str, arms: bytes, impressions: bytes, sums: bytes, counts: bytes,
+                columns: int) -> UnitTotals:
         ids = np.asarray(orjson.loads(users), dtype=object)
         if ids.size == 0:
             return cls.empty(columns)

@@ -328,7 +328,7 @@ def _recompute_day(engine: sa.Engine, reader: ArrowReader, settings: Settings,
         results.insert_exposure(conn, info.id, day, False,
                                 [(arm, *e.encode()) for arm, e in sorted(exposures.items())]
                                 + [(0, *catalog_row.encode())])
-        results.insert_units(conn, info.id, day, False, *totals.encode())
+        results.insert_units(conn, info.id, day, False, totals.encode())
         base = {"experiment_id": info.id, "day": day, "cumulative": False,
                 "provisional": provisional}
         _write_stats(conn, info, totals, layout, base, exposures, catalog_items.size)
@@ -415,7 +415,7 @@ def _recompute_cumulative(engine: sa.Engine, info: ExperimentInfo, since: date |
             before = [d for d, _, _ in days if d < since]
             previous = before[-1] if before else None
             stored = results.units(conn, info.id, previous, True) if previous else None
-            running = UnitTotals.decode(*stored, width) if stored else UnitTotals.empty(width)
+            running = UnitTotals.decode(stored, width) if stored else UnitTotals.empty(width)
             exposed = results.exposure(conn, info.id, previous, True) if previous else {}
             exposure = {arm: _decode(v, cutoffs if arm else 0) for arm, v in exposed.items()}
             now_us = to_micros(clock)
@@ -430,11 +430,11 @@ def _recompute_cumulative(engine: sa.Engine, info: ExperimentInfo, since: date |
                     today = recent[day]
                 else:
                     daily = results.units(conn, info.id, day, False)
-                    today = None if daily is None else UnitTotals.decode(*daily, width)
+                    today = None if daily is None else UnitTotals.decode(daily, width)
                 if today is not None:
                     running = UnitTotals.concat([running, today], width).reduce() \
                         if running.size else today
-                results.insert_units(conn, info.id, day, True, *running.encode())
+                results.insert_units(conn, info.id, day, True, running.encode())
                 for arm, value in results.exposure(conn, info.id, day, False).items():
                     today = _decode(value, cutoffs if arm else 0)
                     exposure[arm] = exposure[arm] + today if arm in exposure else today

@@ -121,23 +121,26 @@ def insert_day(conn: sa.Connection, **values) -> None:
 
 
 def insert_units(conn: sa.Connection, experiment_id: int, day: date, cumulative: bool,
-                 users: str, arms: bytes, impressions: bytes, sums: bytes,
-                 counts: bytes) -> None:
-    """One day's unit totals (daily or cumulative), encoded by the caller."""
-    conn.execute(sa.insert(RollupUnits).values(
-        experiment_id=experiment_id, day=day, cumulative=cumulative, users=users, arms=arms,
-        impressions=impressions, sums=sums, counts=counts))
+                 parts: Iterable[tuple[str, bytes, bytes, bytes, bytes]]) -> None:
+    """One day's unit totals (daily or cumulative), encoded by the caller in parts of
+    ``(users, arms, impressions, sums, counts)``."""
+    for part, (users, arms, impressions, sums, counts) in enumerate(parts):
+        conn.execute(sa.insert(RollupUnits).values(
+            experiment_id=experiment_id, day=day, cumulative=cumulative, part=part,
+            users=users, arms=arms, impressions=impressions, sums=sums, counts=counts))
 
 
 def units(conn: sa.Connection, experiment_id: int, day: date,
-          cumulative: bool) -> tuple[str, bytes, bytes, bytes, bytes] | None:
-    """``(users, arms, impressions, sums, counts)`` of one day and view, None if absent."""
-    row = conn.execute(sa.select(RollupUnits.users, RollupUnits.arms, RollupUnits.impressions,
-                                 RollupUnits.sums, RollupUnits.counts)
-                       .where(RollupUnits.experiment_id == experiment_id,
-                              RollupUnits.day == day,
-                              RollupUnits.cumulative.is_(cumulative))).first()
-    return None if row is None else tuple(row)
+          cumulative: bool) -> list[tuple[str, bytes, bytes, bytes, bytes]] | None:
+    """The parts ``(users, arms, impressions, sums, counts)`` of one day and view, in order;
+    None if absent."""
+    rows = conn.execute(sa.select(RollupUnits.users, RollupUnits.arms, RollupUnits.impressions,
+                                  RollupUnits.sums, RollupUnits.counts)
+                        .where(RollupUnits.experiment_id == experiment_id,
+                               RollupUnits.day == day,
+                               RollupUnits.cumulative.is_(cumulative))
+                        .order_by(RollupUnits.part)).all()
+    return [tuple(row) for row in rows] or None
 
 
 def insert_pairs(conn: sa.Connection, experiment_id: int, day: date, items: str, users: str,

@@ -4,12 +4,14 @@
   into account (the watermarks), advanced in the same transaction as the results they cover.
 - ``rollup_day``: per experiment and reporting day, when its attribution windows close and
   when it was last computed (a day computed before its windows closed is *provisional*).
-- ``rollup_units``: unit outcomes per (experiment, day, view): one row holding every
-  (user, arm) of the day (daily) or of the experiment so far (cumulative) with the user's
-  per-metric sums and counts, as a JSON array of users and little-endian int64/float64
-  matrices stored as bytes, whose layout the rollup derives from the experiment's cutoffs
-  (read back with ``numpy.frombuffer``, no per-user rows to parse). The cumulative row of a
-  day is the previous day's plus the day's: a new day reads one row, whatever the history.
+- ``rollup_units``: unit outcomes per (experiment, day, view): the (user, arm) rows of the
+  day (daily) or of the experiment so far (cumulative) with the user's per-metric sums and
+  counts, as a JSON array of users and little-endian int64/float64 matrices (column after
+  column) stored as bytes, whose layout the rollup derives from the experiment's cutoffs
+  (read back with ``numpy.frombuffer``, no per-user rows to parse); in parts of at most
+  256 MiB of sums each (``part`` 0, 1, ...), well inside the 1 GiB a PostgreSQL value or a
+  SQLite blob may hold. The cumulative rows of a day are the previous day's plus the day's:
+  a new day reads one day's rows, whatever the history.
 - ``rollup_pairs``: per experiment and reporting day, the distinct (item, user) pairs of the
   interactions that occurred that day (item and user ids as JSON arrays, pairs as int32
   indices into them): item popularity over the days before a day is their union, read
@@ -62,11 +64,12 @@ class RollupUnits(Base):
     experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
     day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
     cumulative: Mapped[bool] = mapped_column(sa.Boolean, primary_key=True)
+    part: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
     users: Mapped[str] = mapped_column(sa.Text)  # JSON array of user ids, one per unit row
     arms: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian int64, per row
     impressions: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian int64
-    sums: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian float64 (rows, width)
-    counts: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian float64
+    sums: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian float64, by column
+    counts: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian float64, by column
 
 
 class RollupPairs(Base):
