@@ -52,6 +52,17 @@ def factorize(values: np.ndarray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(uniques, dtype=object), rank[codes]
 
 
+def distinct(keys: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (a sort: several times faster than ``np.unique``'s hashing
+    on millions of int64 keys here).
+
+    >>> distinct(np.array([3, 1, 3, 2])).tolist()
+    [1, 2, 3]
+    """
+    keys = np.sort(keys)
+    return keys[np.r_[True, keys[1:] != keys[:-1]]] if keys.size else keys
+
+
 def take(dictionary: pa.Array, codes: np.ndarray) -> np.ndarray:
     """The ids of ``codes`` as an object array of Python strings."""
     return np.asarray(dictionary.take(pa.array(codes)).to_numpy(zero_copy_only=False),

@@ -31,9 +31,9 @@ import pyarrow.compute as pc
 
 from tracker.metrics import ServedPositions
 from tracker.rollup.aggregate import CodedTotals, unit_totals_of_codes
-from tracker.rollup.codes import Vocabulary
+from tracker.rollup.codes import Vocabulary, distinct
 from tracker.rollup.outcomes import Layout, impression_values
-from tracker.rollup.popularity import Popularity, distinct
+from tracker.rollup.popularity import Popularity
 
 BLOCK_CELLS = 4_000_000  # bound on the temporary (rows x positions) arrays
 

@@ -46,13 +46,13 @@ from tracker.rollup.aggregate import (
     metric_rows,
     totals_of_parts,
 )
-from tracker.rollup.codes import Vocabulary, take
+from tracker.rollup.codes import Vocabulary, distinct, take
 from tracker.rollup.columnar import ChunkResult, Interactions, score_chunk
 from tracker.rollup.days import day_bounds, day_of, days_between
 from tracker.rollup.exposure import Exposure, set_metric_rows
 from tracker.rollup.lock import rollup_lock
 from tracker.rollup.outcomes import Layout
-from tracker.rollup.popularity import DayPairs, Popularity, distinct, window_popularity
+from tracker.rollup.popularity import DayPairs, Popularity, window_popularity
 from tracker.store import results
 from tracker.store.arrow import ArrowReader
 from tracker.store.db import require_current_schema, transaction

@@ -18,6 +18,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracker.rollup.codes import distinct, encode
+
 
 @dataclass(frozen=True)
 class DayPairs:
@@ -32,16 +34,11 @@ class DayPairs:
     def of(cls, item_ids: pa.ChunkedArray | pa.Array,
            user_ids: pa.ChunkedArray | pa.Array) -> DayPairs:
         """From one (item, user) per interaction (repeats allowed)."""
-        items = pa.chunked_array([item_ids]).combine_chunks() if isinstance(item_ids, pa.Array) \
-            else item_ids.combine_chunks()
-        users = pa.chunked_array([user_ids]).combine_chunks() if isinstance(user_ids, pa.Array) \
-            else user_ids.combine_chunks()
-        items, users = items.dictionary_encode(), users.dictionary_encode()
-        item_index = items.indices.to_numpy().astype(np.int64)
-        user_index = users.indices.to_numpy().astype(np.int64)
-        unique = distinct(item_index * max(len(users.dictionary), 1) + user_index)
-        width = max(len(users.dictionary), 1)
-        return cls(items.dictionary, users.dictionary, (unique // width).astype(np.int32),
+        (item_index,), items = encode([item_ids])
+        (user_index,), users = encode([user_ids])
+        width = max(len(users), 1)
+        unique = distinct(item_index * width + user_index)
+        return cls(items, users, (unique // width).astype(np.int32),
                    (unique % width).astype(np.int32))
 
     def encode(self) -> tuple[str, str, bytes]:
@@ -94,8 +91,8 @@ def window_popularity(days: list[DayPairs]) -> Popularity:
     days = [d for d in days if d.item_index.size]
     if not days:
         return Popularity.empty()
-    item_codes, items = _unify([d.items for d in days])
-    user_codes, users = _unify([d.users for d in days])
+    item_codes, items = encode([d.items for d in days])
+    user_codes, users = encode([d.users for d in days])
     item = np.concatenate([codes[d.item_index] for codes, d in zip(item_codes, days,
                                                                     strict=True)])
     user = np.concatenate([codes[d.user_index] for codes, d in zip(user_codes, days,
@@ -105,22 +102,3 @@ def window_popularity(days: list[DayPairs]) -> Popularity:
     present = np.flatnonzero(counts)
     n_users = int(np.count_nonzero(np.bincount(unique % len(users), minlength=len(users))))
     return Popularity(items.take(pa.array(present)), counts[present].astype(np.int64), n_users)
-
-
-def distinct(keys: np.ndarray) -> np.ndarray:
-    """Sorted distinct values (a sort: several times faster than ``np.unique``'s hashing
-    on millions of int64 keys here)."""
-    keys = np.sort(keys)
-    return keys[np.r_[True, keys[1:] != keys[:-1]]] if keys.size else keys
-
-
-def _unify(dictionaries: list[pa.Array]) -> tuple[list[np.ndarray], pa.Array]:
-    """One dictionary for several: each input's codes in it, and the dictionary."""
-    encoded = pa.chunked_array(dictionaries, type=pa.string()).dictionary_encode() \
-        .combine_chunks()
-    codes = encoded.indices.to_numpy().astype(np.int64)
-    out, at = [], 0
-    for d in dictionaries:
-        out.append(codes[at:at + len(d)])
-        at += len(d)
-    return out, encoded.dictionary

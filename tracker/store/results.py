@@ -78,16 +78,19 @@ def served_range(conn: sa.Connection, experiment_id: int, after: int = 0,
                  through: int | None = None) -> tuple[int | None, int | None]:
     """(min, max) served_at of the experiment's impressions with ids in (after, through]."""
     served = _micros(Impression.served_at)
-    if after:  # new rows only, through the primary key: "+ 0" keeps PostgreSQL from
-        served = served + 0  # walking the whole served_at index for min/max instead
-    query = sa.select(sa.func.min(served), sa.func.max(served)).where(
-        Impression.experiment_id == experiment_id)
-    if after:
-        query = query.where(Impression.id > after)
-        if through is not None:
-            query = query.where(Impression.id <= through)
-    # else every row (the few above ``through`` are newer than the run: harmless to
-    # include), through the (experiment, served_at) index alone
+    if not after:
+        # every row (the few above ``through`` are newer than the run: harmless to include):
+        # min and max apart, each one step down the (experiment, served_at) index (SQLite
+        # reads the whole range when one query asks for both)
+        mine = Impression.experiment_id == experiment_id
+        return (conn.execute(sa.select(sa.func.min(served)).where(mine)).scalar(),
+                conn.execute(sa.select(sa.func.max(served)).where(mine)).scalar())
+    # new rows only, through the primary key: "+ 0" keeps both databases off the
+    # (experiment, served_at) index, which would walk every row of the experiment
+    query = sa.select(sa.func.min(served + 0), sa.func.max(served + 0)).where(
+        Impression.experiment_id + 0 == experiment_id, Impression.id > after)
+    if through is not None:
+        query = query.where(Impression.id <= through)
     low, high = conn.execute(query).one()
     return low, high
 
