@@ -4,7 +4,7 @@ counts as float64 matrices, replacing one row per user and day. The cumulative r
 is the previous day's plus the day's, so a new day reads one row whatever the history. And
 ``rollup_pairs``: per experiment and (reporting) day, the distinct (item, user) pairs of the
 interactions that occurred that day, from which item popularity over a window of days is the
-union.
+union; and ``rollup_popularity``: that union for a day, kept until its window changes.
 
 The rollup tables hold derived data only: both directions empty them (and the rollup state),
 and the next ``tracker rollup`` rebuilds everything from the logs.
@@ -58,6 +58,16 @@ def upgrade() -> None:
         sa.Column("pairs", sa.LargeBinary(), nullable=False),
         sa.PrimaryKeyConstraint("experiment_id", "day", name=op.f("pk_rollup_pairs")),
     )
+    op.create_table(
+        "rollup_popularity",
+        sa.Column("experiment_id", sa.Integer(), nullable=False, autoincrement=False),
+        sa.Column("day", sa.Date(), nullable=False),
+        sa.Column("window_days", sa.Integer(), nullable=False),
+        sa.Column("items", sa.Text(), nullable=False),
+        sa.Column("users", sa.LargeBinary(), nullable=False),
+        sa.Column("n_users", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("experiment_id", "day", name=op.f("pk_rollup_popularity")),
+    )
     if op.get_bind().dialect.name == "postgresql":
         # float matrices barely compress: skip TOAST's compression attempt (2-4x slower
         # writes), store them out of line as they are
@@ -68,6 +78,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     _forget_results()
+    op.drop_table("rollup_popularity")
     op.drop_table("rollup_pairs")
     op.drop_table("rollup_units")
     op.create_table(

@@ -229,6 +229,27 @@ def test_a_late_click_recomputes_its_impressions_day_and_the_days_after(tracker)
     _check_against_reference(tracker, imps, [late])
 
 
+def test_late_interactions_change_the_popularity_of_the_days_after(tracker):
+    # the popularity of a day's window is stored with the day; interactions that occur late
+    # in an earlier day must replace it for every day whose window holds that day
+    create(tracker)
+    imps, events = make_logs(seed=12, days=3, users=8, impressions=40)
+    first_day = min(r["served_at"] for r in imps).date()
+    early = [e for e in events if e["occurred_at"].date() == first_day]
+    later = [e for e in events if e["occurred_at"].date() != first_day]
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(later, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    surprisal = tracker.metric_table("home").query("metric == 'surprisal'")
+    tracker.log_interactions(early, on_invalid="all_or_nothing")  # late rows, early times
+    tracker.rollup("home", now=NOW)
+    _check_against_reference(tracker, imps, events)
+    after = tracker.metric_table("home").query("metric == 'surprisal'")
+    later_days = surprisal["day"] > first_day
+    assert not surprisal[later_days]["sum"].reset_index(drop=True).equals(
+        after[after["day"] > first_day]["sum"].reset_index(drop=True))
+
+
 def test_a_run_with_nothing_new_changes_nothing(tracker):
     create(tracker)
     imps, events = make_logs(seed=2)

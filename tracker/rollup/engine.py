@@ -161,9 +161,13 @@ def _run_one(engine: sa.Engine, settings: Settings, info: ExperimentInfo, *, ful
         with transaction(engine, write=True) as conn:
             results.clear_experiment(conn, info.id)
         known = []
-    elif stale:  # days whose interaction pairs new interactions changed: rebuilt when needed
+    elif stale:  # days whose interaction pairs new interactions changed: rebuilt when needed,
+        # and the popularity of the days whose window holds them
+        reach = settings.rollup_popularity_days
         with transaction(engine, write=True) as conn:
             results.delete_pairs(conn, info.id, stale)
+            results.delete_popularity(conn, info.id, {d + timedelta(days=i) for d in stale
+                                                      for i in range(1, reach + 1)})
     if until is not None:
         touched = {d for d in touched if d <= until}
     ordered = sorted(touched)
@@ -255,11 +259,16 @@ def _recompute_day(engine: sa.Engine, reader: ArrowReader, settings: Settings,
     def read(query, *args):
         return query(reader, info.id, start, end, *args)
 
-    def popularity_before() -> tuple[Popularity, dict[date, DayPairs]]:
+    def popularity_before() -> tuple[Popularity, dict[date, DayPairs], bool]:
+        """The popularity of the window before the day (stored, or the union of its days'
+        pairs), the pairs read now from the raw logs, and whether it is to be stored."""
+        window_days = settings.rollup_popularity_days
         with transaction(engine) as conn:
-            days, fresh = _window_pairs(reader, conn, info, day,
-                                        settings.rollup_popularity_days, pairs_cache)
-        return window_popularity(days), fresh
+            stored = results.popularity(conn, info.id, day, window_days)
+            if stored is not None:
+                return Popularity.decode(*stored), {}, False
+            days, fresh = _window_pairs(reader, conn, info, day, window_days, pairs_cache)
+        return window_popularity(days), fresh, True
 
     def whole_day_interactions() -> Interactions:
         return Interactions.of(read(queries.window_interactions, window), info.relevance,
@@ -310,7 +319,7 @@ def _recompute_day(engine: sa.Engine, reader: ArrowReader, settings: Settings,
                 fold(started.popleft().result())
         while started:
             fold(started.popleft().result())
-        new_pairs = popular.result()[1]
+        popularity, new_pairs, new_popularity = popular.result()
     totals = totals_of_parts(parts, users.ids, len(layout))
     exposures = {arm: _exposure(pieces, items.ids, len(cutoffs))
                  for arm, pieces in exposed.items()}
@@ -322,6 +331,9 @@ def _recompute_day(engine: sa.Engine, reader: ArrowReader, settings: Settings,
         results.delete_day(conn, info.id, day)
         for other, pairs in sorted(new_pairs.items()):
             results.insert_pairs(conn, info.id, other, *pairs.encode())
+        if new_popularity:
+            results.insert_popularity(conn, info.id, day, settings.rollup_popularity_days,
+                                      *popularity.encode())
         closes_at = int(last_served) + window + grace
         provisional = now_us < closes_at
         catalog_row = Exposure.of(catalog_items, np.zeros((catalog_items.size, 0)))

@@ -67,6 +67,16 @@ class Popularity:
     def empty(cls) -> Popularity:
         return cls(pa.array([], type=pa.string()), np.zeros(0, dtype=np.int64), 0)
 
+    def encode(self) -> tuple[str, bytes, int]:
+        """``(items JSON, users per item as little-endian int64, N)``."""
+        return (orjson.dumps(self.items.to_pylist()).decode(),
+                np.ascontiguousarray(self.users, dtype="<i8").tobytes(), self.n_users)
+
+    @classmethod
+    def decode(cls, items: str, users: bytes, n_users: int) -> Popularity:
+        return cls(pa.array(orjson.loads(items), type=pa.string()),
+                   np.frombuffer(users, dtype="<i8").astype(np.int64), int(n_users))
+
     def ln_users(self, dictionary: pa.Array) -> np.ndarray:
         """ln(users) of each item of ``dictionary`` (0 for items nobody interacted with),
         plus a trailing 0 for padding."""

@@ -18,6 +18,7 @@ from tracker.store.rollup_tables import (
     RollupHealth,
     RollupMetric,
     RollupPairs,
+    RollupPopularity,
     RollupState,
     RollupUnits,
 )
@@ -69,8 +70,8 @@ def last_run(conn: sa.Connection, experiment_id: int) -> datetime | None:
 
 def clear_experiment(conn: sa.Connection, experiment_id: int) -> None:
     """Forget every rollup result and the state of one experiment (``--full``)."""
-    for table in (RollupUnits, RollupPairs, RollupExposure, RollupMetric, RollupHealth,
-                  RollupDay, RollupState):
+    for table in (RollupUnits, RollupPairs, RollupPopularity, RollupExposure, RollupMetric,
+                  RollupHealth, RollupDay, RollupState):
         conn.execute(sa.delete(table).where(table.experiment_id == experiment_id))
 
 
@@ -219,3 +220,33 @@ def day_rows(conn: sa.Connection, experiment_id: int) -> list[dict]:
     result = conn.execute(sa.select(table).where(table.c.experiment_id == experiment_id)
                           .order_by(table.c.day))
     return [dict(row._mapping) for row in result]
+
+
+def insert_popularity(conn: sa.Connection, experiment_id: int, day: date, window_days: int,
+                      items: str, users: bytes, n_users: int) -> None:
+    """The popularity of the window before ``day``, replacing any stored one."""
+    conn.execute(sa.delete(RollupPopularity).where(
+        RollupPopularity.experiment_id == experiment_id, RollupPopularity.day == day))
+    conn.execute(sa.insert(RollupPopularity).values(
+        experiment_id=experiment_id, day=day, window_days=window_days, items=items,
+        users=users, n_users=n_users))
+
+
+def popularity(conn: sa.Connection, experiment_id: int, day: date,
+               window_days: int) -> tuple[str, bytes, int] | None:
+    """``(items, users, n_users)`` stored for ``day`` over a window of ``window_days``, or
+    None."""
+    row = conn.execute(sa.select(RollupPopularity.items, RollupPopularity.users,
+                                 RollupPopularity.n_users)
+                       .where(RollupPopularity.experiment_id == experiment_id,
+                              RollupPopularity.day == day,
+                              RollupPopularity.window_days == window_days)).first()
+    return None if row is None else (row[0], row[1], int(row[2]))
+
+
+def delete_popularity(conn: sa.Connection, experiment_id: int, days: Iterable[date]) -> None:
+    days = sorted(set(days))
+    for at in range(0, len(days), 500):
+        conn.execute(sa.delete(RollupPopularity).where(
+            RollupPopularity.experiment_id == experiment_id,
+            RollupPopularity.day.in_(days[at:at + 500])))

@@ -17,6 +17,8 @@
   indices into them): item popularity over the days before a day is their union, read
   from a few rows instead of weeks of raw interactions. A day's row is dropped whenever new
   interactions occurred in it, and rebuilt when needed.
+- ``rollup_popularity``: per experiment and day, the item popularity of the window before
+  it (what surprisal reads), kept until a new interaction occurs in that window.
 - ``rollup_exposure``: item exposure per arm and day, daily and cumulative (sorted item ids
   and an exposure-count matrix per row; arm 0: the catalog).
 - ``rollup_metric``: the arm-day sufficient statistics, daily and cumulative.
@@ -82,6 +84,22 @@ class RollupPairs(Base):
     pairs: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian int32 (pairs, 2)
 
 
+class RollupPopularity(Base):
+    """Item popularity of the ``window_days`` days before ``day`` (what surprisal on that
+    day reads): the items with their distinct users, and N, the distinct users. Kept while
+    no new interaction occurs in its window, so recomputing a day for late clicks does not
+    union weeks of pairs again."""
+
+    __tablename__ = "rollup_popularity"
+
+    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
+    window_days: Mapped[int] = mapped_column(sa.Integer)
+    items: Mapped[str] = mapped_column(sa.Text)  # JSON array of item ids
+    users: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian int64, per item
+    n_users: Mapped[int] = mapped_column(sa.BigInteger)
+
+
 class RollupExposure(Base):
     """Item exposure of one arm on one day (or from the first day through it): the arm's
     served items, sorted, as a JSON array, and their exposure counts as a little-endian int64
@@ -139,5 +157,6 @@ class RollupHealth(Base):
 
 ROLLUP_TABLES = (
     RollupState.__table__, RollupDay.__table__, RollupUnits.__table__, RollupPairs.__table__,
-    RollupExposure.__table__, RollupMetric.__table__, RollupHealth.__table__,
+    RollupPopularity.__table__, RollupExposure.__table__, RollupMetric.__table__,
+    RollupHealth.__table__,
 )
