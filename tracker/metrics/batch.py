@@ -29,7 +29,7 @@ import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -38,6 +38,8 @@ BLOCK_RANKS = 1 << 16
 # judge sorts each list's keys in one padded matrix while that matrix holds at most
 # this many times the keys (judgements + ranks); otherwise it sorts all keys at once.
 ROW_SORT_WASTE = 4
+
+_Frozen = TypeVar("_Frozen")
 
 
 def check_k(k: object, name: str = "k") -> int:
@@ -200,16 +202,14 @@ class EncodedLists:
         lengths: np.ndarray,
     ) -> EncodedLists:
         """Build from arrays already validated (internal: blocks of a validated batch)."""
-        self = object.__new__(cls)
-        for name, value in (
-            ("items", items),
-            ("truth_row", truth_row),
-            ("truth_item", truth_item),
-            ("truth_grade", truth_grade),
-            ("lengths", lengths),
-        ):
-            object.__setattr__(self, name, value)
-        return self
+        return _unchecked(
+            cls,
+            items=items,
+            truth_row=truth_row,
+            truth_item=truth_item,
+            truth_grade=truth_grade,
+            lengths=lengths,
+        )
 
     @property
     def n_lists(self) -> int:
@@ -335,16 +335,14 @@ class ServedPositions:
         batch_width: int,
     ) -> ServedPositions:
         """A block of a validated batch (internal)."""
-        self = object.__new__(cls)
-        for name, value in (
-            ("lengths", lengths),
-            ("truth_row", row),
-            ("truth_position", position),
-            ("truth_grade", grade),
-            ("_batch_width", batch_width),
-        ):
-            object.__setattr__(self, name, value)
-        return self
+        return _unchecked(
+            cls,
+            lengths=lengths,
+            truth_row=row,
+            truth_position=position,
+            truth_grade=grade,
+            _batch_width=batch_width,
+        )
 
     @property
     def n_lists(self) -> int:
@@ -400,6 +398,15 @@ class ServedPositions:
             truth_grade=grade,
             complete=width == full,
         )
+
+
+def _unchecked(cls: type[_Frozen], **fields: object) -> _Frozen:
+    """An instance of the frozen dataclass ``cls`` with ``fields`` set as given, skipping
+    its validation: for blocks cut from a batch that was validated whole."""
+    self = object.__new__(cls)
+    for name, value in fields.items():
+        object.__setattr__(self, name, value)
+    return self
 
 
 def pad(codes: np.ndarray, lengths: np.ndarray, depth: int | None = None) -> np.ndarray:
