@@ -143,3 +143,20 @@ def test_help_everywhere():
                  ["import", "impressions"], ["config"]):
         result = CliRunner().invoke(main, [*args, "--help"])
         assert result.exit_code == 0 and "Usage:" in result.output
+
+
+def test_experiments_catalog_declares_shows_and_clears(db_url, tmp_path):
+    _create(db_url)
+    assert "no declared catalog" in run(db_url, "experiments", "catalog", "home").output
+    items = tmp_path / "items.txt"
+    items.write_text("song-1\nsong-2\n\nsong-1\nsong-3\n")
+    declared = run(db_url, "experiments", "catalog", "home", str(items)).output
+    assert "3 catalog items declared" in declared
+    assert "3 declared catalog items" in run(db_url, "experiments", "catalog", "home").output
+    bad = tmp_path / "bad.txt"
+    bad.write_text("song-4\n" + "x" * 300 + "\n")
+    refused = run(db_url, "experiments", "catalog", "home", str(bad), code=1)
+    assert "catalog item #1" in refused.stderr
+    assert "3 declared catalog items" in run(db_url, "experiments", "catalog", "home").output
+    assert "catalog removed" in run(db_url, "experiments", "catalog", "home", "--clear").output
+    assert "no declared catalog" in run(db_url, "experiments", "catalog", "home").output

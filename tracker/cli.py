@@ -230,6 +230,31 @@ def experiments_show(key: str, fmt: str) -> None:
         click.echo(f"{name:>28}: {value}")
 
 
+@experiments.command("catalog")
+@click.argument("key")
+@click.argument("items_file", metavar="FILE", required=False, type=click.File("r"))
+@click.option("--clear", is_flag=True, help="Remove the declared catalog.")
+def experiments_catalog(key: str, items_file, clear: bool) -> None:
+    """Declare the item catalog of experiment KEY: one item id per line of FILE (- for
+    standard input), replacing any declared before. Coverage is then over these items plus
+    any seen in the logs; without one, over the items seen. Without FILE or --clear, print
+    the declared catalog's size."""
+    from tracker.sdk import Tracker
+
+    if clear and items_file is not None:
+        raise click.UsageError("give FILE or --clear, not both")
+    with Tracker() as t:
+        if items_file is None and not clear:
+            size = len(t.catalog(key))
+            click.echo(f"{key}: {size} declared catalog items" if size else
+                       f"{key}: no declared catalog (coverage counts the items seen)")
+            return
+        items = None if clear else (line.strip() for line in items_file if line.strip())
+        size = t.declare_catalog(key, items)
+    done = "catalog removed" if clear else f"{size} catalog items declared"
+    click.echo(f"{key}: {done}; the next `tracker rollup` recomputes its days")
+
+
 def _table(rows: list[tuple]) -> None:
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     for row in rows:

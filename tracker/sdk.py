@@ -15,10 +15,11 @@ from tracker.errors import ConfigError, ConflictError, ValidationError
 from tracker.ingest import write
 from tracker.ingest.frames import frame_records
 from tracker.ingest.result import IngestResult
-from tracker.ingest.validate import experiment_fields
+from tracker.ingest.validate import Reject, check_id, experiment_fields
 from tracker.store import experiments as registry
 from tracker.store.db import create_engine, require_current_schema, transaction
 from tracker.store.experiments import ExperimentInfo
+from tracker.store.models import ID_LENGTH
 
 
 class Tracker:
@@ -84,6 +85,45 @@ class Tracker:
     def experiments(self) -> list[ExperimentInfo]:
         with transaction(self.engine) as conn:
             return registry.list_experiments(conn)
+
+    def declare_catalog(self, experiment: str, items: Iterable[str] | None) -> int:
+        """Declare the item catalog of ``experiment`` (every item it could recommend),
+        replacing any declared before; ``None`` removes the declaration. Returns the number
+        of distinct items declared.
+
+        Coverage@k is then |items served in the top k| / |catalog| with the catalog = these
+        items plus any item seen in the experiment's impressions and interactions (without a
+        declaration, only the latter); Gini counts the catalog's unexposed items at 0. The
+        next rollup recomputes every day of the experiment. Raises
+        :class:`ValidationError` on a bad id (nothing changes).
+        """
+        limit = min(self.settings.max_id_length, ID_LENGTH)
+        if items is None:
+            declared: list[str] = []
+        else:
+            if isinstance(items, str | bytes | Mapping):
+                raise ValidationError("catalog items must be an iterable of item ids, e.g. "
+                                      "['song-1', 'song-2'], not a single string or a mapping")
+            unique: dict[str, None] = {}
+            for position, item in enumerate(items):
+                try:
+                    unique[check_id(item, "item_id", limit)] = None
+                except Reject as rejection:
+                    raise ValidationError(f"catalog item #{position} ({item!r}) "
+                                          f"{rejection.reason}", field="item_id") from None
+            if not unique:
+                raise ValidationError("the catalog is empty: declare at least one item id, or "
+                                      "pass None to remove a declared catalog")
+            declared = list(unique)
+        with transaction(self.engine, write=True) as conn:
+            info = registry.get_experiment(conn, experiment)
+            registry.replace_catalog(conn, info.id, declared)
+        return len(declared)
+
+    def catalog(self, experiment: str) -> list[str]:
+        """The declared item catalog of ``experiment``, sorted ([] when none is declared)."""
+        with transaction(self.engine) as conn:
+            return registry.catalog(conn, registry.get_experiment(conn, experiment).id)
 
     # ------------------------------------------------------------------ single events
     def log_impression(

@@ -74,7 +74,7 @@ def popularity_before(interactions: list[dict], since: datetime, moment: datetim
 
 def rollup(impressions: list[dict], interactions: list[dict], *, window: timedelta,
            relevance: dict | None, zone: str = "UTC", cutoffs=(5, 10, 20),
-           popularity_days: int = 28):
+           popularity_days: int = 28, declared: frozenset[str] = frozenset()):
     """``{(cumulative, day, arm, metric, k): (users, sum, sum_sq)}`` for user metrics and
     ``{(cumulative, day, arm, metric, k): value}`` for set metrics, plus health
     ``{(cumulative, day, arm or None): (users, impressions, crossover users)}``."""
@@ -106,7 +106,7 @@ def rollup(impressions: list[dict], interactions: list[dict], *, window: timedel
             per_user = defaultdict(lambda: defaultdict(list))  # (user, arm) -> column -> values
             arm_users, arm_imps = defaultdict(set), defaultdict(int)
             lists = defaultdict(list)
-            catalog = set()
+            catalog = set(declared)  # the declared catalog plus the items seen
             for imp in chosen:
                 arm_users[imp["arm"]].add(imp["user_id"])
                 arm_imps[imp["arm"]] += 1

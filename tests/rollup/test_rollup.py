@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, date, datetime, timedelta
 from itertools import zip_longest
 
@@ -17,7 +18,7 @@ from tests.rollup import reference
 from tests.rollup.scenario import CUTOFFS, RELEVANCE, WINDOW, create, dump, make_logs
 from tracker import Tracker
 from tracker.config import Settings
-from tracker.errors import Busy
+from tracker.errors import Busy, NotFound, ValidationError
 from tracker.rollup.days import days_between
 from tracker.rollup.lock import rollup_lock
 
@@ -28,9 +29,10 @@ def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
 
 
-def _check_against_reference(tracker: Tracker, imps, events, zone="UTC"):
+def _check_against_reference(tracker: Tracker, imps, events, zone="UTC",
+                             declared: frozenset[str] = frozenset()):
     users, sets, health = reference.rollup(imps, events, window=WINDOW, relevance=RELEVANCE,
-                                           zone=zone, cutoffs=CUTOFFS)
+                                           zone=zone, cutoffs=CUTOFFS, declared=declared)
     seen_user, seen_set = set(), set()
     for cumulative in (False, True):
         table = tracker.metric_table("home", cumulative=cumulative)
@@ -66,6 +68,62 @@ def test_every_metric_equals_the_independent_reference(tracker):
     tracker.log_interactions(events, on_invalid="all_or_nothing")
     tracker.rollup("home", now=NOW)
     _check_against_reference(tracker, imps, events)
+
+
+def test_a_declared_catalog_joins_the_items_seen_in_coverage_and_gini(tracker):
+    create(tracker)
+    imps, events = make_logs(seed=3, days=3, users=14, impressions=90)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    seen = sorted({item for imp in imps for item in imp["items"]})
+    # half of the items served, and 40 the logs never mention
+    declared = frozenset(seen[::2]) | {f"never-{i}" for i in range(40)}
+    assert tracker.declare_catalog("home", list(declared) + seen[:3]) == len(declared | set(
+        seen[:3]))
+    assert tracker.catalog("home") == sorted(declared | set(seen[:3]))
+    tracker.rollup("home", now=NOW)
+    _check_against_reference(tracker, imps, events, declared=declared | set(seen[:3]))
+    coverage = tracker.metric_table("home").query("metric == 'coverage'")["mean"]
+    assert 0 < coverage.max() < 1
+
+
+def test_declaring_a_catalog_after_a_rollup_recomputes_every_day(tracker):
+    create(tracker)
+    imps, events = make_logs(seed=5, days=3)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    _check_against_reference(tracker, imps, events)
+    declared = frozenset(f"catalog-{i}" for i in range(25))
+    tracker.declare_catalog("home", sorted(declared))
+    (summary,) = tracker.rollup("home", now=NOW)
+    days = sorted({imp["served_at"].date() for imp in imps})
+    assert summary.days_recomputed == days
+    _check_against_reference(tracker, imps, events, declared=declared)
+    with_catalog = dump(tracker.engine)
+    tracker.rollup("home", now=NOW, full=True)
+    assert dump(tracker.engine) == with_catalog
+    tracker.declare_catalog("home", None)  # removed: back to the items seen
+    tracker.rollup("home", now=NOW)
+    assert tracker.catalog("home") == []
+    _check_against_reference(tracker, imps, events)
+
+
+@pytest.mark.parametrize(("items", "message"), [
+    pytest.param(["a", ""], "catalog item #1 ('') must not be empty", id="empty-id"),
+    pytest.param(["a", "x" * 300], "#1", id="too-long"),
+    pytest.param(["a", None], "#1 (None) is required", id="none"),
+    pytest.param([], "the catalog is empty", id="no-items"),
+    pytest.param("abc", "not a single string", id="a-string"),
+])
+def test_a_bad_catalog_is_refused_and_keeps_the_declared_one(tracker, items, message):
+    create(tracker)
+    tracker.declare_catalog("home", ["keep-1", "keep-2"])
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        tracker.declare_catalog("home", items)
+    assert tracker.catalog("home") == ["keep-1", "keep-2"]
+    with pytest.raises(NotFound, match="unknown experiment 'nope'"):
+        tracker.declare_catalog("nope", ["a"])
 
 
 def test_days_follow_the_reporting_time_zone_across_a_dst_change(tracker):

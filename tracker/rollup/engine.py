@@ -49,7 +49,7 @@ from tracker.rollup.aggregate import (
 from tracker.rollup.codes import Vocabulary, distinct, take
 from tracker.rollup.columnar import ChunkResult, Interactions, score_chunk
 from tracker.rollup.days import day_bounds, day_of, days_between
-from tracker.rollup.exposure import Exposure, set_metric_rows
+from tracker.rollup.exposure import Exposure, catalog_size, set_metric_rows
 from tracker.rollup.lock import rollup_lock
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.popularity import DayPairs, Popularity, window_popularity
@@ -57,6 +57,7 @@ from tracker.store import results
 from tracker.store.arrow import ArrowReader
 from tracker.store.db import require_current_schema, transaction
 from tracker.store.experiments import ExperimentInfo, get_experiment, list_experiments
+from tracker.store.experiments import catalog as declared_items
 from tracker.store.types import to_micros
 
 _HOUR = 3_600_000_000
@@ -175,11 +176,12 @@ def _run_one(engine: sa.Engine, settings: Settings, info: ExperimentInfo, *, ful
     recent: dict[date, UnitTotals | None] = {}  # the last days computed, for the cumulative pass
     # one BLAS thread: the metric kernels' small matrix products gain nothing from a second
     # one, which only spins and takes a core from the database and the readers
+    declared = _declared_catalog(engine, info) if ordered else None
     with ArrowReader(engine) if ordered else nullcontext() as reader, \
             threadpool_limits(limits=1, user_api="blas"):
         for done, day in enumerate(ordered, 1):
             recent[day] = _recompute_day(engine, reader, settings, info, day, clock, summary,
-                                         pairs_cache)
+                                         pairs_cache, declared)
             if len(recent) > _KEEP_DAYS:
                 del recent[min(recent)]
             if progress:
@@ -190,7 +192,7 @@ def _run_one(engine: sa.Engine, settings: Settings, info: ExperimentInfo, *, ful
         since = ordered[0] if ordered else None
         _recompute_cumulative(engine, info, since, clock, summary, progress,
                               state=(top_impression, top_interaction) if advance else None,
-                              recent=recent)
+                              recent=recent, declared=declared)
     summary.seconds = time.perf_counter() - started
     return summary
 
@@ -231,7 +233,8 @@ def _touched_days(conn: sa.Connection, info: ExperimentInfo, state: tuple[int, i
 
 def _recompute_day(engine: sa.Engine, reader: ArrowReader, settings: Settings,
                    info: ExperimentInfo, day: date, clock: datetime, summary: RollupSummary,
-                   pairs_cache: dict[date, DayPairs]) -> UnitTotals | None:
+                   pairs_cache: dict[date, DayPairs], declared: pa.Array | None
+                   ) -> UnitTotals | None:
     """Recompute one day from the raw logs and replace its daily rows; returns its unit
     totals (None when it has no impressions)."""
     start, end = day_bounds(day, info.timezone)
@@ -343,11 +346,19 @@ def _recompute_day(engine: sa.Engine, reader: ArrowReader, settings: Settings,
         results.insert_units(conn, info.id, day, False, totals.encode())
         base = {"experiment_id": info.id, "day": day, "cumulative": False,
                 "provisional": provisional}
-        _write_stats(conn, info, totals, layout, base, exposures, catalog_items.size)
+        _write_stats(conn, info, totals, layout, base, exposures,
+                     catalog_size(catalog_items, declared))
         results.insert_day(conn, experiment_id=info.id, day=day, impressions=int(count),
                            users=int(health(totals).users), closes_at=closes_at,
                            computed_at=now_us)
     return totals
+
+
+def _declared_catalog(engine: sa.Engine, info: ExperimentInfo) -> pa.Array | None:
+    """The experiment's declared catalog (distinct ids), None when it declares none."""
+    with transaction(engine) as conn:
+        items = declared_items(conn, info.id)
+    return pa.array(items, type=pa.string()) if items else None
 
 
 def _exposure(pieces: list[tuple[np.ndarray, np.ndarray]], ids: pa.Array,
@@ -408,7 +419,8 @@ def _decode(value: tuple[str, bytes], width: int) -> Exposure:
 def _recompute_cumulative(engine: sa.Engine, info: ExperimentInfo, since: date | None,
                           clock: datetime, summary: RollupSummary, progress: Progress | None,
                           state: tuple[int, int] | None,
-                          recent: dict[date, UnitTotals | None] | None = None) -> None:
+                          recent: dict[date, UnitTotals | None] | None = None,
+                          declared: pa.Array | None = None) -> None:
     """Cumulative rows of every day from ``since`` on (each user's mean over all their
     impressions from the first day through that day), then the watermarks; one transaction.
 
@@ -452,7 +464,8 @@ def _recompute_cumulative(engine: sa.Engine, info: ExperimentInfo, since: date |
                     exposure[arm] = exposure[arm] + today if arm in exposure else today
                 results.insert_exposure(conn, info.id, day, True,
                                         [(arm, *e.encode()) for arm, e in sorted(exposure.items())])
-                catalog = exposure[0].items.size if 0 in exposure else 0
+                seen = exposure[0].items if 0 in exposure else np.empty(0, dtype=object)
+                catalog = catalog_size(seen, declared)
                 base = {"experiment_id": info.id, "day": day, "cumulative": True,
                         "provisional": provisional_so_far or now_us < closes}
                 _write_stats(conn, info, running, layout, base,

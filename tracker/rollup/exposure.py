@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracker.rollup.codes import factorize
 
@@ -48,6 +50,19 @@ class Exposure:
     def decode(cls, items: str, counts: bytes, width: int) -> Exposure:
         ids = np.asarray(json.loads(items), dtype=object)
         return cls(ids, np.frombuffer(counts, dtype="<i8").reshape(ids.size, width).copy())
+
+
+def catalog_size(seen: np.ndarray, declared: pa.Array | None) -> int:
+    """The size of the catalog: the items ``seen`` (distinct ids) and the ``declared`` ones
+    (distinct ids, or None when the experiment declares no catalog), counted once.
+
+    >>> catalog_size(np.array(["a", "z"], dtype=object), pa.array(["a", "b", "c"]))
+    4
+    """
+    if declared is None or len(declared) == 0 or seen.size == 0:
+        return int(seen.size) + (0 if declared is None else len(declared))
+    inside = pc.is_in(pa.array(seen, type=pa.string()), value_set=declared)
+    return len(declared) + int(seen.size) - int(pc.sum(inside).as_py() or 0)
 
 
 def set_metric_values(histogram: np.ndarray, catalog: int) -> tuple[float, float, float]:

@@ -12,7 +12,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from tracker.errors import AlreadyExists, NotFound
-from tracker.store.models import Arm, Experiment
+from tracker.store.models import Arm, CatalogItem, Experiment
+from tracker.store.rollup_tables import RollupState
+
+_CATALOG_BATCH = 10_000  # catalog rows per INSERT
 
 
 @dataclass(frozen=True)
@@ -128,3 +131,24 @@ def find_impression_experiments(conn: sa.Connection, impression_keys: list[str])
                             .where(Impression.impression_key.in_(part)))
         found.update({k: e for k, e in rows})
     return found
+
+
+def replace_catalog(conn: sa.Connection, experiment_id: int, items: list[str]) -> None:
+    """Make ``items`` (validated, distinct) the experiment's declared catalog, replacing the
+    one before; ``[]`` removes it. The catalog enters the set metrics of every day, so the
+    experiment's rollup state is forgotten: the next rollup recomputes all its days (its
+    results stay readable until then)."""
+    conn.execute(sa.delete(CatalogItem).where(CatalogItem.experiment_id == experiment_id))
+    for start in range(0, len(items), _CATALOG_BATCH):
+        conn.execute(sa.insert(CatalogItem), [
+            {"experiment_id": experiment_id, "item_id": item}
+            for item in items[start:start + _CATALOG_BATCH]
+        ])
+    conn.execute(sa.delete(RollupState).where(RollupState.experiment_id == experiment_id))
+
+
+def catalog(conn: sa.Connection, experiment_id: int) -> list[str]:
+    """The experiment's declared catalog, sorted ([] when none is declared)."""
+    return list(conn.execute(sa.select(CatalogItem.item_id)
+                             .where(CatalogItem.experiment_id == experiment_id)
+                             .order_by(CatalogItem.item_id)).scalars())

@@ -127,3 +127,15 @@ metadata = Base.metadata
 
 # Tables defined in sibling modules register on this same metadata when imported.
 from tracker.store import keys, rollup_tables  # noqa: E402, F401
+
+
+class CatalogItem(Base):
+    """An item of an experiment's declared catalog: with the items seen in its logs, the
+    denominator of coverage and the population of the Gini index."""
+
+    __tablename__ = "catalog_item"
+
+    experiment_id: Mapped[int] = mapped_column(
+        sa.ForeignKey("experiment.id", ondelete="CASCADE"), primary_key=True
+    )
+    item_id: Mapped[str] = mapped_column(sa.String(ID_LENGTH), primary_key=True)
