@@ -50,8 +50,3 @@ def days_between(first: date, last: date) -> list[date]:
     [datetime.date(2026, 1, 30), datetime.date(2026, 1, 31), datetime.date(2026, 2, 1)]
     """
     return [first + timedelta(days=i) for i in range((last - first).days + 1)]
-
-
-def days_touched(start: int, end: int, zone: str) -> list[date]:
-    """Every day in ``zone`` that the instant range ``[start, end]`` (UTC micros) overlaps."""
-    return days_between(day_of(start, zone), day_of(end, zone))
