@@ -250,3 +250,64 @@ def test_served_positions_refuse_malformed_arrays(kwargs, match):
     arrays.update(kwargs)
     with pytest.raises(ValueError, match=match):
         metrics.ServedPositions(**arrays)
+
+
+# ------------------------------------------------------- bit patterns and worker threads
+
+@pytest.mark.parametrize("seed", range(6))
+def test_hit_patterns_give_exactly_what_the_hit_matrix_gives(seed, monkeypatch):
+    # binary lists with repeated items and judgements listed twice, widths 1..16
+    lists = random_encoded(seed, width=int(np.random.default_rng(seed).integers(1, 17)),
+                           graded=False)
+    width = lists.width
+    patterned = batch.judge(lists)
+    assert patterned.hit_bits is not None and patterned.dense_hit is None
+    pattern_values = metrics.evaluate_encoded(lists, NAMES)
+    monkeypatch.setattr(batch, "PATTERN_WIDTH", 0)  # every list judged as a matrix
+    dense = batch.judge(lists)
+    assert dense.hit_bits is None
+    np.testing.assert_array_equal(patterned.hit, dense.hit)
+    np.testing.assert_array_equal(patterned.n_relevant, dense.n_relevant)
+    for k in range(1, width + 2):
+        np.testing.assert_array_equal(patterned.hit_count(k), dense.hit_count(k))
+        np.testing.assert_array_equal(patterned.first_hit(k)[1], dense.first_hit(k)[1])
+    dense_values = metrics.evaluate_encoded(lists, NAMES)
+    for name in NAMES:
+        np.testing.assert_allclose(pattern_values[name], dense_values[name], rtol=0,
+                                   atol=1e-12, err_msg=name)
+
+
+def test_a_judged_batch_holds_hits_one_way():
+    common = dict(width=2, hit_grade=None, lengths=np.array([2]), n_relevant=np.array([1]),
+                  truth_row=np.array([0]), truth_grade=None, complete=True)
+    with pytest.raises(ValueError, match="exactly one of hit_bits and dense_hit"):
+        batch.Judged(**common)
+    with pytest.raises(ValueError, match="exactly one of hit_bits and dense_hit"):
+        batch.Judged(**common, hit_bits=np.array([1]), dense_hit=np.array([[True, False]]))
+    judged = batch.Judged(**common, hit_bits=np.array([2]))  # bit 1: a hit at rank 2
+    assert judged.hit.tolist() == [[False, True]]
+
+
+@pytest.mark.parametrize("graded", [True, False], ids=["graded", "binary"])
+def test_worker_threads_give_the_values_of_one_thread(graded, monkeypatch):
+    lists = random_encoded(11, n=3000, graded=graded)
+    monkeypatch.setattr(batch, "BLOCK_RANKS", 1)  # blocks of 64 lists: many per thread
+    one = metrics.evaluate_encoded(lists, NAMES, workers=1)
+    for workers in (2, 3):
+        many = metrics.evaluate_encoded(lists, NAMES, workers=workers)
+        for name in NAMES:
+            np.testing.assert_array_equal(many[name], one[name], err_msg=name)
+
+
+def test_workers_must_be_a_positive_integer():
+    lists = random_encoded(0, n=10)
+    with pytest.raises(ValueError, match="workers must be an integer >= 1, got 0"):
+        metrics.evaluate_encoded(lists, NAMES, workers=0)
+
+
+def test_large_batches_use_threads_and_small_ones_do_not(monkeypatch):
+    monkeypatch.setattr(batch.os, "cpu_count", lambda: 8)
+    assert batch.default_workers(batch.PARALLEL_LISTS - 1) == 1
+    assert batch.default_workers(batch.PARALLEL_LISTS) == batch.MAX_WORKERS
+    monkeypatch.setattr(batch.os, "cpu_count", lambda: None)
+    assert batch.default_workers(10**7) == 1

@@ -6,8 +6,11 @@ import uuid
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracker import metrics
+from tracker.metrics import encoding
 
 SERVED = [[1, 2, 3, 4], [5, 6], [7, 1, 7]]
 TRUTH = [{3: 2, 9: 1}, {5: 1}, {7: 3, 1: 0}]
@@ -92,3 +95,61 @@ def test_malformed_input_is_refused_with_a_clear_message(served, truth, match):
 def test_no_lists_gives_empty_arrays():
     assert metrics.ndcg([], [], 5).shape == (0,)
     assert metrics.song_clicks([], []).shape == (0,)
+
+
+# ------------------------------------------------ lists of small ints, read through marshal
+
+def flatten_by_hand(lists):
+    return [i for row in lists for i in row], [len(row) for row in lists]
+
+
+@pytest.mark.parametrize("lists", [
+    pytest.param([[5, -1, 7], [], [2**31 - 1, -(2**31)]], id="int32-range-and-an-empty-list"),
+    pytest.param([[]], id="one-empty-list"),
+    pytest.param([list(range(1000))] * 3, id="the-same-list-object-three-times"),
+])
+def test_lists_of_small_ints_are_read_exactly(lists):
+    ids, lengths = encoding._int32_lists(lists)
+    assert (ids.tolist(), lengths.tolist()) == flatten_by_hand(lists)
+    assert ids.dtype == np.int64
+
+
+@pytest.mark.parametrize("lists", [
+    pytest.param([[1, 2**31]], id="beyond-int32"),
+    pytest.param([[1, True]], id="a-bool"),
+    pytest.param([[1, 2.0]], id="a-float-equal-to-an-int"),
+    pytest.param([[1, "2"]], id="a-digit-string"),
+    pytest.param([[1, np.int64(2)]], id="a-numpy-int"),
+    pytest.param([[1], (2, 3)], id="a-tuple-among-lists"),
+    pytest.param([[1, [2]]], id="a-nested-list"),
+    pytest.param([[1], 3, [[1]]], id="an-int-and-a-nested-list-that-balance-the-count"),
+    pytest.param([["a", "b"]], id="string-ids"),
+    pytest.param([], id="no-lists"),
+])
+def test_anything_but_lists_of_small_ints_takes_the_general_path(lists):
+    assert encoding._int32_lists(lists) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.one_of(
+    st.integers(-(2**31), 2**31 - 1), st.integers(-(2**40), 2**40), st.booleans(),
+    st.floats(allow_nan=False), st.text(max_size=2)), max_size=6), min_size=1, max_size=8))
+def test_the_marshal_reader_is_exact_or_declines(lists):
+    packed = encoding._int32_lists(lists)
+    plain = all(type(i) is int and -(2**31) <= i < 2**31 for row in lists for i in row)
+    assert (packed is not None) == plain
+    if packed is not None:
+        assert (packed[0].tolist(), packed[1].tolist()) == flatten_by_hand(lists)
+
+
+def test_int_lists_read_through_marshal_score_as_the_general_path_does():
+    rng = np.random.default_rng(5)
+    served = rng.integers(0, 50, size=(300, 12)).tolist()
+    served[7] = served[7][:3]  # ragged
+    truth = [set(rng.integers(0, 50, size=int(rng.integers(0, 8))).tolist()) for _ in served]
+    names = ["ndcg@10", "map@5", "mrr@12", "recall@3", "roc_auc@10", "r_precision"]
+    fast = metrics.evaluate(served, truth, names)
+    general = metrics.evaluate([tuple(row) for row in served], truth, names)  # tuples: no marshal
+    assert encoding._int32_lists([tuple(row) for row in served]) is None
+    for name in names:
+        assert fast[name] == pytest.approx(general[name], abs=1e-12), name

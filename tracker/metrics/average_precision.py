@@ -57,17 +57,7 @@ def average_precision_kernel(
     judged: Judged, k: int, *, normalization: Normalization = "min_k_relevant"
 ) -> np.ndarray:
     _check_normalization(normalization)
-    width = judged.top(k).shape[1]
-    hit = judged.hit_float[:, :width]
-    # Σ_i rel_i · P@i = Σ_i rel_i · (Σ_{j<=i} rel_j) / i. Short lists: a quadratic form
-    # per list, upper[j, i] = 1/i for j <= i so that (hit @ upper)[i] = P@i (a matrix
-    # product, the fastest here); long ones: a running sum (no width x width matrix).
-    if width <= 64:
-        precision_at = hit @ (np.triu(np.ones((width, width))) / np.arange(1, width + 1))
-    else:
-        precision_at = np.cumsum(hit, axis=1)
-        precision_at /= np.arange(1, width + 1)
-    total = np.einsum("ij,ij->i", precision_at, hit)
+    total = judged.hit_pattern(k, precision_sum)
     if normalization == "min_k_relevant":
         denominator = np.minimum(judged.n_relevant, k)
     elif normalization == "relevant":
@@ -77,6 +67,21 @@ def average_precision_kernel(
     else:
         denominator = np.full(judged.n_lists, k)
     return safe_divide(total, denominator)
+
+
+def precision_sum(hit: np.ndarray) -> np.ndarray:
+    """Σ_i rel_i · P@i for each row of a bool hit matrix (AP's numerator)."""
+    hit = hit.astype(np.float64)
+    width = hit.shape[1]
+    # Σ_i rel_i · P@i = Σ_i rel_i · (Σ_{j<=i} rel_j) / i. Short lists: a quadratic form
+    # per list, upper[j, i] = 1/i for j <= i so that (hit @ upper)[i] = P@i (a matrix
+    # product, the fastest here); long ones: a running sum (no width x width matrix).
+    if width <= 64:
+        precision_at = hit @ (np.triu(np.ones((width, width))) / np.arange(1, width + 1))
+    else:
+        precision_at = np.cumsum(hit, axis=1)
+        precision_at /= np.arange(1, width + 1)
+    return np.einsum("ij,ij->i", precision_at, hit)
 
 
 def _check_normalization(normalization: object) -> None:

@@ -3,7 +3,8 @@
 Data path, for any number of lists at once::
 
     ids (any hashable)  --encoding-->  EncodedLists (integer codes)
-                        --judge-->     Judged (a lists x depth hit/grade matrix)
+                        --judge-->     Judged (a lists x depth hit/grade matrix, or
+                                       one hit bit pattern per list)
                         --kernels-->   one float per list per metric
 
 :class:`EncodedLists` is the low-level entry point: a caller that already holds integer
@@ -17,18 +18,26 @@ and applies the conventions every metric relies on:
 - a judgement listed twice for the same (list, item) keeps its largest grade.
 
 The metric kernels (one file per family) are then a few array operations over the
-matrix; nothing loops over lists in Python. :func:`score_blocks` runs the kernels over
-bounded blocks of lists (about 65,000 ranks each): the arrays stay a few MiB, which
-keeps memory flat and the work in cache (about 2x faster than blocks of a million
-lists), and the batching over lists lives only here.
+matrix; nothing loops over lists in Python. Binary lists judged to at most
+``PATTERN_WIDTH`` ranks (the usual top-10 or top-16 evaluation) are summarised as one
+int64 bit pattern per list, and a metric that reads only the hits (counts, first hit,
+DCG, AP's precision sum) is then one lookup in a table of its value for each of the
+``2**k`` patterns (:meth:`Judged.hit_pattern`): no matrix products, no scatter back to
+ranks. :func:`score_blocks` runs the kernels over bounded blocks of lists (about
+65,000 ranks each): the arrays stay a few MiB, which keeps memory flat and the work in
+cache (about 2x faster than blocks of a million lists); large batches are scored by a
+few threads, since numpy releases the GIL in its sorts and array operations. The
+batching over lists lives only here.
 """
 
 from __future__ import annotations
 
 import operator
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, TypeVar
 
 import numpy as np
@@ -38,6 +47,13 @@ BLOCK_RANKS = 1 << 16
 # judge sorts each list's keys in one padded matrix while that matrix holds at most
 # this many times the keys (judgements + ranks); otherwise it sorts all keys at once.
 ROW_SORT_WASTE = 4
+# Binary lists judged to at most this many ranks are summarised as one bit pattern per
+# list, and metrics that read only the hits become one lookup in a table of 2**width
+# values (Judged.hit_pattern).
+PATTERN_WIDTH = 16
+# Batches of at least this many lists are scored by up to MAX_WORKERS threads.
+PARALLEL_LISTS = 50_000
+MAX_WORKERS = 4
 
 _Frozen = TypeVar("_Frozen")
 
@@ -390,13 +406,14 @@ class ServedPositions:
             hit_grade[cells] = grade[shown]
             hit_grade = hit_grade.reshape(n_lists, width)
         return Judged(
-            hit=hit.reshape(n_lists, width),
+            width=width,
             hit_grade=hit_grade,
             lengths=np.minimum(self.lengths, width),
             n_relevant=np.bincount(row, minlength=n_lists),
             truth_row=row,
             truth_grade=grade,
             complete=width == full,
+            dense_hit=hit.reshape(n_lists, width),
         )
 
 
@@ -436,8 +453,7 @@ class Judged:
     """Served lists judged against their relevance: what every metric kernel reads.
 
     Attributes:
-        hit: ``(n_lists, width)`` bool, True where the item at that rank is relevant
-            (a repeated item only at its first position).
+        width: ranks judged per list.
         hit_grade: ``(n_lists, width)`` float grade of each hit (0 elsewhere), or
             ``None`` for binary relevance.
         lengths: items served in each list within the judged ranks.
@@ -445,19 +461,36 @@ class Judged:
         truth_row, truth_grade: the positive judgements sorted by list, one per
             distinct item (for ideal DCG); ``truth_grade`` is ``None`` when binary.
         complete: True when ``width`` covers whole lists (no depth cut).
+        hit_bits: binary lists judged to at most ``PATTERN_WIDTH`` ranks may come as
+            one int64 per list instead of a matrix: bit ``r - 1`` is set when the item
+            at rank ``r`` is relevant (see :meth:`hit_pattern`); ``None`` otherwise.
+        dense_hit: the ``(n_lists, width)`` bool hit matrix when given as one.
 
-    Quantities several metrics share (hits in the top k, first hit) are computed once
-    per k and cached.
+    Exactly one of ``hit_bits`` and ``dense_hit`` is given; :attr:`hit` is the matrix
+    either way. Quantities several metrics share (hits in the top k, first hit) are
+    computed once per k and cached.
     """
 
-    hit: np.ndarray
+    width: int
     hit_grade: np.ndarray | None
     lengths: np.ndarray
     n_relevant: np.ndarray
     truth_row: np.ndarray
     truth_grade: np.ndarray | None
     complete: bool
+    hit_bits: np.ndarray | None = None
+    dense_hit: np.ndarray | None = field(default=None, repr=False)
     _cache: dict[tuple[str, Any], Any] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if (self.hit_bits is None) == (self.dense_hit is None):
+            raise ValueError("Judged takes exactly one of hit_bits and dense_hit")
+        bits = self.hit_bits
+        if bits is not None and (self.hit_grade is not None or self.width > PATTERN_WIDTH):
+            raise ValueError(
+                f"hit_bits hold binary lists of at most {PATTERN_WIDTH} ranks, got width "
+                f"{self.width}" + (" with grades" if self.hit_grade is not None else "")
+            )
 
     @property
     def binary(self) -> bool:
@@ -465,34 +498,58 @@ class Judged:
 
     @property
     def n_lists(self) -> int:
-        return self.hit.shape[0]
+        return self.lengths.shape[0]
+
+    @cached_property
+    def hit(self) -> np.ndarray:
+        """``(n_lists, width)`` bool, True where the item at that rank is relevant (a
+        repeated item only at its first position)."""
+        if self.dense_hit is not None:
+            return self.dense_hit
+        return _pattern_rows(self.hit_bits, self.width)  # type: ignore[arg-type]
+
+    def top_width(self, k: int | None) -> int:
+        """The ranks a metric @k reads: ``min(k, width)`` (``None``: all judged)."""
+        if k is None:
+            return self.width
+        if k > self.width and not self.complete:
+            raise RuntimeError(f"the lists were judged to depth {self.width}, not {k}")
+        return min(k, self.width)
 
     def top(self, k: int | None) -> np.ndarray:
         """The hit matrix cut at rank ``k`` (``None``: everything judged)."""
-        if k is not None and k > self.hit.shape[1] and not self.complete:
-            raise RuntimeError(f"the lists were judged to depth {self.hit.shape[1]}, not {k}")
-        return self.hit if k is None else self.hit[:, :k]
+        width = self.top_width(k)
+        return self.hit if width == self.width else self.hit[:, :width]
+
+    def hit_pattern(
+        self, k: int | None, function: Callable[[np.ndarray], np.ndarray]
+    ) -> np.ndarray:
+        """``function`` of each list's top-k hits, one value per list.
+
+        ``function`` maps a ``(rows, k)`` bool hit matrix to one value per row, each
+        row's value depending on that row alone (a count, a DCG, ...). Lists judged as
+        bit patterns read it from a table of ``function`` over all ``2**k`` patterns
+        (computed once per function and k, then cached), one lookup per list; others
+        apply it to the matrix. Same values either way.
+        """
+        width = self.top_width(k)
+        if self.hit_bits is None:
+            return function(self.top(k))
+        bits = self.hit_bits if width == self.width else self.hit_bits & ((1 << width) - 1)
+        return pattern_table(function, width)[bits]
 
     def hit_count(self, k: int | None) -> np.ndarray:
         """|R_k ∩ G| per list (int64)."""
         key = ("hit_count", k)
         if key not in self._cache:
-            top = self.top(k)
-            self._cache[key] = (self.hit_float[:, : top.shape[1]] @ np.ones(top.shape[1])).astype(
-                np.int64
-            )
+            self._cache[key] = self.hit_pattern(k, count_hits)
         return self._cache[key]
 
     def first_hit(self, k: int | None) -> tuple[np.ndarray, np.ndarray]:
         """(found, 0-based rank of the first hit) within the top k, per list."""
         key = ("first_hit", k)
         if key not in self._cache:
-            top = self.top(k)
-            if top.shape[1] == 0:
-                first = np.zeros(self.n_lists, dtype=np.int64)
-            else:
-                first = top.argmax(axis=1)
-            self._cache[key] = (self.hit_count(k) > 0, first)
+            self._cache[key] = (self.hit_count(k) > 0, self.hit_pattern(k, first_hit_rank))
         return self._cache[key]
 
     @cached_property
@@ -504,6 +561,36 @@ class Judged:
     def grades(self) -> np.ndarray:
         """``(n_lists, width)`` float grade at each rank, 0 where not relevant."""
         return self.hit_float if self.hit_grade is None else self.hit_grade
+
+
+def count_hits(hit: np.ndarray) -> np.ndarray:
+    """Hits per row (int64)."""
+    return np.count_nonzero(hit, axis=1).astype(np.int64)
+
+
+def first_hit_rank(hit: np.ndarray) -> np.ndarray:
+    """0-based rank of each row's first hit (0 when it has none)."""
+    if hit.shape[1] == 0:
+        return np.zeros(hit.shape[0], dtype=np.int64)
+    return hit.argmax(axis=1).astype(np.int64)
+
+
+@lru_cache(maxsize=256)
+def pattern_table(function: Callable[[np.ndarray], np.ndarray], width: int) -> np.ndarray:
+    """``function`` evaluated on every hit pattern of ``width`` ranks: entry ``b`` is
+    its value for the row whose rank ``r`` is a hit when bit ``r - 1`` of ``b`` is set.
+
+    >>> pattern_table(count_hits, 2).tolist()  # patterns 00, 01 (rank 1), 10, 11
+    [0, 1, 1, 2]
+    """
+    table = function(_pattern_rows(np.arange(1 << width, dtype=np.int64), width))
+    table.setflags(write=False)
+    return table
+
+
+def _pattern_rows(bits: np.ndarray, width: int) -> np.ndarray:
+    """Bit patterns as a ``(len(bits), width)`` bool matrix (bit ``r - 1`` -> rank r)."""
+    return ((bits[:, None] >> np.arange(width, dtype=np.int64)) & 1).astype(bool)
 
 
 Kernel = Callable[[Judged], np.ndarray]
@@ -519,32 +606,62 @@ def score_blocks(
     n_lists: int,
     kernels: Mapping[str, Kernel],
     depth: int | None,
+    workers: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Judge each block of lists to ``depth`` and run every kernel on it.
 
     Returns one float64 array of ``n_lists`` values per kernel name; ``blocks`` must
     cover the lists in order. This is the one loop over lists in the package (over
-    blocks of thousands of lists, not over single lists).
+    blocks of thousands of lists, not over single lists). ``workers`` threads score
+    blocks at once (numpy's sorts and array operations release the GIL; each block
+    writes its own slice of the outputs): ``None`` picks :func:`default_workers`, 1
+    scores in the calling thread.
     """
     out = {name: np.empty(n_lists, dtype=np.float64) for name in kernels}
-    start = 0
-    for block in blocks:
+
+    def score(block: EncodedLists | ServedPositions, start: int) -> None:
         judged = block.judged(depth)
         stop = start + judged.n_lists
         for name, kernel in kernels.items():
             out[name][start:stop] = kernel(judged)
-        start = stop
+
+    workers = default_workers(n_lists) if workers is None else check_k(workers, "workers")
+    start = 0
+    if workers == 1:
+        for block in blocks:
+            score(block, start)
+            start += block.n_lists
+    else:
+        with ThreadPoolExecutor(workers, thread_name_prefix="tracker-metrics") as pool:
+            pending = []
+            for block in blocks:
+                pending.append(pool.submit(score, block, start))
+                start += block.n_lists
+            for future in pending:
+                future.result()  # re-raises a kernel's error
     if start != n_lists:
         raise RuntimeError(f"blocks covered {start} lists, expected {n_lists}")
     return out
 
 
+def default_workers(n_lists: int) -> int:
+    """Threads worth scoring ``n_lists`` lists with: one per CPU up to ``MAX_WORKERS``,
+    and one alone for batches too small to pay for a thread pool."""
+    if n_lists < PARALLEL_LISTS:
+        return 1
+    return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
+
+
 def score_encoded(
-    lists: EncodedLists | ServedPositions, kernels: Mapping[str, Kernel], depth: int | None
+    lists: EncodedLists | ServedPositions,
+    kernels: Mapping[str, Kernel],
+    depth: int | None,
+    workers: int | None = None,
 ) -> dict[str, np.ndarray]:
     """:func:`score_blocks` over an encoded batch cut into blocks."""
     width = lists.width if depth is None else min(depth, lists.width)
-    return score_blocks(lists.blocks(block_rows(width)), lists.n_lists, kernels, depth)
+    blocks = lists.blocks(block_rows(width))
+    return score_blocks(blocks, lists.n_lists, kernels, depth, workers)
 
 
 def judge(lists: EncodedLists, depth: int | None = None) -> Judged:
@@ -593,29 +710,36 @@ def judge(lists: EncodedLists, depth: int | None = None) -> Judged:
     if padded <= ROW_SORT_WASTE * (row.size + items.size) and n_codes < 2 ** (
         62 - rank_bits - column_bits
     ):
-        args = (items, row, item, grade, counts, most, rank_bits, column_bits)
-        hit, hit_grade, n_relevant, row, grade = _judge_by_row(*args)
+        args = (items, lengths, row, item, grade, counts, most, rank_bits, column_bits)
+        hit, bits, hit_grade, n_relevant, row, grade = _judge_by_row(*args)
     else:
-        hit, hit_grade, n_relevant, row, grade = _judge_by_sort(items, row, item, grade)
+        hit, bits, hit_grade, n_relevant, row, grade = _judge_by_sort(items, row, item, grade)
     return Judged(
-        hit=hit,
+        width=width,
         hit_grade=hit_grade,
         lengths=lengths,
         n_relevant=n_relevant,
         truth_row=row,
         truth_grade=grade,
         complete=complete,
+        hit_bits=bits,
+        dense_hit=hit,
     )
 
 
-# (hit, hit_grade, n_relevant, truth_row, truth_grade) as documented on Judged.
-_Matched = tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray, np.ndarray | None]
+# (dense_hit, hit_bits, hit_grade, n_relevant, truth_row, truth_grade) as documented on
+# Judged: one of dense_hit and hit_bits is None.
+_Matched = tuple[
+    np.ndarray | None, np.ndarray | None, np.ndarray | None, np.ndarray, np.ndarray,
+    np.ndarray | None,
+]
 
 _PAD_KEY = np.iinfo(np.int64).max  # sorts last; its rank bits are all ones, never 0
 
 
 def _judge_by_row(
     items: np.ndarray,
+    lengths: np.ndarray,
     row: np.ndarray,
     item: np.ndarray,
     grade: np.ndarray | None,
@@ -635,13 +759,19 @@ def _judge_by_row(
         order = np.argsort(row, kind="stable")
         row, item = row[order], item[order]
         grade = None if grade is None else grade[order]
-    column = np.arange(row.size, dtype=np.int64) - (np.cumsum(counts) - counts)[row]
-    keys = np.full((n_lists, most + width), _PAD_KEY, dtype=np.int64)
-    keys[row, column] = (item << shift) | column if column_bits else item << shift
+    # Judgement j of list r goes to column j - starts[r] of row r, flat index
+    # j + offsets[r] (offsets[r] = r * row_width - starts[r]).
+    row_width = most + width
+    starts = np.cumsum(counts) - counts
+    offsets = np.repeat(np.arange(n_lists, dtype=np.int64) * row_width - starts, counts)
+    keys = np.full((n_lists, row_width), _PAD_KEY, dtype=np.int64)
+    flat = np.arange(row.size, dtype=np.int64) + offsets
+    column = None if grade is None else flat - row * row_width
+    keys.ravel()[flat] = (item << shift) | column if column_bits else item << shift
     served = keys[:, most:]
     np.left_shift(items, shift, out=served)
     served |= np.arange(1, width + 1, dtype=np.int64) << column_bits
-    if items.size and items.min() < 0:
+    if lengths.size and lengths.min() < width:  # padding only trails the shorter lists
         served[items < 0] = _PAD_KEY
     keys.sort(axis=1)
 
@@ -651,6 +781,8 @@ def _judge_by_row(
     rank_mask = (1 << rank_bits) - 1
     step = np.diff(ranked, axis=1)
     rank = ranked[:, 1:] & rank_mask
+    if grade is None and width <= PATTERN_WIDTH:
+        return _hit_bits(step == rank, rank, counts, row)
     is_hit = (step == rank) & (rank != 0)
     duplicate = (step == 0) & (rank == 0)  # the same item judged twice in a list
     # Each rank 1..width occurs once per row: scatter the flags by rank (judgements and
@@ -665,10 +797,10 @@ def _judge_by_row(
 
     if grade is None:
         if not has_duplicates:
-            return hit, None, counts, row, None
+            return hit, None, None, counts, row, None
         n_relevant = counts - np.count_nonzero(duplicate, axis=1)
         truth_row = np.repeat(np.arange(n_lists, dtype=np.int64), n_relevant)
-        return hit, None, n_relevant, truth_row, None
+        return hit, None, None, n_relevant, truth_row, None
 
     column_mask = (1 << column_bits) - 1
     before, after = keys[:, :-1], keys[:, 1:]
@@ -691,7 +823,23 @@ def _judge_by_row(
     ]
     truth_row = row[keep]
     n_relevant = counts if not has_duplicates else np.bincount(truth_row, minlength=n_lists)
-    return hit, hit_grade, n_relevant, truth_row, grades[row, column][keep]
+    return hit, None, hit_grade, n_relevant, truth_row, grades[row, column][keep]
+
+
+def _hit_bits(
+    follows: np.ndarray, rank: np.ndarray, counts: np.ndarray, row: np.ndarray
+) -> _Matched:
+    """The binary end of :func:`_judge_by_row` as bit patterns: ``follows`` marks the
+    sorted keys that come right after their item's judgement (rank 0: the same item
+    judged twice), ``rank`` is each key's rank field. OR-ing ``1 << rank`` per row sets
+    bit ``r`` for a hit at rank ``r`` (ranks are distinct within a row) and bit 0 for a
+    repeated judgement."""
+    bits = np.bitwise_or.reduce(np.left_shift(follows, rank), axis=1)
+    if not np.any(bits & 1):
+        return None, bits >> 1, None, counts, row, None
+    n_relevant = counts - np.count_nonzero(follows & (rank == 0), axis=1)
+    truth_row = np.repeat(np.arange(counts.size, dtype=np.int64), n_relevant)
+    return None, bits >> 1, None, n_relevant, truth_row, None
 
 
 def _judge_by_sort(
@@ -723,7 +871,7 @@ def _judge_by_sort(
     if grade is None:
         if np.any(step == 0):  # a (list, item) judged twice
             row = np.unique(truth_keys) // n_codes
-        return hit, None, np.bincount(row, minlength=n_lists), row, None
+        return hit, None, None, np.bincount(row, minlength=n_lists), row, None
     order = np.argsort(truth_keys)
     truth_keys, grade = truth_keys[order], grade[order]
     if truth_keys.size > 1 and np.any(truth_keys[1:] == truth_keys[:-1]):
@@ -733,7 +881,7 @@ def _judge_by_sort(
     row = truth_keys // n_codes
     hit_grade = np.zeros((n_lists, width), dtype=np.float64)
     hit_grade[hit_rows, hit_cols] = grade[np.searchsorted(truth_keys, hit_keys >> rank_bits)]
-    return hit, hit_grade, np.bincount(row, minlength=n_lists), row, grade
+    return hit, None, hit_grade, np.bincount(row, minlength=n_lists), row, grade
 
 
 def _key_space(

@@ -2,9 +2,11 @@
 
 One pass over the ids, never a loop per list:
 
-- integer ids (Python ints, numpy integers, or a 2-D integer array) are read straight into
-  an int64 array (``np.fromiter``; a non-integer such as ``3.5`` is never truncated, it
-  sends the batch to the general path instead);
+- a list of lists of Python ints in the int32 range (the common shape) is serialised by
+  ``marshal`` in C and its fixed-size records read by numpy (:func:`_int32_lists`);
+- other integer ids (Python ints, numpy integers, or a 2-D integer array) are read
+  straight into an int64 array (``np.fromiter``; a non-integer such as ``3.5`` is never
+  truncated, it sends the batch to the general path instead);
 - any other hashable ids (strings, tuples, UUIDs...) get codes from one shared dict in
   C-level ``map`` (about 0.5 us per id); ids equal in Python (``1 == 1.0``) share a code.
 
@@ -13,6 +15,7 @@ Callers that already hold integer codes skip this module: see ``EncodedLists``.
 
 from __future__ import annotations
 
+import marshal
 import operator
 from collections.abc import Callable, Iterable, Mapping
 from itertools import chain, count, repeat
@@ -50,9 +53,10 @@ def encode(
     truth, truth_lengths, grades = _flatten_relevance(relevant)
     served_codes, truth_codes = factorize([served, truth])
     truth_row = np.repeat(np.arange(len(recommended), dtype=np.int64), truth_lengths)
-    return EncodedLists.from_flat(
-        served_codes, served_lengths, truth_row, truth_codes, grades, depth=depth
-    )
+    # Valid by construction (codes >= 0, rows in range, grades checked): no re-validation.
+    items = pad(served_codes, served_lengths, depth)
+    lengths = np.minimum(served_lengths, items.shape[1])
+    return EncodedLists._trusted(items, truth_row, truth_codes, grades, lengths)
 
 
 def score_lists(
@@ -187,6 +191,10 @@ def _flatten(
     if isinstance(lists, np.ndarray) and lists.ndim == 2 and lists.dtype != object:
         lengths = np.full(lists.shape[0], lists.shape[1], dtype=np.int64)
         return (lists.reshape(-1), lists.size), lengths
+    packed = _int32_lists(lists)
+    if packed is not None:
+        ids, lengths = packed
+        return (ids, ids.size), lengths
     _refuse_strings(lists, name, kinds)
     try:
         lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
@@ -196,6 +204,57 @@ def _flatten(
             f"{name}[{bad}] is {lists[bad]!r}: each entry must be a list of item ids"
         ) from None
     return (lambda: chain.from_iterable(lists), int(lengths.sum())), lengths
+
+
+# marshal's record types (format version 2: no back-references, 32-bit sizes).
+_MARSHAL_LIST = ord("[")
+_MARSHAL_INT = ord("i")
+_MARSHAL_RECORD = 5  # a type byte and an int32 (a list's length, or an int's value)
+
+
+def _int32_lists(lists: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """(the ids back to back as int64, each list's length) when ``lists`` is a list of
+    lists of Python ints in the int32 range; ``None`` otherwise.
+
+    The standard library's C serialiser (``marshal``, format version 2) writes such a
+    list as 5-byte records: ``[`` and the length for the outer list and each inner one,
+    ``i`` and the value (little-endian int32) for each int; numpy reads the records as
+    arrays. That is about 1.6x faster than iterating the ids (10M ids: ~0.2 s against
+    ~0.32 s), and the length and type checks come with it. The layout is checked whole:
+    the outer header, then each list's header followed by exactly its length in ints.
+    Anything else (a bool, a larger int, a float, a string, a tuple, a nested list)
+    writes another record type or breaks the layout, and the caller takes the general
+    path: the result is exact or ``None``.
+
+    >>> ids, lengths = _int32_lists([[5, -1, 7], [], [2**31 - 1]])
+    >>> ids.tolist(), lengths.tolist()
+    ([5, -1, 7, 2147483647], [3, 0, 1])
+    >>> _int32_lists([[1, 2.0]]) is None, _int32_lists([[2**31]]) is None
+    (True, True)
+    """
+    if type(lists) is not list or not lists or type(lists[0]) is not list:
+        return None
+    if lists[0] and type(lists[0][0]) is not int:
+        return None  # another kind of id: not worth serialising to find out
+    try:
+        raw = marshal.dumps(lists, 2)
+    except ValueError:  # an object marshal cannot write (a numpy int, a custom id)
+        return None
+    n_records, rest = divmod(len(raw), _MARSHAL_RECORD)
+    if rest:
+        return None
+    kind = np.frombuffer(raw, dtype=np.uint8)[::_MARSHAL_RECORD]
+    value = np.ndarray((n_records,), dtype="<i4", buffer=raw, offset=1, strides=(5,))
+    is_id = kind == _MARSHAL_INT
+    headers = np.flatnonzero(~is_id)
+    if headers.size != len(lists) + 1 or np.any(kind[headers] != _MARSHAL_LIST):
+        return None
+    starts = headers[1:]
+    lengths = value[starts].astype(np.int64)
+    ends = starts + 1 + lengths
+    if starts[0] != 1 or ends[-1] != n_records or np.any(starts[1:] != ends[:-1]):
+        return None
+    return value[is_id].astype(np.int64), lengths
 
 
 def _flatten_relevance(relevant: Any) -> tuple[_Ids, np.ndarray, np.ndarray | None]:

@@ -51,11 +51,17 @@ def ndcg(recommended: Any, relevant: Any, k: int, gain: Gain = "linear") -> np.n
 
 def ndcg_kernel(judged: Judged, k: int, *, gain: Gain = "linear") -> np.ndarray:
     _check_gain(gain)
-    width = judged.top(k).shape[1]
-    discount = discounts(width)  # never longer than the lists: k may be huge
-    grades = judged.grades[:, :width]
-    dcg = (grades if judged.binary else _gain(grades, gain)) @ discount
+    if judged.binary:  # gain(1) = 1 for both gains
+        dcg = judged.hit_pattern(k, binary_dcg)
+    else:
+        width = judged.top_width(k)  # never longer than the lists: k may be huge
+        dcg = _gain(judged.grades[:, :width], gain) @ discounts(width)
     return safe_divide(dcg, ideal_dcg(judged, k, gain))
+
+
+def binary_dcg(hit: np.ndarray) -> np.ndarray:
+    """DCG of each row of a bool hit matrix (every hit gains 1)."""
+    return hit.astype(np.float64) @ discounts(hit.shape[1])
 
 
 def ideal_dcg(judged: Judged, k: int, gain: Gain) -> np.ndarray:

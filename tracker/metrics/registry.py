@@ -161,7 +161,10 @@ def evaluate(recommended: Any, relevant: Any, metrics: Iterable[str] | str) -> d
 
 
 def evaluate_encoded(
-    lists: EncodedLists | ServedPositions, metrics: Iterable[str] | str
+    lists: EncodedLists | ServedPositions,
+    metrics: Iterable[str] | str,
+    *,
+    workers: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Per-list values of each named metric for integer-coded lists (no hashing).
 
@@ -170,6 +173,8 @@ def evaluate_encoded(
     judgements as (row, item, grade) arrays), or, when the rank of every relevant item
     in its list is known already (the rollup job), a :class:`ServedPositions`; get one
     float64 array of ``n_lists`` values per name. ``evaluate`` is the mean of these.
+    ``workers``: threads scoring blocks of lists at once (default: one per CPU, up to
+    4, for large batches; pass 1 when the caller runs several batches in parallel).
 
     >>> import numpy as np
     >>> lists = EncodedLists(
@@ -189,7 +194,7 @@ def evaluate_encoded(
         )
     names = _parse_all(metrics)
     depth = _deepest(names)
-    return _compute(lists, names, depth)
+    return _compute(lists, names, depth, workers)
 
 
 def _parse_all(metrics: Iterable[str] | str) -> list[MetricName]:
@@ -207,11 +212,14 @@ def _deepest(names: list[MetricName]) -> int | None:
 
 
 def _compute(
-    lists: EncodedLists | ServedPositions, names: list[MetricName], depth: int | None
+    lists: EncodedLists | ServedPositions,
+    names: list[MetricName],
+    depth: int | None,
+    workers: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Every named metric per list, judging blocks of lists once for all of them."""
     kernels = {str(name): partial(_run, name.spec.kernel, name.k) for name in names}
-    return score_encoded(lists, kernels, depth)
+    return score_encoded(lists, kernels, depth, workers)
 
 
 def _run(kernel: Kernel, k: int | None, judged: Judged) -> np.ndarray:

@@ -62,7 +62,7 @@ def impression_values(positions: ServedPositions, layout: Layout, cutoffs: Seque
     if n == 0:
         return values, defined
     names = [f"{m}@{k}" for k in cutoffs for m in AT_K] + list(WHOLE_LIST)
-    scored = evaluate_encoded(positions, names)
+    scored = evaluate_encoded(positions, names, workers=1)  # the rollup runs chunks in parallel
     for k in cutoffs:
         for metric in AT_K:
             values[:, layout.index(metric, k)] = scored[f"{metric}@{k}"]
