@@ -70,8 +70,8 @@ def average_precision_kernel(
 
 
 def precision_sum(hit: np.ndarray) -> np.ndarray:
-    """Σ_i rel_i · P@i for each row of a bool hit matrix (AP's numerator)."""
-    hit = hit.astype(np.float64)
+    """Σ_i rel_i · P@i for each row of a 0/1 hit matrix (AP's numerator)."""
+    hit = np.asarray(hit, dtype=np.float64)
     width = hit.shape[1]
     # Σ_i rel_i · P@i = Σ_i rel_i · (Σ_{j<=i} rel_j) / i. Short lists: a quadratic form
     # per list, upper[j, i] = 1/i for j <= i so that (hit @ upper)[i] = P@i (a matrix

@@ -526,15 +526,16 @@ class Judged:
     ) -> np.ndarray:
         """``function`` of each list's top-k hits, one value per list.
 
-        ``function`` maps a ``(rows, k)`` bool hit matrix to one value per row, each
-        row's value depending on that row alone (a count, a DCG, ...). Lists judged as
+        ``function`` maps a ``(rows, k)`` matrix of hits (1 or True) and misses (0 or
+        False) to one value per row, each row's value depending on that row alone (a
+        count, a DCG, ...). Lists judged as
         bit patterns read it from a table of ``function`` over all ``2**k`` patterns
         (computed once per function and k, then cached), one lookup per list; others
-        apply it to the matrix. Same values either way.
+        apply it to :attr:`hit_float`. Same values either way.
         """
         width = self.top_width(k)
         if self.hit_bits is None:
-            return function(self.top(k))
+            return function(self.hit_float[:, :width])
         bits = self.hit_bits if width == self.width else self.hit_bits & ((1 << width) - 1)
         return pattern_table(function, width)[bits]
 
@@ -564,8 +565,8 @@ class Judged:
 
 
 def count_hits(hit: np.ndarray) -> np.ndarray:
-    """Hits per row (int64)."""
-    return np.count_nonzero(hit, axis=1).astype(np.int64)
+    """Hits per row (int64) of a 0/1 hit matrix (a matrix product: faster than a count)."""
+    return (np.asarray(hit, dtype=np.float64) @ np.ones(hit.shape[1])).astype(np.int64)
 
 
 def first_hit_rank(hit: np.ndarray) -> np.ndarray:

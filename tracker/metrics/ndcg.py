@@ -60,8 +60,8 @@ def ndcg_kernel(judged: Judged, k: int, *, gain: Gain = "linear") -> np.ndarray:
 
 
 def binary_dcg(hit: np.ndarray) -> np.ndarray:
-    """DCG of each row of a bool hit matrix (every hit gains 1)."""
-    return hit.astype(np.float64) @ discounts(hit.shape[1])
+    """DCG of each row of a 0/1 hit matrix (every hit gains 1)."""
+    return np.asarray(hit, dtype=np.float64) @ discounts(hit.shape[1])
 
 
 def ideal_dcg(judged: Judged, k: int, gain: Gain) -> np.ndarray:
