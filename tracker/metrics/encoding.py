@@ -244,7 +244,9 @@ def _int32_lists(lists: Any) -> tuple[np.ndarray, np.ndarray] | None:
     if rest:
         return None
     kind = np.frombuffer(raw, dtype=np.uint8)[::_MARSHAL_RECORD]
-    value = np.ndarray((n_records,), dtype="<i4", buffer=raw, offset=1, strides=(5,))
+    value = np.ndarray(
+        (n_records,), dtype="<i4", buffer=raw, offset=1, strides=(_MARSHAL_RECORD,)
+    )
     is_id = kind == _MARSHAL_INT
     headers = np.flatnonzero(~is_id)
     if headers.size != len(lists) + 1 or np.any(kind[headers] != _MARSHAL_LIST):
