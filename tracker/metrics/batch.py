@@ -528,10 +528,10 @@ class Judged:
 
         ``function`` maps a ``(rows, k)`` matrix of hits (1 or True) and misses (0 or
         False) to one value per row, each row's value depending on that row alone (a
-        count, a DCG, ...). Lists judged as
-        bit patterns read it from a table of ``function`` over all ``2**k`` patterns
-        (computed once per function and k, then cached), one lookup per list; others
-        apply it to :attr:`hit_float`. Same values either way.
+        count, a DCG, ...). Lists judged as bit patterns read it from a table of
+        ``function`` over all ``2**k`` patterns (computed once per function and k, then
+        cached), one lookup per list; others apply it to :attr:`hit_float`. Same values
+        either way.
         """
         width = self.top_width(k)
         if self.hit_bits is None:
