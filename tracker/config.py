@@ -37,6 +37,16 @@ def _positive_int(raw: str) -> int:
     return value
 
 
+def _non_negative_int(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError("a whole number >= 0")
+    return value
+
+
 def _non_negative_float(raw: str) -> float:
     try:
         value = float(raw)
@@ -128,6 +138,12 @@ class Settings:
         default=30_000,
         metadata={"var": _Var("TRACKER_SQLITE_BUSY_TIMEOUT_MS", _positive_int,
                               "how long a SQLite writer waits for another one before failing")},
+    )
+    store_retries: int = field(
+        default=4,
+        metadata={"var": _Var("TRACKER_STORE_RETRIES", _non_negative_int,
+                              "new attempts of a unit of work that met a deadlock, a "
+                              "serialization failure, a lost connection or a busy database")},
     )
     batch_size: int = field(
         default=10_000,

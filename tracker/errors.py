@@ -59,6 +59,13 @@ class StoreUnavailable(StoreError):
     """The database cannot be reached (down, wrong address, locked for too long)."""
 
 
+class TransientStoreError(StoreUnavailable):
+    """A failure that a new attempt of the same unit of work may not meet: a deadlock, a
+    serialization failure, a lost connection, a busy SQLite database. The store retries it
+    (:func:`tracker.store.db.retried`) and raises plain :class:`StoreUnavailable` once the
+    retries are spent."""
+
+
 class SchemaOutdated(StoreError):
     """The database schema is missing or behind this version of tracker."""
 

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -42,7 +43,7 @@ from tracker.ingest.validate import (
     Unreadable,
 )
 from tracker.store import bulk
-from tracker.store.db import transaction
+from tracker.store.db import in_transaction, retried, transaction
 from tracker.store.experiments import find_impression_experiments, list_experiments
 from tracker.store.models import Impression, Interaction
 
@@ -75,8 +76,7 @@ def log_impressions(engine: sa.Engine, settings: Settings, records: Iterable[Map
                     progress: Callable[[int], None] | None = None) -> IngestResult:
     """Validate and store impression records (see :mod:`tracker.ingest.validate`)."""
     now = now_micros()
-    with transaction(engine) as conn:
-        experiments = list_experiments(conn)
+    experiments = in_transaction(engine, list_experiments)
     normalize = ImpressionNormalizer(experiments, Limits.from_settings(settings), now, require_id)
     return _log(engine, settings, IMPRESSIONS, records, normalize, on_invalid, micros_ok,
                 progress)
@@ -88,8 +88,7 @@ def log_interactions(engine: sa.Engine, settings: Settings, records: Iterable[Ma
                      progress: Callable[[int], None] | None = None) -> IngestResult:
     """Validate and store interaction records (see :mod:`tracker.ingest.validate`)."""
     now = now_micros()
-    with transaction(engine) as conn:
-        experiments = list_experiments(conn)
+    experiments = in_transaction(engine, list_experiments)
     limits = Limits.from_settings(settings)
 
     def make_normalizer(chunk: list[Mapping[str, Any]]) -> InteractionNormalizer:
@@ -97,8 +96,7 @@ def log_interactions(engine: sa.Engine, settings: Settings, records: Iterable[Ma
         named = [k for k in named if isinstance(k, str)]
         found: dict[str, int] = {}
         if named and any(e.relevance is not None for e in experiments):
-            with transaction(engine) as conn:
-                found = find_impression_experiments(conn, named)
+            found = in_transaction(engine, lambda conn: find_impression_experiments(conn, named))
         return InteractionNormalizer(experiments, limits, now, require_id, found)
 
     return _log(engine, settings, INTERACTIONS, records, make_normalizer, on_invalid, micros_ok,
@@ -220,7 +218,7 @@ class _Writer:
         since nothing is left to validate meanwhile."""
         # encoding is Python work: done here, while the previous batch is in the database
         prepared = bulk.prepare(self.engine.dialect.name, self.kind.table, self.kind.columns,
-                                rows) if rows else None
+                                rows, self.kind.key) if rows else None
         self._land()
         self.landing = (part, offset, size, result, progress)
         if last:
@@ -281,31 +279,49 @@ def _normalize_chunk(kind: _Kind, chunk, normalize, micros_ok) -> tuple[list[tup
     return list(rows.values()), part
 
 
+@dataclass(frozen=True)
+class _Written:
+    """What storing one batch found: the rows whose key was stored already (not inserted),
+    and the payloads stored under those keys."""
+
+    missing: list[tuple]
+    stored: dict[str, tuple]
+
+
 def _write(engine, kind: _Kind, rows: list[tuple], part: IngestResult,
            prepared: bulk.Prepared | None = None) -> None:
+    """Store a batch and count it into ``part``. The batch is one unit of work, run again after
+    a transient failure (a deadlock, a lost connection: :func:`tracker.store.db.retried`):
+    inserting by key is idempotent, and the counts come from the attempt that committed."""
     if not rows:
         return
-    if engine.dialect.name == "postgresql":  # fresh ids (the common case): straight in
-        try:
-            with transaction(engine, write=True) as conn:
-                bulk.copy_new(conn, kind.table, kind.columns, rows, prepared)
-        except bulk.KeysTaken:
-            pass  # rolled back: some ids are stored already; sort them out below
-        else:
-            part.stored += len(rows)
-            return
-    with transaction(engine, write=True) as conn:
-        inserted = bulk.insert_new(conn, kind.table, kind.columns, kind.key, rows, prepared)
-        part.stored += len(inserted)
-        if len(inserted) == len(rows):
-            return
-        inserted_set = set(inserted)
-        missing = [row for row in rows if row[0] not in inserted_set]
-        stored = bulk.fetch_by_keys(conn, kind.table, kind.payload_columns, kind.key,
-                                    [row[0] for row in missing])
-    for row in missing:
-        existing = stored.get(row[0])
+    prepared = prepared or bulk.prepare(engine.dialect.name, kind.table, kind.columns, rows,
+                                        kind.key)
+    written = retried(engine, lambda: _write_once(engine, kind, rows, prepared))
+    part.stored += len(rows) - len(written.missing)
+    for row in written.missing:
+        existing = written.stored.get(row[0])
         if existing is not None and existing == tuple(row[i] for i in kind.payload):
             part.duplicates += 1
         else:
             part.conflict_ids.append(row[0])
+
+
+def _write_once(engine, kind: _Kind, rows: list[tuple], prepared: bulk.Prepared) -> _Written:
+    if engine.dialect.name == "postgresql":  # fresh ids (the common case): straight in
+        try:
+            with transaction(engine, write=True) as conn:
+                bulk.copy_new(conn, kind.table, kind.columns, prepared)
+        except bulk.KeysTaken:
+            pass  # rolled back: some ids are stored already; sort them out below
+        else:
+            return _Written([], {})
+    with transaction(engine, write=True) as conn:
+        inserted = bulk.insert_new(conn, kind.table, kind.columns, kind.key, rows, prepared)
+        if len(inserted) == len(rows):
+            return _Written([], {})
+        inserted_set = set(inserted)
+        missing = [row for row in rows if row[0] not in inserted_set]
+        stored = bulk.fetch_by_keys(conn, kind.table, kind.payload_columns, kind.key,
+                                    [row[0] for row in missing])
+    return _Written(missing, stored)

@@ -31,8 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
-from tracker.errors import SchemaOutdated, StoreError, StoreUnavailable
-from tracker.store.db import transaction
+from tracker.errors import SchemaOutdated, StoreError, StoreUnavailable, TransientStoreError
+from tracker.store.db import retried, transaction, transient_reason
 
 LIST = pa.list_(pa.string())
 """The type of a list column (``text[]`` on PostgreSQL, a JSON array on SQLite)."""
@@ -87,10 +87,21 @@ class ArrowReader:
         :data:`LIST`, NULL allowed only where the field is nullable. ``select`` takes no
         parameters: callers inline integers only, never user input."""
         if self.engine.dialect.name != "postgresql":
-            with transaction(self.engine) as conn:
-                return _read_sqlite(conn, select, columns)
+            def read_sqlite() -> pa.Table:
+                with transaction(self.engine) as conn:
+                    return _read_sqlite(conn, select, columns)
+            return retried(self.engine, read_sqlite)
         if self._warming is not None:
             self._warming.join()
+        table = retried(self.engine, lambda: self._read_postgresql(select))
+        table = table.rename_columns(columns.names)
+        for field in columns:
+            if not field.nullable and table[field.name].null_count:
+                raise _null_in(field)
+        return _typed(table, columns)
+
+    def _read_postgresql(self, select: str) -> pa.Table:
+        """One attempt of a read on an idle ADBC connection (or a new one)."""
         with _adbc_errors():
             with self._lock:
                 conn = self._idle.pop() if self._idle else None
@@ -105,11 +116,7 @@ class ArrowReader:
                 raise
             with self._lock:
                 self._idle.append(conn)
-        table = table.rename_columns(columns.names)
-        for field in columns:
-            if not field.nullable and table[field.name].null_count:
-                raise _null_in(field)
-        return _typed(table, columns)
+        return table
 
 
 # ------------------------------------------------------------------ PostgreSQL
@@ -135,19 +142,26 @@ def _connect(url: sa.URL):
 
 @contextmanager
 def _adbc_errors() -> Iterator[None]:
-    """ADBC's errors as the project's (like :func:`tracker.store.db.translate`)."""
+    """ADBC's errors as the project's, by the same rules as :func:`tracker.store.db.translate`
+    (transient ones first, so that :func:`~tracker.store.db.retried` reads again)."""
     import adbc_driver_manager
 
     try:
         yield
-    except adbc_driver_manager.OperationalError as error:
-        raise StoreUnavailable(f"database unavailable: {_first_line(error)}") from error
     except adbc_driver_manager.Error as error:
-        text = _first_line(error)
-        if "does not exist" in text:
-            raise SchemaOutdated(f"{text}: the database schema is behind; "
-                                 "run `tracker db upgrade`") from error
-        raise StoreError(f"database error: {text}") from error
+        raise _adbc_error(error, adbc_driver_manager.OperationalError) from error
+
+
+def _adbc_error(error: Exception, operational: type) -> StoreError:
+    text = _first_line(error)
+    reason = transient_reason(error)
+    if reason is not None:
+        return TransientStoreError(f"{reason}: {text}")
+    if isinstance(error, operational):
+        return StoreUnavailable(f"database unavailable: {text}")
+    if "does not exist" in text:
+        return SchemaOutdated(f"{text}: the database schema is behind; run `tracker db upgrade`")
+    return StoreError(f"database error: {text}")
 
 
 def _first_line(error: Exception) -> str:

@@ -5,19 +5,35 @@
   documented recipe) so that write transactions can take the lock up front with
   ``BEGIN IMMEDIATE`` (no deadlock when two readers both try to upgrade).
 - :func:`transaction` commits or rolls back and turns driver errors into
-  :class:`~tracker.errors.StoreUnavailable` / :class:`~tracker.errors.StoreError`.
+  :class:`~tracker.errors.StoreUnavailable` / :class:`~tracker.errors.StoreError`
+  (:func:`translate`); no driver exception type leaves the store.
+- Transient failures (deadlock, serialization failure, lost connection, busy SQLite:
+  :func:`transient_reason`) are retried with bounded, jittered exponential backoff
+  (:class:`RetryPolicy`, ``TRACKER_STORE_RETRIES``) around whole units of work that are safe
+  to repeat (:func:`retried`, :func:`in_transaction`), then raised as ``StoreUnavailable``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc
 
 from tracker.config import Settings, sqlite_path
-from tracker.errors import SchemaOutdated, StoreError, StoreUnavailable, TrackerError
+from tracker.errors import (
+    SchemaOutdated,
+    StoreError,
+    StoreUnavailable,
+    TrackerError,
+    TransientStoreError,
+)
 
 # Alembic revisions in order; the last is the one this code expects. A test checks that this
 # matches the migrations' linear history and single head.
@@ -25,6 +41,9 @@ SCHEMA_HISTORY = ("0001", "0002", "0003", "0004", "0005")
 SCHEMA_REVISION = SCHEMA_HISTORY[-1]
 
 _WRITE = "tracker_write"
+_RETRY = "tracker_retry"
+_LOG = logging.getLogger("tracker.store")
+T = TypeVar("T")
 
 
 def create_engine(url: str, settings: Settings | None = None, *, read_only: bool = False,
@@ -35,16 +54,19 @@ def create_engine(url: str, settings: Settings | None = None, *, read_only: bool
     SQLite ``PRAGMA query_only``), for readers such as the dashboard.
     """
     settings = settings or Settings()
+    retry = {_RETRY: RetryPolicy(retries=settings.store_retries)}
     if url.startswith("sqlite"):
         engine = _sqlite_engine(url, settings, **kwargs)
         if read_only:
             @event.listens_for(engine, "connect")
             def _query_only(dbapi_connection, _record):
                 dbapi_connection.execute("PRAGMA query_only=ON")
-        return engine
+        return engine.execution_options(**retry)
     kwargs.setdefault("pool_pre_ping", True)
     engine = sa.create_engine(url, **kwargs)
-    return engine.execution_options(postgresql_readonly=True) if read_only else engine
+    if read_only:
+        retry["postgresql_readonly"] = True
+    return engine.execution_options(**retry)
 
 
 def _sqlite_engine(url: str, settings: Settings, **kwargs) -> sa.Engine:
@@ -75,24 +97,150 @@ def _sqlite_engine(url: str, settings: Settings, **kwargs) -> sa.Engine:
     return engine
 
 
-def translate(error: exc.DBAPIError | exc.SQLAlchemyError) -> StoreError:
-    """The project's error for a driver error: unavailable (retry later) or refused."""
-    text = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+# SQLSTATEs after which a new attempt of the same unit of work may succeed (PostgreSQL
+# Appendix A); the whole class 08 (connection exception) too.
+_TRANSIENT_SQLSTATES = {
+    "40001": "serialization failure",
+    "40P01": "deadlock detected",
+    "55P03": "lock not available",
+    "53300": "too many connections",
+    "57P01": "server shut down by an administrator",
+    "57P02": "server crashed",
+    "57P03": "server not accepting connections yet",
+}
+_SQLITE_BUSY = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (primary codes: extended & 0xFF)
+
+
+def _driver_error(error: BaseException) -> BaseException:
+    """The DB-API error itself: SQLAlchemy's ``orig`` when it wrapped one."""
+    orig = getattr(error, "orig", None)
+    return orig if isinstance(orig, BaseException) else error
+
+
+def transient_reason(error: BaseException) -> str | None:
+    """Why a new attempt of the unit of work that met ``error`` may succeed, or None.
+
+    The rule: deadlocks, serialization failures, a lock or connection slot not available,
+    the server shutting down or starting, every connection exception (SQLSTATE class 08), a
+    connection SQLAlchemy saw die (``connection_invalidated``), an ``OperationalError`` of a
+    PostgreSQL driver (psycopg, ADBC) that carries no SQLSTATE (the client library's own
+    "server closed the connection" or "connection refused"), and SQLite's busy / locked.
+    Anything else (a constraint, a syntax error, a missing table) fails the same way again.
+    """
     if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
-        return StoreUnavailable(f"database connection lost: {text}")
-    if isinstance(error, exc.OperationalError):
-        lowered = text.lower()
-        if "locked" in lowered or "busy" in lowered:
-            return StoreUnavailable(f"database is busy (another writer held it too long): {text}")
+        return "database connection lost"
+    driver = _driver_error(error)
+    sqlstate = getattr(driver, "sqlstate", None)
+    if sqlstate in _TRANSIENT_SQLSTATES:
+        return _TRANSIENT_SQLSTATES[sqlstate]
+    if isinstance(sqlstate, str) and sqlstate.startswith("08"):
+        return "database connection failed"
+    sqlite_code = getattr(driver, "sqlite_errorcode", None)
+    if sqlite_code is not None:
+        return "database is busy (another writer held it too long)" \
+            if sqlite_code & 0xFF in _SQLITE_BUSY else None
+    if sqlstate is None and hasattr(driver, "sqlstate") \
+            and type(driver).__name__ == "OperationalError":
+        return "database connection failed"
+    return None
+
+
+def translate(error: BaseException) -> StoreError:
+    """The project's error for a driver error (SQLAlchemy's, or the DB-API driver's own when
+    code used the raw connection): :class:`TransientStoreError` when a new attempt may succeed
+    (:func:`transient_reason`), :class:`SchemaOutdated`, :class:`StoreUnavailable` when the
+    database cannot be used, else :class:`StoreError`."""
+    text = (str(_driver_error(error)).strip() or type(error).__name__).splitlines()[0]
+    reason = transient_reason(error)
+    if reason is not None:
+        return TransientStoreError(f"{reason}: {text}")
+    lowered = text.lower()
+    operational = isinstance(error, exc.OperationalError) \
+        or type(_driver_error(error)).__name__ == "OperationalError"
+    if operational:
         if "no such table" in lowered or "does not exist" in lowered and "relation" in lowered:
             return SchemaOutdated(f"{text}: the database has no tracker schema; "
                                   "run `tracker db upgrade`")
         return StoreUnavailable(f"database unavailable: {text}")
-    if isinstance(error, exc.ProgrammingError) and "does not exist" in text:
+    if getattr(_driver_error(error), "sqlstate", None) == "42P01" \
+            or isinstance(error, exc.ProgrammingError) and "does not exist" in text:
         return SchemaOutdated(f"{text}: the database schema is behind; run `tracker db upgrade`")
     if isinstance(error, exc.InterfaceError):
         return StoreUnavailable(f"database unavailable: {text}")
     return StoreError(f"database error: {text}")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a unit of work meets a transient failure: up to ``retries`` new attempts, the n-th
+    (from 0) after a random pause drawn from [0, min(max_delay, base_delay * 2**n)] seconds.
+
+    That is "full jitter" (M. Brooker, "Exponential Backoff And Jitter", AWS Architecture
+    Blog, 2015): writers that failed together (the two sides of a deadlock) do not come back
+    together. A plain loop rather than a retry library: the store imports only SQLAlchemy, and
+    the substance here is the classification (:func:`transient_reason`), not the loop.
+    """
+
+    retries: int = 4
+    base_delay: float = 0.05
+    max_delay: float = 2.0
+
+    def pauses(self) -> Iterator[float]:
+        """The pause before each new attempt, in order."""
+        for n in range(self.retries):
+            yield random.uniform(0.0, min(self.max_delay, self.base_delay * 2 ** n))
+
+
+def retry_policy(engine: sa.Engine) -> RetryPolicy:
+    """The policy :func:`create_engine` attached to ``engine`` (the default one otherwise)."""
+    return engine.get_execution_options().get(_RETRY, None) or RetryPolicy()
+
+
+@contextmanager
+def translated(engine: sa.Engine) -> Iterator[None]:
+    """Driver errors raised inside become the project's (:func:`translate`); tracker's own
+    errors and everything else pass unchanged."""
+    try:
+        yield
+    except TrackerError:
+        raise
+    except (exc.SQLAlchemyError, engine.dialect.loaded_dbapi.Error) as error:
+        raise translate(error) from error
+
+
+def retried(engine: sa.Engine, work: Callable[[], T]) -> T:
+    """``work()`` until it succeeds, a new attempt after each transient failure, within the
+    engine's :class:`RetryPolicy`; then :class:`StoreUnavailable` saying so.
+
+    ``work`` is a whole unit of work (one or more transactions of its own, committed or rolled
+    back inside it) that is safe to repeat: what it reports must come from its last attempt.
+    Errors that are not transient are raised at once, translated.
+    """
+    pauses = retry_policy(engine).pauses()
+    attempt = 1
+    while True:
+        try:
+            with translated(engine):
+                return work()
+        except TransientStoreError as error:
+            pause = next(pauses, None)
+            if pause is None:
+                raise StoreUnavailable(f"{error} (still failing after {attempt} attempt"
+                                       f"{'s' if attempt > 1 else ''}; retry later)") from error
+            _LOG.info("store: %s; attempt %d in %.3f s", error, attempt + 1, pause)
+            time.sleep(pause)
+            attempt += 1
+
+
+def in_transaction(engine: sa.Engine, work: Callable[[sa.Connection], T], *,
+                   write: bool = False) -> T:
+    """``work(conn)`` in one transaction (see :func:`transaction`), run again in a new one after
+    a transient failure (see :func:`retried`); ``work`` must be safe to repeat."""
+    def attempt() -> T:
+        with transaction(engine, write=write) as conn:
+            return work(conn)
+
+    return retried(engine, attempt)
 
 
 @contextmanager
@@ -100,19 +248,44 @@ def transaction(engine: sa.Engine, *, write: bool = False) -> Iterator[sa.Connec
     """One transaction: commit on success, roll back on any error.
 
     ``write=True`` takes SQLite's write lock at BEGIN (``BEGIN IMMEDIATE``); PostgreSQL is
-    unaffected. Driver errors leave as :class:`StoreError` subclasses; tracker's own errors
-    pass through unchanged.
+    unaffected. Getting the connection and beginning are retried on transient failures (no
+    statement of the caller has run yet); the body runs once (a ``with`` block cannot be run
+    again: use :func:`in_transaction` or :func:`retried` for units of work to retry). Driver
+    errors leave as :class:`StoreError` subclasses (:func:`translate`), tracker's own errors
+    unchanged; a failing rollback never hides the error that caused it.
     """
+    conn = retried(engine, lambda: _begin(engine, write))
     try:
-        with engine.connect() as conn:
-            if write:
-                conn = conn.execution_options(**{_WRITE: True})
-            with conn.begin():
+        with translated(engine):
+            try:
                 yield conn
-    except TrackerError:
+            except BaseException:
+                _roll_back(conn)
+                raise
+            conn.commit()
+    finally:
+        conn.close()
+
+
+def _begin(engine: sa.Engine, write: bool) -> sa.Connection:
+    conn = engine.connect()
+    try:
+        if write:
+            conn.execution_options(**{_WRITE: True})
+        conn.begin()
+    except BaseException:
+        conn.close()
         raise
-    except exc.SQLAlchemyError as error:
-        raise translate(error) from error
+    return conn
+
+
+def _roll_back(conn: sa.Connection) -> None:
+    """Roll back after an error; when that fails too (the connection is gone) the connection
+    is discarded, and the first error is the one raised."""
+    try:
+        conn.rollback()
+    except Exception:
+        conn.invalidate()
 
 
 def schema_revision(conn: sa.Connection) -> str | None:
