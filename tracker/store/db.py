@@ -109,6 +109,7 @@ _TRANSIENT_SQLSTATES = {
     "57P03": "server not accepting connections yet",
 }
 _SQLITE_BUSY = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (primary codes: extended & 0xFF)
+_SQLITE_ERROR = 1  # a plain SQL error (syntax, unknown column)
 
 
 def _driver_error(error: BaseException) -> BaseException:
@@ -155,12 +156,10 @@ def translate(error: BaseException) -> StoreError:
     if reason is not None:
         return TransientStoreError(f"{reason}: {text}")
     lowered = text.lower()
-    operational = isinstance(error, exc.OperationalError) \
-        or type(_driver_error(error)).__name__ == "OperationalError"
-    if operational:
-        if "no such table" in lowered or "does not exist" in lowered and "relation" in lowered:
-            return SchemaOutdated(f"{text}: the database has no tracker schema; "
-                                  "run `tracker db upgrade`")
+    if "no such table" in lowered or "does not exist" in lowered and "relation" in lowered:
+        return SchemaOutdated(f"{text}: the database has no tracker schema; "
+                              "run `tracker db upgrade`")
+    if _unusable(error):
         return StoreUnavailable(f"database unavailable: {text}")
     if getattr(_driver_error(error), "sqlstate", None) == "42P01" \
             or isinstance(error, exc.ProgrammingError) and "does not exist" in text:
@@ -168,6 +167,18 @@ def translate(error: BaseException) -> StoreError:
     if isinstance(error, exc.InterfaceError):
         return StoreUnavailable(f"database unavailable: {text}")
     return StoreError(f"database error: {text}")
+
+
+def _unusable(error: BaseException) -> bool:
+    """The database cannot be used (cannot open, I/O error, full, read-only, wrong password):
+    the driver's ``OperationalError``, except SQLite's plain SQL errors (a syntax error is an
+    ``OperationalError`` in ``sqlite3`` too)."""
+    driver = _driver_error(error)
+    if not (isinstance(error, exc.OperationalError)
+            or type(driver).__name__ == "OperationalError"):
+        return False
+    sqlite_code = getattr(driver, "sqlite_errorcode", None)
+    return sqlite_code is None or sqlite_code & 0xFF != _SQLITE_ERROR
 
 
 @dataclass(frozen=True)
