@@ -61,3 +61,9 @@ def write_lock_held(url: str, seconds: float) -> Iterator[None]:
         yield
     finally:
         holder.join()
+
+
+def stop_failing(engine: sa.Engine, table: str) -> None:
+    """PostgreSQL: remove the trigger of :func:`fail_statements`."""
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"DROP TRIGGER fault ON {table}")
