@@ -187,3 +187,27 @@ def test_store_retries_setting_is_read(raw, expected):
 def test_a_bad_store_retries_setting_names_the_variable(raw):
     with pytest.raises(ConfigError, match="TRACKER_STORE_RETRIES.*whole number >= 0"):
         Settings.from_env({"TRACKER_STORE_RETRIES": raw})
+
+
+# ------------------------------------------------------------------ outside transaction()
+
+
+def test_a_statement_run_on_a_bare_connection_raises_the_projects_error(scratch):
+    # code that uses engine.connect() itself (as the rollup lock does) meets tracker's errors too
+    with scratch.connect() as conn, pytest.raises(StoreError) as raised:
+        conn.exec_driver_sql("INSERT INTO scratch (k) VALUES ('a')")
+        conn.exec_driver_sql("INSERT INTO scratch (k) VALUES ('a')")
+    assert type(raised.value) is StoreError
+
+
+def test_a_database_that_cannot_be_reached_raises_store_unavailable_on_connect(tmp_path):
+    from tests.collector.server import free_port
+
+    url = f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/none"
+    engine = _engine(url, retries=1)
+    with pytest.raises(StoreUnavailable) as raised:
+        engine.connect()
+    assert type(raised.value).__module__ == "tracker.errors"
+    assert "2 attempts" not in str(raised.value)  # a bare connect is not a retried unit
+    with pytest.raises(StoreUnavailable, match="2 attempts"):
+        in_transaction(engine, lambda conn: conn.exec_driver_sql("SELECT 1"))

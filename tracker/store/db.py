@@ -57,6 +57,7 @@ def create_engine(url: str, settings: Settings | None = None, *, read_only: bool
     retry = {_RETRY: RetryPolicy(retries=settings.store_retries)}
     if url.startswith("sqlite"):
         engine = _sqlite_engine(url, settings, **kwargs)
+        event.listen(engine, "handle_error", _translate_on_error)
         if read_only:
             @event.listens_for(engine, "connect")
             def _query_only(dbapi_connection, _record):
@@ -64,9 +65,21 @@ def create_engine(url: str, settings: Settings | None = None, *, read_only: bool
         return engine.execution_options(**retry)
     kwargs.setdefault("pool_pre_ping", True)
     engine = sa.create_engine(url, **kwargs)
+    event.listen(engine, "handle_error", _translate_on_error)
     if read_only:
         retry["postgresql_readonly"] = True
     return engine.execution_options(**retry)
+
+
+def _translate_on_error(context: exc.ExceptionContext) -> StoreError | None:
+    """Every driver error met by a statement or a connect on a tracker engine, wherever the
+    code runs it (not only inside :func:`transaction`), raised as the project's error
+    (:func:`translate`); SQLAlchemy still invalidates a lost connection. Errors that are not
+    the driver's (a bug binding parameters) and the pool's liveness ping are left alone."""
+    if context.is_pre_ping or not isinstance(context.original_exception,
+                                             context.dialect.loaded_dbapi.Error):
+        return None
+    return translate(context.sqlalchemy_exception or context.original_exception)
 
 
 def _sqlite_engine(url: str, settings: Settings, **kwargs) -> sa.Engine:
