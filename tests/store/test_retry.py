@@ -211,3 +211,19 @@ def test_a_database_that_cannot_be_reached_raises_store_unavailable_on_connect(t
     assert "2 attempts" not in str(raised.value)  # a bare connect is not a retried unit
     with pytest.raises(StoreUnavailable, match="2 attempts"):
         in_transaction(engine, lambda conn: conn.exec_driver_sql("SELECT 1"))
+
+
+@PG_ONLY
+def test_an_arrow_read_on_a_terminated_connection_reads_again_on_a_new_one(engine):
+    import pyarrow as pa
+
+    from tracker.store.arrow import ArrowReader
+
+    pid_column = pa.schema([pa.field("pid", pa.int64(), nullable=False)])
+    with ArrowReader(engine) as reader:
+        first = reader.read("SELECT pg_backend_pid()::int8", pid_column)["pid"][0].as_py()
+        with engine.connect() as conn:  # the idle ADBC connection dies, as on a server restart
+            conn.exec_driver_sql(f"SELECT pg_terminate_backend({int(first)})")
+            conn.commit()
+        second = reader.read("SELECT pg_backend_pid()::int8", pid_column)["pid"][0].as_py()
+    assert second != first

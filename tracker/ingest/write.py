@@ -9,7 +9,8 @@ column at a time (:mod:`tracker.ingest.columnar`; rows that are not plainly clea
 the per-record rules, so the outcome is the same); a batch is written on a background thread
 while the next one is validated; on PostgreSQL a batch of fresh ids is COPYed straight into
 the table (:func:`tracker.store.bulk.copy_new`), with the staged ``ON CONFLICT`` insert only
-when some ids are stored already.
+when some ids are stored already. Each batch is one unit of work, run again after a transient
+failure (:func:`tracker.store.db.retried`); storing by id makes that safe.
 
 ``on_invalid``: ``"skip"`` stores the valid records and reports the rejected ones;
 ``"all_or_nothing"`` stores nothing when any record is invalid (the collector answers 422 and
