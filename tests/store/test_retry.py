@@ -227,3 +227,27 @@ def test_an_arrow_read_on_a_terminated_connection_reads_again_on_a_new_one(engin
             conn.commit()
         second = reader.read("SELECT pg_backend_pid()::int8", pid_column)["pid"][0].as_py()
     assert second != first
+
+
+# ------------------------------------------------------------------ the classification
+
+
+@PG_ONLY
+@pytest.mark.parametrize(("sqlstate", "transient"), [
+    pytest.param("40001", True, id="serialization-failure-is-transient"),
+    pytest.param("40P01", True, id="deadlock-is-transient"),
+    pytest.param("55P03", True, id="lock-not-available-is-transient"),
+    pytest.param("53300", True, id="too-many-connections-is-transient"),
+    pytest.param("57P03", True, id="cannot-connect-now-is-transient"),
+    pytest.param("08006", True, id="connection-failure-class-08-is-transient"),
+    pytest.param("23505", False, id="unique-violation-is-not"),
+    pytest.param("22012", False, id="division-by-zero-is-not"),
+    pytest.param("42601", False, id="syntax-error-is-not"),
+    pytest.param("57014", False, id="statement-timeout-cancel-is-not"),
+])
+def test_server_errors_are_classified_by_sqlstate(engine, sqlstate, transient):
+    raise_it = f"DO $$ BEGIN RAISE EXCEPTION 'x' USING ERRCODE = '{sqlstate}'; END $$"
+    with pytest.raises(StoreError) as raised, engine.connect() as conn:
+        conn.exec_driver_sql(raise_it)
+    assert isinstance(raised.value, TransientStoreError) is transient
+    assert raised.value.__cause__.sqlstate == sqlstate  # the server's own error
