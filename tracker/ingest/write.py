@@ -28,6 +28,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from tracker.config import Settings
+from tracker.errors import ValidationError
 from tracker.ingest.columnar import ColumnChunk, impression_rows
 from tracker.ingest.frames import FrameRecords
 from tracker.ingest.result import IngestResult, Rejection
@@ -40,6 +41,8 @@ from tracker.ingest.validate import (
     Limits,
     Reject,
     Unreadable,
+    is_clean_text,
+    shown_id,
 )
 from tracker.store import bulk
 from tracker.store.db import transaction
@@ -93,8 +96,8 @@ def log_interactions(engine: sa.Engine, settings: Settings, records: Iterable[Ma
     limits = Limits.from_settings(settings)
 
     def make_normalizer(chunk: list[Mapping[str, Any]]) -> InteractionNormalizer:
-        named = [r.get("impression_id") for r in chunk]
-        named = [k for k in named if isinstance(k, str)]
+        named = [r.get("impression_id") for r in chunk if isinstance(r, Mapping)]
+        named = [k for k in named if isinstance(k, str) and is_clean_text(k)]
         found: dict[str, int] = {}
         if named and any(e.relevance is not None for e in experiments):
             with transaction(engine) as conn:
@@ -161,7 +164,8 @@ def _batches(kind: _Kind, records, size: int) -> Iterator[list | ColumnChunk]:
 def _log(engine, settings, kind: _Kind, records, normalize, on_invalid, micros_ok, progress,
          per_chunk: bool = False) -> IngestResult:
     if on_invalid not in ON_INVALID:
-        raise ValueError(f"on_invalid must be one of {ON_INVALID}, got {on_invalid!r}")
+        raise ValidationError(f"must be one of {', '.join(ON_INVALID)}, got {on_invalid!r}",
+                              field="on_invalid")
     result = IngestResult(kind.name)
     pending: list[tuple[int, list[tuple], IngestResult]] = []
     offset = 0
@@ -263,13 +267,11 @@ def _normalize_chunk(kind: _Kind, chunk, normalize, micros_ok) -> tuple[list[tup
             try:
                 if isinstance(record, Unreadable):
                     raise Reject(None, record.reason)
-                if not isinstance(record, Mapping):
-                    raise Reject(None, f"a record must be a mapping, got {type(record).__name__}")
                 row = normalize(record, micros_ok)
             except Reject as reject:
                 raw_id = record.get(kind.id_field) if isinstance(record, Mapping) else None
-                part.rejected.append(Rejection(index, raw_id if isinstance(raw_id, str) else None,
-                                               reject.field, reject.reason))
+                part.rejected.append(Rejection(index, shown_id(raw_id), reject.field,
+                                               reject.reason))
                 continue
         first = rows.get(row[0])
         if first is None:
