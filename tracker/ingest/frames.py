@@ -147,6 +147,23 @@ def _decode_csv_lists(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+def _parquet_rows(batch) -> list[dict[str, Any] | Unreadable]:
+    """The rows of a Parquet record batch as dicts; when the batch cannot be converted whole
+    (a timestamp outside Python's years 1-9999), row by row, each failing row an
+    :class:`Unreadable` that validation rejects on its own."""
+    try:
+        return batch.to_pylist()
+    except (OverflowError, ValueError):
+        pass
+    rows: list[dict[str, Any] | Unreadable] = []
+    for i in range(batch.num_rows):
+        try:
+            rows.extend(batch.slice(i, 1).to_pylist())
+        except (OverflowError, ValueError) as exc:
+            rows.append(Unreadable(f"row cannot be read: {str(exc)[:200]}"))
+    return rows
+
+
 def file_records(path: Path, fmt: str, chunk_rows: int = 50_000) -> Iterator[dict[str, Any]]:
     """Stream the records of a file.
 
@@ -185,7 +202,8 @@ def file_records(path: Path, fmt: str, chunk_rows: int = 50_000) -> Iterator[dic
 
         parquet = pq.ParquetFile(path)
         for batch in parquet.iter_batches(batch_size=chunk_rows):
-            for record in batch.to_pylist():
-                yield {k: v for k, v in record.items() if not _missing(v)}
+            for record in _parquet_rows(batch):
+                yield record if isinstance(record, Unreadable) else {
+                    k: v for k, v in record.items() if not _missing(v)}
     else:
         raise ValueError(f"unknown format {fmt!r}")

@@ -512,7 +512,9 @@ class InteractionNormalizer:
         occurred_at = check_instant(record.get("occurred_at"), "occurred_at", self.now_us,
                                     limits, micros_ok)
         impression_key = record.get("impression_id")
-        if impression_key is not None:
+        if _is_missing(impression_key):  # NaN: a missing value in a DataFrame column
+            impression_key = None
+        else:
             impression_key = check_id(impression_key, "impression_id", limits.max_id_length)
         self._check_event(event, impression_key)
         return (key, user_id, item_id, event, value, occurred_at, self.now_us, impression_key)
