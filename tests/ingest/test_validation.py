@@ -236,3 +236,30 @@ def _re(text: str) -> str:
     import re
 
     return re.escape(text)
+
+
+@pytest.mark.parametrize(("setting", "stored"), [
+    pytest.param(None, False, id="default-minimum-rejects-a-1995-time"),
+    pytest.param("1990-01-01T00:00:00Z", True, id="lowered-minimum-accepts-a-1995-backfill"),
+    pytest.param("1996-01-01", False, id="naive-minimum-is-utc"),
+])
+def test_min_event_time_bounds_event_times_and_is_settable_for_backfills(db_url, setting,
+                                                                         stored):
+    environ = {"TRACKER_DATABASE_URL": db_url}
+    if setting is not None:
+        environ["TRACKER_MIN_EVENT_TIME"] = setting
+    with Tracker(settings=Settings.from_env(environ)) as t:
+        make_experiment(t)
+        old = datetime(1995, 6, 1, tzinfo=UTC)
+        result = t.log_impressions([impression(0), impression(1, served_at=old)])
+        clicks = t.log_interactions([interaction(0, occurred_at=old)])
+    assert (result.stored, clicks.stored) == ((2, 1) if stored else (1, 0))
+    if not stored:
+        assert "TRACKER_MIN_EVENT_TIME" in result.rejected[0].reason
+        assert clicks.rejected[0].field == "occurred_at"
+
+
+def test_a_bad_min_event_time_names_the_variable_and_the_form():
+    with pytest.raises(ConfigError, match="TRACKER_MIN_EVENT_TIME='last year': expected an "
+                                          "ISO 8601 date-time"):
+        Settings.from_env({"TRACKER_MIN_EVENT_TIME": "last year"})
