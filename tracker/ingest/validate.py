@@ -202,7 +202,8 @@ class Limits:
                    int(settings.max_future_seconds * 1_000_000),
                    _MIN_EVENT_US if earliest is None else earliest)
 
-    def time_range(self, now_us: int) -> str:
+    @property
+    def accepted_times(self) -> str:
         """The accepted range of event times, as a reason states it."""
         return (f"accepted: {_iso(self.min_event_us)} (TRACKER_MIN_EVENT_TIME) to "
                 f"{self.max_future_us / 1e6:.0f} s past the server clock "
@@ -266,10 +267,10 @@ def check_instant(value: Any, field: str, now_us: int, limits: Limits,
         raise Reject(field, f"must be a datetime or an ISO 8601 string, got "
                             f"{type(value).__name__}")
     if micros is None:
-        raise Reject(field, "cannot be converted to UTC; " + limits.time_range(now_us))
+        raise Reject(field, "cannot be converted to UTC; " + limits.accepted_times)
     if micros < limits.min_event_us:
         raise Reject(field, f"lies before {_iso(limits.min_event_us)}; "
-                            + limits.time_range(now_us))
+                            + limits.accepted_times)
     if micros > now_us + limits.max_future_us:
         ahead = (micros - now_us) / 1e6
         raise Reject(field, f"lies {ahead:.0f} s in the future; at most "

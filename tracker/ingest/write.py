@@ -11,6 +11,11 @@ while the next one is validated; on PostgreSQL a batch of fresh ids is COPYed st
 the table (:func:`tracker.store.bulk.copy_new`), with the staged ``ON CONFLICT`` insert only
 when some ids are stored already.
 
+A call never stops on a record: every record that breaks a rule of
+:mod:`tracker.ingest.validate` (a ``None`` or non-mapping record and an unreadable file line
+included) becomes one :class:`~tracker.ingest.result.Rejection` (index, id cut to a bounded
+prefix, field, reason), and the records around it are judged on their own.
+
 ``on_invalid``: ``"skip"`` stores the valid records and reports the rejected ones;
 ``"all_or_nothing"`` stores nothing when any record is invalid (the collector answers 422 and
 a single SDK call raises).
