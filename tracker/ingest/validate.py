@@ -292,6 +292,8 @@ def instant_micros_of_datetime64(value: np.datetime64) -> int | None:
 
 def check_list(value: Any, field: str, what: str) -> list:
     """An ordered sequence as a list (a list, tuple or array; not text, a mapping or a set)."""
+    if type(value) is list or type(value) is tuple:  # the common case, fast
+        return list(value)
     if value is None:
         raise Reject(field, "is required")
     if (isinstance(value, (str, bytes, bytearray, Mapping, set, frozenset))
@@ -308,8 +310,10 @@ def check_items(value: Any, field: str, limits: Limits) -> list[str]:
     if len(items) > limits.max_items:
         raise Reject(field, f"has {len(items)} items, the limit is {limits.max_items} "
                             "(TRACKER_MAX_ITEMS)")
-    items = [check_id(item, f"{field}[{i}]", limits.max_id_length)
-             for i, item in enumerate(items)]
+    if not (all(type(item) is str for item in items) and all(items)  # the common case, fast
+            and max(map(len, items)) <= limits.max_id_length and is_clean_text("".join(items))):
+        items = [check_id(item, f"{field}[{i}]", limits.max_id_length)
+                 for i, item in enumerate(items)]
     if len(set(items)) != len(items):
         seen: set[str] = set()
         for i, item in enumerate(items):
@@ -343,6 +347,8 @@ def check_scores(value: Any, n_items: int) -> list[float] | None:
     scores = check_list(value, "scores", "numbers")
     if len(scores) != n_items:
         raise Reject("scores", f"has {len(scores)} values for {n_items} items")
+    if all(type(s) is float for s in scores) and all(map(math.isfinite, scores)):
+        return scores  # the common case, fast
     try:
         return [check_number(s, "scores") for s in scores]
     except Reject as reject:
@@ -454,7 +460,7 @@ class ImpressionNormalizer:
 
 def check_fields(record: Any, known: frozenset[str]) -> None:
     """A record is a mapping holding only ``known`` fields."""
-    if not isinstance(record, Mapping):
+    if type(record) is not dict and not isinstance(record, Mapping):
         raise Reject(None, f"a record must be a mapping (a JSON object), got "
                            f"{type(record).__name__}")
     extra = record.keys() - known
