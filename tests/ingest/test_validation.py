@@ -263,3 +263,17 @@ def test_a_bad_min_event_time_names_the_variable_and_the_form():
     with pytest.raises(ConfigError, match="TRACKER_MIN_EVENT_TIME='last year': expected an "
                                           "ISO 8601 date-time"):
         Settings.from_env({"TRACKER_MIN_EVENT_TIME": "last year"})
+
+
+@pytest.mark.parametrize(("raw_id", "shown"), [
+    pytest.param("x" * 1_000_000, "x" * 64 + "…", id="megabyte-id-is-cut-to-64-characters"),
+    pytest.param("a\ud800b", "a\\ud800b", id="lone-surrogate-in-id-is-escaped"),
+    pytest.param(7, "7", id="whole-number-id-is-shown-as-text"),
+    pytest.param(["imp"], None, id="id-of-another-type-is-not-shown"),
+])
+def test_a_rejection_names_the_record_by_a_bounded_printable_id(home, raw_id, shown):
+    result = home.log_impressions([impression(0), impression(1, impression_id=raw_id,
+                                                             experiment="nope")])
+    (rejection,) = result.rejected
+    assert (rejection.index, rejection.id) == (1, shown)
+    assert len(str(rejection)) < 200
