@@ -74,7 +74,9 @@ def _check(tracker: Tracker, kind: str, batch: list, result) -> None:
     neighbours = [batch[0][id_field], batch[2][id_field]]
     assert _stored(tracker, kind, neighbours) == set(neighbours)
     assert [r.index for r in result.rejected] in ([], [1])
-    assert result.stored + len(result.rejected) == 3
+    # stored, or rejected; or, when the drawn value is an id an earlier example stored, a
+    # duplicate or conflict (examples share the database)
+    assert result.received == 3 and result.stored >= 2
 
 
 @pytest.mark.parametrize("kind", KINDS)
