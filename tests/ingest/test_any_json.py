@@ -4,12 +4,14 @@ stored; through a bulk call and a JSON Lines import."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 
+import pandas as pd
 import pytest
 import sqlalchemy as sa
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import fresh_database, migrated
@@ -105,3 +107,22 @@ def _wire(record):
     if not isinstance(record, dict):
         return record
     return {k: v.isoformat() if hasattr(v, "isoformat") else v for k, v in record.items()}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@RUNS
+@given(data=st.data())
+def test_any_json_value_in_a_dataframe_is_stored_or_rejected(home, kind, data):
+    batch = _batch(data, kind)
+    if not isinstance(batch[1], dict):
+        batch[1] = {"value": batch[1]}  # a row is always a mapping; the value in a column
+    columns = {name: [r.get(name) for r in batch]
+               for name in dict.fromkeys(k for r in batch for k in r)}
+    frame = None
+    for dtype in (None, object):  # pandas' Arrow strings cannot hold a lone surrogate
+        with contextlib.suppress(UnicodeEncodeError):
+            frame = pd.DataFrame(columns, dtype=dtype)
+            break
+    assume(frame is not None)  # nor can a column be named with one
+    log = home.log_impressions if kind == "impressions" else home.log_interactions
+    _check(home, kind, batch, log(frame))

@@ -36,9 +36,12 @@ def frame_records(frame) -> tuple[FrameRecords, bool]:
     for name in frame.columns:
         series = frame[name]
         if name in TIME_FIELDS:
+            if _holds_numbers(series):  # a number is not a time (pandas would read an epoch)
+                micros = False
+                continue
             try:
                 converted = pd.to_datetime(series, utc=True, format="ISO8601")
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, OverflowError):
                 micros = False
             else:
                 if converted.isna().any():
@@ -49,6 +52,18 @@ def frame_records(frame) -> tuple[FrameRecords, bool]:
     if not micros:  # per-row parsing reports each bad value where it is
         columns = {str(name): frame[name] for name in frame.columns}
     return FrameRecords(columns, len(frame)), micros
+
+
+def _holds_numbers(series) -> bool:
+    """Whether a column holds numbers (or bools): a numeric column, or numbers among objects."""
+    import pandas as pd
+
+    if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
+        return True
+    if series.dtype != object:
+        return False
+    return any(isinstance(v, (int, float)) and not (type(v) is float and math.isnan(v))
+               for v in series.tolist())
 
 
 class FrameRecords:
