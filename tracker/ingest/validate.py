@@ -248,7 +248,8 @@ def check_instant(value: Any, field: str, now_us: int, limits: Limits,
     """Microseconds since the epoch of a datetime / ISO 8601 string (naive = UTC), within
     ``[limits.min_event_us, now + limits.max_future_us]``; None, NaT and NaN are missing."""
     if _is_missing(value):
-        missing = "" if value is None else " (NaT)" if not isinstance(value, float) else " (NaN)"
+        missing = ("" if value is None else " (NaN)" if isinstance(value, (float, np.floating))
+                   else " (NaT)")
         raise Reject(field, f"is required{missing} (a retry must repeat it, so it is never "
                             "defaulted)")
     if isinstance(value, datetime):
