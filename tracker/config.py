@@ -19,6 +19,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,15 @@ def _non_negative_float(raw: str) -> float:
     if not value >= 0 or value == float("inf"):
         raise ValueError("a finite number >= 0")
     return value
+
+
+def _instant(raw: str) -> datetime:
+    """An ISO 8601 date-time (naive = UTC), kept with its offset."""
+    try:
+        value = datetime.fromisoformat(raw.strip())
+    except ValueError:
+        raise ValueError("an ISO 8601 date-time, e.g. 2000-01-01T00:00:00Z") from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def _port(raw: str) -> int:
@@ -133,6 +143,12 @@ class Settings:
         default=300.0,
         metadata={"var": _Var("TRACKER_MAX_FUTURE_SECONDS", _non_negative_float,
                               "how far past the server clock an event time may lie")},
+    )
+    min_event_time: datetime = field(
+        default=datetime(2000, 1, 1, tzinfo=UTC),
+        metadata={"var": _Var("TRACKER_MIN_EVENT_TIME", _instant,
+                              "earliest event time accepted (ISO 8601; lower it for "
+                              "backfills of older logs)")},
     )
     sqlite_busy_timeout_ms: int = field(
         default=30_000,

@@ -206,6 +206,9 @@ def _records(records: Any) -> tuple[Iterable[Mapping[str, Any]], bool]:
     if isinstance(records, Mapping):
         raise ValidationError("expected many records (a DataFrame or an iterable of dicts), "
                               "got one dict: use log_impression / log_interaction for one")
+    if isinstance(records, str | bytes) or not hasattr(records, "__iter__"):
+        raise ValidationError("expected many records (a DataFrame or an iterable of dicts), "
+                              f"got {type(records).__name__}")
     return records, False
 
 

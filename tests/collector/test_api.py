@@ -74,10 +74,13 @@ def test_resent_batch_is_duplicates_and_changed_payload_is_a_reported_conflict(c
     pytest.param({"impression_id": None}, "impression_id", "is required",
                  id="no-id-the-collector-cannot-dedupe"),
     pytest.param({"colour": "red"}, None, "unknown field(s) colour", id="unknown-field"),
-    pytest.param({"user_id": "a\x00b"}, None, "NUL", id="nul-character"),
-    pytest.param({"context": {"k": ["\x00"]}}, None, "NUL", id="nul-in-context"),
-    pytest.param({"served_at": "0001-01-01T00:00:00+14:00"}, "served_at", "years 1 to 9999",
+    pytest.param({"user_id": "a\x00b"}, "user_id", "NUL", id="nul-character"),
+    pytest.param({"context": {"k": ["\x00"]}}, "context", "NUL", id="nul-in-context"),
+    pytest.param({"served_at": "0001-01-01T00:00:00+14:00"}, "served_at",
+                 "accepted: 2000-01-01T00:00:00Z (TRACKER_MIN_EVENT_TIME)",
                  id="time-before-year-1-in-utc"),
+    pytest.param({"context": {"k": {"k": {"k": {"k": {"k": {"k": {"k": {"k": {}}}}}}}}}},
+                 "context", "nested more than 8 levels", id="context-nested-too-deep"),
 ])
 def test_a_batch_with_an_invalid_event_is_refused_whole_with_the_reasons(collector, bad,
                                                                           field, reason):
@@ -99,7 +102,7 @@ def test_every_invalid_event_is_listed_including_non_objects(collector):
     body = post(collector, "interactions", batch).json()
     assert [(r["index"], r["field"]) for r in body["rejected"]] == [
         (1, None), (2, None), (3, None), (4, None), (5, "event")]
-    assert body["rejected"][1]["reason"] == "an event must be a JSON object, got string"
+    assert body["rejected"][1]["reason"] == "a record must be a mapping (a JSON object), got str"
     assert count(collector.tracker.engine, "interaction") == 0
 
 

@@ -236,3 +236,44 @@ def _re(text: str) -> str:
     import re
 
     return re.escape(text)
+
+
+@pytest.mark.parametrize(("setting", "stored"), [
+    pytest.param(None, False, id="default-minimum-rejects-a-1995-time"),
+    pytest.param("1990-01-01T00:00:00Z", True, id="lowered-minimum-accepts-a-1995-backfill"),
+    pytest.param("1996-01-01", False, id="naive-minimum-is-utc"),
+])
+def test_min_event_time_bounds_event_times_and_is_settable_for_backfills(db_url, setting,
+                                                                         stored):
+    environ = {"TRACKER_DATABASE_URL": db_url}
+    if setting is not None:
+        environ["TRACKER_MIN_EVENT_TIME"] = setting
+    with Tracker(settings=Settings.from_env(environ)) as t:
+        make_experiment(t)
+        old = datetime(1995, 6, 1, tzinfo=UTC)
+        result = t.log_impressions([impression(0), impression(1, served_at=old)])
+        clicks = t.log_interactions([interaction(0, occurred_at=old)])
+    assert (result.stored, clicks.stored) == ((2, 1) if stored else (1, 0))
+    if not stored:
+        assert "TRACKER_MIN_EVENT_TIME" in result.rejected[0].reason
+        assert clicks.rejected[0].field == "occurred_at"
+
+
+def test_a_bad_min_event_time_names_the_variable_and_the_form():
+    with pytest.raises(ConfigError, match="TRACKER_MIN_EVENT_TIME='last year': expected an "
+                                          "ISO 8601 date-time"):
+        Settings.from_env({"TRACKER_MIN_EVENT_TIME": "last year"})
+
+
+@pytest.mark.parametrize(("raw_id", "shown"), [
+    pytest.param("x" * 1_000_000, "x" * 64 + "…", id="megabyte-id-is-cut-to-64-characters"),
+    pytest.param("a\ud800b", "a\\ud800b", id="lone-surrogate-in-id-is-escaped"),
+    pytest.param(7, "7", id="whole-number-id-is-shown-as-text"),
+    pytest.param(["imp"], None, id="id-of-another-type-is-not-shown"),
+])
+def test_a_rejection_names_the_record_by_a_bounded_printable_id(home, raw_id, shown):
+    result = home.log_impressions([impression(0), impression(1, impression_id=raw_id,
+                                                             experiment="nope")])
+    (rejection,) = result.rejected
+    assert (rejection.index, rejection.id) == (1, shown)
+    assert len(str(rejection)) < 200

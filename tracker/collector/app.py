@@ -56,7 +56,7 @@ from tracker.collector.schemas import (
 )
 from tracker.config import Settings
 from tracker.errors import NotFound, SchemaOutdated, StoreError, StoreUnavailable
-from tracker.ingest.result import IngestResult, Rejection
+from tracker.ingest.result import IngestResult
 from tracker.ingest.write import log_impressions, log_interactions
 from tracker.store.db import SCHEMA_REVISION, create_engine, schema_revision, transaction
 from tracker.store.experiments import get_experiment, list_experiments
@@ -255,67 +255,6 @@ def _decode_events(body: bytes, max_batch: int) -> list[Any]:
     return data
 
 
-_JSON_TYPES = {dict: "object", list: "array", str: "string", int: "number", float: "number",
-               bool: "boolean", type(None): "null"}
-
-
-def _has_nul(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    return False
-
-
-def _time_out_of_range(value: Any) -> bool:
-    if not isinstance(value, str):
-        return False
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return False  # the ingest path says why
-    try:
-        parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-    except OverflowError:
-        return True
-    return False
-
-
-def _shape_rejections(events: list[Any], kind: str, body: bytes) -> dict[int, Rejection]:
-    """Events the ingest path must not even see, answered with the same per-event errors:
-    not JSON objects; (impressions) an experiment or arm that is not a string; a time that
-    cannot be converted to UTC; text with NUL characters (PostgreSQL text cannot hold them)."""
-    found: dict[int, Rejection] = {}
-    id_field, time_field = (("impression_id", "served_at") if kind == "impressions"
-                            else ("event_id", "occurred_at"))
-    nul = b"\\u0000" in body
-    for index, event in enumerate(events):
-        if not isinstance(event, dict):
-            found[index] = Rejection(index, None, None, "an event must be a JSON object, got "
-                                     f"{_JSON_TYPES.get(type(event), 'a value')}")
-            continue
-        raw_id = event.get(id_field)
-        raw_id = raw_id if isinstance(raw_id, str) else None
-        problem = None
-        if kind == "impressions":
-            for name in ("experiment", "arm"):
-                value = event.get(name)
-                if value is not None and not isinstance(value, str):
-                    problem = (name, "must be a string, got "
-                                     f"{_JSON_TYPES.get(type(value), 'a value')}")
-                    break
-        if problem is None and _time_out_of_range(event.get(time_field)):
-            problem = (time_field, "lies outside the years 1 to 9999 once converted to UTC")
-        if problem is None and nul and _has_nul(event):
-            problem = (None, "text must not contain NUL (\\u0000) characters")
-        if problem is not None:
-            found[index] = Rejection(index, raw_id if raw_id and "\x00" not in raw_id else None,
-                                     *problem)
-    return found
-
-
 # ---------------------------------------------------------------------------- the app
 def create_app(settings: Settings | None = None, engine: sa.Engine | None = None) -> FastAPI:
     """The collector application on ``settings`` (default: the ``TRACKER_*`` environment)."""
@@ -406,14 +345,8 @@ def create_app(settings: Settings | None = None, engine: sa.Engine | None = None
     async def ingest(request: Request, kind: str, log) -> JSONResponse:
         body = await _read_body(request, settings.collector_max_body_bytes)
         events = _decode_events(body, settings.collector_max_batch)
-        shape = _shape_rejections(events, kind, body)
-        records = [{} if i in shape else e for i, e in enumerate(events)] if shape else events
-        result: IngestResult = await collector.call_store(
-            log, engine, settings, records, on_invalid="all_or_nothing")
-        if shape:
-            rejected = {r.index: r for r in result.rejected}
-            rejected.update(shape)
-            result.rejected = [rejected[i] for i in sorted(rejected)]
+        result: IngestResult = await collector.call_store(  # validation: tracker.ingest's
+            log, engine, settings, events, on_invalid="all_or_nothing")
         collector.metrics.count_events(result)
         request.state.ingest = {"kind": kind, "events": len(events), "stored": result.stored,
                                 "duplicates": result.duplicates,

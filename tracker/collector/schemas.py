@@ -26,11 +26,14 @@ class ImpressionIn(BaseModel):
     arm: str
     user_id: Id
     items: list[Id] = Field(min_length=1, description="item ids in served order, no repeats")
-    served_at: datetime = Field(description="ISO 8601; without a zone offset it is UTC")
+    served_at: datetime = Field(description="ISO 8601; without a zone offset it is UTC; from "
+                                            "TRACKER_MIN_EVENT_TIME to a few minutes ahead")
     scores: list[float] | None = Field(default=None, description="one per item")
     baseline_items: list[Id] | None = Field(
         default=None, description="what the control model would have served for this request")
-    context: dict[str, Any] | None = None
+    context: dict[str, Any] | None = Field(
+        default=None, description="string keys, JSON values; at most 8 levels deep and 64 KiB "
+                                  "as JSON")
 
 
 class InteractionIn(BaseModel):
@@ -42,7 +45,8 @@ class InteractionIn(BaseModel):
     user_id: Id
     item_id: Id
     event: str = Field(description="click, play, save, purchase... (the experiment's mapping)")
-    occurred_at: datetime = Field(description="ISO 8601; without a zone offset it is UTC")
+    occurred_at: datetime = Field(description="ISO 8601; without a zone offset it is UTC; from "
+                                              "TRACKER_MIN_EVENT_TIME to a few minutes ahead")
     value: float | None = None
     impression_id: Id | None = Field(
         default=None, description="attribute the event to this impression only")

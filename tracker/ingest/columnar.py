@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from itertools import chain, repeat
 from typing import Any
 
@@ -24,11 +24,9 @@ from tracker.ingest.validate import (
     Reject,
     check_context,
     check_instant,
+    instant_micros,
+    is_clean_text,
 )
-from tracker.store.types import EPOCH
-
-_EPOCH_NAIVE = EPOCH.replace(tzinfo=None)
-_MICROSECOND = timedelta(microseconds=1)
 
 
 class ColumnChunk:
@@ -60,14 +58,20 @@ class ColumnChunk:
         return cls(len(records), columns, suspect, records.__getitem__)
 
 
+def _all_clean(texts: list[str]) -> bool:
+    """Whether every string is valid Unicode without NUL, judged on their concatenation (a
+    lone surrogate stays one when joined, so the verdict is the same as one string at a time)."""
+    return is_clean_text("".join(texts))
+
+
 def _ids_ok(values: list, limit: int) -> list[bool] | None:
-    """None when every value is a plain non-empty string of at most ``limit`` characters,
+    """None when every value is a plain non-empty clean string of at most ``limit`` characters,
     else which are."""
     if set(map(type, values)) == {str}:
         lengths = list(map(len, values))
-        if min(lengths) > 0 and max(lengths) <= limit:
+        if min(lengths) > 0 and max(lengths) <= limit and _all_clean(values):
             return None
-    return [type(v) is str and 0 < len(v) <= limit for v in values]
+    return [type(v) is str and 0 < len(v) <= limit and is_clean_text(v) for v in values]
 
 
 def _lists_ok(values: list, max_items: int, max_id_length: int) -> list[bool] | None:
@@ -79,14 +83,15 @@ def _lists_ok(values: list, max_items: int, max_id_length: int) -> list[bool] | 
             flat = list(chain.from_iterable(values))
             if (set(map(type, flat)) == {str} and "" not in flat
                     and max(map(len, flat)) <= max_id_length
-                    and list(map(len, map(set, values))) == sizes):
+                    and list(map(len, map(set, values))) == sizes and _all_clean(flat)):
                 return None
     return [_list_ok(v, max_items, max_id_length) for v in values]
 
 
 def _list_ok(value: Any, max_items: int, max_id_length: int) -> bool:
     return (type(value) is list and 0 < len(value) <= max_items
-            and all(type(item) is str and 0 < len(item) <= max_id_length for item in value)
+            and all(type(item) is str and 0 < len(item) <= max_id_length
+                    and is_clean_text(item) for item in value)
             and len(set(value)) == len(value))
 
 
@@ -107,24 +112,18 @@ def _scores_ok(values: list, sizes: list[int]) -> list[bool] | None:
 
 
 def _micros(value: Any) -> int | None:
-    """Microseconds of a plain datetime (naive = UTC), as ``to_micros`` computes them."""
-    if type(value) is not datetime:
-        return None
-    if value.tzinfo is None:
-        return (value - _EPOCH_NAIVE) // _MICROSECOND
-    try:
-        return (value - EPOCH) // _MICROSECOND
-    except TypeError:  # a tzinfo without an offset: to_micros' own rule applies
-        return None
+    """Microseconds of a plain datetime (naive = UTC), as the per-record rules compute them."""
+    return instant_micros(value) if type(value) is datetime else None
 
 
 def _instants(values: list, field: str, normalizer: ImpressionNormalizer,
               micros_ok: bool) -> list[int | None]:
-    """Epoch microseconds of each value, None where the per-record path must judge it."""
+    """Epoch microseconds of each value, None where the per-record path must judge it (outside
+    ``[min_event_us, now + max_future_us]`` included)."""
     limits, now = normalizer.limits, normalizer.now_us
-    latest = now + limits.max_future_us
+    earliest, latest = limits.min_event_us, now + limits.max_future_us
     if micros_ok and set(map(type, values)) == {int}:
-        micros = values
+        micros = list(values)
     else:
         micros = list(map(_micros, values))
         if None in micros:
@@ -133,8 +132,10 @@ def _instants(values: list, field: str, normalizer: ImpressionNormalizer,
                         type(value) is str or (micros_ok and type(value) is int)):
                     with contextlib.suppress(Reject):  # the per-record path reports it
                         micros[i] = check_instant(value, field, now, limits, micros_ok)
-    if max((us for us in micros if us is not None), default=latest) > latest:
-        micros = [None if us is not None and us > latest else us for us in micros]
+    known = [us for us in micros if us is not None]
+    if known and (max(known) > latest or min(known) < earliest):
+        micros = [None if us is not None and not earliest <= us <= latest else us
+                  for us in micros]
     return micros
 
 
@@ -185,7 +186,7 @@ def impression_rows(chunk: ColumnChunk, normalizer: ImpressionNormalizer,
         for i, value in enumerate(contexts):
             if value is not None and i not in bad:
                 try:
-                    contexts[i] = check_context(value)
+                    contexts[i] = check_context(value, limits)
                 except Reject:
                     bad.add(i)
 

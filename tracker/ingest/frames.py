@@ -36,9 +36,12 @@ def frame_records(frame) -> tuple[FrameRecords, bool]:
     for name in frame.columns:
         series = frame[name]
         if name in TIME_FIELDS:
+            if _holds_numbers(series):  # a number is not a time (pandas would read an epoch)
+                micros = False
+                continue
             try:
                 converted = pd.to_datetime(series, utc=True, format="ISO8601")
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, OverflowError):
                 micros = False
             else:
                 if converted.isna().any():
@@ -49,6 +52,18 @@ def frame_records(frame) -> tuple[FrameRecords, bool]:
     if not micros:  # per-row parsing reports each bad value where it is
         columns = {str(name): frame[name] for name in frame.columns}
     return FrameRecords(columns, len(frame)), micros
+
+
+def _holds_numbers(series) -> bool:
+    """Whether a column holds numbers (or bools): a numeric column, or numbers among objects."""
+    import pandas as pd
+
+    if pd.api.types.is_bool_dtype(series) or pd.api.types.is_numeric_dtype(series):
+        return True
+    if series.dtype != object:
+        return False
+    return any(isinstance(v, (int, float)) and not (type(v) is float and math.isnan(v))
+               for v in series.tolist())
 
 
 class FrameRecords:
@@ -147,6 +162,23 @@ def _decode_csv_lists(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+def _parquet_rows(batch) -> list[dict[str, Any] | Unreadable]:
+    """The rows of a Parquet record batch as dicts; when the batch cannot be converted whole
+    (a timestamp outside Python's years 1-9999), row by row, each failing row an
+    :class:`Unreadable` that validation rejects on its own."""
+    try:
+        return batch.to_pylist()
+    except (OverflowError, ValueError):
+        pass
+    rows: list[dict[str, Any] | Unreadable] = []
+    for i in range(batch.num_rows):
+        try:
+            rows.extend(batch.slice(i, 1).to_pylist())
+        except (OverflowError, ValueError) as exc:
+            rows.append(Unreadable(f"row cannot be read: {str(exc)[:200]}"))
+    return rows
+
+
 def file_records(path: Path, fmt: str, chunk_rows: int = 50_000) -> Iterator[dict[str, Any]]:
     """Stream the records of a file.
 
@@ -185,7 +217,8 @@ def file_records(path: Path, fmt: str, chunk_rows: int = 50_000) -> Iterator[dic
 
         parquet = pq.ParquetFile(path)
         for batch in parquet.iter_batches(batch_size=chunk_rows):
-            for record in batch.to_pylist():
-                yield {k: v for k, v in record.items() if not _missing(v)}
+            for record in _parquet_rows(batch):
+                yield record if isinstance(record, Unreadable) else {
+                    k: v for k, v in record.items() if not _missing(v)}
     else:
         raise ValueError(f"unknown format {fmt!r}")

@@ -12,6 +12,11 @@ the table (:func:`tracker.store.bulk.copy_new`), with the staged ``ON CONFLICT``
 when some ids are stored already. Each batch is one unit of work, run again after a transient
 failure (:func:`tracker.store.db.retried`); storing by id makes that safe.
 
+A call never stops on a record: every record that breaks a rule of
+:mod:`tracker.ingest.validate` (a ``None`` or non-mapping record and an unreadable file line
+included) becomes one :class:`~tracker.ingest.result.Rejection` (index, id cut to a bounded
+prefix, field, reason), and the records around it are judged on their own.
+
 ``on_invalid``: ``"skip"`` stores the valid records and reports the rejected ones;
 ``"all_or_nothing"`` stores nothing when any record is invalid (the collector answers 422 and
 a single SDK call raises).
@@ -30,6 +35,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from tracker.config import Settings
+from tracker.errors import ValidationError
 from tracker.ingest.columnar import ColumnChunk, impression_rows
 from tracker.ingest.frames import FrameRecords
 from tracker.ingest.result import IngestResult, Rejection
@@ -42,6 +48,8 @@ from tracker.ingest.validate import (
     Limits,
     Reject,
     Unreadable,
+    is_clean_text,
+    shown_id,
 )
 from tracker.store import bulk
 from tracker.store.db import in_transaction, retried, transaction
@@ -93,8 +101,8 @@ def log_interactions(engine: sa.Engine, settings: Settings, records: Iterable[Ma
     limits = Limits.from_settings(settings)
 
     def make_normalizer(chunk: list[Mapping[str, Any]]) -> InteractionNormalizer:
-        named = [r.get("impression_id") for r in chunk]
-        named = [k for k in named if isinstance(k, str)]
+        named = [r.get("impression_id") for r in chunk if isinstance(r, Mapping)]
+        named = [k for k in named if isinstance(k, str) and is_clean_text(k)]
         found: dict[str, int] = {}
         if named and any(e.relevance is not None for e in experiments):
             found = in_transaction(engine, lambda conn: find_impression_experiments(conn, named))
@@ -160,7 +168,8 @@ def _batches(kind: _Kind, records, size: int) -> Iterator[list | ColumnChunk]:
 def _log(engine, settings, kind: _Kind, records, normalize, on_invalid, micros_ok, progress,
          per_chunk: bool = False) -> IngestResult:
     if on_invalid not in ON_INVALID:
-        raise ValueError(f"on_invalid must be one of {ON_INVALID}, got {on_invalid!r}")
+        raise ValidationError(f"must be one of {', '.join(ON_INVALID)}, got {on_invalid!r}",
+                              field="on_invalid")
     result = IngestResult(kind.name)
     pending: list[tuple[int, list[tuple], IngestResult]] = []
     offset = 0
@@ -262,13 +271,11 @@ def _normalize_chunk(kind: _Kind, chunk, normalize, micros_ok) -> tuple[list[tup
             try:
                 if isinstance(record, Unreadable):
                     raise Reject(None, record.reason)
-                if not isinstance(record, Mapping):
-                    raise Reject(None, f"a record must be a mapping, got {type(record).__name__}")
                 row = normalize(record, micros_ok)
             except Reject as reject:
                 raw_id = record.get(kind.id_field) if isinstance(record, Mapping) else None
-                part.rejected.append(Rejection(index, raw_id if isinstance(raw_id, str) else None,
-                                               reject.field, reject.reason))
+                part.rejected.append(Rejection(index, shown_id(raw_id), reject.field,
+                                               reject.reason))
                 continue
         first = rows.get(row[0])
         if first is None:
