@@ -42,13 +42,32 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 import orjson
+
+from tracker.config import Settings
+from tracker.errors import ValidationError
+from tracker.ingest.result import Rejection
+from tracker.ingest.validate import (
+    IMPRESSION_FIELDS,
+    INTERACTION_FIELDS,
+    Limits,
+    Reject,
+    check_context,
+    check_id,
+    check_instant,
+    check_items,
+    check_scores,
+    check_value,
+    raise_for,
+)
+from tracker.ingest.write import ON_INVALID
+from tracker.store.types import from_micros
 
 log = logging.getLogger("tracker.client")
 
@@ -61,6 +80,7 @@ class ClientCounters:
     """What happened to the events given to a client so far (a snapshot)."""
 
     enqueued: int = 0      # accepted onto the queue
+    invalid: int = 0       # refused at the call: broke a rule (never enqueued)
     dropped: int = 0       # refused because the queue was full (never sent)
     stored: int = 0        # stored by the collector (new)
     duplicates: int = 0    # already stored with the same payload (e.g. a retried batch)
@@ -75,12 +95,108 @@ class ClientCounters:
         return asdict(self)
 
 
-def _instant(value: Any) -> Any:
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return value.isoformat()
-    return value
+@dataclass(frozen=True)
+class Queued:
+    """What a bulk logging call did with its records.
+
+    ``ids[i]`` is the id of record ``i`` (made here when absent), or None when the record broke
+    a rule; ``rejected`` lists those records (index, id, field, reason), none of them queued.
+    A record with an id was queued, or counted ``dropped`` when the queue was full.
+    """
+
+    ids: tuple[str | None, ...]
+    rejected: tuple[Rejection, ...]
+
+
+_EVENT_TYPE_LENGTH = 64  # as tracker.ingest.validate checks an interaction's event type
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def _iso(micros: int) -> str:
+    """An instant as ISO 8601 in UTC to the microsecond: the collector reads back exactly it."""
+    return from_micros(micros).isoformat()
+
+
+def _check_fields(record: Mapping[str, Any], allowed: frozenset[str]) -> None:
+    extra = record.keys() - allowed
+    if extra:
+        raise Reject(None, f"unknown field(s) {', '.join(sorted(map(str, extra)))}; "
+                           f"expected {', '.join(sorted(allowed))}")
+
+
+def _own_id(value: Any, field: str, limits: Limits) -> str:
+    """The event's client id, made here (uuid4) when absent so a resent batch is stored once."""
+    return uuid.uuid4().hex if value is None else check_id(value, field, limits.max_id_length)
+
+
+def _key(value: Any, field: str, limits: Limits) -> str:
+    """An experiment or arm key: a string by the id rules (whether it exists, the collector
+    says)."""
+    if value is not None and not isinstance(value, str):
+        raise Reject(field, f"must be a string, got {type(value).__name__}")
+    return check_id(value, field, limits.max_id_length)
+
+
+def _impression_event(record: Mapping[str, Any], limits: Limits, now_us: int) -> dict[str, Any]:
+    """The impression as the collector takes it, by the SDK's record rules
+    (:mod:`tracker.ingest.validate`): ids as text (whole numbers, numpy ones too, as their
+    decimal text), scores as finite floats (numpy, ``Decimal``), the time as ISO 8601 UTC (a
+    naive ``datetime`` or pandas ``Timestamp`` is UTC), ``context`` in canonical JSON form.
+    Raises :class:`Reject` naming the field; whether the experiment and arm exist is left to
+    the collector."""
+    _check_fields(record, IMPRESSION_FIELDS)
+    get = record.get
+    event = {"impression_id": _own_id(get("impression_id"), "impression_id", limits),
+             "experiment": _key(get("experiment"), "experiment", limits),
+             "arm": _key(get("arm"), "arm", limits),
+             "user_id": check_id(get("user_id"), "user_id", limits.max_id_length),
+             "served_at": _iso(check_instant(get("served_at"), "served_at", now_us, limits))}
+    event["items"] = check_items(get("items"), "items", limits)
+    optional = {"scores": check_scores(get("scores"), len(event["items"])),
+                "baseline_items": (None if get("baseline_items") is None else
+                                   check_items(get("baseline_items"), "baseline_items", limits)),
+                "context": check_context(get("context"))}
+    event.update((name, value) for name, value in optional.items() if value is not None)
+    return event
+
+
+def _interaction_event(record: Mapping[str, Any], limits: Limits, now_us: int
+                       ) -> dict[str, Any]:
+    """The interaction as the collector takes it, by the SDK's record rules (see
+    :func:`_impression_event`; ``value`` a finite float, NaN meaning none). Whether the event
+    type is in a relevance mapping is left to the collector."""
+    _check_fields(record, INTERACTION_FIELDS)
+    get = record.get
+    event = {"event_id": _own_id(get("event_id"), "event_id", limits),
+             "user_id": check_id(get("user_id"), "user_id", limits.max_id_length),
+             "item_id": check_id(get("item_id"), "item_id", limits.max_id_length),
+             "event": check_id(get("event"), "event", _EVENT_TYPE_LENGTH)}
+    value = check_value(get("value"))
+    if value is not None:
+        event["value"] = value
+    event["occurred_at"] = _iso(check_instant(get("occurred_at"), "occurred_at", now_us,
+                                              limits))
+    if get("impression_id") is not None:
+        event["impression_id"] = check_id(get("impression_id"), "impression_id",
+                                          limits.max_id_length)
+    return event
+
+
+_EVENTS = {"impressions": ("impression_id", _impression_event),
+           "interactions": ("event_id", _interaction_event)}
+
+
+def _rejected_indexes(body: dict, n: int) -> set[int]:
+    """Positions the collector's 422 body names as rejected (``{"rejected": [{"index": i,
+    ...}]}``, see :meth:`tracker.ingest.result.IngestResult.to_dict`), within ``0..n-1``."""
+    listed = body.get("rejected")
+    if not isinstance(listed, list):
+        return set()
+    return {r["index"] for r in listed
+            if isinstance(r, dict) and type(r.get("index")) is int and 0 <= r["index"] < n}
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -111,7 +227,8 @@ class TrackerClient:
                  on_full: str = "drop", block_timeout: float = 1.0,
                  retry_base: float = 0.2, retry_max: float = 30.0,
                  request_timeout: float = 10.0, close_timeout: float = 10.0,
-                 transport: httpx.BaseTransport | None = None):
+                 transport: httpx.BaseTransport | None = None,
+                 settings: Settings | None = None):
         if on_full not in ("drop", "block"):
             raise ValueError(f"on_full must be 'drop' or 'block', got {on_full!r}")
         if batch_size < 1 or queue_size < 1:
@@ -125,15 +242,14 @@ class TrackerClient:
         self.retry_max = retry_max
         self.close_timeout = close_timeout
         self.last_error: str | None = None
+        self.limits = Limits.from_settings(settings or Settings.from_env())
         self._queue: queue.Queue[tuple[str, dict]] = queue.Queue(maxsize=queue_size)
         self._http = httpx.Client(
             timeout=request_timeout, transport=transport,
             headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"})
         self._lock = threading.Lock()
         self._settled_cv = threading.Condition(self._lock)
-        self._counts = dict.fromkeys(
-            ("enqueued", "dropped", "stored", "duplicates", "conflicts", "rejected", "failed",
-             "batches", "retries"), 0)
+        self._counts = {f.name: 0 for f in fields(ClientCounters) if f.name != "pending"}
         self._settled = 0
         self._wake = threading.Event()      # flush requested: send without waiting
         self._stopping = threading.Event()  # close(): finish and stop
@@ -149,38 +265,89 @@ class TrackerClient:
                        impression_id: str | None = None,
                        baseline_items: Sequence[str] | None = None,
                        context: Mapping[str, Any] | None = None) -> str:
-        """Queue one served list; returns its impression id (made here when absent)."""
-        record = {"experiment": experiment, "arm": arm, "user_id": user_id,
-                  "items": list(items), "served_at": served_at, "scores": scores,
-                  "impression_id": impression_id, "baseline_items": baseline_items,
-                  "context": context}
-        return self._put("impressions", record)
+        """Queue one served list; returns its impression id (made here when absent).
+
+        Raises :class:`~tracker.errors.ValidationError` naming the field when the record breaks
+        a rule of the SDK (nothing is queued)."""
+        record = {"experiment": experiment, "arm": arm, "user_id": user_id, "items": items,
+                  "served_at": served_at, "scores": scores, "impression_id": impression_id,
+                  "baseline_items": baseline_items, "context": context}
+        return self._put("impressions", self._checked("impressions", record))
 
     def log_interaction(self, *, user_id: str, item_id: str, event: str,
                         occurred_at: datetime | str, event_id: str | None = None,
                         impression_id: str | None = None, value: float | None = None) -> str:
-        """Queue one interaction; returns its event id (made here when absent)."""
+        """Queue one interaction; returns its event id (made here when absent).
+
+        Raises :class:`~tracker.errors.ValidationError` as :meth:`log_impression` does."""
         record = {"user_id": user_id, "item_id": item_id, "event": event,
                   "occurred_at": occurred_at, "event_id": event_id,
                   "impression_id": impression_id, "value": value}
-        return self._put("interactions", record)
+        return self._put("interactions", self._checked("interactions", record))
 
-    def log_impressions(self, records: Iterable[Mapping[str, Any]]) -> list[str]:
-        """Queue impression records (dicts with the fields of :meth:`log_impression`)."""
-        return [self._put("impressions", dict(r)) for r in records]
+    def log_impressions(self, records: Iterable[Mapping[str, Any]], *,
+                        on_invalid: str = "skip") -> Queued:
+        """Queue impression records (mappings with the fields of :meth:`log_impression`).
 
-    def log_interactions(self, records: Iterable[Mapping[str, Any]]) -> list[str]:
-        """Queue interaction records (dicts with the fields of :meth:`log_interaction`)."""
-        return [self._put("interactions", dict(r)) for r in records]
+        Each record is an event of its own, as in Segment's or RudderStack's SDKs: a record that
+        breaks a rule must not cost its valid neighbours, so with ``on_invalid="skip"`` (the
+        default, like :meth:`tracker.Tracker.log_impressions`) the valid records are queued and
+        the others come back in :attr:`Queued.rejected`; nothing is raised for them. With
+        ``on_invalid="all_or_nothing"`` the first invalid record raises ``ValidationError`` and
+        none is queued."""
+        return self._put_many("impressions", records, on_invalid)
 
-    def _put(self, kind: str, record: dict) -> str:
-        id_field = "impression_id" if kind == "impressions" else "event_id"
-        event = {k: _instant(v) for k, v in record.items() if v is not None}
-        if event.get(id_field) is None:
-            event[id_field] = uuid.uuid4().hex
+    def log_interactions(self, records: Iterable[Mapping[str, Any]], *,
+                         on_invalid: str = "skip") -> Queued:
+        """Queue interaction records (mappings with the fields of :meth:`log_interaction`),
+        as :meth:`log_impressions` does."""
+        return self._put_many("interactions", records, on_invalid)
+
+    def _checked(self, kind: str, record: Mapping[str, Any]) -> dict:
+        """The record normalised to a JSON event; raises ValidationError (counted invalid)."""
+        id_field, normalise = _EVENTS[kind]
+        try:
+            return normalise(record, self.limits, _now_us())
+        except Reject as reject:
+            self._count(invalid=1)
+            raise_for(reject, record.get(id_field))
+            raise  # unreachable: raise_for raises
+
+    def _put_many(self, kind: str, records: Iterable[Mapping[str, Any]],
+                  on_invalid: str) -> Queued:
+        if on_invalid not in ON_INVALID:
+            raise ValueError(f"on_invalid must be one of {ON_INVALID}, got {on_invalid!r}")
+        if isinstance(records, Mapping):
+            raise ValidationError("expected many records (an iterable of mappings), got one "
+                                  f"mapping: use log_{kind[:-1]} for one")
+        id_field, normalise = _EVENTS[kind]
+        events: list[dict | None] = []
+        rejected: list[Rejection] = []
+        for index, record in enumerate(records):
+            try:
+                if not isinstance(record, Mapping):
+                    raise Reject(None, f"a record must be a mapping, got {type(record).__name__}")
+                events.append(normalise(record, self.limits, _now_us()))
+            except Reject as reject:
+                raw_id = record.get(id_field) if isinstance(record, Mapping) else None
+                rejection = Rejection(index, raw_id if isinstance(raw_id, str) else None,
+                                      reject.field, reject.reason)
+                if on_invalid == "all_or_nothing":
+                    self._count(invalid=len(events) + 1)
+                    raise ValidationError(f"record {index}: {reject.reason}",
+                                          field=reject.field, record_id=rejection.id) from None
+                events.append(None)
+                rejected.append(rejection)
+        self._count(invalid=len(rejected))
+        ids = tuple(None if event is None else self._put(kind, event) for event in events)
+        return Queued(ids, tuple(rejected))
+
+    def _put(self, kind: str, event: dict) -> str:
+        """Queue a normalised event (or count it dropped); returns its id."""
+        event_id = event[_EVENTS[kind][0]]
         if self._closed:
             self._count(dropped=1)
-            return event[id_field]
+            return event_id
         try:
             if self.on_full == "block":
                 self._queue.put((kind, event), timeout=self.block_timeout)
@@ -190,7 +357,7 @@ class TrackerClient:
             self._count(dropped=1)
         else:
             self._count(enqueued=1)
-        return event[id_field]
+        return event_id
 
     # ------------------------------------------------------------------ observing, stopping
     def counters(self) -> ClientCounters:
@@ -313,18 +480,27 @@ class TrackerClient:
             elif status == 413 and len(part) > 1:
                 half = len(part) // 2
                 pending += [part[half:], part[:half]]
-            elif status == 422 and isinstance(body.get("rejected"), list) and body["rejected"]:
-                bad = {r.get("index") for r in body["rejected"] if isinstance(r, dict)}
-                rest = [e for i, e in enumerate(part) if i not in bad]
-                n_bad = len(part) - len(rest)
-                if n_bad == 0:  # nothing we can drop: give the batch up
-                    self._settle(len(part), failed=len(part))
-                    continue
-                self._settle(n_bad, rejected=n_bad)
-                if rest:
-                    pending.append(rest)
+            elif status == 422:
+                pending += self._drop_rejected(kind, part, body)
             else:
                 self._settle(len(part), failed=len(part))
+
+    def _drop_rejected(self, kind: str, part: list[dict], body: dict) -> list[list[dict]]:
+        """After a 422 (the collector stored nothing of ``part``): settle the events the
+        answer names as rejected and return the rest to send again. An answer that names
+        none by a valid index splits the batch in halves (a single event is rejected), so
+        the valid events still get through in O(bad · log n) requests."""
+        bad = _rejected_indexes(body, len(part))
+        if not bad and len(part) > 1:
+            half = len(part) // 2
+            return [part[half:], part[:half]]
+        if not bad:
+            bad = {0}
+        self._settle(len(bad), rejected=len(bad))
+        log.warning("tracker client: %d %s rejected by the collector (%s)", len(bad), kind,
+                    self.last_error)
+        rest = [event for i, event in enumerate(part) if i not in bad]
+        return [rest] if rest else []
 
     def _post(self, kind: str, events: list[dict]) -> tuple[int, dict]:
         """POST until an answer that is not retryable; raises _Giveup after close's deadline."""

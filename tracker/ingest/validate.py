@@ -174,6 +174,22 @@ def check_scores(value: Any, n_items: int) -> list[float] | None:
     return scores
 
 
+def check_value(value: Any) -> float | None:
+    """An interaction's optional number as a float; NaN (a missing value in a DataFrame
+    column) is no value; infinities and non-numbers are rejected."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise Reject("value", f"must be a number, got {type(value).__name__}") from None
+    if math.isnan(number):
+        return None
+    if not math.isfinite(number):
+        raise Reject("value", "must be finite")
+    return number
+
+
 def check_context(value: Any) -> dict[str, Any] | None:
     if value is None:
         return None
@@ -275,16 +291,7 @@ class InteractionNormalizer:
         user_id = check_id(record.get("user_id"), "user_id", limits.max_id_length)
         item_id = check_id(record.get("item_id"), "item_id", limits.max_id_length)
         event = check_id(record.get("event"), "event", 64)
-        value = record.get("value")
-        if value is not None:
-            try:
-                value = float(value)
-            except (TypeError, ValueError):
-                raise Reject("value", f"must be a number, got {type(value).__name__}") from None
-            if math.isnan(value):  # a missing value in a DataFrame column
-                value = None
-            elif not math.isfinite(value):
-                raise Reject("value", "must be finite")
+        value = check_value(record.get("value"))
         occurred_at = check_instant(record.get("occurred_at"), "occurred_at", self.now_us,
                                     limits, micros_ok)
         impression_key = record.get("impression_id")
