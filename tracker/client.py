@@ -189,6 +189,32 @@ _EVENTS = {"impressions": ("impression_id", _impression_event),
            "interactions": ("event_id", _interaction_event)}
 
 
+@dataclass(frozen=True)
+class _Wire:
+    """One checked event, encoded once when queued: its id and its JSON text."""
+
+    id: str
+    body: bytes
+
+
+def _wire(kind: str, record: Mapping[str, Any], limits: Limits, now_us: int) -> _Wire:
+    """The record checked, normalised and encoded as JSON; raises :class:`Reject`.
+
+    Encoding here, not in the sender, means no queued event can make a batch unsendable."""
+    id_field, normalise = _EVENTS[kind]
+    event = normalise(record, limits, now_us)
+    try:
+        body = orjson.dumps(event)
+    except orjson.JSONEncodeError as error:  # e.g. text holding a lone surrogate
+        raise Reject(None, f"cannot be sent as JSON: {error}") from None
+    return _Wire(event[id_field], body)
+
+
+def _batch_body(part: Sequence[_Wire]) -> bytes:
+    """The JSON array of the encoded events."""
+    return b"[" + b",".join(wire.body for wire in part) + b"]"
+
+
 def _rejected_indexes(body: dict, n: int) -> set[int]:
     """Positions the collector's 422 body names as rejected (``{"rejected": [{"index": i,
     ...}]}``, see :meth:`tracker.ingest.result.IngestResult.to_dict`), within ``0..n-1``."""
@@ -243,7 +269,7 @@ class TrackerClient:
         self.close_timeout = close_timeout
         self.last_error: str | None = None
         self.limits = Limits.from_settings(settings or Settings.from_env())
-        self._queue: queue.Queue[tuple[str, dict]] = queue.Queue(maxsize=queue_size)
+        self._queue: queue.Queue[tuple[str, _Wire]] = queue.Queue(maxsize=queue_size)
         self._http = httpx.Client(
             timeout=request_timeout, transport=transport,
             headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"})
@@ -303,14 +329,13 @@ class TrackerClient:
         as :meth:`log_impressions` does."""
         return self._put_many("interactions", records, on_invalid)
 
-    def _checked(self, kind: str, record: Mapping[str, Any]) -> dict:
-        """The record normalised to a JSON event; raises ValidationError (counted invalid)."""
-        id_field, normalise = _EVENTS[kind]
+    def _checked(self, kind: str, record: Mapping[str, Any]) -> _Wire:
+        """The record as a checked, encoded event; raises ValidationError (counted invalid)."""
         try:
-            return normalise(record, self.limits, _now_us())
+            return _wire(kind, record, self.limits, _now_us())
         except Reject as reject:
             self._count(invalid=1)
-            raise_for(reject, record.get(id_field))
+            raise_for(reject, record.get(_EVENTS[kind][0]))
             raise  # unreachable: raise_for raises
 
     def _put_many(self, kind: str, records: Iterable[Mapping[str, Any]],
@@ -320,14 +345,14 @@ class TrackerClient:
         if isinstance(records, Mapping):
             raise ValidationError("expected many records (an iterable of mappings), got one "
                                   f"mapping: use log_{kind[:-1]} for one")
-        id_field, normalise = _EVENTS[kind]
-        events: list[dict | None] = []
+        id_field = _EVENTS[kind][0]
+        events: list[_Wire | None] = []
         rejected: list[Rejection] = []
         for index, record in enumerate(records):
             try:
                 if not isinstance(record, Mapping):
                     raise Reject(None, f"a record must be a mapping, got {type(record).__name__}")
-                events.append(normalise(record, self.limits, _now_us()))
+                events.append(_wire(kind, record, self.limits, _now_us()))
             except Reject as reject:
                 raw_id = record.get(id_field) if isinstance(record, Mapping) else None
                 rejection = Rejection(index, raw_id if isinstance(raw_id, str) else None,
@@ -342,12 +367,11 @@ class TrackerClient:
         ids = tuple(None if event is None else self._put(kind, event) for event in events)
         return Queued(ids, tuple(rejected))
 
-    def _put(self, kind: str, event: dict) -> str:
-        """Queue a normalised event (or count it dropped); returns its id."""
-        event_id = event[_EVENTS[kind][0]]
+    def _put(self, kind: str, event: _Wire) -> str:
+        """Queue a checked event (or count it dropped); returns its id."""
         if self._closed:
             self._count(dropped=1)
-            return event_id
+            return event.id
         try:
             if self.on_full == "block":
                 self._queue.put((kind, event), timeout=self.block_timeout)
@@ -357,7 +381,7 @@ class TrackerClient:
             self._count(dropped=1)
         else:
             self._count(enqueued=1)
-        return event_id
+        return event.id
 
     # ------------------------------------------------------------------ observing, stopping
     def counters(self) -> ClientCounters:
@@ -421,7 +445,7 @@ class TrackerClient:
         while True:
             batch = self._collect()
             if batch:
-                by_kind: dict[str, list[dict]] = {}
+                by_kind: dict[str, list[_Wire]] = {}
                 for kind, event in batch:
                     by_kind.setdefault(kind, []).append(event)
                 for kind, events in by_kind.items():
@@ -434,10 +458,10 @@ class TrackerClient:
             elif self._stopping.is_set() and self._queue.empty():
                 return
 
-    def _collect(self) -> list[tuple[str, dict]]:
+    def _collect(self) -> list[tuple[str, _Wire]]:
         """Up to ``batch_size`` events: as soon as that many are queued, or when
         ``flush_interval`` has passed since the first, or at once on flush/close."""
-        batch: list[tuple[str, dict]] = []
+        batch: list[tuple[str, _Wire]] = []
         try:
             batch.append(self._queue.get(timeout=0.05 if self._wake.is_set() else
                                          min(self.flush_interval, 0.25)))
@@ -462,7 +486,7 @@ class TrackerClient:
                 continue
         return batch
 
-    def _send(self, kind: str, events: list[dict]) -> None:
+    def _send(self, kind: str, events: list[_Wire]) -> None:
         """Deliver one batch, retrying as documented; settles every event exactly once."""
         pending = [events]
         while pending:
@@ -485,7 +509,7 @@ class TrackerClient:
             else:
                 self._settle(len(part), failed=len(part))
 
-    def _drop_rejected(self, kind: str, part: list[dict], body: dict) -> list[list[dict]]:
+    def _drop_rejected(self, kind: str, part: list[_Wire], body: dict) -> list[list[_Wire]]:
         """After a 422 (the collector stored nothing of ``part``): settle the events the
         answer names as rejected and return the rest to send again. An answer that names
         none by a valid index splits the batch in halves (a single event is rejected), so
@@ -502,10 +526,10 @@ class TrackerClient:
         rest = [event for i, event in enumerate(part) if i not in bad]
         return [rest] if rest else []
 
-    def _post(self, kind: str, events: list[dict]) -> tuple[int, dict]:
+    def _post(self, kind: str, events: list[_Wire]) -> tuple[int, dict]:
         """POST until an answer that is not retryable; raises _Giveup after close's deadline."""
         url = self.endpoint + _PATHS[kind]
-        body = orjson.dumps(events)
+        body = _batch_body(events)
         attempt = 0
         while True:
             if self._expired():
