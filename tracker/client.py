@@ -12,6 +12,15 @@ the event on a bounded in-memory queue and return its id; a background thread se
 (``batch_size`` events, or whatever is queued after ``flush_interval`` seconds) to the
 collector's ``/v1/impressions`` and ``/v1/interactions``.
 
+- **Checked when queued**: each event goes through the SDK's record rules
+  (:mod:`tracker.ingest.validate`, limits from ``settings`` or the ``TRACKER_*`` environment)
+  and is encoded as JSON at the call, so a queued event can never make its batch unsendable:
+  numpy ints and whole-number ids become their decimal text, numpy floats and ``Decimal``
+  become floats, ``datetime``, pandas ``Timestamp``, ``numpy.datetime64`` and ISO strings
+  become ISO 8601 UTC (naive means UTC). A record that breaks a rule raises
+  :class:`~tracker.errors.ValidationError` naming the field and nothing is queued (counted
+  ``invalid``); bulk calls queue the valid records and return the others (:class:`Queued`).
+  What only the collector knows (which experiments, arms and event types exist) it checks.
 - **Queue full**: ``on_full="drop"`` (default) drops the new event and counts it in
   ``counters().dropped``; ``on_full="block"`` waits up to ``block_timeout`` seconds for room,
   then drops and counts.
@@ -21,14 +30,16 @@ collector's ``/v1/impressions`` and ``/v1/interactions``.
   retried. Every event carries its id (made here with :func:`uuid.uuid4` when absent), so a
   resent batch is stored once: the collector answers ``duplicates`` for the repeats.
 - **Invalid events** (422): the collector refuses the whole batch and lists the invalid
-  events; the client counts those as ``rejected`` and resends the rest. A 413 splits the
-  batch in two. 400/401/403/404 give the batch up (``failed``) and keep ``last_error``.
+  events by index; the client counts those as ``rejected`` and resends the rest. A 422 that
+  lists none is answered by splitting the batch in halves until each invalid event is alone
+  (then ``rejected``), so the valid ones still get through. A 413 splits the batch in two.
+  400/401/403/404 give the batch up (``failed``) and keep ``last_error``.
 - **flush(timeout)** waits until everything queued before it is settled (stored, duplicate,
   conflicting, rejected or failed); **close(timeout)** flushes, then stops the thread; it also
   runs at interpreter exit. What is still unsent when the timeout expires counts as ``failed``.
 
-Afterwards ``enqueued == stored + duplicates + conflicts + rejected + failed`` (``dropped``
-events were never enqueued).
+Afterwards ``enqueued == stored + duplicates + conflicts + rejected + failed`` (``invalid``
+and ``dropped`` events were never enqueued).
 """
 
 from __future__ import annotations
