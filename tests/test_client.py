@@ -460,7 +460,8 @@ def test_bulk_all_or_nothing_raises_naming_the_record_and_queues_none(settings, 
                                 interaction(3)], on_invalid="all_or_nothing")
         counters = c.close()
     assert raised.value.field == "value"
-    assert counters.enqueued == 0 and count(tracker.engine, "interaction") == 0
+    assert (counters.invalid, counters.enqueued) == (1, 0)
+    assert count(tracker.engine, "interaction") == 0
 
 
 def test_limits_are_the_settings_given_to_the_client():

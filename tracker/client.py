@@ -369,8 +369,8 @@ class TrackerClient:
                 rejection = Rejection(index, raw_id if isinstance(raw_id, str) else None,
                                       reject.field, reject.reason)
                 if on_invalid == "all_or_nothing":
-                    self._count(invalid=len(events) + 1)
-                    raise ValidationError(f"record {index}: {reject.reason}",
+                    self._count(invalid=1)
+                    raise ValidationError(f"{reject.reason} (record {index}; none was queued)",
                                           field=reject.field, record_id=rejection.id) from None
                 events.append(None)
                 rejected.append(rejection)
