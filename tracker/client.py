@@ -257,7 +257,12 @@ class _Giveup(Exception):
 
 
 class TrackerClient:
-    """A non-blocking logging client of the tracker collector (see the module doc)."""
+    """A non-blocking logging client of the tracker collector (see the module doc).
+
+    ``settings`` gives the limits the record rules check at the call (``max_items``,
+    ``max_id_length``, ``max_future_seconds``; default: the ``TRACKER_*`` environment, as the
+    SDK reads them): keep them those of the collector, or the collector rejects what the
+    client let through (counted ``rejected``), or the client refuses what it would store."""
 
     def __init__(self, endpoint: str, api_key: str, *, batch_size: int = 500,
                  flush_interval: float = 1.0, queue_size: int = 100_000,
