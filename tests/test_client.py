@@ -410,10 +410,19 @@ CLIENT_INVALID = [
 ]
 
 
+# A list or mapping as experiment/arm still crashes the SDK with a TypeError (issue 13, item 1,
+# fixed in tracker/ingest by another change); every other case the SDK refuses the same way.
+SDK_CRASHES = {"list-as-experiment", "mapping-as-arm"}
+
+
 @pytest.mark.parametrize(("call", "overrides", "field"), CLIENT_INVALID)
 def test_an_invalid_event_raises_at_the_call_and_the_queue_is_unaffected(
-        settings, tracker, home, call, overrides, field):
+        settings, tracker, home, call, overrides, field, request):
     build = impression if call == "impression" else interaction
+    if request.node.callspec.id not in SDK_CRASHES:  # the reference: the SDK's own answer
+        with pytest.raises(ValidationError) as sdk:
+            getattr(tracker, f"log_{call}")(**build(1, **overrides))
+        assert sdk.value.field == field
     with in_thread(settings) as base:
         c = client(base, home.ingest, flush_interval=0.5)
         log = getattr(c, f"log_{call}")
@@ -425,21 +434,6 @@ def test_an_invalid_event_raises_at_the_call_and_the_queue_is_unaffected(
     assert raised.value.field == field
     assert (counters.invalid, counters.enqueued, counters.stored, counters.failed) == (1, 2, 2, 0)
     assert count(tracker.engine, f"{call}") == 2
-
-
-# A list or mapping as experiment/arm still crashes the SDK with a TypeError (issue 13, item 1,
-# fixed in tracker/ingest by another change); the other refusals are the SDK's own.
-SDK_REFUSES_TOO = [case for case in CLIENT_INVALID
-                   if case.id not in ("list-as-experiment", "mapping-as-arm")]
-
-
-@pytest.mark.parametrize(("call", "overrides", "field"), SDK_REFUSES_TOO)
-def test_the_sdk_refuses_the_same_records_naming_the_same_field(
-        tracker, home, call, overrides, field):
-    build = impression if call == "impression" else interaction
-    with pytest.raises(ValidationError) as raised:
-        getattr(tracker, f"log_{call}")(**build(1, **overrides))
-    assert raised.value.field == field
 
 
 def test_text_that_cannot_be_json_raises_at_the_call(settings, tracker, home):
@@ -550,8 +544,8 @@ def test_a_batch_with_one_event_the_collector_rejects_stores_the_others(settings
     with in_thread(settings) as base:
         c = client(base, home.ingest, batch_size=50, flush_interval=5)
         c.log_interaction(**interaction(0, impression_id="imp-0", event="wink"))  # not mapped
-        for i in range(1, 20):
-            c.log_interaction(**interaction(i))
+        for i in range(1, 20):  # with values the JSON encoder alone cannot take
+            c.log_interaction(**interaction(i, user_id=np.int64(i), value=Decimal(i)))
         counters = c.close()
     assert (counters.stored, counters.rejected, counters.failed, counters.batches) == (
         19, 1, 0, 1)
