@@ -12,6 +12,15 @@ the event on a bounded in-memory queue and return its id; a background thread se
 (``batch_size`` events, or whatever is queued after ``flush_interval`` seconds) to the
 collector's ``/v1/impressions`` and ``/v1/interactions``.
 
+- **Checked when queued**: each event goes through the SDK's record rules
+  (:mod:`tracker.ingest.validate`, limits from ``settings`` or the ``TRACKER_*`` environment)
+  and is encoded as JSON at the call, so a queued event can never make its batch unsendable:
+  numpy ints and whole-number ids become their decimal text, numpy floats and ``Decimal``
+  become floats, ``datetime``, pandas ``Timestamp``, ``numpy.datetime64`` and ISO strings
+  become ISO 8601 UTC (naive means UTC). A record that breaks a rule raises
+  :class:`~tracker.errors.ValidationError` naming the field and nothing is queued (counted
+  ``invalid``); bulk calls queue the valid records and return the others (:class:`Queued`).
+  What only the collector knows (which experiments, arms and event types exist) it checks.
 - **Queue full**: ``on_full="drop"`` (default) drops the new event and counts it in
   ``counters().dropped``; ``on_full="block"`` waits up to ``block_timeout`` seconds for room,
   then drops and counts.
@@ -21,14 +30,16 @@ collector's ``/v1/impressions`` and ``/v1/interactions``.
   retried. Every event carries its id (made here with :func:`uuid.uuid4` when absent), so a
   resent batch is stored once: the collector answers ``duplicates`` for the repeats.
 - **Invalid events** (422): the collector refuses the whole batch and lists the invalid
-  events; the client counts those as ``rejected`` and resends the rest. A 413 splits the
-  batch in two. 400/401/403/404 give the batch up (``failed``) and keep ``last_error``.
+  events by index; the client counts those as ``rejected`` and resends the rest. A 422 that
+  lists none is answered by splitting the batch in halves until each invalid event is alone
+  (then ``rejected``), so the valid ones still get through. A 413 splits the batch in two.
+  400/401/403/404 give the batch up (``failed``) and keep ``last_error``.
 - **flush(timeout)** waits until everything queued before it is settled (stored, duplicate,
   conflicting, rejected or failed); **close(timeout)** flushes, then stops the thread; it also
   runs at interpreter exit. What is still unsent when the timeout expires counts as ``failed``.
 
-Afterwards ``enqueued == stored + duplicates + conflicts + rejected + failed`` (``dropped``
-events were never enqueued).
+Afterwards ``enqueued == stored + duplicates + conflicts + rejected + failed`` (``invalid``
+and ``dropped`` events were never enqueued).
 """
 
 from __future__ import annotations
@@ -42,13 +53,32 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
 import orjson
+
+from tracker.config import Settings
+from tracker.errors import ValidationError
+from tracker.ingest.result import Rejection
+from tracker.ingest.validate import (
+    IMPRESSION_FIELDS,
+    INTERACTION_FIELDS,
+    Limits,
+    Reject,
+    check_context,
+    check_id,
+    check_instant,
+    check_items,
+    check_scores,
+    check_value,
+    raise_for,
+)
+from tracker.ingest.write import ON_INVALID
+from tracker.store.types import from_micros
 
 log = logging.getLogger("tracker.client")
 
@@ -61,6 +91,7 @@ class ClientCounters:
     """What happened to the events given to a client so far (a snapshot)."""
 
     enqueued: int = 0      # accepted onto the queue
+    invalid: int = 0       # refused at the call: broke a rule (never enqueued)
     dropped: int = 0       # refused because the queue was full (never sent)
     stored: int = 0        # stored by the collector (new)
     duplicates: int = 0    # already stored with the same payload (e.g. a retried batch)
@@ -75,12 +106,134 @@ class ClientCounters:
         return asdict(self)
 
 
-def _instant(value: Any) -> Any:
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return value.isoformat()
-    return value
+@dataclass(frozen=True)
+class Queued:
+    """What a bulk logging call did with its records.
+
+    ``ids[i]`` is the id of record ``i`` (made here when absent), or None when the record broke
+    a rule; ``rejected`` lists those records (index, id, field, reason), none of them queued.
+    A record with an id was queued, or counted ``dropped`` when the queue was full.
+    """
+
+    ids: tuple[str | None, ...]
+    rejected: tuple[Rejection, ...]
+
+
+_EVENT_TYPE_LENGTH = 64  # as tracker.ingest.validate checks an interaction's event type
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def _iso(micros: int) -> str:
+    """An instant as ISO 8601 in UTC to the microsecond: the collector reads back exactly it."""
+    return from_micros(micros).isoformat()
+
+
+def _check_fields(record: Mapping[str, Any], allowed: frozenset[str]) -> None:
+    extra = record.keys() - allowed
+    if extra:
+        raise Reject(None, f"unknown field(s) {', '.join(sorted(map(str, extra)))}; "
+                           f"expected {', '.join(sorted(allowed))}")
+
+
+def _own_id(value: Any, field: str, limits: Limits) -> str:
+    """The event's client id, made here (uuid4) when absent so a resent batch is stored once."""
+    return uuid.uuid4().hex if value is None else check_id(value, field, limits.max_id_length)
+
+
+def _key(value: Any, field: str, limits: Limits) -> str:
+    """An experiment or arm key: a string by the id rules (whether it exists, the collector
+    says)."""
+    if value is not None and not isinstance(value, str):
+        raise Reject(field, f"must be a string, got {type(value).__name__}")
+    return check_id(value, field, limits.max_id_length)
+
+
+def _impression_event(record: Mapping[str, Any], limits: Limits, now_us: int) -> dict[str, Any]:
+    """The impression as the collector takes it, by the SDK's record rules
+    (:mod:`tracker.ingest.validate`): ids as text (whole numbers, numpy ones too, as their
+    decimal text), scores as finite floats (numpy, ``Decimal``), the time as ISO 8601 UTC (a
+    naive ``datetime`` or pandas ``Timestamp`` is UTC), ``context`` in canonical JSON form.
+    Raises :class:`Reject` naming the field; whether the experiment and arm exist is left to
+    the collector."""
+    _check_fields(record, IMPRESSION_FIELDS)
+    get = record.get
+    event = {"impression_id": _own_id(get("impression_id"), "impression_id", limits),
+             "experiment": _key(get("experiment"), "experiment", limits),
+             "arm": _key(get("arm"), "arm", limits),
+             "user_id": check_id(get("user_id"), "user_id", limits.max_id_length),
+             "served_at": _iso(check_instant(get("served_at"), "served_at", now_us, limits))}
+    event["items"] = check_items(get("items"), "items", limits)
+    optional = {"scores": check_scores(get("scores"), len(event["items"])),
+                "baseline_items": (None if get("baseline_items") is None else
+                                   check_items(get("baseline_items"), "baseline_items", limits)),
+                "context": check_context(get("context"))}
+    event.update((name, value) for name, value in optional.items() if value is not None)
+    return event
+
+
+def _interaction_event(record: Mapping[str, Any], limits: Limits, now_us: int
+                       ) -> dict[str, Any]:
+    """The interaction as the collector takes it, by the SDK's record rules (see
+    :func:`_impression_event`; ``value`` a finite float, NaN meaning none). Whether the event
+    type is in a relevance mapping is left to the collector."""
+    _check_fields(record, INTERACTION_FIELDS)
+    get = record.get
+    event = {"event_id": _own_id(get("event_id"), "event_id", limits),
+             "user_id": check_id(get("user_id"), "user_id", limits.max_id_length),
+             "item_id": check_id(get("item_id"), "item_id", limits.max_id_length),
+             "event": check_id(get("event"), "event", _EVENT_TYPE_LENGTH)}
+    value = check_value(get("value"))
+    if value is not None:
+        event["value"] = value
+    event["occurred_at"] = _iso(check_instant(get("occurred_at"), "occurred_at", now_us,
+                                              limits))
+    if get("impression_id") is not None:
+        event["impression_id"] = check_id(get("impression_id"), "impression_id",
+                                          limits.max_id_length)
+    return event
+
+
+_EVENTS = {"impressions": ("impression_id", _impression_event),
+           "interactions": ("event_id", _interaction_event)}
+
+
+@dataclass(frozen=True)
+class _Wire:
+    """One checked event, encoded once when queued: its id and its JSON text."""
+
+    id: str
+    body: bytes
+
+
+def _wire(kind: str, record: Mapping[str, Any], limits: Limits, now_us: int) -> _Wire:
+    """The record checked, normalised and encoded as JSON; raises :class:`Reject`.
+
+    Encoding here, not in the sender, means no queued event can make a batch unsendable."""
+    id_field, normalise = _EVENTS[kind]
+    event = normalise(record, limits, now_us)
+    try:
+        body = orjson.dumps(event)
+    except orjson.JSONEncodeError as error:  # e.g. text holding a lone surrogate
+        raise Reject(None, f"cannot be sent as JSON: {error}") from None
+    return _Wire(event[id_field], body)
+
+
+def _batch_body(part: Sequence[_Wire]) -> bytes:
+    """The JSON array of the encoded events."""
+    return b"[" + b",".join(wire.body for wire in part) + b"]"
+
+
+def _rejected_indexes(body: dict, n: int) -> set[int]:
+    """Positions the collector's 422 body names as rejected (``{"rejected": [{"index": i,
+    ...}]}``, see :meth:`tracker.ingest.result.IngestResult.to_dict`), within ``0..n-1``."""
+    listed = body.get("rejected")
+    if not isinstance(listed, list):
+        return set()
+    return {r["index"] for r in listed
+            if isinstance(r, dict) and type(r.get("index")) is int and 0 <= r["index"] < n}
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -104,14 +257,20 @@ class _Giveup(Exception):
 
 
 class TrackerClient:
-    """A non-blocking logging client of the tracker collector (see the module doc)."""
+    """A non-blocking logging client of the tracker collector (see the module doc).
+
+    ``settings`` gives the limits the record rules check at the call (``max_items``,
+    ``max_id_length``, ``max_future_seconds``; default: the ``TRACKER_*`` environment, as the
+    SDK reads them): keep them those of the collector, or the collector rejects what the
+    client let through (counted ``rejected``), or the client refuses what it would store."""
 
     def __init__(self, endpoint: str, api_key: str, *, batch_size: int = 500,
                  flush_interval: float = 1.0, queue_size: int = 100_000,
                  on_full: str = "drop", block_timeout: float = 1.0,
                  retry_base: float = 0.2, retry_max: float = 30.0,
                  request_timeout: float = 10.0, close_timeout: float = 10.0,
-                 transport: httpx.BaseTransport | None = None):
+                 transport: httpx.BaseTransport | None = None,
+                 settings: Settings | None = None):
         if on_full not in ("drop", "block"):
             raise ValueError(f"on_full must be 'drop' or 'block', got {on_full!r}")
         if batch_size < 1 or queue_size < 1:
@@ -125,15 +284,14 @@ class TrackerClient:
         self.retry_max = retry_max
         self.close_timeout = close_timeout
         self.last_error: str | None = None
-        self._queue: queue.Queue[tuple[str, dict]] = queue.Queue(maxsize=queue_size)
+        self.limits = Limits.from_settings(settings or Settings.from_env())
+        self._queue: queue.Queue[tuple[str, _Wire]] = queue.Queue(maxsize=queue_size)
         self._http = httpx.Client(
             timeout=request_timeout, transport=transport,
             headers={"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"})
         self._lock = threading.Lock()
         self._settled_cv = threading.Condition(self._lock)
-        self._counts = dict.fromkeys(
-            ("enqueued", "dropped", "stored", "duplicates", "conflicts", "rejected", "failed",
-             "batches", "retries"), 0)
+        self._counts = {f.name: 0 for f in fields(ClientCounters) if f.name != "pending"}
         self._settled = 0
         self._wake = threading.Event()      # flush requested: send without waiting
         self._stopping = threading.Event()  # close(): finish and stop
@@ -149,38 +307,87 @@ class TrackerClient:
                        impression_id: str | None = None,
                        baseline_items: Sequence[str] | None = None,
                        context: Mapping[str, Any] | None = None) -> str:
-        """Queue one served list; returns its impression id (made here when absent)."""
-        record = {"experiment": experiment, "arm": arm, "user_id": user_id,
-                  "items": list(items), "served_at": served_at, "scores": scores,
-                  "impression_id": impression_id, "baseline_items": baseline_items,
-                  "context": context}
-        return self._put("impressions", record)
+        """Queue one served list; returns its impression id (made here when absent).
+
+        Raises :class:`~tracker.errors.ValidationError` naming the field when the record breaks
+        a rule of the SDK (nothing is queued)."""
+        record = {"experiment": experiment, "arm": arm, "user_id": user_id, "items": items,
+                  "served_at": served_at, "scores": scores, "impression_id": impression_id,
+                  "baseline_items": baseline_items, "context": context}
+        return self._put("impressions", self._checked("impressions", record))
 
     def log_interaction(self, *, user_id: str, item_id: str, event: str,
                         occurred_at: datetime | str, event_id: str | None = None,
                         impression_id: str | None = None, value: float | None = None) -> str:
-        """Queue one interaction; returns its event id (made here when absent)."""
+        """Queue one interaction; returns its event id (made here when absent).
+
+        Raises :class:`~tracker.errors.ValidationError` as :meth:`log_impression` does."""
         record = {"user_id": user_id, "item_id": item_id, "event": event,
                   "occurred_at": occurred_at, "event_id": event_id,
                   "impression_id": impression_id, "value": value}
-        return self._put("interactions", record)
+        return self._put("interactions", self._checked("interactions", record))
 
-    def log_impressions(self, records: Iterable[Mapping[str, Any]]) -> list[str]:
-        """Queue impression records (dicts with the fields of :meth:`log_impression`)."""
-        return [self._put("impressions", dict(r)) for r in records]
+    def log_impressions(self, records: Iterable[Mapping[str, Any]], *,
+                        on_invalid: str = "skip") -> Queued:
+        """Queue impression records (mappings with the fields of :meth:`log_impression`).
 
-    def log_interactions(self, records: Iterable[Mapping[str, Any]]) -> list[str]:
-        """Queue interaction records (dicts with the fields of :meth:`log_interaction`)."""
-        return [self._put("interactions", dict(r)) for r in records]
+        Each record is an event of its own, as in Segment's or RudderStack's SDKs: a record that
+        breaks a rule must not cost its valid neighbours, so with ``on_invalid="skip"`` (the
+        default, like :meth:`tracker.Tracker.log_impressions`) the valid records are queued and
+        the others come back in :attr:`Queued.rejected`; nothing is raised for them. With
+        ``on_invalid="all_or_nothing"`` the first invalid record raises ``ValidationError`` and
+        none is queued."""
+        return self._put_many("impressions", records, on_invalid)
 
-    def _put(self, kind: str, record: dict) -> str:
-        id_field = "impression_id" if kind == "impressions" else "event_id"
-        event = {k: _instant(v) for k, v in record.items() if v is not None}
-        if event.get(id_field) is None:
-            event[id_field] = uuid.uuid4().hex
+    def log_interactions(self, records: Iterable[Mapping[str, Any]], *,
+                         on_invalid: str = "skip") -> Queued:
+        """Queue interaction records (mappings with the fields of :meth:`log_interaction`),
+        as :meth:`log_impressions` does."""
+        return self._put_many("interactions", records, on_invalid)
+
+    def _checked(self, kind: str, record: Mapping[str, Any]) -> _Wire:
+        """The record as a checked, encoded event; raises ValidationError (counted invalid)."""
+        try:
+            return _wire(kind, record, self.limits, _now_us())
+        except Reject as reject:
+            self._count(invalid=1)
+            raise_for(reject, record.get(_EVENTS[kind][0]))
+            raise  # unreachable: raise_for raises
+
+    def _put_many(self, kind: str, records: Iterable[Mapping[str, Any]],
+                  on_invalid: str) -> Queued:
+        if on_invalid not in ON_INVALID:
+            raise ValueError(f"on_invalid must be one of {ON_INVALID}, got {on_invalid!r}")
+        if isinstance(records, Mapping):
+            raise ValidationError("expected many records (an iterable of mappings), got one "
+                                  f"mapping: use log_{kind[:-1]} for one")
+        id_field = _EVENTS[kind][0]
+        events: list[_Wire | None] = []
+        rejected: list[Rejection] = []
+        for index, record in enumerate(records):
+            try:
+                if not isinstance(record, Mapping):
+                    raise Reject(None, f"a record must be a mapping, got {type(record).__name__}")
+                events.append(_wire(kind, record, self.limits, _now_us()))
+            except Reject as reject:
+                raw_id = record.get(id_field) if isinstance(record, Mapping) else None
+                rejection = Rejection(index, raw_id if isinstance(raw_id, str) else None,
+                                      reject.field, reject.reason)
+                if on_invalid == "all_or_nothing":
+                    self._count(invalid=1)
+                    raise ValidationError(f"{reject.reason} (record {index}; none was queued)",
+                                          field=reject.field, record_id=rejection.id) from None
+                events.append(None)
+                rejected.append(rejection)
+        self._count(invalid=len(rejected))
+        ids = tuple(None if event is None else self._put(kind, event) for event in events)
+        return Queued(ids, tuple(rejected))
+
+    def _put(self, kind: str, event: _Wire) -> str:
+        """Queue a checked event (or count it dropped); returns its id."""
         if self._closed:
             self._count(dropped=1)
-            return event[id_field]
+            return event.id
         try:
             if self.on_full == "block":
                 self._queue.put((kind, event), timeout=self.block_timeout)
@@ -190,7 +397,7 @@ class TrackerClient:
             self._count(dropped=1)
         else:
             self._count(enqueued=1)
-        return event[id_field]
+        return event.id
 
     # ------------------------------------------------------------------ observing, stopping
     def counters(self) -> ClientCounters:
@@ -254,7 +461,7 @@ class TrackerClient:
         while True:
             batch = self._collect()
             if batch:
-                by_kind: dict[str, list[dict]] = {}
+                by_kind: dict[str, list[_Wire]] = {}
                 for kind, event in batch:
                     by_kind.setdefault(kind, []).append(event)
                 for kind, events in by_kind.items():
@@ -267,10 +474,10 @@ class TrackerClient:
             elif self._stopping.is_set() and self._queue.empty():
                 return
 
-    def _collect(self) -> list[tuple[str, dict]]:
+    def _collect(self) -> list[tuple[str, _Wire]]:
         """Up to ``batch_size`` events: as soon as that many are queued, or when
         ``flush_interval`` has passed since the first, or at once on flush/close."""
-        batch: list[tuple[str, dict]] = []
+        batch: list[tuple[str, _Wire]] = []
         try:
             batch.append(self._queue.get(timeout=0.05 if self._wake.is_set() else
                                          min(self.flush_interval, 0.25)))
@@ -295,7 +502,7 @@ class TrackerClient:
                 continue
         return batch
 
-    def _send(self, kind: str, events: list[dict]) -> None:
+    def _send(self, kind: str, events: list[_Wire]) -> None:
         """Deliver one batch, retrying as documented; settles every event exactly once."""
         pending = [events]
         while pending:
@@ -313,23 +520,32 @@ class TrackerClient:
             elif status == 413 and len(part) > 1:
                 half = len(part) // 2
                 pending += [part[half:], part[:half]]
-            elif status == 422 and isinstance(body.get("rejected"), list) and body["rejected"]:
-                bad = {r.get("index") for r in body["rejected"] if isinstance(r, dict)}
-                rest = [e for i, e in enumerate(part) if i not in bad]
-                n_bad = len(part) - len(rest)
-                if n_bad == 0:  # nothing we can drop: give the batch up
-                    self._settle(len(part), failed=len(part))
-                    continue
-                self._settle(n_bad, rejected=n_bad)
-                if rest:
-                    pending.append(rest)
+            elif status == 422:
+                pending += self._drop_rejected(kind, part, body)
             else:
                 self._settle(len(part), failed=len(part))
 
-    def _post(self, kind: str, events: list[dict]) -> tuple[int, dict]:
+    def _drop_rejected(self, kind: str, part: list[_Wire], body: dict) -> list[list[_Wire]]:
+        """After a 422 (the collector stored nothing of ``part``): settle the events the
+        answer names as rejected and return the rest to send again. An answer that names
+        none by a valid index splits the batch in halves (a single event is rejected), so
+        the valid events still get through in O(bad · log n) requests."""
+        bad = _rejected_indexes(body, len(part))
+        if not bad and len(part) > 1:
+            half = len(part) // 2
+            return [part[half:], part[:half]]
+        if not bad:
+            bad = {0}
+        self._settle(len(bad), rejected=len(bad))
+        log.warning("tracker client: %d %s rejected by the collector (%s)", len(bad), kind,
+                    self.last_error)
+        rest = [event for i, event in enumerate(part) if i not in bad]
+        return [rest] if rest else []
+
+    def _post(self, kind: str, events: list[_Wire]) -> tuple[int, dict]:
         """POST until an answer that is not retryable; raises _Giveup after close's deadline."""
         url = self.endpoint + _PATHS[kind]
-        body = orjson.dumps(events)
+        body = _batch_body(events)
         attempt = 0
         while True:
             if self._expired():

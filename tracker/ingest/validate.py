@@ -358,6 +358,14 @@ def check_scores(value: Any, n_items: int) -> list[float] | None:
         raise
 
 
+def check_value(value: Any) -> float | None:
+    """An interaction's optional number (see :func:`check_number`); None or NaN (a missing
+    value in a DataFrame column) is no value."""
+    if value is None or _is_missing(value):
+        return None
+    return check_number(value, "value")
+
+
 def check_context(value: Any, limits: Limits | None = None) -> dict[str, Any] | None:
     """The context in its canonical JSON form (so a retry compares equal to what is stored):
     a mapping with string keys, values JSON scalars, lists and mappings, all text clean,
@@ -512,11 +520,7 @@ class InteractionNormalizer:
         user_id = check_id(record.get("user_id"), "user_id", limits.max_id_length)
         item_id = check_id(record.get("item_id"), "item_id", limits.max_id_length)
         event = check_id(record.get("event"), "event", 64)
-        value = record.get("value")
-        if _is_missing(value):  # NaN: a missing value in a DataFrame column
-            value = None
-        elif value is not None:
-            value = check_number(value, "value")
+        value = check_value(record.get("value"))
         occurred_at = check_instant(record.get("occurred_at"), "occurred_at", self.now_us,
                                     limits, micros_ok)
         impression_key = record.get("impression_id")
