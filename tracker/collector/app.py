@@ -54,7 +54,7 @@ from tracker.collector.schemas import (
     InteractionIn,
     body_schema,
 )
-from tracker.config import Settings
+from tracker.config import Settings, mask_password
 from tracker.errors import NotFound, SchemaOutdated, StoreError, StoreUnavailable
 from tracker.ingest.result import IngestResult, Rejection
 from tracker.ingest.write import log_impressions, log_interactions
@@ -327,8 +327,8 @@ def create_app(settings: Settings | None = None, engine: sa.Engine | None = None
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
-        ACCESS_LOG.info(_json({"event": "start", "database":
-                               engine.url.render_as_string(hide_password=True)}))
+        ACCESS_LOG.info(_json({"event": "start", "database": mask_password(
+            engine.url.render_as_string(hide_password=False))}))
         yield
         if owns_engine:
             engine.dispose()
