@@ -48,6 +48,16 @@ def _non_negative_float(raw: str) -> float:
     return value
 
 
+def _positive_float(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise ValueError("a finite number > 0")
+    return value
+
+
 def _port(raw: str) -> int:
     try:
         value = int(raw)
@@ -217,6 +227,13 @@ class Settings:
         metadata={"var": _Var("TRACKER_COLLECTOR_KEY_CACHE_SECONDS", _non_negative_float,
                               "how long the collector trusts a looked-up API key (a revoked "
                               "key stops working within this time)")},
+    )
+    collector_read_timeout: float = field(
+        default=30.0,
+        metadata={"var": _Var("TRACKER_COLLECTOR_READ_TIMEOUT", _positive_float,
+                              "seconds a collector client has to send a request's headers "
+                              "(from connecting or from the previous response) and, then, "
+                              "its whole body; a slower connection is closed (body: HTTP 408)")},
     )
 
     @classmethod
