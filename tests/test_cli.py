@@ -218,6 +218,11 @@ def test_experiments_catalog_declares_shows_and_clears(db_url, tmp_path):
     pytest.param(["demo", "--seed", "-1"], "x>=0", id="negative-demo-seed"),
     pytest.param(["serve", "--port", "99999"], "1<=x<=65535", id="port-beyond-65535"),
     pytest.param(["dashboard", "--port", "0"], "1<=x<=65535", id="dashboard-port-zero"),
+    pytest.param(["serve", "--host", "bad host"], "expected a host name or IP address",
+                 id="host-with-a-space"),
+    pytest.param(["report", "home", "--day", "2026-01-01"],
+                 "no day has results yet (run `tracker rollup`)",
+                 id="report-day-before-any-rollup"),
 ])
 def test_bad_option_values_are_usage_errors_that_say_the_accepted_form(db_url, args, says):
     _create(db_url)
@@ -279,3 +284,16 @@ def test_no_password_survives_masking(password, in_query):
     masked = mask_password(url)
     assert secret not in masked and "***" in masked
     assert masked.startswith("postgresql+psycopg://user") and "host:5432/db" in masked
+
+
+def test_a_catalog_file_that_is_not_utf8_is_a_usage_error_and_keeps_the_catalog(db_url,
+                                                                               tmp_path):
+    _create(db_url)
+    good = tmp_path / "items.txt"
+    good.write_text("song-1\nsong-2\n")
+    run(db_url, "experiments", "catalog", "home", str(good))
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("song-1\ncaf\u00e9\n".encode("latin-1"))
+    refused = run(db_url, "experiments", "catalog", "home", str(latin), code=2)
+    assert "latin.txt: not UTF-8 text" in refused.output and "Traceback" not in refused.output
+    assert "2 declared catalog items" in run(db_url, "experiments", "catalog", "home").output

@@ -319,7 +319,12 @@ def experiments_catalog(key: str, items_file, clear: bool) -> None:
                        f"{key}: no declared catalog (coverage counts the items seen)")
             return
         items = None if clear else (line.strip() for line in items_file if line.strip())
-        size = t.declare_catalog(key, items)
+        try:
+            size = t.declare_catalog(key, items)
+        except UnicodeDecodeError as error:  # nothing was declared: the file is read first
+            raise click.BadParameter(f"{items_file.name}: not UTF-8 text (byte {error.start} "
+                                     "of a block); save it as UTF-8, one item id per line",
+                                     param_hint="FILE") from None
     done = "catalog removed" if clear else f"{size} catalog items declared"
     click.echo(f"{key}: {done}; the next `tracker rollup` recomputes its days")
 
@@ -594,8 +599,15 @@ def serve_cmd(host: str | None, port: int | None, workers: int | None) -> None:
     OpenAPI document (/openapi.json, /docs) are served too.
     """
     from tracker.collector.server import serve
+    from tracker.errors import ConfigError
 
-    serve(_settings(), host=host, port=port, workers=workers)
+    try:
+        settings = _settings().replace(**{name: value for name, value in (
+            ("collector_host", host), ("collector_port", port),
+            ("collector_workers", workers)) if value is not None})
+    except ConfigError as error:
+        raise click.BadParameter(str(error), param_hint="--host") from None
+    serve(settings)
 
 
 @main.group()

@@ -116,9 +116,10 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     if as_of is None and available:
         final = days[~days["provisional"]]["day"] if not days.empty else []
         as_of = max(final) if len(final) else available[-1]
-    if as_of is not None and available and as_of not in available:
-        raise ValidationError(f"no results for {as_of}: the days with results run from "
-                              f"{available[0]} to {available[-1]}", field="as_of")
+    if as_of is not None and as_of not in available:
+        raise ValidationError(f"no results for {as_of}: " + (
+            f"the days with results run from {available[0]} to {available[-1]}" if available
+            else "no day has results yet (run `tracker rollup`)"), field="as_of")
     health = _health(info, health_table, days, as_of, now or datetime.now(UTC))
     card = Scorecard(info.key, as_of, cumulative, level, intervals, correction, primary,
                      health)
