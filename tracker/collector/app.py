@@ -14,7 +14,8 @@
 - ``GET /metrics``: Prometheus text format. ``GET /openapi.json``, ``/docs``.
 
 Errors are JSON ``{"error": code, "message": ..., "request_id": ...}``: 400 malformed JSON,
-401/403 API key, 404 unknown experiment or route, 413 body over
+401/403 API key, 404 unknown experiment or route, 408 a body that did not arrive within
+``TRACKER_COLLECTOR_READ_TIMEOUT`` (the connection is closed), 413 body over
 ``TRACKER_COLLECTOR_MAX_BODY_BYTES`` or batch over ``TRACKER_COLLECTOR_MAX_BATCH``, 415 a
 compressed body, 422 invalid events, 503 with ``Retry-After`` when the database is unavailable
 (the batch may be resent as is: ids make it idempotent).
@@ -414,6 +415,8 @@ def create_app(settings: Settings | None = None, engine: sa.Engine | None = None
         400: {"model": ErrorOut, "description": "malformed JSON"},
         401: {"model": ErrorOut, "description": "no, unknown or revoked API key"},
         403: {"model": ErrorOut, "description": "API key without the scope this endpoint needs"},
+        408: {"model": ErrorOut, "description": "the body did not arrive within "
+                                                "TRACKER_COLLECTOR_READ_TIMEOUT seconds"},
         413: {"model": ErrorOut, "description": "body or batch too large"},
         422: {"model": ErrorOut, "description": "invalid events (the list of errors); "
                                                 "nothing was stored"},
@@ -469,7 +472,7 @@ def create_app(settings: Settings | None = None, engine: sa.Engine | None = None
                 return [e.to_dict() for e in list_experiments(conn)]
             return get_experiment(conn, key).to_dict()
 
-    read_errors = {k: v for k, v in errors.items() if k in (401, 403, 503)}
+    read_errors = {k: v for k, v in errors.items() if k in (401, 403, 503)}  # no body read
 
     @app.get("/v1/experiments", tags=["experiments"], responses=read_errors,
              summary="Every experiment with its arms")
