@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import string
+from datetime import timedelta
 from pathlib import Path
 
+import click
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -13,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.helpers import T0, count, impression, interaction, stored_impressions
-from tracker.cli import main
+from tracker.cli import MAX_DURATION, _duration, _pairs, main
 from tracker.config import mask_password
 from tracker.store.db import SCHEMA_REVISION, create_engine
 
@@ -297,3 +300,26 @@ def test_a_catalog_file_that_is_not_utf8_is_a_usage_error_and_keeps_the_catalog(
     refused = run(db_url, "experiments", "catalog", "home", str(latin), code=2)
     assert "latin.txt: not UTF-8 text" in refused.output and "Traceback" not in refused.output
     assert "2 declared catalog items" in run(db_url, "experiments", "catalog", "home").output
+
+
+@given(text=st.text(max_size=30) | st.from_regex(r"\A[0-9]{1,25}(\.[0-9]{1,5})?[smhd]\Z"))
+def test_a_duration_is_positive_and_at_most_a_year_or_a_usage_error(text):
+    try:
+        duration = _duration(text, "--window")
+    except click.BadParameter as error:
+        assert "up to 365d" in error.message
+    else:
+        assert timedelta(0) < duration <= MAX_DURATION
+
+
+@given(values=st.lists(st.text(max_size=12) | st.from_regex(r"\A[a-z]{1,3}=-?[0-9.e]{0,6}\Z")
+                       | st.sampled_from(["a=nan", "a=inf", "a=-0", "a=1e400", "=1"]),
+                       max_size=4))
+def test_name_number_pairs_are_each_name_once_with_a_finite_number_or_a_usage_error(values):
+    try:
+        pairs = _pairs(tuple(values), "--relevance", "EVENT=GRADE", default=1.0)
+    except click.BadParameter as error:
+        assert "EVENT=GRADE" in error.message or "given twice" in error.message
+    else:
+        assert len(pairs) == len(values) and all(name.strip() for name in pairs)
+        assert all(math.isfinite(v) and v >= 0 for v in pairs.values())

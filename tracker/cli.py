@@ -577,7 +577,7 @@ def dashboard_cmd(host: str, port: int) -> None:
         raise click.ClickException(f"dashboard not found at {DASHBOARD}: install tracker from "
                                    "its source tree (pip install -e .)")
     click.echo(f"tracker dashboard on http://{host}:{port} (database "
-               f"{_settings().database_url.split('@')[-1]})", err=True)
+               f"{mask_password(_settings().database_url)})", err=True)
     command = dashboard_command(host, port)
     root = str(DASHBOARD.parents[1])  # so that the pages can `import dashboard`
     path = os.environ.get("PYTHONPATH")
