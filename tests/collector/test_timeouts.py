@@ -106,3 +106,28 @@ def test_partial_headers_and_partial_bodies_are_closed_within_the_read_timeout(s
         json={k: v.isoformat() if hasattr(v, "isoformat") else v
               for k, v in impression(0).items()})
     assert answer.status_code == 200, answer.text  # a prompt client is served as before
+
+
+def test_headers_over_the_size_bound_are_refused_and_the_connection_closed(serve):
+    from tracker.collector.server import MAX_HEADER_BYTES
+
+    server, _keys = serve
+    line = b"X-Big: " + b"a" * 1000 + b"\r\n"
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    sock.sendall(b"GET /health HTTP/1.1\r\nHost: collector\r\n")
+    sent, started = 0, time.monotonic()
+    with contextlib.suppress(OSError):  # the server closes while we send
+        while sent < 50 * MAX_HEADER_BYTES:
+            sock.sendall(line)
+            sent += len(line)
+    answer = b""
+    with contextlib.suppress(OSError):
+        while chunk := sock.recv(65536):
+            answer += chunk
+    sock.close()
+    assert time.monotonic() - started < READ_TIMEOUT  # refused for size, not for time
+    assert sent < 50 * MAX_HEADER_BYTES  # closed soon after the bound
+    if answer:  # else the kernel's reset (we were still sending) overtook the answer
+        assert answer.startswith(b"HTTP/1.1 400") and b"request headers over" in answer
+    fine = httpx.get(server.base + "/health", headers={"X-Big": "a" * (MAX_HEADER_BYTES // 2)})
+    assert fine.status_code == 200  # headers within the bound are served as before

@@ -3,9 +3,11 @@
 Slow clients cannot hold connections: a request's headers must arrive within
 ``TRACKER_COLLECTOR_READ_TIMEOUT`` seconds of the connection opening (or of the previous
 response on a kept-alive connection), else the connection is closed; its body then has the
-same time again (``tracker.collector.app`` answers 408 and closes). uvicorn alone bounds
-neither: ``timeout_keep_alive`` starts only after a response, and h11's
-``h11_max_incomplete_event_size`` bounds the size of partial headers, not their duration.
+same time again (``tracker.collector.app`` answers 408 and closes). Headers are also bounded
+in size (``MAX_HEADER_BYTES``: more is a 400 and the connection is closed). uvicorn alone
+bounds neither: ``timeout_keep_alive`` starts only after a response, h11's
+``h11_max_incomplete_event_size`` bounds the size of partial headers but not their duration,
+and with httptools (the parser uvicorn[standard] picks) 200 MB of headers were buffered.
 """
 
 from __future__ import annotations
@@ -21,18 +23,39 @@ except ImportError:  # pragma: no cover - tracker depends on uvicorn[standard]
     from uvicorn.protocols.http.h11_impl import H11Protocol as _Http
 
 
+MAX_HEADER_BYTES = 64 * 1024
+"""The most bytes a request line and headers may take (nginx allows 32 KiB, h11 16 KiB)."""
+
+
 class HeaderDeadlineProtocol(_Http):
-    """uvicorn's HTTP/1.1 protocol with a deadline on request headers.
+    """uvicorn's HTTP/1.1 protocol with a deadline and a size bound on request headers.
 
     The deadline is armed when the connection opens and again after each response; when it
     passes while no request is being served (no request yet, or the last one answered), the
     connection is closed: its client was sending headers too slowly, or nothing at all.
+    Bytes received while no request is being served are headers; more than
+    ``MAX_HEADER_BYTES`` of them is a 400 and the connection is closed.
     """
 
     def __init__(self, *args: Any, read_timeout: float, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.read_timeout = read_timeout
         self.header_deadline: Any = None
+        self.header_bytes = 0
+
+    def _serving(self) -> bool:
+        return self.cycle is not None and not self.cycle.response_complete
+
+    def data_received(self, data: bytes) -> None:
+        waiting = not self._serving()
+        super().data_received(data)
+        if self._serving() or self.transport.is_closing():
+            self.header_bytes = 0  # the headers were complete: a request is being served
+            return
+        if waiting:
+            self.header_bytes += len(data)
+            if self.header_bytes > MAX_HEADER_BYTES:
+                self.send_400_response(f"request headers over {MAX_HEADER_BYTES} bytes")
 
     def _arm_header_deadline(self) -> None:
         self._disarm_header_deadline()
@@ -45,8 +68,7 @@ class HeaderDeadlineProtocol(_Http):
 
     def _header_timeout(self) -> None:
         self.header_deadline = None
-        serving = self.cycle is not None and not self.cycle.response_complete
-        if not serving and not self.transport.is_closing():
+        if not self._serving() and not self.transport.is_closing():
             self.transport.close()
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
@@ -55,6 +77,7 @@ class HeaderDeadlineProtocol(_Http):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
+        self.header_bytes = 0
         if not self.transport.is_closing():
             self._arm_header_deadline()
 
