@@ -215,6 +215,8 @@ def test_experiments_catalog_declares_shows_and_clears(db_url, tmp_path):
                  id="rollup-every-beyond-a-year"),
     pytest.param(["rollup", "--every", "0s"], "a positive number with a unit",
                  id="rollup-every-zero"),
+    pytest.param(["rollup", "--every", "0.0000001s"], "a positive number with a unit",
+                 id="rollup-every-below-a-microsecond-is-zero"),
     pytest.param(["db", "upgrade", "--revision", "nope"], "Can't locate revision",
                  id="unknown-revision"),
     pytest.param(["demo", "--days", "0"], "1<=x<=366", id="demo-without-days"),
@@ -302,7 +304,7 @@ def test_a_catalog_file_that_is_not_utf8_is_a_usage_error_and_keeps_the_catalog(
     assert "2 declared catalog items" in run(db_url, "experiments", "catalog", "home").output
 
 
-@given(text=st.text(max_size=30) | st.from_regex(r"\A[0-9]{1,25}(\.[0-9]{1,5})?[smhd]\Z"))
+@given(text=st.text(max_size=30) | st.from_regex(r"\A[0-9]{1,25}(\.[0-9]{1,12})?[smhd]\Z"))
 def test_a_duration_is_positive_and_at_most_a_year_or_a_usage_error(text):
     try:
         duration = _duration(text, "--window")

@@ -13,11 +13,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from tracker.config import Settings, mask_password
 from tracker.errors import TrackerError, ValidationError
+
+if TYPE_CHECKING:
+    from tracker.store.schema import TableRows
 
 
 def _settings() -> Settings:
@@ -104,7 +108,7 @@ def downgrade(revision: str, yes: bool) -> None:
     click.echo(f"{_where(engine)}: schema {before or 'empty'} -> {after or 'empty'}")
 
 
-def _confirm_dropping(tables: list, revision: str, yes: bool) -> None:
+def _confirm_dropping(tables: list[TableRows], revision: str, yes: bool) -> None:
     """Ask before dropping ``tables`` (:class:`~tracker.store.schema.TableRows` holding rows):
     ``--yes`` skips the question; with no terminal on standard input it is a usage error."""
     if not tables or yes:
@@ -153,10 +157,12 @@ def _duration(text: str, option: str | None = None,
         raise click.BadParameter(f"{text!r}: expected {form}", param_hint=option)
     unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match.group(2)]
     amount = float(match.group(1))
-    limit = maximum / timedelta(**{unit: 1})
-    if not 0 < amount <= limit:
+    if amount > maximum / timedelta(**{unit: 1}):  # checked before timedelta can overflow
         raise click.BadParameter(f"{text!r}: expected {form}", param_hint=option)
-    return timedelta(**{unit: amount})
+    duration = timedelta(**{unit: amount})
+    if duration <= timedelta(0):  # zero, or below timedelta's microsecond
+        raise click.BadParameter(f"{text!r}: expected {form}", param_hint=option)
+    return duration
 
 
 def _pairs(values: tuple[str, ...], option: str, form: str, *, default: float | None = None,
