@@ -225,6 +225,8 @@ def test_experiments_catalog_declares_shows_and_clears(db_url, tmp_path):
     pytest.param(["dashboard", "--port", "0"], "1<=x<=65535", id="dashboard-port-zero"),
     pytest.param(["serve", "--host", "bad host"], "expected a host name or IP address",
                  id="host-with-a-space"),
+    pytest.param(["keys", "create", "k" * 201, "--scope", "ingest"],
+                 "a name of 1 to 200 characters", id="key-name-too-long"),
     pytest.param(["report", "home", "--day", "2026-01-01"],
                  "no day has results yet (run `tracker rollup`)",
                  id="report-day-before-any-rollup"),

@@ -632,7 +632,7 @@ def keys_create(name: str, scope: str) -> None:
 
     engine, _ = _engine()
     require_current_schema(engine)
-    with transaction(engine, write=True) as conn:
+    with _options(name="NAME"), transaction(engine, write=True) as conn:
         info, token = create_key(conn, name, scope)
     click.echo(f"created API key {info.key_id} ({info.name!r}, scope {info.scope}); "
                "store it now, it is not shown again:", err=True)
