@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import json
+import math
+import string
+from datetime import timedelta
 from pathlib import Path
 
+import click
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
-from tests.helpers import count, impression, interaction, stored_impressions
-from tracker.cli import main
+from tests.helpers import T0, count, impression, interaction, stored_impressions
+from tracker.cli import MAX_DURATION, _duration, _pairs, main
+from tracker.config import mask_password
 from tracker.store.db import SCHEMA_REVISION, create_engine
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -60,7 +67,7 @@ def test_experiment_create_errors_are_clear(db_url):
     assert "already exists" in _create(db_url, code=1).stderr
     assert "left unchanged" in _create(db_url, "--exist-ok").output
     bad = run(db_url, "experiments", "create", "x", "--arm", "a", "--window", "soon", code=2)
-    assert "expected a number with a unit" in bad.output
+    assert "expected a positive number with a unit" in bad.output
     missing = run(db_url, "experiments", "show", "nope", code=1)
     assert "unknown experiment 'nope'" in missing.stderr
 
@@ -160,3 +167,163 @@ def test_experiments_catalog_declares_shows_and_clears(db_url, tmp_path):
     assert "3 declared catalog items" in run(db_url, "experiments", "catalog", "home").output
     assert "catalog removed" in run(db_url, "experiments", "catalog", "home", "--clear").output
     assert "no declared catalog" in run(db_url, "experiments", "catalog", "home").output
+
+
+# ---------------------------------------------------------------------------- bad options
+@pytest.mark.parametrize(("args", "says"), [
+    pytest.param(["report", "home", "--level", "95"], "did you mean 0.95?",
+                 id="level-given-as-a-percentage-suggests-the-fraction"),
+    pytest.param(["report", "home", "--level", "0"], "strictly between 0 and 1",
+                 id="level-zero"),
+    pytest.param(["report", "home", "--level", "1"], "strictly between 0 and 1",
+                 id="level-one"),
+    pytest.param(["report", "home", "--guardrail", "song_clicks=-1"],
+                 "METRIC@K=LOSS (e.g. ndcg@10=0.02) with a finite number >= 0",
+                 id="negative-guardrail-margin"),
+    pytest.param(["report", "home", "--guardrail", "song_clicks=nan"], "finite number >= 0",
+                 id="nan-guardrail-margin"),
+    pytest.param(["report", "home", "--guardrail", "song_clicks"], "expected METRIC@K=LOSS",
+                 id="guardrail-without-margin"),
+    pytest.param(["report", "home", "--guardrail", "=0.1"], "expected METRIC@K=LOSS",
+                 id="guardrail-without-metric"),
+    pytest.param(["report", "home", "--guardrail", "ndcg@10=0.1", "--guardrail",
+                  "ndcg@10=0.2"], "metric@k 'ndcg@10' given twice",
+                 id="guardrail-given-twice"),
+    pytest.param(["experiments", "create", "x", "--arm", "a=1", "--arm", "a=2"],
+                 "arm 'a' given twice", id="duplicate-arm"),
+    pytest.param(["experiments", "create", "x", "--arm", "a=0", "--arm", "b"],
+                 "ARM=WEIGHT with a finite number > 0", id="zero-arm-weight"),
+    pytest.param(["experiments", "create", "x", "--arm", "a=inf", "--arm", "b"],
+                 "ARM=WEIGHT with a finite number > 0", id="infinite-arm-weight"),
+    pytest.param(["experiments", "create", "x", "--arm", "a", "--arm", "b", "--relevance",
+                  "click=-1"], "EVENT=GRADE with a finite number >= 0",
+                 id="negative-relevance-grade"),
+    pytest.param(["experiments", "create", "x", "--arm", "a", "--arm", "b", "--relevance",
+                  "click=1", "--relevance", "click=2"], "event 'click' given twice",
+                 id="relevance-event-given-twice"),
+    pytest.param(["experiments", "create", "x", "--arm", "a", "--arm", "b", "--window",
+                  "999999999d"], "up to 365d", id="window-beyond-a-year"),
+    pytest.param(["experiments", "create", "x", "--arm", "a", "--arm", "b", "--window", "0s"],
+                 "a positive number with a unit", id="zero-window"),
+    pytest.param(["experiments", "create", "x", "--arm", "a", "--arm", "b", "--timezone",
+                  "Mars/Olympus"], "not an IANA time zone name", id="unknown-time-zone"),
+    pytest.param(["experiments", "create", "x", "--arm", "a", "--arm", "b", "--cutoffs",
+                  "0,5"], "each between 1 and", id="cutoff-zero"),
+    pytest.param(["experiments", "create", "x", "--arm", "a", "--arm", "b", "--control", "c"],
+                 "is not one of the arms (a, b)", id="control-not-an-arm"),
+    pytest.param(["rollup", "--every", "999999999d"], "up to 365d",
+                 id="rollup-every-beyond-a-year"),
+    pytest.param(["rollup", "--every", "0s"], "a positive number with a unit",
+                 id="rollup-every-zero"),
+    pytest.param(["rollup", "--every", "0.0000001s"], "a positive number with a unit",
+                 id="rollup-every-below-a-microsecond-is-zero"),
+    pytest.param(["db", "upgrade", "--revision", "nope"], "Can't locate revision",
+                 id="unknown-revision"),
+    pytest.param(["demo", "--days", "0"], "1<=x<=366", id="demo-without-days"),
+    pytest.param(["demo", "--seed", "-1"], "x>=0", id="negative-demo-seed"),
+    pytest.param(["serve", "--port", "99999"], "1<=x<=65535", id="port-beyond-65535"),
+    pytest.param(["dashboard", "--port", "0"], "1<=x<=65535", id="dashboard-port-zero"),
+    pytest.param(["serve", "--host", "bad host"], "expected a host name or IP address",
+                 id="host-with-a-space"),
+    pytest.param(["keys", "create", "k" * 201, "--scope", "ingest"],
+                 "a name of 1 to 200 characters", id="key-name-too-long"),
+    pytest.param(["report", "home", "--day", "2026-01-01"],
+                 "no day has results yet (run `tracker rollup`)",
+                 id="report-day-before-any-rollup"),
+])
+def test_bad_option_values_are_usage_errors_that_say_the_accepted_form(db_url, args, says):
+    _create(db_url)
+    result = run(db_url, *args, code=2)
+    assert says in result.output
+    assert "Traceback" not in result.output
+    listed = json.loads(run(db_url, "experiments", "list", "--format", "json").stdout)
+    assert [e["key"] for e in listed] == ["home"]  # nothing was created or changed
+
+
+def test_report_day_without_results_names_the_days_that_have_them(tracker, db_url):
+    from tests.test_report import _log_known_users
+
+    _log_known_users(tracker)
+    day = T0.date()
+    result = run(db_url, "report", "home", "--day", "2001-01-01", code=2)
+    assert f"no results for 2001-01-01: the days with results run from {day} to {day}" in (
+        result.output)
+    assert run(db_url, "report", "home", "--day", day.isoformat()).exit_code == 0
+
+
+# ---------------------------------------------------------------------------- secrets
+@pytest.mark.parametrize(("url", "shown"), [
+    pytest.param("postgresql+psycopg://tracker:s3cr3t-pw@db:5432/tracker",
+                 "postgresql+psycopg://tracker:***@db:5432/tracker", id="password-in-user-part"),
+    pytest.param("postgresql://tracker:s3cr3t-pw@db/tracker",
+                 "postgresql+psycopg://tracker:***@db/tracker", id="password-with-driver-added"),
+    pytest.param("postgresql+psycopg://tracker@db/tracker?sslmode=require&password=s3cr3t-pw",
+                 "postgresql+psycopg://tracker@db/tracker?sslmode=require&password=***",
+                 id="password-query-parameter"),
+    pytest.param("postgresql+psycopg://tracker:p@ss:s3cr3t-pw@db/tracker",
+                 "postgresql+psycopg://tracker:***@db/tracker", id="password-holding-an-at-sign"),
+    pytest.param("sqlite:///s3cr3t-pw.db", "sqlite:///s3cr3t-pw.db",
+                 id="sqlite-path-is-not-a-secret"),
+])
+def test_config_masks_database_passwords(url, shown):
+    result = CliRunner().invoke(main, ["config"], env={"TRACKER_DATABASE_URL": url})
+    assert result.exit_code == 0, result.output
+    assert f"TRACKER_DATABASE_URL={shown}  (default" in result.output
+    if not url.startswith("sqlite"):
+        assert "s3cr3t-pw" not in result.output
+
+
+def test_a_rejected_database_url_is_echoed_without_its_password():
+    result = CliRunner().invoke(main, ["config"],
+                                env={"TRACKER_DATABASE_URL": "mysql://tracker:s3cr3t-pw@db/x"})
+    assert result.exit_code == 1
+    assert "'mysql://tracker:***@db/x': expected sqlite:///PATH" in result.output
+    assert "s3cr3t-pw" not in result.output
+
+
+@given(password=st.text(alphabet=string.ascii_letters + string.digits + "!$%^*()~-_.", min_size=1,
+                        max_size=40),
+       in_query=st.booleans())
+def test_no_password_survives_masking(password, in_query):
+    secret = "§" + password  # a character no other part of the URL holds
+    url = (f"postgresql+psycopg://user@host:5432/db?password={secret}" if in_query
+           else f"postgresql+psycopg://user:{secret}@host:5432/db")
+    masked = mask_password(url)
+    assert secret not in masked and "***" in masked
+    assert masked.startswith("postgresql+psycopg://user") and "host:5432/db" in masked
+
+
+def test_a_catalog_file_that_is_not_utf8_is_a_usage_error_and_keeps_the_catalog(db_url,
+                                                                               tmp_path):
+    _create(db_url)
+    good = tmp_path / "items.txt"
+    good.write_text("song-1\nsong-2\n")
+    run(db_url, "experiments", "catalog", "home", str(good))
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("song-1\ncaf\u00e9\n".encode("latin-1"))
+    refused = run(db_url, "experiments", "catalog", "home", str(latin), code=2)
+    assert "latin.txt: not UTF-8 text" in refused.output and "Traceback" not in refused.output
+    assert "2 declared catalog items" in run(db_url, "experiments", "catalog", "home").output
+
+
+@given(text=st.text(max_size=30) | st.from_regex(r"\A[0-9]{1,25}(\.[0-9]{1,12})?[smhd]\Z"))
+def test_a_duration_is_positive_and_at_most_a_year_or_a_usage_error(text):
+    try:
+        duration = _duration(text, "--window")
+    except click.BadParameter as error:
+        assert "up to 365d" in error.message
+    else:
+        assert timedelta(0) < duration <= MAX_DURATION
+
+
+@given(values=st.lists(st.text(max_size=12) | st.from_regex(r"\A[a-z]{1,3}=-?[0-9.e]{0,6}\Z")
+                       | st.sampled_from(["a=nan", "a=inf", "a=-0", "a=1e400", "=1"]),
+                       max_size=4))
+def test_name_number_pairs_are_each_name_once_with_a_finite_number_or_a_usage_error(values):
+    try:
+        pairs = _pairs(tuple(values), "--relevance", "EVENT=GRADE", default=1.0)
+    except click.BadParameter as error:
+        assert "EVENT=GRADE" in error.message or "given twice" in error.message
+    else:
+        assert len(pairs) == len(values) and all(name.strip() for name in pairs)
+        assert all(math.isfinite(v) and v >= 0 for v in pairs.values())

@@ -111,7 +111,7 @@ def test_an_unknown_primary_metric_is_refused_with_the_names_to_use(tracker, db_
     _log_known_users(tracker)
     result = CliRunner().invoke(main, ["report", "home", "--primary", "ndcg@7"],
                                 env={"TRACKER_DATABASE_URL": db_url})
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a usage error
     assert "unknown primary or guardrail metric(s) ndcg@7" in result.stderr
     assert "hit_rate@2" in result.stderr
 

@@ -6,15 +6,22 @@ Heavy imports (alembic, pandas) happen inside the commands that need them.
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from tracker.config import Settings
-from tracker.errors import TrackerError
+from tracker.config import Settings, mask_password
+from tracker.errors import TrackerError, ValidationError
+
+if TYPE_CHECKING:
+    from tracker.store.schema import TableRows
 
 
 def _settings() -> Settings:
@@ -29,7 +36,7 @@ def _engine():
 
 
 def _where(engine) -> str:
-    return engine.url.render_as_string(hide_password=True)
+    return mask_password(engine.url.render_as_string(hide_password=False))
 
 
 class _Group(click.Group):
@@ -57,14 +64,7 @@ def config_cmd() -> None:
     """Show every TRACKER_* setting, its current value and what it does."""
     settings = _settings()
     for env, default, doc in Settings.describe():
-        field = next(name for name, var in _vars() if var == env)
-        click.echo(f"{env}={getattr(settings, field)}  (default {default})\n    {doc}")
-
-
-def _vars():
-    import dataclasses
-
-    return [(f.name, f.metadata["var"].env) for f in dataclasses.fields(Settings)]
+        click.echo(f"{env}={settings.shown(env)}  (default {default})\n    {doc}")
 
 
 # ----------------------------------------------------------------------------- db
@@ -81,21 +81,45 @@ def upgrade(revision: str) -> None:
 
     engine, _ = _engine()
     before = schema.current(engine)
-    after = schema.upgrade(engine, revision)
+    with _options(revision="--revision"):
+        after = schema.upgrade(engine, revision)
     click.echo(f"{_where(engine)}: schema {before or 'empty'} -> {after}")
 
 
 @db.command()
 @click.option("--revision", default="-1", show_default=True,
               help="Target revision ('-1' = one step down, 'base' = drop everything).")
-def downgrade(revision: str) -> None:
-    """Migrate the schema down (data in dropped tables is lost)."""
+@click.option("--yes", is_flag=True,
+              help="Drop tables that hold rows without asking (for scripts).")
+def downgrade(revision: str, yes: bool) -> None:
+    """Migrate the schema down (data in dropped tables is lost).
+
+    When it would drop tables that hold rows, it names them with their row counts and asks
+    first; without a terminal to ask on, it refuses (exit 2) unless --yes is given.
+    """
     from tracker.store import schema
 
     engine, _ = _engine()
     before = schema.current(engine)
-    after = schema.downgrade(engine, revision)
+    with _options(revision="--revision"):
+        _confirm_dropping([t for t in schema.tables_dropped_by(engine, revision) if t.rows],
+                          revision, yes)
+        after = schema.downgrade(engine, revision)
     click.echo(f"{_where(engine)}: schema {before or 'empty'} -> {after or 'empty'}")
+
+
+def _confirm_dropping(tables: list[TableRows], revision: str, yes: bool) -> None:
+    """Ask before dropping ``tables`` (:class:`~tracker.store.schema.TableRows` holding rows):
+    ``--yes`` skips the question; with no terminal on standard input it is a usage error."""
+    if not tables or yes:
+        return
+    listing = ", ".join(f"{t.table} ({t.rows} row{'s' if t.rows != 1 else ''})"
+                        for t in tables)
+    question = f"downgrading to {revision!r} drops tables holding rows: {listing}"
+    if not sys.stdin.isatty():
+        raise click.UsageError(f"{question}; refusing without a terminal to ask on: add --yes "
+                               "to drop them (back the database up first)")
+    click.confirm(f"{question}. Their rows are lost. Drop them?", abort=True, err=True)
 
 
 @db.command()
@@ -117,25 +141,70 @@ def experiments() -> None:
 
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+MAX_DURATION = timedelta(days=365)
+"""The longest ``--window`` or ``--every`` accepted."""
 
 
-def _duration(text: str) -> timedelta:
+def _duration(text: str, option: str | None = None,
+              maximum: timedelta = MAX_DURATION) -> timedelta:
+    """A positive duration such as ``30m``, ``24h`` or ``7d``, at most ``maximum``.
+
+    Anything else is a usage error (exit 2) that names ``option`` and the accepted form.
+    """
+    form = f"a positive number with a unit (s, m, h, d) up to {maximum.days}d, e.g. 30m, 24h, 7d"
     match = _DURATION.match(text.strip())
     if not match:
-        raise click.BadParameter(f"{text!r}: expected a number with a unit, e.g. 30m, 24h, 7d")
+        raise click.BadParameter(f"{text!r}: expected {form}", param_hint=option)
     unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match.group(2)]
-    return timedelta(**{unit: float(match.group(1))})
+    amount = float(match.group(1))
+    if amount > maximum / timedelta(**{unit: 1}):  # checked before timedelta can overflow
+        raise click.BadParameter(f"{text!r}: expected {form}", param_hint=option)
+    duration = timedelta(**{unit: amount})
+    if duration <= timedelta(0):  # zero, or below timedelta's microsecond
+        raise click.BadParameter(f"{text!r}: expected {form}", param_hint=option)
+    return duration
 
 
-def _pairs(values: tuple[str, ...], what: str) -> dict[str, float]:
+def _pairs(values: tuple[str, ...], option: str, form: str, *, default: float | None = None,
+           positive: bool = False) -> dict[str, float]:
+    """``NAME=NUMBER`` options as a dict, in the order given.
+
+    Each NAME is non-empty and given once; each NUMBER is finite and >= 0 (> 0 when
+    ``positive``). A bare ``NAME`` takes ``default`` (an error when there is none). A bad
+    value is a usage error naming ``option`` and the accepted ``form``.
+    """
     out: dict[str, float] = {}
+    bound = "> 0" if positive else ">= 0"
     for value in values:
-        name, sep, number = value.partition("=")
+        name, sep, text = value.partition("=")
+        name = name.strip()
+        if not name or (not sep and default is None):
+            raise click.BadParameter(f"{value!r}: expected {form}", param_hint=option)
         try:
-            out[name] = float(number) if sep else 1.0
+            number = float(text) if sep else float(default)
         except ValueError:
-            raise click.BadParameter(f"{value!r}: expected {what}=NUMBER") from None
+            number = math.nan
+        if not math.isfinite(number) or number < 0 or (positive and number == 0):
+            raise click.BadParameter(f"{value!r}: expected {form} with a finite number {bound}",
+                                     param_hint=option)
+        if name in out:
+            raise click.BadParameter(f"{form.partition('=')[0].lower()} {name!r} given "
+                                     "twice; give each once",
+                                     param_hint=option)
+        out[name] = number
     return out
+
+
+@contextmanager
+def _options(**fields: str) -> Iterator[None]:
+    """A library :class:`ValidationError` about a field that one of the command's options
+    feeds (``field="--option"``) becomes a usage error on that option (exit 2)."""
+    try:
+        yield
+    except ValidationError as error:
+        if error.field not in fields:
+            raise
+        raise click.BadParameter(error.reason, param_hint=fields[error.field]) from None
 
 
 @experiments.command("create")
@@ -167,12 +236,18 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
     try:
         cutoff_list = [int(k) for k in cutoffs.split(",") if k.strip()]
     except ValueError:
-        raise click.BadParameter(f"{cutoffs!r}: expected whole numbers like 5,10,20") from None
-    with Tracker() as t:
+        raise click.BadParameter(f"{cutoffs!r}: expected whole numbers like 5,10,20",
+                                 param_hint="--cutoffs") from None
+    weights = _pairs(arms, "--arm", "ARM=WEIGHT", default=1.0, positive=True)
+    grades = _pairs(relevance, "--relevance", "EVENT=GRADE", default=1.0)
+    attribution_window = _duration(window, "--window")
+    with Tracker() as t, _options(key="KEY", arms="--arm", control="--control",
+                                  attribution_window="--window", relevance="--relevance",
+                                  timezone="--timezone", cutoffs="--cutoffs", name="--name"):
         try:
             created = t.create_experiment(
-                key, _pairs(arms, "ARM"), control=control, attribution_window=_duration(window),
-                relevance=_pairs(relevance, "EVENT") or None, name=name,
+                key, weights, control=control, attribution_window=attribution_window,
+                relevance=grades or None, name=name,
                 description=description, timezone=timezone, cutoffs=cutoff_list,
                 unknown_events=unknown_events, status=status)
         except AlreadyExists:
@@ -250,7 +325,12 @@ def experiments_catalog(key: str, items_file, clear: bool) -> None:
                        f"{key}: no declared catalog (coverage counts the items seen)")
             return
         items = None if clear else (line.strip() for line in items_file if line.strip())
-        size = t.declare_catalog(key, items)
+        try:
+            size = t.declare_catalog(key, items)
+        except UnicodeDecodeError as error:  # nothing was declared: the file is read first
+            raise click.BadParameter(f"{items_file.name}: not UTF-8 text (byte {error.start} "
+                                     "of a block); save it as UTF-8, one item id per line",
+                                     param_hint="FILE") from None
     done = "catalog removed" if clear else f"{size} catalog items declared"
     click.echo(f"{key}: {done}; the next `tracker rollup` recomputes its days")
 
@@ -382,6 +462,15 @@ def rollup_cmd(experiment: str | None, full: bool, until, every: str | None,
 
 
 # ---------------------------------------------------------------------------- report
+def _level(_ctx, _param, value: float) -> float:
+    """``--level``: a confidence level strictly between 0 and 1 (95 reads as a percentage)."""
+    if 0 < value < 1:
+        return value
+    hint = f"; did you mean {value / 100:g}?" if 1 < value < 100 else ""
+    raise click.BadParameter(f"{value:g}: expected a confidence level strictly between 0 and 1, "
+                             f"e.g. 0.95{hint}")
+
+
 @main.command("report")
 @click.argument("experiment")
 @click.option("--day", "day", type=click.DateTime(["%Y-%m-%d"]),
@@ -390,7 +479,8 @@ def rollup_cmd(experiment: str | None, full: bool, until, every: str | None,
               help="That day alone instead of cumulative from the experiment's start.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
               show_default=True)
-@click.option("--level", default=0.95, show_default=True, help="Confidence level.")
+@click.option("--level", type=float, default=0.95, show_default=True, callback=_level,
+              help="Confidence level, strictly between 0 and 1.")
 @click.option("--sequential", is_flag=True,
               help="Always-valid intervals and p-values (for daily peeking).")
 @click.option("--correction", type=click.Choice(["holm", "bh"]), default="holm",
@@ -407,15 +497,14 @@ def report_cmd(experiment: str, day, daily: bool, fmt: str, level: float, sequen
     provisional days, data freshness)."""
     from tracker.report import render_table, report
 
-    for value in guardrails:
-        if "=" not in value:
-            raise click.BadParameter(f"{value!r}: expected METRIC@K=LOSS, e.g. ndcg@10=0.02",
-                                     param_hint="--guardrail")
+    margins = _pairs(guardrails, "--guardrail", "METRIC@K=LOSS (e.g. ndcg@10=0.02)")
     engine, _ = _engine()
-    card = report(engine, experiment, cumulative=not daily, as_of=day.date() if day else None,
-                  level=level, intervals="sequential" if sequential else "fixed_horizon",
-                  correction=correction, primary=primary or None,
-                  guardrails=_pairs(guardrails, "--guardrail") or None)
+    with _options(as_of="--day", primary="--primary/--guardrail"):
+        card = report(engine, experiment, cumulative=not daily,
+                      as_of=day.date() if day else None, level=level,
+                      intervals="sequential" if sequential else "fixed_horizon",
+                      correction=correction, primary=primary or None,
+                      guardrails=margins or None)
     if fmt == "json":
         click.echo(json.dumps(card.to_dict(), indent=2))
     elif fmt == "csv":
@@ -426,9 +515,11 @@ def report_cmd(experiment: str, day, daily: bool, fmt: str, level: float, sequen
 
 # ---------------------------------------------------------------------------- demo
 @main.command("demo")
-@click.option("--days", default=14, show_default=True, help="Simulated days.")
-@click.option("--users", default=3000, show_default=True, help="Simulated users.")
-@click.option("--seed", default=7, show_default=True)
+@click.option("--days", default=14, show_default=True, type=click.IntRange(1, 366),
+              help="Simulated days.")
+@click.option("--users", default=3000, show_default=True, type=click.IntRange(min=1),
+              help="Simulated users.")
+@click.option("--seed", default=7, show_default=True, type=click.IntRange(min=0))
 def demo_cmd(days: int, users: int, seed: int) -> None:
     """Simulate a 14-day recommender A/B test into the database, roll it up, print the results.
 
@@ -482,7 +573,8 @@ def dashboard_command(host: str, port: int) -> list[str]:
 
 @main.command("dashboard")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8501, show_default=True, help="Port to listen on.")
+@click.option("--port", default=8501, show_default=True, type=click.IntRange(1, 65535),
+              help="Port to listen on.")
 def dashboard_cmd(host: str, port: int) -> None:
     """Serve the Streamlit dashboard on the database of TRACKER_DATABASE_URL (read-only)."""
     import os
@@ -491,7 +583,7 @@ def dashboard_cmd(host: str, port: int) -> None:
         raise click.ClickException(f"dashboard not found at {DASHBOARD}: install tracker from "
                                    "its source tree (pip install -e .)")
     click.echo(f"tracker dashboard on http://{host}:{port} (database "
-               f"{_settings().database_url.split('@')[-1]})", err=True)
+               f"{mask_password(_settings().database_url)})", err=True)
     command = dashboard_command(host, port)
     root = str(DASHBOARD.parents[1])  # so that the pages can `import dashboard`
     path = os.environ.get("PYTHONPATH")
@@ -502,7 +594,8 @@ def dashboard_cmd(host: str, port: int) -> None:
 # ---------------------------------------------------------------------------- collector
 @main.command("serve")
 @click.option("--host", help="Address to listen on (default TRACKER_COLLECTOR_HOST, 127.0.0.1).")
-@click.option("--port", type=int, help="Port (default TRACKER_COLLECTOR_PORT, 8000).")
+@click.option("--port", type=click.IntRange(1, 65535),
+              help="Port (default TRACKER_COLLECTOR_PORT, 8000).")
 @click.option("--workers", type=click.IntRange(min=1),
               help="Worker processes (default TRACKER_COLLECTOR_WORKERS, 1).")
 def serve_cmd(host: str | None, port: int | None, workers: int | None) -> None:
@@ -512,8 +605,15 @@ def serve_cmd(host: str | None, port: int | None, workers: int | None) -> None:
     OpenAPI document (/openapi.json, /docs) are served too.
     """
     from tracker.collector.server import serve
+    from tracker.errors import ConfigError
 
-    serve(_settings(), host=host, port=port, workers=workers)
+    try:
+        settings = _settings().replace(**{name: value for name, value in (
+            ("collector_host", host), ("collector_port", port),
+            ("collector_workers", workers)) if value is not None})
+    except ConfigError as error:
+        raise click.BadParameter(str(error), param_hint="--host") from None
+    serve(settings)
 
 
 @main.group()
@@ -532,7 +632,7 @@ def keys_create(name: str, scope: str) -> None:
 
     engine, _ = _engine()
     require_current_schema(engine)
-    with transaction(engine, write=True) as conn:
+    with _options(name="NAME"), transaction(engine, write=True) as conn:
         info, token = create_key(conn, name, scope)
     click.echo(f"created API key {info.key_id} ({info.name!r}, scope {info.scope}); "
                "store it now, it is not shown again:", err=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -67,6 +68,16 @@ def _instant(raw: str) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
+def _positive_float(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise ValueError("a finite number > 0")
+    return value
+
+
 def _port(raw: str) -> int:
     try:
         value = int(raw)
@@ -113,11 +124,40 @@ def normalize_database_url(raw: str) -> str:
     raise ValueError(expected)
 
 
+_PASSWORD_PARAMETER = re.compile(r"(?i)([?&](?:ssl)?password=)[^&]*")
+
+
+def mask_password(url: str) -> str:
+    """``url`` with its password (in the user part or a ``password=`` query parameter) shown
+    as ``***``, for printing and logging.
+
+    >>> mask_password("postgresql+psycopg://tracker:s3cret@db:5432/tracker")
+    'postgresql+psycopg://tracker:***@db:5432/tracker'
+    >>> mask_password("postgresql+psycopg://tracker@db/tracker?sslmode=require&password=s3cret")
+    'postgresql+psycopg://tracker@db/tracker?sslmode=require&password=***'
+    >>> mask_password("sqlite:///tracker.db")
+    'sqlite:///tracker.db'
+    """
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        authority, slash, tail = rest.partition("/")
+        user_part, at, host = authority.rpartition("@")
+        if at and ":" in user_part:
+            authority = f"{user_part.partition(':')[0]}:***@{host}"
+        url = f"{scheme}{sep}{authority}{slash}{tail}"
+    return _PASSWORD_PARAMETER.sub(r"\1***", url)
+
+
 @dataclass(frozen=True)
 class _Var:
     env: str
     parse: Callable[[str], Any]
     doc: str
+    holds_password: bool = False  # a URL that may carry a password: shown masked
+
+    def shown(self, value: Any) -> str:
+        """The value as ``tracker config`` and error messages print it (passwords masked)."""
+        return mask_password(str(value)) if self.holds_password else str(value)
 
 
 @dataclass(frozen=True)
@@ -127,7 +167,8 @@ class Settings:
     database_url: str = field(
         default=f"sqlite:///{DEFAULT_SQLITE_FILE}",
         metadata={"var": _Var("TRACKER_DATABASE_URL", _database_url,
-                              "database to use; default: the SQLite file ./tracker.db")},
+                              "database to use; default: the SQLite file ./tracker.db",
+                              holds_password=True)},
     )
     max_items: int = field(
         default=1000,
@@ -219,6 +260,13 @@ class Settings:
                               "how long the collector trusts a looked-up API key (a revoked "
                               "key stops working within this time)")},
     )
+    collector_read_timeout: float = field(
+        default=30.0,
+        metadata={"var": _Var("TRACKER_COLLECTOR_READ_TIMEOUT", _positive_float,
+                              "seconds a collector client has to send a request's headers "
+                              "(from connecting or from the previous response) and, then, "
+                              "its whole body; a slower connection is closed (body: HTTP 408)")},
+    )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -233,7 +281,7 @@ class Settings:
             try:
                 values[f.name] = var.parse(raw)
             except ValueError as exc:
-                raise ConfigError(f"{var.env}={raw!r}: expected {exc}") from None
+                raise ConfigError(f"{var.env}={var.shown(raw)!r}: expected {exc}") from None
         return cls(**values)
 
     def replace(self, **changes: Any) -> Settings:
@@ -247,8 +295,13 @@ class Settings:
             try:
                 checked[name] = var.parse(str(value))
             except ValueError as exc:
-                raise ConfigError(f"{name}={value!r}: expected {exc}") from None
+                raise ConfigError(f"{name}={var.shown(value)!r}: expected {exc}") from None
         return dataclasses.replace(self, **checked)
+
+    def shown(self, env: str) -> str:
+        """The current value of the variable ``env`` as printed (passwords masked)."""
+        f = next(f for f in dataclasses.fields(self) if f.metadata["var"].env == env)
+        return f.metadata["var"].shown(getattr(self, f.name))
 
     @classmethod
     def describe(cls) -> list[tuple[str, str, str]]:

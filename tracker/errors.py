@@ -72,3 +72,19 @@ class SchemaOutdated(StoreError):
 
 class Busy(TrackerError):
     """Another process holds the lock this operation needs (e.g. a rollup already running)."""
+
+
+def shorten(value: object, limit: int = 64) -> str:
+    """``value`` as text (a string as is, anything else by ``repr``) cut to its first ``limit``
+    characters, with the full length said, so that no message or response echoes a rejected
+    value whole (a 300 MB id is shown as its prefix).
+
+    >>> shorten("abc")
+    'abc'
+    >>> shorten("x" * 100, limit=8)
+    'xxxxxxxx... (100 characters)'
+    """
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"

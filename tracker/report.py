@@ -100,7 +100,8 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     """Build the scorecard from the rollup's tables (see :mod:`tracker.rollup.read`).
 
     ``as_of``: the day to report (default: the latest day whose results are final, else the
-    latest day). ``primary``: metric names such as ``"ndcg@10"`` (default: NDCG and hit rate
+    latest day; a day without results is a ValidationError naming the days with results).
+    ``primary``: metric names such as ``"ndcg@10"`` (default: NDCG and hit rate
     at the experiment's middle cutoff). ``guardrails``: metric name -> tolerated relative loss
     (0.02 = 2%); each treatment arm gets a one-sided non-inferiority test on those
     (``guardrail_p_value``, ``guardrail_ok``; not corrected for multiplicity).
@@ -115,6 +116,10 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     if as_of is None and available:
         final = days[~days["provisional"]]["day"] if not days.empty else []
         as_of = max(final) if len(final) else available[-1]
+    if as_of is not None and as_of not in available:
+        raise ValidationError(f"no results for {as_of}: " + (
+            f"the days with results run from {available[0]} to {available[-1]}" if available
+            else "no day has results yet (run `tracker rollup`)"), field="as_of")
     health = _health(info, health_table, days, as_of, now or datetime.now(UTC))
     card = Scorecard(info.key, as_of, cumulative, level, intervals, correction, primary,
                      health)

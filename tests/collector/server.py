@@ -55,8 +55,10 @@ def in_thread(settings: Settings, app=None, port: int = 0) -> Iterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     port = sock.getsockname()[1]
+    from tracker.collector.server import http_protocol
+
     config = uvicorn.Config(app or create_app(settings), log_level="warning", access_log=False,
-                            lifespan="on")
+                            lifespan="on", http=http_protocol(settings))  # as `tracker serve`
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

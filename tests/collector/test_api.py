@@ -263,3 +263,28 @@ def test_an_unexpected_error_is_a_json_500_with_the_request_id_and_the_server_go
     assert answer.json()["request_id"] == answer.headers["x-request-id"]
     monkeypatch.undo()
     assert post(collector, "impressions", [wire(impression(0))]).status_code == 200
+
+
+@pytest.mark.parametrize(("path", "content", "headers", "status"), [
+    pytest.param("/v1/impressions", None, {"Content-Encoding": "x" * 5000}, 415,
+                 id="long-content-encoding"),
+    pytest.param("/v1/impressions", "ID", {}, 422, id="long-rejected-id"),
+    pytest.param("/v1/experiments/" + "k" * 5000, None, {}, 404,
+                 id="long-unknown-experiment-key"),
+])
+def test_no_answer_echoes_more_than_a_prefix_of_a_rejected_value(collector, path, content,
+                                                                 headers, status):
+    import json as json_
+
+    scope = "read" if path.startswith("/v1/experiments") else "ingest"
+    if content == "ID":
+        content = json_.dumps([wire(impression(0, impression_id="z" * 100_000))]).encode()
+    send = {**collector.headers(scope), "Content-Type": "application/json", **headers}
+    if content is None and path.startswith("/v1/experiments"):
+        answer = httpx.get(collector.base + path, headers=send)
+    else:
+        answer = httpx.post(collector.base + path, content=content or b"[]", headers=send)
+    assert answer.status_code == status, answer.text[:300]
+    assert len(answer.content) < 2000, answer.text[:300]
+    for run in ("x" * 65, "z" * 65, "k" * 65):
+        assert run not in answer.text

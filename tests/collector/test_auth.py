@@ -130,3 +130,70 @@ def test_access_log_has_request_ids_and_no_secrets(collector):
     for secret in (collector.keys.ingest, collector.keys.ingest.split("_", 2)[2],
                    collector.keys.ingest[:-4] + "AAAA", "Bearer", "token=abc"):
         assert secret not in text
+
+
+def _count_key_lookups(engine: sa.Engine) -> list[str]:
+    """Every statement on ``engine`` that reads the api_key table (the real engine's own
+    events: no mock between the collector and the database)."""
+    seen: list[str] = []
+
+    @sa.event.listens_for(engine, "before_cursor_execute")
+    def _keep(_conn, _cursor, statement, *_args):
+        if "api_key" in statement:
+            seen.append(statement)
+
+    return seen
+
+
+@pytest.mark.parametrize(("cache_seconds", "lookups"), [
+    pytest.param(60, 1, id="unknown-id-is-looked-up-once-per-cache-period"),
+    pytest.param(0, 4, id="without-a-cache-every-request-asks-the-database"),
+])
+def test_an_unknown_key_id_is_cached_as_unknown(settings, tracker, cache_seconds, lookups):
+    from tracker.collector import create_app
+    from tracker.store.db import create_engine
+
+    engine = create_engine(settings.database_url)
+    seen = _count_key_lookups(engine)
+    app = create_app(settings.replace(collector_key_cache_seconds=cache_seconds), engine)
+    unknown = {"Authorization": "Bearer trk_0123456789ab_" + "x" * 43}
+    with in_thread(settings, app=app) as base:
+        answers = [httpx.get(base + "/v1/experiments", headers=unknown).status_code
+                   for _ in range(4)]
+    engine.dispose()
+    assert answers == [401] * 4
+    assert len(seen) == lookups
+
+
+def test_an_unknown_id_is_asked_again_once_the_cache_period_is_over(settings, tracker):
+    from tracker.collector import create_app
+    from tracker.store.db import create_engine
+
+    engine = create_engine(settings.database_url)
+    seen = _count_key_lookups(engine)
+    app = create_app(settings.replace(collector_key_cache_seconds=0.5), engine)
+    unknown = {"Authorization": "Bearer trk_0123456789ab_" + "x" * 43}
+    with in_thread(settings, app=app) as base:
+        httpx.get(base + "/v1/experiments", headers=unknown)
+        httpx.get(base + "/v1/experiments", headers=unknown)
+        time.sleep(0.6)
+        httpx.get(base + "/v1/experiments", headers=unknown)
+    engine.dispose()
+    assert len(seen) == 2
+
+
+def test_a_flood_of_unknown_ids_does_not_evict_a_known_key(settings, tracker, monkeypatch):
+    from tracker.collector.auth import KeyVerifier
+    from tracker.store.db import create_engine
+
+    keys = make_keys(settings.database_url)
+    known = keys.read.split("_")[1]
+    engine = create_engine(settings.database_url)
+    monkeypatch.setattr(KeyVerifier, "CACHE_SIZE", 3)
+    verifier = KeyVerifier(engine, 60)
+    assert verifier.load(known) is not None
+    for i in range(10):
+        assert verifier.load(f"{i:012x}") is None
+    engine.dispose()
+    assert verifier.cached(known).stored.key_id == known
+    assert verifier.cached("000000000009").stored is None

@@ -130,3 +130,120 @@ def test_deleting_an_experiment_cascades_to_its_arms(tracker):
     with tracker.engine.begin() as conn:
         conn.execute(sa.text("DELETE FROM experiment"))
     assert count(tracker.engine, "arm") == 0
+
+
+# ---------------------------------------------------------------------------- downgrade safety
+def _tables(engine) -> set[str]:
+    with engine.connect() as conn:
+        return set(sa.inspect(conn).get_table_names()) - {"alembic_version"}
+
+
+@pytest.mark.parametrize("revision", [
+    pytest.param("base", id="down-to-base-drops-every-table"),
+    pytest.param("-1", id="one-step-down-drops-only-the-last-revision's-tables"),
+    pytest.param(SCHEMA_HISTORY[1], id="down-to-a-named-revision"),
+])
+def test_tables_dropped_by_a_downgrade_are_predicted_exactly_and_nothing_changes(
+        tracker, db_url, revision):
+    make_experiment(tracker)
+    engine = create_engine(db_url)
+    tables = _tables(engine)
+    predicted = schema.tables_dropped_by(engine, revision)
+    assert schema.current(engine) == SCHEMA_REVISION and _tables(engine) == tables
+    assert count(engine, "arm") == 2  # the dry run rolled back
+    counts = {t.table: t.rows for t in predicted}
+    if "arm" in counts:
+        assert (counts["experiment"], counts["arm"]) == (1, 2)
+    schema.downgrade(engine, revision)
+    assert set(counts) == tables - _tables(engine)
+    assert counts  # every step down drops at least one table
+    engine.dispose()
+
+
+def _downgrade(url: str, *args: str):
+    from click.testing import CliRunner
+
+    from tracker.cli import main
+
+    return CliRunner().invoke(main, ["db", "downgrade", *args],
+                              env={"TRACKER_DATABASE_URL": url})
+
+
+def test_cli_downgrade_without_a_terminal_refuses_to_drop_rows_and_names_them(tracker, db_url):
+    make_experiment(tracker)
+    refused = _downgrade(db_url, "--revision", "base")
+    assert refused.exit_code == 2, refused.output
+    assert "experiment (1 row)" in refused.output and "arm (2 rows)" in refused.output
+    assert "--yes" in refused.output
+    engine = create_engine(db_url)
+    assert schema.current(engine) == SCHEMA_REVISION and count(engine, "arm") == 2
+    dropped = _downgrade(db_url, "--revision", "base", "--yes")
+    assert dropped.exit_code == 0, dropped.output
+    assert schema.current(engine) is None and _tables(engine) == set()
+    engine.dispose()
+
+
+def test_cli_downgrade_of_empty_tables_asks_nothing(db_url):
+    result = _downgrade(db_url, "--revision", "base")
+    assert result.exit_code == 0, result.output
+    assert "-> empty" in result.output
+
+
+@pytest.mark.parametrize("revision", [
+    pytest.param("zzz", id="unknown-revision"),
+    pytest.param("-99", id="more-steps-down-than-the-history-holds"),
+])
+def test_cli_downgrade_to_a_bad_revision_is_a_usage_error(db_url, revision):
+    result = _downgrade(db_url, "--revision", revision)
+    assert result.exit_code == 2, result.output
+    assert "expected 'head', 'base'" in result.output and "Traceback" not in result.output
+
+
+def _answer_in_a_terminal(url: str, answer: bytes) -> tuple[int, str]:
+    """Run `tracker db downgrade --revision base` on a pseudo-terminal, answer its question."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    import time
+
+    leader, follower = pty.openpty()
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "TRACKER_DATABASE_URL": url,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(root),
+                                                       os.environ.get("PYTHONPATH")]))}
+    process = subprocess.Popen([sys.executable, "-m", "tracker.cli", "db", "downgrade",
+                                "--revision", "base"], stdin=follower, stdout=follower,
+                               stderr=follower, env=env, cwd=root)
+    os.close(follower)
+    seen = b""
+    deadline = time.monotonic() + 60
+    while b"[y/N]" not in seen and time.monotonic() < deadline:
+        try:
+            seen += os.read(leader, 4096)
+        except OSError:
+            break
+    os.write(leader, answer)
+    code = process.wait(60)
+    try:
+        while chunk := os.read(leader, 4096):
+            seen += chunk
+    except OSError:
+        pass
+    os.close(leader)
+    return code, seen.decode(errors="replace")
+
+
+@pytest.mark.parametrize(("answer", "kept"), [
+    pytest.param(b"n\n", True, id="no-keeps-every-table"),
+    pytest.param(b"y\n", False, id="yes-drops-them"),
+])
+def test_cli_downgrade_in_a_terminal_asks_naming_tables_and_rows(tracker, db_url, answer, kept):
+    make_experiment(tracker)
+    tracker.close()
+    code, shown = _answer_in_a_terminal(db_url, answer)
+    assert "drops tables holding rows" in shown and "arm (2 rows)" in shown, shown
+    engine = create_engine(db_url)
+    assert (code, schema.current(engine) == SCHEMA_REVISION) == ((1, True) if kept else
+                                                                (0, False)), shown
+    engine.dispose()

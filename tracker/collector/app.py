@@ -14,7 +14,8 @@
 - ``GET /metrics``: Prometheus text format. ``GET /openapi.json``, ``/docs``.
 
 Errors are JSON ``{"error": code, "message": ..., "request_id": ...}``: 400 malformed JSON,
-401/403 API key, 404 unknown experiment or route, 413 body over
+401/403 API key, 404 unknown experiment or route, 408 a body that did not arrive within
+``TRACKER_COLLECTOR_READ_TIMEOUT`` (the connection is closed), 413 body over
 ``TRACKER_COLLECTOR_MAX_BODY_BYTES`` or batch over ``TRACKER_COLLECTOR_MAX_BATCH``, 415 a
 compressed body, 422 invalid events, 503 with ``Retry-After`` when the database is unavailable
 (the batch may be resent as is: ids make it idempotent).
@@ -22,6 +23,7 @@ compressed body, 422 invalid events, 503 with ``Retry-After`` when the database 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -54,12 +56,13 @@ from tracker.collector.schemas import (
     InteractionIn,
     body_schema,
 )
-from tracker.config import Settings
-from tracker.errors import NotFound, SchemaOutdated, StoreError, StoreUnavailable
+from tracker.config import Settings, mask_password
+from tracker.errors import NotFound, SchemaOutdated, StoreError, StoreUnavailable, shorten
 from tracker.ingest.result import IngestResult
 from tracker.ingest.write import log_impressions, log_interactions
 from tracker.store.db import SCHEMA_REVISION, create_engine, schema_revision, transaction
 from tracker.store.experiments import get_experiment, list_experiments
+from tracker.store.models import KEY_LENGTH
 
 ACCESS_LOG = logging.getLogger("tracker.collector.access")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
@@ -85,6 +88,11 @@ def _error_response(request_id: str, status: int, code: str, message: str,
                     body: dict | None = None, headers: dict | None = None) -> JSONResponse:
     content = {"error": code, "message": message, "request_id": request_id, **(body or {})}
     return JSONResponse(content, status_code=status, headers=headers)
+
+
+def _bounded(value: str | None, limit: int = 64) -> str | None:
+    """A rejected value as a response may echo it: None stays None, text is shortened."""
+    return None if value is None else shorten(value, limit)
 
 
 def _request_id(request: Request) -> str:
@@ -213,11 +221,14 @@ def _configure_logging() -> None:
 
 
 # ---------------------------------------------------------------------------- request bodies
-async def _read_body(request: Request, limit: int) -> bytes:
+async def _read_body(request: Request, limit: int, timeout: float) -> bytes:
+    """The request body, at most ``limit`` bytes (else 413), all of it within ``timeout``
+    seconds (else 408, and the connection is closed: a slow body cannot hold it)."""
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding not in ("", "identity"):
         raise ApiError(415, "unsupported_encoding",
-                       f"Content-Encoding {encoding!r} is not supported; send plain JSON")
+                       f"Content-Encoding {shorten(encoding)!r} is not supported; "
+                       "send plain JSON")
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.strip().isdigit():
@@ -228,13 +239,20 @@ async def _read_body(request: Request, limit: int) -> bytes:
                            "(TRACKER_COLLECTOR_MAX_BODY_BYTES); send smaller batches")
     chunks = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, "body_too_large",
-                           f"the body is over the limit of {limit} bytes "
-                           "(TRACKER_COLLECTOR_MAX_BODY_BYTES); send smaller batches")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise ApiError(413, "body_too_large",
+                                   f"the body is over the limit of {limit} bytes "
+                                   "(TRACKER_COLLECTOR_MAX_BODY_BYTES); send smaller batches")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise ApiError(408, "request_timeout",
+                       f"the body did not arrive within {timeout:g} s "
+                       "(TRACKER_COLLECTOR_READ_TIMEOUT); resend it",
+                       headers={"Connection": "close"}) from None
     return b"".join(chunks)
 
 
@@ -242,7 +260,8 @@ def _decode_events(body: bytes, max_batch: int) -> list[Any]:
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as error:
-        raise ApiError(400, "malformed_json", f"the body is not valid JSON: {error}") from None
+        raise ApiError(400, "malformed_json",
+                       f"the body is not valid JSON: {shorten(str(error), 200)}") from None
     if isinstance(data, dict):
         return [data]
     if not isinstance(data, list):
@@ -266,8 +285,8 @@ def create_app(settings: Settings | None = None, engine: sa.Engine | None = None
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
-        ACCESS_LOG.info(_json({"event": "start", "database":
-                               engine.url.render_as_string(hide_password=True)}))
+        ACCESS_LOG.info(_json({"event": "start", "database": mask_password(
+            engine.url.render_as_string(hide_password=False))}))
         yield
         if owns_engine:
             engine.dispose()
@@ -316,9 +335,9 @@ def create_app(settings: Settings | None = None, engine: sa.Engine | None = None
             stored = None
             try:
                 key_id, secret = split_header(request.headers.get("authorization"))
-                stored = collector.keys.cached(key_id)
-                if stored is None:
-                    stored = await collector.call_store(collector.keys.load, key_id)
+                hit = collector.keys.cached(key_id)
+                stored = (hit.stored if hit is not None else
+                          await collector.call_store(collector.keys.load, key_id))
                 caller = check(stored, secret, scope)
             except AuthError as error:
                 if error.status == 403 and stored is not None:  # log which key was refused
@@ -335,6 +354,8 @@ def create_app(settings: Settings | None = None, engine: sa.Engine | None = None
         400: {"model": ErrorOut, "description": "malformed JSON"},
         401: {"model": ErrorOut, "description": "no, unknown or revoked API key"},
         403: {"model": ErrorOut, "description": "API key without the scope this endpoint needs"},
+        408: {"model": ErrorOut, "description": "the body did not arrive within "
+                                                "TRACKER_COLLECTOR_READ_TIMEOUT seconds"},
         413: {"model": ErrorOut, "description": "body or batch too large"},
         422: {"model": ErrorOut, "description": "invalid events (the list of errors); "
                                                 "nothing was stored"},
@@ -343,7 +364,8 @@ def create_app(settings: Settings | None = None, engine: sa.Engine | None = None
     }
 
     async def ingest(request: Request, kind: str, log) -> JSONResponse:
-        body = await _read_body(request, settings.collector_max_body_bytes)
+        body = await _read_body(request, settings.collector_max_body_bytes,
+                                settings.collector_read_timeout)
         events = _decode_events(body, settings.collector_max_batch)
         result: IngestResult = await collector.call_store(  # validation: tracker.ingest's
             log, engine, settings, events, on_invalid="all_or_nothing")
@@ -356,8 +378,9 @@ def create_app(settings: Settings | None = None, engine: sa.Engine | None = None
                 422, "invalid_events",
                 f"{len(result.rejected)} of {len(events)} events are invalid; nothing of this "
                 "batch was stored (fix or drop them and resend)",
-                body={"rejected": [{"index": r.index, "id": r.id, "field": r.field,
-                                    "reason": r.reason} for r in result.rejected]})
+                body={"rejected": [{"index": r.index, "id": _bounded(r.id), "field": r.field,
+                                    "reason": _bounded(r.reason, 500)}
+                                   for r in result.rejected]})
         return JSONResponse(result.to_dict())
 
     @app.post("/v1/impressions", response_model=IngestOut, responses=errors,
@@ -382,7 +405,7 @@ def create_app(settings: Settings | None = None, engine: sa.Engine | None = None
                 return [e.to_dict() for e in list_experiments(conn)]
             return get_experiment(conn, key).to_dict()
 
-    read_errors = {k: v for k, v in errors.items() if k in (401, 403, 503)}
+    read_errors = {k: v for k, v in errors.items() if k in (401, 403, 503)}  # no body read
 
     @app.get("/v1/experiments", tags=["experiments"], responses=read_errors,
              summary="Every experiment with its arms")
@@ -395,8 +418,8 @@ def create_app(settings: Settings | None = None, engine: sa.Engine | None = None
              summary="One experiment with its arms")
     async def experiment(key: str,
                          _caller: Caller = Depends(require("read"))) -> dict[str, Any]:
-        if "\x00" in key:  # no key holds one (and PostgreSQL text cannot)
-            raise NotFound(f"unknown experiment {key!r}")
+        if "\x00" in key or len(key) > KEY_LENGTH:  # no key is that long or holds a NUL
+            raise NotFound(f"unknown experiment {shorten(key)!r}")
         return await collector.call_store(_read_experiments, key)
 
     def _health() -> str | None:

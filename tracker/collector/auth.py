@@ -2,9 +2,11 @@
 
 The token arrives as ``Authorization: Bearer trk_<key id>_<secret>``. Verification looks the
 key id up (cached for ``TRACKER_COLLECTOR_KEY_CACHE_SECONDS``, so a revoked key stops
-working within that time) and compares the secret's SHA-256 with the stored one in constant
-time. No token, a malformed, unknown, wrong or revoked one: 401. A valid key of the other
-scope: 403. Only the public key id is ever logged, never the token.
+working within that time; an unknown key id is cached as unknown for as long, so a caller
+repeating it does not reach the database on every request) and compares the secret's
+SHA-256 with the stored one in constant time. No token, a malformed, unknown, wrong or
+revoked one: 401. A valid key of the other scope: 403. Only the public key id is ever
+logged, never the token.
 """
 
 from __future__ import annotations
@@ -34,31 +36,50 @@ class Caller:
     scope: str
 
 
+@dataclass(frozen=True)
+class Lookup:
+    """What the database said about a key id until ``expires`` (``time.monotonic``):
+    its stored key, or None for an id no key has."""
+
+    stored: StoredKey | None
+    expires: float
+
+
 class KeyVerifier:
-    """Verifies bearer tokens against the ``api_key`` table, with a short-lived cache."""
+    """Verifies bearer tokens against the ``api_key`` table, with a short-lived cache.
+
+    Known and unknown key ids are cached apart, each holding at most ``CACHE_SIZE`` entries,
+    so a flood of made-up ids can evict only other made-up ids.
+    """
+
+    CACHE_SIZE = 10_000
 
     def __init__(self, engine: sa.Engine, ttl_seconds: float):
         self.engine = engine
         self.ttl = ttl_seconds
-        self._cache: dict[str, tuple[StoredKey, float]] = {}
+        self._known: dict[str, Lookup] = {}
+        self._unknown: dict[str, Lookup] = {}
         self._lock = threading.Lock()
 
-    def cached(self, key_id: str) -> StoredKey | None:
+    def cached(self, key_id: str) -> Lookup | None:
+        """The cached answer for ``key_id``, or None when the database must be asked."""
         with self._lock:
-            hit = self._cache.get(key_id)
-        if hit is not None and hit[1] > time.monotonic():
-            return hit[0]
+            hit = self._known.get(key_id) or self._unknown.get(key_id)
+        if hit is not None and hit.expires > time.monotonic():
+            return hit
         return None
 
     def load(self, key_id: str) -> StoredKey | None:
-        """Read the key from the database (may raise StoreUnavailable) and cache it."""
+        """Read the key from the database (may raise StoreUnavailable) and cache the answer,
+        an unknown id included."""
         with transaction(self.engine) as conn:
             stored = find_key(conn, key_id)
-        if stored is not None and self.ttl > 0:
+        if self.ttl > 0:
+            cache = self._unknown if stored is None else self._known
             with self._lock:
-                if len(self._cache) > 10_000:
-                    self._cache.clear()
-                self._cache[key_id] = (stored, time.monotonic() + self.ttl)
+                if len(cache) >= self.CACHE_SIZE:
+                    cache.clear()
+                cache[key_id] = Lookup(stored, time.monotonic() + self.ttl)
         return stored
 
 

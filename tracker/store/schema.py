@@ -5,11 +5,14 @@ Alembic is imported inside these functions (it is only needed by ``tracker db ..
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy as sa
 
-from tracker.errors import TrackerError
+from tracker.errors import TrackerError, ValidationError
 from tracker.store.db import schema_revision, transaction
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
@@ -29,22 +32,77 @@ def alembic_config(connection: sa.Connection | None = None):
     return config
 
 
+@contextmanager
+def _known_revision(revision: str) -> Iterator[None]:
+    """Alembic's "no such revision" (and other refusals) as a ValidationError on ``revision``."""
+    from alembic.util import CommandError
+
+    try:
+        yield
+    except CommandError as error:
+        raise ValidationError(f"{revision!r}: {error}; expected 'head', 'base', a relative step "
+                              "such as '-1', or a revision id (see `tracker db current`)",
+                              field="revision") from None
+
+
 def upgrade(engine: sa.Engine, revision: str = "head") -> str | None:
     """Migrate the database up to ``revision``; returns the revision it is at afterwards."""
     from alembic import command
 
-    with transaction(engine, write=True) as conn:
+    with _known_revision(revision), transaction(engine, write=True) as conn:
         command.upgrade(alembic_config(conn), revision)
     return current(engine)
 
 
 def downgrade(engine: sa.Engine, revision: str = "-1") -> str | None:
-    """Migrate the database down to ``revision`` (default: one step)."""
+    """Migrate the database down to ``revision`` (default: one step).
+
+    Data in the tables it drops is lost: ask :func:`tables_dropped_by` first.
+    """
     from alembic import command
 
-    with transaction(engine, write=True) as conn:
+    with _known_revision(revision), transaction(engine, write=True) as conn:
         command.downgrade(alembic_config(conn), revision)
     return current(engine)
+
+
+@dataclass(frozen=True)
+class TableRows:
+    """A table and how many rows it holds."""
+
+    table: str
+    rows: int
+
+
+class _RollBack(Exception):
+    """Leaves a dry run's transaction by rolling it back."""
+
+
+def tables_dropped_by(engine: sa.Engine, revision: str = "-1") -> list[TableRows]:
+    """The tables a :func:`downgrade` to ``revision`` would drop, with their row counts.
+
+    Found by running that downgrade inside a transaction and rolling it back (DDL is
+    transactional on SQLite and PostgreSQL), so the answer is the migrations' own, never a
+    second list kept by hand. Alembic's bookkeeping table is not counted.
+    """
+    from alembic import command
+
+    dropped: list[TableRows] = []
+    try:
+        with _known_revision(revision), transaction(engine, write=True) as conn:
+            before = sorted(set(sa.inspect(conn).get_table_names()) - {"alembic_version"})
+            rows = {name: _count(conn, name) for name in before}
+            command.downgrade(alembic_config(conn), revision)
+            after = set(sa.inspect(conn).get_table_names())
+            dropped = [TableRows(name, rows[name]) for name in before if name not in after]
+            raise _RollBack
+    except _RollBack:
+        pass
+    return dropped
+
+
+def _count(conn: sa.Connection, table: str) -> int:
+    return conn.execute(sa.select(sa.func.count()).select_from(sa.table(table))).scalar_one()
 
 
 def current(engine: sa.Engine) -> str | None:
