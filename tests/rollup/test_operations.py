@@ -20,7 +20,9 @@ from tests.rollup.scenario import create, dump, make_logs
 from tests.rollup.test_crash_and_cli import _killed_rollup
 from tests.rollup.test_rollup import NOW, _check_against_reference
 from tracker.config import sqlite_path
+from tracker.errors import StoreUnavailable
 from tracker.rollup.engine import run_rollup
+from tracker.rollup.lock import rollup_lock
 from tracker.store import results
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,15 +86,14 @@ def test_a_catalog_declared_during_a_rollup_is_in_effect_after_the_next_one(trac
 
     (racing,) = run_rollup(tracker.engine, tracker.settings, "home", now=NOW,
                            progress=declare_after_the_first_day)
-    assert racing.superseded and "a catalog was declared meanwhile" in racing.describe()
-    with tracker.engine.connect() as conn:
-        assert results.load_state(conn, tracker.experiment("home").id).watermarks is None
     (after,) = tracker.rollup("home", now=NOW)
-    assert not after.superseded and after.days_recomputed == racing.days_recomputed
     _check_against_reference(tracker, imps, events, declared=catalog)
     rolled = dump(tracker.engine)
     tracker.rollup("home", full=True, now=NOW)
     assert dump(tracker.engine) == rolled
+    assert after.days_recomputed == racing.days_recomputed  # every day, again
+    assert racing.superseded and "a catalog was declared meanwhile" in racing.describe()
+    assert not after.superseded
 
 
 def _wait_for(predicate, what: str, seconds: float = 90) -> None:
@@ -166,3 +167,21 @@ def test_rollup_every_reports_a_broken_run_retries_and_stops_on_sigterm(tracker,
     with tracker.engine.connect() as conn:
         state = results.load_state(conn, tracker.experiment("home").id)
         assert state.watermarks == results.latest_ids(conn)
+
+
+@pytest.mark.skipif(not PG_URL, reason="a SQLite file lock cannot be lost while its process lives")
+def test_a_lost_lock_connection_neither_hides_the_runs_error_nor_lets_it_commit(tracker):
+    create(tracker)
+    info = tracker.experiment("home")
+    with pytest.raises(ZeroDivisionError, match="the run's own error"), \
+            rollup_lock(tracker.engine, info.id, "home") as lock:
+        pid = lock.connection.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
+        lock.connection.commit()
+        with tracker.engine.connect() as conn:
+            conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+            conn.commit()
+        with pytest.raises(StoreUnavailable, match="lost the connection holding"):
+            lock.confirm()
+        raise ZeroDivisionError("the run's own error")
+    with rollup_lock(tracker.engine, info.id, "home") as again:  # the server dropped it
+        again.confirm()

@@ -158,9 +158,8 @@ def run_rollup(engine: sa.Engine, settings: Settings, experiment: str | None = N
 
 
 def _run_one(engine: sa.Engine, settings: Settings, info: ExperimentInfo, lock: HeldLock, *,
-             full: bool,
-             until: date | None, now: datetime | None, progress: Progress | None
-             ) -> RollupSummary:
+             full: bool, until: date | None, now: datetime | None,
+             progress: Progress | None) -> RollupSummary:
     started = time.perf_counter()
     summary = RollupSummary(info.key, full)
     clock = now or datetime.now(UTC)
@@ -213,18 +212,35 @@ def _run_one(engine: sa.Engine, settings: Settings, info: ExperimentInfo, lock: 
     summary.days_recomputed = ordered
     advance = until is None
     if ordered or advance or rebuild:
-        with transaction(engine, write=True) as conn:
-            queries.tune(conn)
-            _publish_daily(conn, info, daily, everything=rebuild)
-            if ordered:
-                _recompute_cumulative(conn, info, ordered[0], clock, summary, progress,
-                                      recent=recent, declared=declared)
-            if advance:
-                summary.superseded = not results.save_state(
-                    conn, info.id, top_impression, top_interaction, clock, generation)
-            lock.confirm()  # a run that lost its lock commits nothing
+        _commit_run(engine, info, lock, daily, rebuild, clock, summary, progress,
+                    recent=recent, declared=declared,
+                    advance_to=results.StateRow(top_impression, top_interaction, generation)
+                    if advance else None)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _commit_run(engine: sa.Engine, info: ExperimentInfo, lock: HeldLock,
+                daily: dict[date, DayResult], rebuild: bool, clock: datetime,
+                summary: RollupSummary, progress: Progress | None,
+                recent: dict[date, UnitTotals | None], declared: pa.Array | None,
+                advance_to: results.StateRow | None) -> None:
+    """The run's last transaction: the days' rows the report reads, the cumulative rows
+    from the first of them on, and the watermarks (``advance_to``: the ids taken into
+    account, with the generation the run started from; None: they stay). Either all of it is
+    committed or none: a run killed before leaves the previous results, daily and
+    cumulative alike. The watermarks are recorded only if no catalog was declared
+    meanwhile (compare-and-set on the generation); a run that lost its lock commits
+    nothing."""
+    with transaction(engine, write=True) as conn:
+        queries.tune(conn)
+        _publish_daily(conn, info, daily, everything=rebuild)
+        if daily:
+            _recompute_cumulative(conn, info, min(daily), clock, summary, progress,
+                                  recent=recent, declared=declared)
+        if advance_to is not None:
+            summary.superseded = not results.save_state(conn, info.id, advance_to, clock)
+        lock.confirm()
 
 
 def _publish_daily(conn: sa.Connection, info: ExperimentInfo, daily: dict[date, DayResult],

@@ -86,14 +86,14 @@ def reset_state(conn: sa.Connection, experiment_id: int, *, declaration: bool) -
         {"experiment": experiment_id, "first": 1 if declaration else 0}).scalar_one())
 
 
-def save_state(conn: sa.Connection, experiment_id: int, impressions_seen: int,
-               interactions_seen: int, now: datetime, generation: int) -> bool:
-    """Record the watermarks if the stored generation is still ``generation`` (no catalog
-    declaration since the run began); False (nothing written) otherwise."""
+def save_state(conn: sa.Connection, experiment_id: int, state: StateRow, now: datetime) -> bool:
+    """Record the watermarks of ``state`` if the stored generation is still
+    ``state.generation`` (no catalog declaration since the run began); False (nothing
+    written) otherwise."""
     done = conn.execute(sa.update(RollupState).where(
-        RollupState.experiment_id == experiment_id, RollupState.generation == generation,
-    ).values(impressions_seen=impressions_seen, interactions_seen=interactions_seen,
-             updated_at=now))
+        RollupState.experiment_id == experiment_id, RollupState.generation == state.generation,
+    ).values(impressions_seen=state.impressions_seen,
+             interactions_seen=state.interactions_seen, updated_at=now))
     return done.rowcount == 1
 
 
