@@ -9,22 +9,24 @@ import os
 import time
 from pathlib import Path
 
-from tracker import cli
 
-_paused, _resume = Path(os.environ["TRACKER_TEST_PAUSED"]), Path(os.environ["TRACKER_TEST_RESUME"])
-_bar = cli._progress_bar
+def _pausing(bar, paused: Path, resume: Path):
+    """``bar`` (the command's progress callback), pausing once after the first day."""
 
+    def progress(stage: str, done: int, total: int, day) -> None:
+        bar(stage, done, total, day)
+        if stage == "day" and not paused.exists():
+            paused.touch()
+            deadline = time.monotonic() + 60
+            while not resume.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
 
-def _pause_once(stage: str, done: int, total: int, day) -> None:
-    _bar(stage, done, total, day)
-    if stage == "day" and not _paused.exists():
-        _paused.touch()
-        deadline = time.monotonic() + 60
-        while not _resume.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+    return progress
 
-
-cli._progress_bar = _pause_once
 
 if __name__ == "__main__":
+    from tracker import cli
+
+    cli._progress_bar = _pausing(cli._progress_bar, Path(os.environ["TRACKER_TEST_PAUSED"]),
+                                 Path(os.environ["TRACKER_TEST_RESUME"]))
     cli.main()

@@ -7,16 +7,25 @@ One run, per experiment:
    event times). New impressions touch the days they were served on; a new interaction
    touches the days of the impressions it may answer (served within the attribution window
    before it, or the impression it names). Days computed while still provisional whose
-   windows have closed since are recomputed too.
+   windows have closed since are recomputed too. Only days that hold impressions are
+   touched, found from the distinct hours of the impressions (never the calendar span), and
+   rows dated outside the range :mod:`tracker.rollup.days` can place are left out and
+   counted.
 2. **Each touched day** is recomputed from the raw logs (set-based SQL, then vectorised numpy
-   over bounded chunks of impressions) and replaced in one write transaction.
-3. **Cumulative** rows of every day from the first touched one on are recomputed from the
-   unit-day rows, and the watermarks advance, in one last transaction.
+   over bounded chunks of impressions); its per-user units and exposure (what the
+   cumulative pass reads) are replaced in one write transaction, its arm-level rows (what
+   the report reads: a few per arm and metric) are kept for the end.
+3. **One last transaction** publishes those daily rows, recomputes the cumulative rows of
+   every day from the first touched one on from the unit-day rows, and advances the
+   watermarks if no catalog was declared since the run began (compare-and-set on the
+   state's generation).
 
-Crash-safe: a run killed at any point leaves the watermarks where they were, and every step
-is a deterministic replacement, so the next run produces the tables an uninterrupted run
-would have. ``full=True`` forgets everything about the experiment first and must give the
-same tables as any sequence of incremental runs (tests check both).
+Crash-safe: a run killed at any point leaves the results the report reads, daily and
+cumulative, as the previous run left them, and the watermarks where they were; every step is
+a deterministic replacement, so the next run produces the tables an uninterrupted run would
+have. ``full=True`` forgets everything about the experiment first (the results the report
+reads only in the last transaction) and must give the same tables as any sequence of
+incremental runs (tests check both).
 """
 
 from __future__ import annotations

@@ -74,6 +74,11 @@ def _taken(column: str) -> str:
     return f"{column} >= :first_instant AND {column} < :end_instant"
 
 
+def _untaken(column: str) -> str:
+    """The rows the rollup leaves out: two index ranges (the time columns are NOT NULL)."""
+    return f"({column} < :first_instant OR {column} >= :end_instant)"
+
+
 def _range_params() -> dict[str, int]:
     return {"first_instant": FIRST_INSTANT, "end_instant": END_INSTANT, "hour": HOUR}
 
@@ -129,7 +134,7 @@ def untaken_impressions(conn: sa.Connection, experiment_id: int, after: int,
     where, params = _impressions_of(experiment_id, after, through)
     return int(conn.execute(sa.text(
         f"SELECT count(*) FROM impression imp WHERE {where} "
-        f"AND NOT ({_taken('imp.served_at')})"), {**params, **_range_params()}).scalar_one())
+        f"AND {_untaken('imp.served_at')}"), {**params, **_range_params()}).scalar_one())
 
 
 def untaken_interactions(conn: sa.Connection, after: int, through: int) -> int:
@@ -137,7 +142,7 @@ def untaken_interactions(conn: sa.Connection, after: int, through: int) -> int:
     rollup takes: the rows it leaves out."""
     return int(conn.execute(sa.text(
         "SELECT count(*) FROM interaction it WHERE it.id > :after AND it.id <= :through "
-        f"AND NOT ({_taken('it.occurred_at')})"),
+        f"AND {_untaken('it.occurred_at')}"),
         {"after": after, "through": through, **_range_params()}).scalar_one())
 
 
