@@ -357,17 +357,17 @@ def rollup_cmd(experiment: str | None, full: bool, until, every: str | None,
     from tracker.rollup.schedule import run_every
 
     engine, settings = _engine()
-    rebuild = [full]  # a scheduled loop rebuilds at most once
 
     def once() -> None:
+        nonlocal full
         try:
-            summaries = run_rollup(engine, settings, experiment, full=rebuild[0],
+            summaries = run_rollup(engine, settings, experiment, full=full,
                                    until=until.date() if until else None,
                                    progress=None if as_json else _progress_bar)
         except Busy as busy:
             click.echo(f"skipped: {busy}", err=True)
             return
-        rebuild[0] = False
+        full = False  # a scheduled loop rebuilds at most once
         if as_json:
             click.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
             return
