@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+import numpy as np
 import pytest
 import sqlalchemy as sa
 
@@ -132,3 +133,21 @@ def test_a_full_rollup_visits_the_days_with_data_not_the_calendar_between(tracke
     (late,) = run_rollup(tracker.engine, tracker.settings, "home", now=NOW, progress=progress)
     assert late.days_recomputed == [T0.date()]
     assert visited == [("day", T0.date()), ("cumulative", T0.date())]
+
+
+def test_a_stored_empty_list_leaves_every_statistic_finite(tracker):
+    # ingest refuses an empty list; a row stored before it checked may hold one
+    create(tracker)
+    imps, events = make_logs(seed=1, days=2)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    last = max(imps, key=lambda r: r["served_at"])  # a day with a popularity window before it
+    empty = "{}" if tracker.engine.dialect.name == "postgresql" else "[]"
+    with tracker.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE impression SET items = :empty WHERE impression_key = :k"),
+                     {"empty": empty, "k": last["impression_id"]})
+    tracker.rollup("home", now=NOW)
+    for cumulative in (False, True):
+        table = tracker.metric_table("home", cumulative=cumulative)
+        sums = table[["sum", "sum_sq", "ratio_sum", "ratio_sum_sq", "ratio_cross"]]
+        assert np.isfinite(sums.to_numpy()).all(), table[~np.isfinite(sums).all(axis=1)]
