@@ -421,7 +421,8 @@ def _progress_bar(stage: str, done: int, total: int, day) -> None:
 @click.option("--until", type=click.DateTime(["%Y-%m-%d"]),
               help="Compute days up to this one only (the incremental state does not advance).")
 @click.option("--every", "every", metavar="DURATION",
-              help="Keep running: roll up, then wait this long (e.g. 24h, 30m), forever.")
+              help="Keep running: roll up, then wait this long (e.g. 24h, 30m), until SIGTERM "
+                   "or SIGINT (exit 0); a failed run is reported and retried after a backoff.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
 def rollup_cmd(experiment: str | None, full: bool, until, every: str | None,
                as_json: bool) -> None:
@@ -431,34 +432,42 @@ def rollup_cmd(experiment: str | None, full: bool, until, every: str | None,
     (late interactions included). A run with nothing new changes nothing. When another
     rollup of the same experiment is running, this one says so and exits without changes.
     """
-    import time
-
     from tracker.errors import Busy
     from tracker.rollup.engine import run_rollup
+    from tracker.rollup.schedule import run_every
 
     engine, settings = _engine()
-    pause = _duration(every).total_seconds() if every else None
-    while True:
+
+    def once() -> None:
+        nonlocal full
         try:
             summaries = run_rollup(engine, settings, experiment, full=full,
                                    until=until.date() if until else None,
                                    progress=None if as_json else _progress_bar)
         except Busy as busy:
             click.echo(f"skipped: {busy}", err=True)
-            summaries = None
-        if summaries is not None:
-            if as_json:
-                click.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
-            else:
-                for summary in summaries:
-                    click.echo(summary.describe())
-                if not summaries:
-                    click.echo("no experiments yet: create one (tracker experiments create) "
-                               "or run `tracker demo`")
-        if pause is None:
             return
         full = False  # a scheduled loop rebuilds at most once
-        time.sleep(pause)
+        if as_json:
+            click.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
+            return
+        for summary in summaries:
+            click.echo(summary.describe())
+        if not summaries:
+            click.echo("no experiments yet: create one (tracker experiments create) "
+                       "or run `tracker demo`")
+
+    if not every:
+        once()
+        return
+
+    def failed(error: Exception, retry: float) -> None:
+        reason = str(error) if isinstance(error, TrackerError) else \
+            f"{type(error).__name__}: {error}"
+        click.echo(f"rollup failed: {reason}; next try in {retry:g} s", err=True)
+
+    stopped = run_every(once, _duration(every).total_seconds(), failed)
+    click.echo(f"rollup loop stopped by {stopped}", err=True)
 
 
 # ---------------------------------------------------------------------------- report

@@ -53,8 +53,8 @@ def impression_values(positions: ServedPositions, layout: Layout, cutoffs: Seque
     ``positions``: the lists with the served rank of each ground-truth item; ``ln_users``
     and ``overlap`` ``(impressions, cutoffs)``: Σ ln(users of item) over the top k and
     |R_k ∩ B_k|; ``has_baseline`` per impression. Surprisal is undefined when the log
-    before the day has fewer than 2 users (``ln_n_users`` None); unexpectedness when the
-    impression carries no baseline list.
+    before the day has fewer than 2 users (``ln_n_users`` None) and for an empty list;
+    unexpectedness when the impression carries no baseline list.
     """
     n = positions.n_lists
     values = np.zeros((len(layout), n)).T
@@ -74,8 +74,12 @@ def impression_values(positions: ServedPositions, layout: Layout, cutoffs: Seque
         if ln_n_users is None:
             defined[:, col] = False
         else:
-            # mean over R_k of -log2(u/N)/log2(N) = 1 - Σ ln u / (|R_k| ln N)
-            values[:, col] = 1.0 - ln_users[:, j] / (served * ln_n_users)
+            # mean over R_k of -log2(u/N)/log2(N) = 1 - Σ ln u / (|R_k| ln N); undefined for
+            # an empty list (ingest refuses one, rows stored before it checked may hold one)
+            listed = served > 0
+            values[:, col] = 1.0 - np.divide(ln_users[:, j], served * ln_n_users,
+                                             out=np.ones(n), where=listed)
+            defined[:, col] = listed
         col = layout.index("unexpectedness", k)
         values[:, col] = np.where(has_baseline, 1.0 - overlap[:, j] / k, 0.0)
         defined[:, col] = has_baseline

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import sqlalchemy as sa
 
+from tracker.rollup.days import END_INSTANT, FIRST_INSTANT, HOUR
 from tracker.store.arrow import LIST, ArrowReader
 from tracker.store.db import transaction
 
@@ -62,22 +63,87 @@ def tune(conn: sa.Connection) -> None:
         conn.execute(sa.text("SET LOCAL jit = off"))  # compiling costs more than it saves
 
 
+def _hour_of(column: str) -> str:
+    """The UTC hour (microseconds, floored) of a time column; ``%`` keeps the dividend's sign
+    on both engines, so hours before 1970 floor down too."""
+    return f"({column} - (({column} % :hour) + :hour) % :hour)"
+
+
+def _taken(column: str) -> str:
+    """The rows whose time the rollup takes (see :mod:`tracker.rollup.days`)."""
+    return f"{column} >= :first_instant AND {column} < :end_instant"
+
+
+def _untaken(column: str) -> str:
+    """The rows the rollup leaves out: two index ranges (the time columns are NOT NULL)."""
+    return f"({column} < :first_instant OR {column} >= :end_instant)"
+
+
+def _range_params() -> dict[str, int]:
+    return {"first_instant": FIRST_INSTANT, "end_instant": END_INSTANT, "hour": HOUR}
+
+
 def changed_hours(conn: sa.Connection, after: int, through: int) -> list[tuple[int, int]]:
     """For interactions with ids in ``(after, through]``: the distinct hours (UTC micros,
     floored) of their times (experiment None), and of their named impressions' serving
-    times (with the impression's experiment)."""
-    hour = 3_600_000_000
-    params = {"after": after, "through": through, "hour": hour}
+    times (with the impression's experiment); times outside the range the rollup takes are
+    left out."""
+    params = {"after": after, "through": through, **_range_params()}
     rows = conn.execute(sa.text(
-        "SELECT DISTINCT (it.occurred_at / :hour) * :hour FROM interaction it "
-        "WHERE it.id > :after AND it.id <= :through"
+        f"SELECT DISTINCT {_hour_of('it.occurred_at')} FROM interaction it "
+        f"WHERE it.id > :after AND it.id <= :through AND {_taken('it.occurred_at')}"
     ), params).scalars().all()
     named = conn.execute(sa.text(
-        "SELECT DISTINCT imp.experiment_id, (imp.served_at / :hour) * :hour "
+        f"SELECT DISTINCT imp.experiment_id, {_hour_of('imp.served_at')} "
         "FROM interaction it JOIN impression imp ON imp.impression_key = it.impression_key "
-        "WHERE it.id > :after AND it.id <= :through AND it.impression_key IS NOT NULL"
+        "WHERE it.id > :after AND it.id <= :through AND it.impression_key IS NOT NULL "
+        f"AND {_taken('imp.served_at')}"
     ), params).all()
     return [(None, int(h)) for h in rows] + [(int(e), int(h)) for e, h in named]
+
+
+def _impressions_of(experiment_id: int, after: int, through: int) -> tuple[str, dict]:
+    """The experiment's impressions with ids in ``(after, through]``: through the
+    (experiment, served_at) index for all of them, through the primary key ("+ 0" keeps
+    both engines off that index, which would walk every row of the experiment) for the
+    new ones only."""
+    params = {"experiment": experiment_id, "after": after, "through": through}
+    if not after:
+        return "imp.experiment_id = :experiment AND imp.id <= :through", params
+    return "imp.experiment_id + 0 = :experiment AND imp.id > :after AND imp.id <= :through", \
+        params
+
+
+def served_hours(conn: sa.Connection, experiment_id: int, after: int, through: int
+                 ) -> list[int]:
+    """The distinct UTC hours (micros, floored) in which the experiment's impressions with
+    ids in ``(after, through]`` were served, within the range the rollup takes: what the
+    days to compute are made of (one row per hour that holds data, whatever the calendar
+    span between them)."""
+    where, params = _impressions_of(experiment_id, after, through)
+    return [int(h) for h in conn.execute(sa.text(
+        f"SELECT DISTINCT {_hour_of('imp.served_at')} FROM impression imp "
+        f"WHERE {where} AND {_taken('imp.served_at')}"), {**params, **_range_params()}
+    ).scalars()]
+
+
+def untaken_impressions(conn: sa.Connection, experiment_id: int, after: int,
+                        through: int) -> int:
+    """How many of the experiment's impressions with ids in ``(after, through]`` were
+    served outside the range the rollup takes: the rows it leaves out."""
+    where, params = _impressions_of(experiment_id, after, through)
+    return int(conn.execute(sa.text(
+        f"SELECT count(*) FROM impression imp WHERE {where} "
+        f"AND {_untaken('imp.served_at')}"), {**params, **_range_params()}).scalar_one())
+
+
+def untaken_interactions(conn: sa.Connection, after: int, through: int) -> int:
+    """How many interactions with ids in ``(after, through]`` occurred outside the range the
+    rollup takes: the rows it leaves out."""
+    return int(conn.execute(sa.text(
+        "SELECT count(*) FROM interaction it WHERE it.id > :after AND it.id <= :through "
+        f"AND {_untaken('it.occurred_at')}"),
+        {"after": after, "through": through, **_range_params()}).scalar_one())
 
 
 # --- the big reads: Arrow tables of one chunk or one day ----------------------------------

@@ -12,8 +12,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from tracker.errors import AlreadyExists, NotFound
+from tracker.store import results
 from tracker.store.models import Arm, CatalogItem, Experiment
-from tracker.store.rollup_tables import RollupState
 
 _CATALOG_BATCH = 10_000  # catalog rows per INSERT
 
@@ -144,7 +144,9 @@ def replace_catalog(conn: sa.Connection, experiment_id: int, items: list[str]) -
             {"experiment_id": experiment_id, "item_id": item}
             for item in items[start:start + _CATALOG_BATCH]
         ])
-    conn.execute(sa.delete(RollupState).where(RollupState.experiment_id == experiment_id))
+    # the rollup state is reset and its generation bumped (not deleted): a rollup running
+    # now then does not record its watermarks over the reset
+    results.reset_state(conn, experiment_id, declaration=True)
 
 
 def catalog(conn: sa.Connection, experiment_id: int) -> list[str]:

@@ -7,6 +7,7 @@ vectors travel as bytes: PostgreSQL receives them through binary ``COPY``.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import date, datetime
 
 import sqlalchemy as sa
@@ -47,20 +48,53 @@ def latest_ids(conn: sa.Connection) -> tuple[int, int]:
     return int(imp), int(inter)
 
 
-def load_state(conn: sa.Connection, experiment_id: int) -> tuple[int, int] | None:
-    row = conn.execute(sa.select(RollupState.impressions_seen, RollupState.interactions_seen)
+@dataclass(frozen=True)
+class StateRow:
+    """An experiment's rollup state: the watermarks (None after a reset: every day is to be
+    recomputed) and the generation the next save must find."""
+
+    impressions_seen: int | None
+    interactions_seen: int | None
+    generation: int
+
+    @property
+    def watermarks(self) -> tuple[int, int] | None:
+        if self.impressions_seen is None or self.interactions_seen is None:
+            return None
+        return self.impressions_seen, self.interactions_seen
+
+
+def load_state(conn: sa.Connection, experiment_id: int) -> StateRow | None:
+    """The experiment's state row, None when it has none (never rolled up)."""
+    row = conn.execute(sa.select(RollupState.impressions_seen, RollupState.interactions_seen,
+                                 RollupState.generation)
                        .where(RollupState.experiment_id == experiment_id)).first()
-    return None if row is None else (int(row[0]), int(row[1]))
+    return None if row is None else StateRow(*row)
 
 
-def save_state(conn: sa.Connection, experiment_id: int, impressions_seen: int,
-               interactions_seen: int, now: datetime) -> None:
-    values = {"impressions_seen": impressions_seen, "interactions_seen": interactions_seen,
-              "updated_at": now}
-    done = conn.execute(sa.update(RollupState)
-                        .where(RollupState.experiment_id == experiment_id).values(**values))
-    if done.rowcount == 0:
-        conn.execute(sa.insert(RollupState).values(experiment_id=experiment_id, **values))
+def reset_state(conn: sa.Connection, experiment_id: int, *, declaration: bool) -> int:
+    """Forget the experiment's watermarks (the next run recomputes every day), keeping the
+    time of the last run; a ``declaration`` also bumps the generation, so that a run started
+    before it does not record its watermarks. Returns the generation now stored."""
+    bump = " + 1" if declaration else ""
+    return int(conn.execute(sa.text(
+        "INSERT INTO rollup_state (experiment_id, impressions_seen, interactions_seen, "
+        "updated_at, generation) VALUES (:experiment, NULL, NULL, NULL, :first) "
+        "ON CONFLICT (experiment_id) DO UPDATE SET impressions_seen = NULL, "
+        f"interactions_seen = NULL, generation = rollup_state.generation{bump} "
+        "RETURNING generation"),
+        {"experiment": experiment_id, "first": 1 if declaration else 0}).scalar_one())
+
+
+def save_state(conn: sa.Connection, experiment_id: int, state: StateRow, now: datetime) -> bool:
+    """Record the watermarks of ``state`` if the stored generation is still
+    ``state.generation`` (no catalog declaration since the run began); False (nothing
+    written) otherwise."""
+    done = conn.execute(sa.update(RollupState).where(
+        RollupState.experiment_id == experiment_id, RollupState.generation == state.generation,
+    ).values(impressions_seen=state.impressions_seen,
+             interactions_seen=state.interactions_seen, updated_at=now))
+    return done.rowcount == 1
 
 
 def last_run(conn: sa.Connection, experiment_id: int) -> datetime | None:
@@ -68,10 +102,17 @@ def last_run(conn: sa.Connection, experiment_id: int) -> datetime | None:
                         .where(RollupState.experiment_id == experiment_id)).scalar()
 
 
-def clear_experiment(conn: sa.Connection, experiment_id: int) -> None:
-    """Forget every rollup result and the state of one experiment (``--full``)."""
-    for table in (RollupUnits, RollupPairs, RollupPopularity, RollupExposure, RollupMetric,
-                  RollupHealth, RollupDay, RollupState):
+def clear_state(conn: sa.Connection, experiment_id: int) -> None:
+    """Forget what the rollup keeps of one experiment between runs (units, pairs,
+    popularity, exposure), before a full rebuild; the results the report reads stay until
+    the rebuild replaces them (:func:`delete_results`)."""
+    for table in (RollupUnits, RollupPairs, RollupPopularity, RollupExposure):
+        conn.execute(sa.delete(table).where(table.experiment_id == experiment_id))
+
+
+def delete_results(conn: sa.Connection, experiment_id: int) -> None:
+    """Remove every result the report reads of one experiment (days, metrics, health)."""
+    for table in (RollupMetric, RollupHealth, RollupDay):
         conn.execute(sa.delete(table).where(table.experiment_id == experiment_id))
 
 
@@ -105,13 +146,24 @@ def known_days(conn: sa.Connection, experiment_id: int) -> list[tuple[date, int,
     return [(r[0], int(r[1]), int(r[2])) for r in rows]
 
 
-def delete_day(conn: sa.Connection, experiment_id: int, day: date) -> None:
-    """Remove one day's status and its daily units, exposure, metric and health rows."""
-    conn.execute(sa.delete(RollupDay).where(RollupDay.experiment_id == experiment_id,
-                                            RollupDay.day == day))
-    for table in (RollupUnits, RollupMetric, RollupHealth, RollupExposure):
+def delete_day_state(conn: sa.Connection, experiment_id: int, day: date) -> None:
+    """Remove one day's daily units and exposure (what the cumulative pass reads)."""
+    for table in (RollupUnits, RollupExposure):
         conn.execute(sa.delete(table).where(table.experiment_id == experiment_id,
                                             table.day == day, table.cumulative.is_(False)))
+
+
+def delete_daily_results(conn: sa.Connection, experiment_id: int, days: Iterable[date]) -> None:
+    """Remove the status and the daily metric and health rows of ``days``."""
+    days = sorted(set(days))
+    for at in range(0, len(days), 500):
+        chunk = days[at:at + 500]
+        conn.execute(sa.delete(RollupDay).where(RollupDay.experiment_id == experiment_id,
+                                                RollupDay.day.in_(chunk)))
+        for table in (RollupMetric, RollupHealth):
+            conn.execute(sa.delete(table).where(table.experiment_id == experiment_id,
+                                                table.day.in_(chunk),
+                                                table.cumulative.is_(False)))
 
 
 def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> None:

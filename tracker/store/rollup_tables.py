@@ -1,7 +1,11 @@
 """Tables the rollup writes: its incremental state and the layers of DESIGN.md's data flow.
 
 - ``rollup_state``: per experiment, the highest impression and interaction ids already taken
-  into account (the watermarks), advanced in the same transaction as the results they cover.
+  into account (the watermarks), advanced in the same transaction as the results they cover;
+  NULL after a reset (a catalog declaration, the start of a full rebuild): the next run
+  recomputes every day. ``generation`` counts the declarations: a run records its
+  watermarks only if none happened since it started (compare-and-set), so a declaration
+  racing a run is never lost.
 - ``rollup_day``: per experiment and reporting day, when its attribution windows close and
   when it was last computed (a day computed before its windows closed is *provisional*).
 - ``rollup_units``: unit outcomes per (experiment, day, view): the (user, arm) rows of the
@@ -44,9 +48,10 @@ class RollupState(Base):
     __tablename__ = "rollup_state"
 
     experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
-    impressions_seen: Mapped[int] = mapped_column(sa.BigInteger)
-    interactions_seen: Mapped[int] = mapped_column(sa.BigInteger)
-    updated_at: Mapped[datetime] = mapped_column(EpochMicros)
+    impressions_seen: Mapped[int | None] = mapped_column(sa.BigInteger)
+    interactions_seen: Mapped[int | None] = mapped_column(sa.BigInteger)
+    updated_at: Mapped[datetime | None] = mapped_column(EpochMicros)  # of the last run
+    generation: Mapped[int] = mapped_column(sa.BigInteger, server_default="0")
 
 
 class RollupDay(Base):
