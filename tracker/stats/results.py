@@ -38,6 +38,22 @@ class Reason(StrEnum):
     ZERO_DENOMINATOR = "zero_denominator"
     #: Relative lift is undefined because the control mean is 0.
     CONTROL_MEAN_ZERO = "control_mean_zero"
+    #: A mean is <= 0, so the log of the ratio of means (the relative lift's interval
+    #: and test) does not exist; the difference decides instead.
+    NON_POSITIVE_MEAN = "non_positive_mean"
+
+
+class Decided(StrEnum):
+    """Which statistic a comparison's p-value tests, i.e. which one decides the verdict.
+
+    ``RELATIVE_LIFT``: the log of the ratio of means (both means > 0), the default;
+    ``DIFFERENCE``: T − C by Welch's test, the fallback when a mean is ≤ 0.
+    The interval shown beside a verdict is the interval of this statistic (or its
+    exact image), so the two cannot disagree.
+    """
+
+    RELATIVE_LIFT = "relative_lift"
+    DIFFERENCE = "difference"
 
 
 class IntervalKind(StrEnum):
