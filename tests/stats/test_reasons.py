@@ -28,6 +28,7 @@ EMPTY = MeanStats()
 SINGLE = MeanStats.from_values([2.0])
 CONSTANT = MeanStats.from_values([0.5, 0.5, 0.5, 0.5])
 ALL_ZERO = MeanStats.from_values([0.0, 0.0, 0.0])
+NEGATIVE = MeanStats.from_values([-1.0, 0.0, -3.0])
 NO_IMPRESSIONS = RatioStats.from_values([0.0, 0.0], [0.0, 0.0])
 SOME_IMPRESSIONS = RatioStats.from_values([1.0, 0.0, 2.0], [2.0, 1.0, 4.0])
 
@@ -51,6 +52,8 @@ CASES = [
                  None, id="relative-lift-against-a-zero-control-mean"),
     pytest.param(lambda: compare(SOME_IMPRESSIONS, NO_IMPRESSIONS).difference,
                  Reason.ZERO_DENOMINATOR, None, id="ratio-comparison-without-control-impressions"),
+    pytest.param(lambda: compare(NEGATIVE, VARIED).relative_lift, Reason.NON_POSITIVE_MEAN,
+                 "estimate", id="relative-interval-needs-positive-means"),
     pytest.param(lambda: compare_sequential(VARIED, ALL_ZERO).relative_lift,
                  Reason.CONTROL_MEAN_ZERO, None, id="sequential-lift-against-a-zero-control-mean"),
     pytest.param(lambda: non_inferiority(VARIED, ALL_ZERO, margin=0.01), Reason.CONTROL_MEAN_ZERO,

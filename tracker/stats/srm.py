@@ -213,9 +213,10 @@ def sequential_srm(
     arm *to date*; a single row is a single look. The anytime-valid p-value is
     p = min(1, min over looks of 1 / BF) (the running minimum keeps it valid
     however many looks were made); ``statistic`` is log BF at the last look and
-    the deviations are measured there; ``flagged`` is ``p_value < threshold``. ``concentration`` c is the prior's
-    total pseudo-count: larger c targets smaller mismatches (GrowthBook uses
-    10,000; at 100k users this detects a 51/49 split ~98 % of the time).
+    the deviations are measured there; ``flagged`` is ``p_value < threshold``.
+    ``concentration`` c is the prior's total pseudo-count: larger c targets
+    smaller mismatches (GrowthBook uses 10,000; at 100k users this detects a
+    51/49 split ~98 % of the time).
 
     >>> r = sequential_srm([[1000, 1000], [2100, 1900], [3300, 2700]], [0.5, 0.5])
     >>> r.p_value < 0.001, r.flagged, r.sequential
