@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import timedelta
+import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from click.testing import CliRunner
@@ -15,6 +16,8 @@ from tests.helpers import T0
 from tests.rollup.scenario import create
 from tests.rollup.test_rollup import NOW
 from tracker.cli import main
+from tracker.demo import DemoConfig, load
+from tracker.report import LOWER_IS_BETTER
 
 
 def _log_known_users(tracker):
@@ -41,22 +44,27 @@ def _json(url: str, *args: str) -> dict:
     return json.loads(result.stdout)
 
 
-def test_report_json_matches_a_hand_computed_welch_test(tracker, db_url):
+def test_report_json_matches_a_hand_computed_log_ratio_test(tracker, db_url):
     _log_known_users(tracker)
     card = _json(db_url)
     assert card["experiment"] == "home" and card["as_of"] == T0.date().isoformat()
     rows = {(r["metric"], r["k"], r["arm"]): r for r in card["metrics"]}
     control, treatment = [1, 1, 0, 0], [1, 1, 1, 0]
-    welch = sps.ttest_ind(treatment, control, equal_var=False)
     t = rows[("hit_rate", 2, "treatment")]
     assert t["users"] == 4 and t["mean"] == pytest.approx(0.75)
     assert t["lift"] == pytest.approx(0.25)
     assert t["relative_lift"] == pytest.approx(0.5)
-    assert t["p_value"] == pytest.approx(welch.pvalue, rel=1e-9)
-    se = math.sqrt(sps.tvar(treatment) / 4 + sps.tvar(control) / 4)
-    df = welch.df
-    half = sps.t.ppf(0.975, df) * se
-    assert (t["lift_ci_low"], t["lift_ci_high"]) == pytest.approx((0.25 - half, 0.25 + half))
+    # the relative lift decides: l = ln(0.75 / 0.5), Var = s_t^2 / (4 0.75^2) + s_c^2 / (4 0.5^2)
+    a, b = sps.tvar(treatment) / 4 / 0.75**2, sps.tvar(control) / 4 / 0.5**2
+    df = (a + b) ** 2 / ((a * a + b * b) / 3)
+    t_stat = math.log(1.5) / math.sqrt(a + b)
+    assert t["decided_on"] == "relative_lift" and t["interval_level"] == 0.95
+    assert t["p_value"] == pytest.approx(2 * sps.t.sf(t_stat, df), rel=1e-9)
+    half = sps.t.ppf(0.975, df) * math.sqrt(a + b)
+    rel = (1.5 * math.exp(-half) - 1, 1.5 * math.exp(half) - 1)
+    assert (t["relative_lift_ci_low"], t["relative_lift_ci_high"]) == pytest.approx(rel)
+    # the difference interval shown is its image at the control mean 0.5
+    assert (t["lift_ci_low"], t["lift_ci_high"]) == pytest.approx((rel[0] / 2, rel[1] / 2))
     c = rows[("hit_rate", 2, "control")]
     half_c = sps.t.ppf(0.975, 3) * math.sqrt(sps.tvar(control) / 4)
     assert (c["ci_low"], c["ci_high"]) == pytest.approx((0.5 - half_c, 0.5 + half_c))
@@ -128,3 +136,58 @@ def test_guardrails_get_a_one_sided_non_inferiority_test(tracker, db_url):
     bad = CliRunner().invoke(main, ["report", "home", "--guardrail", "recall@2"],
                              env={"TRACKER_DATABASE_URL": db_url})
     assert bad.exit_code == 2 and "METRIC@K=LOSS" in bad.output
+
+
+def _verdict_agrees(verdict: str, low: float, high: float, lower_is_better: bool) -> bool:
+    """better/worse need an interval on one side of 0 in that direction; inconclusive, 0 inside."""
+    if verdict == "inconclusive":
+        return low <= 0 <= high
+    up = low > 0
+    return (low > 0 or high < 0) and (verdict == "better") == (up != lower_is_better)
+
+
+# the printed decisive interval (relative in %, or absolute), the two p-values, the verdict
+_PRINTED = re.compile(
+    r"\[([+-][\d.]+)%?, ([+-][\d.]+)%?\]\s+\S+\s+\S+\s+(better|worse|inconclusive)")
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [pytest.param([], id="fixed-horizon"), pytest.param(["--sequential"], id="sequential"),
+     pytest.param(["--primary", "ndcg@5", "--primary", "hit_rate@5", "--primary", "map@10",
+                   "--primary", "precision@10", "--primary", "mrr@10"],
+                  id="fixed-horizon-with-five-corrected-primaries"),
+     pytest.param(["--sequential", "--primary", "ndcg@5", "--primary", "hit_rate@5",
+                   "--primary", "map@10"], id="sequential-with-corrected-primaries")],
+)
+def test_no_row_pairs_a_verdict_with_a_contradicting_interval_on_demo_data(tracker, db_url,
+                                                                           flags):
+    config = DemoConfig(days=2, users=250, items=500, start=datetime(2026, 11, 1, tzinfo=UTC))
+    load(tracker, config)
+    tracker.rollup(config.key, now=datetime(2026, 11, 20, tzinfo=UTC))
+    env = {"TRACKER_DATABASE_URL": db_url}
+    card = json.loads(CliRunner().invoke(
+        main, ["report", config.key, "--format", "json", *flags], env=env).stdout)
+    rows = [r for r in card["metrics"] if not r["control"] and r["kind"] == "user"
+            and r["p_value"] is not None]
+    verdicts = {r["verdict"] for r in rows}
+    assert "inconclusive" in verdicts and verdicts & {"better", "worse"}, verdicts
+    for r in rows:
+        lower = r["metric"] in LOWER_IS_BETTER
+        decisive = "relative_lift" if r["decided_on"] == "relative_lift" else "lift"
+        assert r[f"{decisive}_ci_low"] is not None, r
+        for scale in ("relative_lift", "lift"):  # the decisive interval and its image
+            if r[f"{scale}_ci_low"] is not None:
+                assert _verdict_agrees(r["verdict"], r[f"{scale}_ci_low"],
+                                       r[f"{scale}_ci_high"], lower), r
+        if r["primary"] and r["p_value_adjusted"] > r["p_value"]:
+            assert r["interval_level"] > card["level"]  # drawn at the corrected level
+    table = CliRunner().invoke(main, ["report", config.key, *flags], env=env).stdout
+    printed = [line for line in table.splitlines() if _PRINTED.search(line)]
+    assert len(printed) == len(rows)
+    for line in printed:
+        low, high, verdict = _PRINTED.search(line).groups()
+        lower = line.split()[0].split("@")[0] in LOWER_IS_BETTER
+        assert _verdict_agrees(verdict, float(low), float(high), lower) or (
+            verdict != "inconclusive" and float(low) * float(high) == 0  # "+0.0%" rounded
+        ), line
