@@ -336,22 +336,27 @@ def _guard_note(row: dict[str, Any]) -> str:
     return f"; guardrail -{row['guardrail_margin']:.0%}: {state}"
 
 
-def _shown_interval(r: dict[str, Any]) -> str:
-    """The row's decisive interval as printed: relative when it exists, else absolute.
+def shown_interval(r: dict[str, Any], *, digits: int = 1, with_point: bool = True) -> str:
+    """A treatment row's decisive interval as text: relative (in %) when it exists, else
+    absolute (``digits`` + 3 decimals); the point estimate first when ``with_point``.
 
-    Ends are rounded outwards, so rounding never moves an end across 0.
+    The report and the dashboard both print this, so the interval beside a verdict is the
+    same everywhere. Ends are rounded outwards, so rounding never moves an end across 0.
+
+    >>> shown_interval({"relative_lift": 0.126, "relative_lift_ci_low": 0.0004,
+    ...                 "relative_lift_ci_high": 0.2571})
+    '+12.6% [+0.0%, +25.8%]'
     """
     if r.get("relative_lift_ci_low") is not None and r.get("relative_lift_ci_high") is not None:
-        low, high, scale, fmt = (r["relative_lift_ci_low"], r["relative_lift_ci_high"], 1000,
-                                 "{:+.1%}")
-        point = r["relative_lift"]
+        low, high, point = r["relative_lift_ci_low"], r["relative_lift_ci_high"], r["relative_lift"]
+        scale, fmt = 10 ** (digits + 2), f"{{:+.{digits}%}}"
     elif r.get("lift_ci_low") is not None and r.get("lift_ci_high") is not None:
-        low, high, scale, fmt = r["lift_ci_low"], r["lift_ci_high"], 10_000, "{:+.4f}"
-        point = r["lift"]
+        low, high, point = r["lift_ci_low"], r["lift_ci_high"], r["lift"]
+        scale, fmt = 10 ** (digits + 3), f"{{:+.{digits + 3}f}}"
     else:
         return ""
     low, high = math.floor(low * scale) / scale, math.ceil(high * scale) / scale
-    shown = "" if point is None else fmt.format(point) + " "
+    shown = "" if point is None or not with_point else fmt.format(point) + " "
     return f"{shown}[{fmt.format(low)}, {fmt.format(high)}]"
 
 
@@ -391,7 +396,7 @@ def render_table(card: Scorecard, only: tuple[str, ...] | None = None) -> str:
         line = (f"{_name(r['metric'], r['k']):<18}{r['arm']:<14}{r['users']:>7}  "
                 f"{num(r['mean']):>9} {interval:<21}")
         if not r["control"]:
-            rel = _shown_interval(r)
+            rel = shown_interval(r)
             line += (f"{num(r['lift'], '{:+.4f}'):>9} {rel:<26}"
                      f"{num(r['p_value'], '{:.3g}'):>10}"
                      f"{num(r['p_value_adjusted'], '{:.3g}'):>10}"
