@@ -182,6 +182,8 @@ def test_no_row_pairs_a_verdict_with_a_contradicting_interval_on_demo_data(track
                                        r[f"{scale}_ci_high"], lower), r
         if r["primary"] and r["p_value_adjusted"] > r["p_value"]:
             assert r["interval_level"] > card["level"]  # drawn at the corrected level
+    if "--primary" in flags:
+        assert any(r["interval_level"] > card["level"] for r in rows if r["primary"])
     table = CliRunner().invoke(main, ["report", config.key, *flags], env=env).stdout
     printed = [line for line in table.splitlines() if _PRINTED.search(line)]
     assert len(printed) == len(rows)
