@@ -2,18 +2,19 @@
 dashboard shows (both call :func:`scorecard`, so they cannot disagree).
 
 For each metric and cutoff: every arm's mean over users with its interval; for every
-treatment arm the difference against control (``lift``) and the relative lift, the two-sided
-p-value of the statistic that decides (fixed-horizon, uncorrected) and the p-value after the
+treatment arm the difference against control (``lift``) and the relative lift, each with its
+interval, the two-sided Welch p-value (fixed-horizon, uncorrected) and the p-value after the
 correction for multiple comparisons (Holm by default) over the *primary* metrics x treatment
 arms; the other metrics are reported uncorrected (``p_value_adjusted`` = ``p_value``).
 
-One statistic decides each row (:mod:`tracker.stats.compare`): the relative lift through the
-log ratio of means, or the difference when a mean is <= 0 (``decided_on``). The intervals in
-the row are that statistic's interval and its exact image on the other scale (relative lift x
-|control mean| = difference), drawn at ``interval_level``: ``level`` itself, or for a
-corrected primary 1 - (1 - level) p / p_adjusted, the level at which the interval excludes 0
-exactly when p_adjusted < 1 - level (the adjusted intervals of GrowthBook's results table).
-So a verdict never stands beside an interval that contradicts it.
+One test decides each row (:mod:`tracker.stats.compare`): Welch's test of T = C, and both
+intervals invert it (Welch's for the difference, Fieller's for the relative lift), so they
+exclude 0 exactly when the p-value is below 1 - level. ``decided_on`` names the interval shown
+beside the verdict (the relative lift's, or the difference's when the lift's is unbounded).
+They are drawn at ``interval_level``: ``level`` itself, or for a corrected primary
+1 - (1 - level) p / p_adjusted, the level at which they exclude 0 exactly when
+p_adjusted < 1 - level (the adjusted intervals of GrowthBook's results table). So a verdict
+never stands beside an interval that contradicts it.
 ``intervals="sequential"`` swaps the intervals and p-values for always-valid ones (confidence
 sequences) — the right choice when the scorecard is looked at every day. Set-level metrics
 (coverage, gini, entropy) are one number per arm: no interval, no test.
@@ -215,26 +216,12 @@ def _comparison(intervals: str, treatment: stats.MeanStats, control: stats.MeanS
     return stats.compare(treatment, control, level=level)
 
 
-def _shown_intervals(result: stats.Comparison, control_mean: float | None) -> dict[str, Any]:
-    """The decisive effect's interval and its exact image on the other scale.
-
-    The image multiplies (or divides) by |control mean|, a fixed number once the data is
-    known, so both intervals exclude 0 together and agree with ``result.p_value``.
-    """
-    effect = result.decisive
-    scale = abs(control_mean) if control_mean else None
-    ends = (effect.ci_low, effect.ci_high)
-    if effect.ci_low is None:
-        relative, absolute = (None, None), (None, None)
-    elif result.decided_on is stats.Decided.RELATIVE_LIFT:
-        relative = ends
-        absolute = (None, None) if scale is None else tuple(e * scale for e in ends)
-    else:
-        absolute = ends
-        relative = (None, None) if scale is None else tuple(e / scale for e in ends)
-    return {"lift_ci_low": _finite(absolute[0]), "lift_ci_high": _finite(absolute[1]),
-            "relative_lift_ci_low": _finite(relative[0]),
-            "relative_lift_ci_high": _finite(relative[1]),
+def _shown_intervals(result: stats.Comparison) -> dict[str, Any]:
+    """Both intervals of a comparison (each excludes 0 iff its p-value < 1 - its level)."""
+    d, rel = result.difference, result.relative_lift
+    return {"lift_ci_low": _finite(d.ci_low), "lift_ci_high": _finite(d.ci_high),
+            "relative_lift_ci_low": _finite(rel.ci_low),
+            "relative_lift_ci_high": _finite(rel.ci_high),
             "decided_on": result.decided_on.value, "interval_level": result.level}
 
 
@@ -246,7 +233,7 @@ def _adjust_intervals(test: _Test, level: float, intervals: str) -> None:
         return
     corrected = 1 - (1 - level) * p / adjusted
     result = _comparison(intervals, test.treatment, test.control, corrected, level)
-    row.update(_shown_intervals(result, stats.arm_estimate(test.control).estimate))
+    row.update(_shown_intervals(result))
 
 
 def _metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, intervals: str,
@@ -297,7 +284,7 @@ def _metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, interva
                 row.update(
                     lift=_finite(result.difference.estimate),
                     relative_lift=_finite(result.relative_lift.estimate),
-                    **_shown_intervals(result, stats.arm_estimate(control_stats).estimate),
+                    **_shown_intervals(result),
                     p_value=_finite(result.p_value), p_value_adjusted=None,
                     primary=_name(metric, k) in primary, reason=result.reason.value,
                 )

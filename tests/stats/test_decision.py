@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 
-import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -79,12 +78,11 @@ def test_ratio_metric_verdict_never_contradicts_its_interval(treatment, control,
 
 
 @settings(max_examples=300, deadline=None)
-@given(mean_stats(), mean_stats())
-def test_relative_interval_is_the_image_of_the_log_ratio_interval(treatment, control):
-    r = compare(treatment, control)
-    lift = r.relative_lift
-    assume(lift.reason is Reason.OK)
-    # exp(l -+ h) - 1 brackets exp(l) - 1 multiplicatively: (1 + low)(1 + high) = (1 + lift)^2
-    assume(math.isfinite(lift.ci_high) and lift.ci_low > -1 + 1e-6)  # exp within range
-    assert (1 + lift.ci_low) * (1 + lift.ci_high) == pytest.approx((1 + lift.estimate) ** 2,
-                                                                    rel=1e-9)
+@given(mean_stats(), mean_stats(), levels, st.booleans())
+def test_lift_and_difference_intervals_exclude_zero_together(treatment, control, level, seq):
+    r = (compare_sequential if seq else compare)(treatment, control, level=level)
+    lift, d = r.relative_lift, r.difference
+    assume(lift.reason is Reason.OK and r.p_value is not None)
+    assume(not math.isclose(r.p_value, 1 - r.level, rel_tol=1e-9))
+    assert (lift.ci_low > 0) == (d.ci_low > 0)
+    assert (lift.ci_high < 0) == (d.ci_high < 0)

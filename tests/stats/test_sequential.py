@@ -46,16 +46,15 @@ def test_hand_worked_comparison() -> None:
     assert r.difference.std_error == pytest.approx(se)
     assert r.difference.ci_low == pytest.approx(0.02 - multiplier * se, rel=1e-6)
     assert r.difference.ci_high == pytest.approx(0.02 + multiplier * se, rel=1e-6)
-    # the log ratio decides: l = ln 1.2, SE(l)^2 = v_t / 0.12^2 + v_c / 0.10^2
-    log_se = math.sqrt(v_t / 0.12**2 + v_c / 0.10**2)
-    z = math.log(1.2) / log_se
-    log_e_value = nr2 * z * z / (2 * (nr2 + 1)) - 0.5 * math.log(nr2 + 1)
+    z2 = (0.02 / se) ** 2
+    log_e_value = nr2 * z2 / (2 * (nr2 + 1)) - 0.5 * math.log(nr2 + 1)
     assert r.p_value == pytest.approx(math.exp(-log_e_value), rel=1e-5)
-    assert r.statistic == pytest.approx(z)
-    assert r.relative_lift.ci_low == pytest.approx(1.2 * math.exp(-multiplier * log_se) - 1,
-                                                   rel=1e-5)
-    assert r.relative_lift.ci_high == pytest.approx(1.2 * math.exp(multiplier * log_se) - 1,
-                                                    rel=1e-5)
+    assert r.statistic == pytest.approx(0.02 / se)
+    # the lift's sequence is Fieller's with multiplier M: (0.12 - rho 0.1)^2 = M^2 (v_t + rho^2 v_c)
+    for end in (r.relative_lift.ci_low, r.relative_lift.ci_high):
+        rho = 1 + end
+        assert (0.12 - rho * 0.10) ** 2 == pytest.approx(multiplier**2 * (v_t + rho**2 * v_c))
+    assert r.relative_lift.ci_low < 0 < r.relative_lift.ci_high  # agrees with p > 0.05
     assert r.df is None and r.interval_kind is IntervalKind.SEQUENTIAL
     assert r.decided_on is Decided.RELATIVE_LIFT
 

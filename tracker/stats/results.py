@@ -38,18 +38,21 @@ class Reason(StrEnum):
     ZERO_DENOMINATOR = "zero_denominator"
     #: Relative lift is undefined because the control mean is 0.
     CONTROL_MEAN_ZERO = "control_mean_zero"
-    #: A mean is <= 0, so the log of the ratio of means (the relative lift's interval
-    #: and test) does not exist; the difference decides instead.
+    #: A relative guardrail needs a control mean > 0 (a loss relative to a negative mean
+    #: has no agreed direction).
     NON_POSITIVE_MEAN = "non_positive_mean"
+    #: The control mean is not distinguishable from 0 at this level, so the ratio's
+    #: (Fieller) interval is unbounded: the lift has a point estimate but no interval.
+    UNBOUNDED_RATIO = "unbounded_ratio"
 
 
 class Decided(StrEnum):
-    """Which statistic a comparison's p-value tests, i.e. which one decides the verdict.
+    """Which effect's interval stands beside a comparison's verdict.
 
-    ``RELATIVE_LIFT``: the log of the ratio of means (both means > 0), the default;
-    ``DIFFERENCE``: T − C by Welch's test, the fallback when a mean is ≤ 0.
-    The interval shown beside a verdict is the interval of this statistic (or its
-    exact image), so the two cannot disagree.
+    The p-value is always Welch's test of T = C, and both intervals invert it
+    (see :mod:`tracker.stats.compare`). ``RELATIVE_LIFT``: Fieller's interval of
+    the lift, the default; ``DIFFERENCE``: the difference's interval, when the
+    lift's is unbounded or undefined (control mean 0 or indistinguishable from 0).
     """
 
     RELATIVE_LIFT = "relative_lift"

@@ -19,8 +19,9 @@ and ρ is chosen to make the CS tightest at N = N* (the tuning parameter):
     ρ² = ( −2 log α + log(−2 log α + 1) ) / N*.
 
 As in GrowthBook's gbstats (``SequentialTwoSidedTTest``), N counts the users of
-both arms, σ̂² = N · Var(θ̂) for the estimate θ̂ (the log ratio of means, which
-decides, or the difference), and N* defaults to 5,000. The
+both arms, σ̂² = N · Var(d̂) for the difference d̂, and N* defaults to 5,000. The
+relative lift's sequence is Fieller's set with the same multiplier (see
+:mod:`tracker.stats.compare`), so it excludes 0 exactly when the difference's does. The
 matching always-valid p-value is 1 / E with the mixture e-value
 E = exp(ρ² S² / (2 (N ρ² + 1))) / √(N ρ² + 1), S² = N θ̂² / Var(θ̂)
 (arXiv:2103.06476v7, eq. 155): p ≤ α exactly when the CS excludes 0. ρ depends
@@ -31,8 +32,8 @@ from __future__ import annotations
 
 import math
 
-from tracker.stats.compare import Comparison, contrast, effect, relative_effect
-from tracker.stats.results import IntervalKind, Reason, check_level
+from tracker.stats.compare import Comparison, contrast, decided_on, effect, relative_effect
+from tracker.stats.results import IntervalKind, check_level
 from tracker.stats.sufficient import ArmStats
 
 #: GrowthBook's default tuning parameter N*: the CS is narrowest at 5,000 users.
@@ -88,13 +89,13 @@ def compare_sequential(
 ) -> Comparison:
     """Always-valid comparison: confidence sequences for difference and relative lift.
 
-    Same inputs, degenerate cases, result type and deciding statistic as
-    :func:`tracker.stats.compare.compare` (the log ratio ℓ = log(T / C) when both
-    means are > 0, else the difference), labelled ``IntervalKind.SEQUENTIAL``:
-    the relative-lift sequence is exp(ℓ ± multiplier · SE(ℓ)) − 1, the image of
-    the log ratio's sequence, and the difference's is d ± multiplier · SE(d).
-    ``statistic`` is the z statistic of the deciding scale, ``df`` is ``None``
-    (asymptotic normal), ``p_value`` the always-valid p-value of that scale.
+    Same inputs, degenerate cases and result type as
+    :func:`tracker.stats.compare.compare`, labelled ``IntervalKind.SEQUENTIAL``:
+    the difference's sequence is d ± multiplier · SE(d) and the relative lift's is
+    Fieller's set with the multiplier in place of Student's quantile, so at lift 0
+    it is the difference's sequence and the two always agree with the p-value.
+    ``statistic`` is the z statistic d̂ / SE, ``df`` is ``None`` (asymptotic
+    normal), ``p_value`` the always-valid p-value of the difference.
 
     ``tuning_level`` (default ``level``) is the level ρ is tuned for. With ρ held
     fixed, the sequence at any ``level`` excludes 0 exactly when
@@ -105,16 +106,16 @@ def compare_sequential(
     (running intersection) is also valid.
 
     Worked example: 4,000 users per arm, conversions 480 vs 400 (12 % vs 10 %):
-    d̂ = 0.02, SE ≈ 0.006994. Sequential with N = 8,000, Nρ² = 8000 · 7.9362 / 5000
-    ≈ 12.698: multiplier √(2 · 13.698 / 12.698 · log(√13.698 / 0.05)) ≈ 3.047, so
-    the difference's CS is 0.02 ± 0.0213 (contains 0). On the log scale
-    ℓ = log 1.2 ≈ 0.18232, SE(ℓ) = √(v_T / 0.12² + v_C / 0.10²) ≈ 0.06391, z ≈ 2.853,
-    log E = 12.698 · z² / (2 · 13.698) − ½ log 13.698 ≈ 2.464, p = 1/E ≈ 0.085.
+    d̂ = 0.02, SE ≈ 0.006994, z ≈ 2.860. Fixed horizon: 0.02 ± 1.960 · SE, p ≈ 0.0043.
+    Sequential with N = 8,000, Nρ² = 8000 · 7.9362 / 5000 ≈ 12.698: multiplier
+    √(2 · 13.698 / 12.698 · log(√13.698 / 0.05)) ≈ 3.047, so the CS is
+    0.02 ± 0.0213 (contains 0), and log E = 12.698 · z² / (2 · 13.698) − ½ log 13.698
+    ≈ 2.482, p = 1/E ≈ 0.084.
 
     >>> from tracker.stats.sufficient import MeanStats
     >>> r = compare_sequential(MeanStats(4000, 480.0, 480.0), MeanStats(4000, 400.0, 400.0))
     >>> round(r.difference.ci_low, 4), round(r.difference.ci_high, 4), round(r.p_value, 3)
-    (-0.0013, 0.0413, 0.085)
+    (-0.0013, 0.0413, 0.084)
     >>> r.interval_kind, r.relative_lift.ci_low < 0 < r.relative_lift.ci_high
     (<IntervalKind.SEQUENTIAL: 'sequential'>, True)
     """
@@ -123,25 +124,21 @@ def compare_sequential(
     tuning_n = _check_tuning(tuning_n)
     alpha = 1.0 - level
     pair = contrast(treatment, control)
-    tested = pair.decisive
-    if tested.reason is not Reason.OK:
+    if pair.difference is None or pair.variance is None or pair.df is None:
+        relative = relative_effect(pair, None)
         return Comparison(
-            effect(pair.difference.estimate, pair.difference.variance, pair.difference.reason,
-                   None),
-            relative_effect(pair, None),
-            None, None, None, level, IntervalKind.SEQUENTIAL, pair.decided_on,
+            effect(pair.difference, pair.variance, pair.reason, None), relative,
+            None, None, None, level, IntervalKind.SEQUENTIAL, decided_on(relative),
         )
-    assert tested.estimate is not None and tested.variance is not None
     n = float(pair.n_total)
     r2 = rho_squared(tuning_alpha, tuning_n)
     multiplier = _multiplier(n, alpha, r2)
-    statistic = tested.estimate / math.sqrt(tested.variance)
+    statistic = pair.difference / math.sqrt(pair.variance)
     # log E = ρ² S² / (2 (Nρ² + 1)) − ½ log(Nρ² + 1) with S² = N z²; p = min(1, 1/E).
     log_e = r2 * n * statistic**2 / (2.0 * (n * r2 + 1.0)) - 0.5 * math.log1p(n * r2)
     p_value = 1.0 if log_e <= 0 else math.exp(-log_e)
-    d = pair.difference
+    relative = relative_effect(pair, multiplier)
     return Comparison(
-        effect(d.estimate, d.variance, d.reason, multiplier),
-        relative_effect(pair, multiplier),
-        p_value, statistic, None, level, IntervalKind.SEQUENTIAL, pair.decided_on,
+        effect(pair.difference, pair.variance, pair.reason, multiplier), relative,
+        p_value, statistic, None, level, IntervalKind.SEQUENTIAL, decided_on(relative),
     )
