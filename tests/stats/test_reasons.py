@@ -61,6 +61,8 @@ CASES = [
                  Reason.CONTROL_MEAN_ZERO, None, id="sequential-lift-against-a-zero-control-mean"),
     pytest.param(lambda: non_inferiority(VARIED, ALL_ZERO, margin=0.01), Reason.CONTROL_MEAN_ZERO,
                  None, id="relative-guardrail-against-a-zero-control-mean"),
+    pytest.param(lambda: non_inferiority(CONSTANT, VARIED, margin=1.0), Reason.ZERO_VARIANCE,
+                 "estimate", id="guardrail-tolerating-a-total-loss-of-a-constant-treatment"),
     pytest.param(lambda: srm_test([0, 0], [1, 1]), Reason.NO_USERS, None,
                  id="srm-before-any-user"),
     pytest.param(lambda: sequential_srm([[0, 0]], [1, 1]), Reason.NO_USERS, None,

@@ -355,7 +355,12 @@ def non_inferiority(
     rho = _null_ratio(margin, higher_is_better) if relative else 1.0
     shift = 0.0 if relative else (margin if higher_is_better else -margin)
     a, b = t.variance, rho * rho * c.variance
-    df = welch_df(a, b, t.n, c.n) if a + b > 0 else pair.df
+    if a + b <= 0:  # margin 1 (ρ₀ = 0) against a constant treatment: nothing to test
+        return NonInferiority(
+            estimate, None, None, std_error, None, None, None, float(margin), relative,
+            higher_is_better, level, None, Reason.ZERO_VARIANCE,
+        )
+    df = welch_df(a, b, t.n, c.n)
     statistic = (t.estimate - rho * c.estimate + shift) / math.sqrt(a + b)
     t_crit = float(sps.t.ppf(level, df))
     if higher_is_better:
