@@ -366,9 +366,9 @@ def render_table(card: Scorecard, only: tuple[str, ...] | None = None) -> str:
     if not card.metrics:
         return "\n".join(lines)
     kind = "always-valid" if card.intervals == "sequential" else "fixed-horizon"
-    lines.append(f"{int(card.level * 100)}% {kind} intervals of the statistic that decides "
-                 f"(* primary: at the level matching p adjusted ({card.correction}) over "
-                 f"{', '.join(card.primary)})")
+    lines.append(f"{int(card.level * 100)}% {kind} intervals of the relative lift (Fieller; the "
+                 f"difference's in metric units when unbounded); * primary, drawn at the level "
+                 f"matching p adjusted ({card.correction}) over {', '.join(card.primary)}")
     header = (f"{'metric':<18}{'arm':<14}{'users':>7}  {'mean':>9} {'interval':<21}"
               f"{'lift':>9} {'relative lift interval':<26}{'p':>10}{'p adj':>10}  verdict")
     lines += [header, "-" * len(header)]
