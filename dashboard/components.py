@@ -28,7 +28,8 @@ def health_banner(card: Scorecard) -> None:
     srm = ("SRM: no users yet" if h["srm_p_value"] is None
            else f"SRM p = {h['srm_p_value']:.3g}"
            + (f", sequential p = {h['srm_sequential_p_value']:.3g}"
-              if h["srm_sequential_p_value"] is not None else ""))
+              if h["srm_sequential_p_value"] is not None else "")
+           + (f" ({h['srm_deviation']})" if h["srm_flagged"] and h.get("srm_deviation") else ""))
     crossover = ("crossover: n/a" if h["crossover_share"] is None else
                  f"crossover {h['crossover_users']} users ({h['crossover_share']:.2%}, "
                  f"{h['crossover_status']})")

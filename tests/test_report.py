@@ -196,3 +196,20 @@ def test_no_row_pairs_a_verdict_with_a_contradicting_interval_on_demo_data(track
         assert _verdict_agrees(verdict, float(low), float(high), lower) or (
             verdict != "inconclusive" and float(low) * float(high) == 0  # "+0.0%" rounded
         ), line
+
+
+def test_a_sample_ratio_mismatch_is_flagged_on_its_p_value_and_described(tracker, db_url):
+    # 60 control and 20 treatment users declared 50/50: X^2 = 2 * 20^2 / 40 = 20, p ~ 8e-6
+    create(tracker)
+    imps = [{"impression_id": f"i{n}", "experiment": "home", "arm": arm, "user_id": f"u{n}",
+             "items": ["a"], "served_at": T0}
+            for n, arm in enumerate(["control"] * 60 + ["treatment"] * 20)]
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    health = _json(db_url)["health"]
+    assert health["srm_p_value"] == pytest.approx(math.erfc(math.sqrt(10)), rel=1e-9)
+    assert health["srm_flagged"] is True
+    assert health["srm_deviation"] == (
+        "treatment lost 50.00% of its expected users, control got 50.00% more than expected")
+    table = CliRunner().invoke(main, ["report", "home"], env={"TRACKER_DATABASE_URL": db_url})
+    assert "MISMATCH (treatment lost 50.00% of its expected users" in table.stdout
