@@ -19,6 +19,15 @@ What it checks, each against the rate it should have:
 4. Power: in A/B experiments with a true +10 % lift in click propensity the
    fixed-horizon test detects the effect at the rate ``power_two_sample``
    predicts.
+5. Small samples (n = 20 and 200 per arm, skewed exponential and binary outcomes):
+   the A/A false-positive rate of the deciding test, the coverage of the 95 %
+   relative-lift interval at a true +10 % lift, the pass rate of a relative
+   guardrail whose true effect sits exactly on its 10 % margin (higher- and
+   lower-is-better; should be 5 %), each beside the symmetric delta-method
+   interval used before for contrast, and Holm's family-wise error over three
+   primary metrics in A/A experiments (should be ≤ 5 %). Coverage is counted among
+   the replicates whose Fieller interval is bounded (the rest are counted apart).
+   ``--small-only`` runs just this part (about 30 s).
 
 The outcome model (per user, independently):
 
@@ -47,12 +56,16 @@ from scipy import stats as sps
 from tracker.stats import (
     MeanStats,
     RatioStats,
+    Reason,
     compare,
     compare_sequential,
+    holm,
+    non_inferiority,
     power_two_sample,
     sequential_srm,
     srm_test,
 )
+from tracker.stats.compare import contrast
 
 ALPHA = 0.05
 SRM_THRESHOLD = 0.001
@@ -142,9 +155,9 @@ def analyse(sums: dict[str, np.ndarray], sequential: bool) -> dict[str, np.ndarr
                 p = compare(t, c, level=1 - ALPHA).p_value
                 fixed_p[kind][e, d] = 1.0 if p is None else p
                 if sequential:
-                    diff = compare_sequential(t, c, level=1 - ALPHA).difference
-                    if diff.ci_low is not None and diff.ci_high is not None:
-                        seq_reject[kind][e, d] = diff.ci_low > 0 or diff.ci_high < 0
+                    tested = compare_sequential(t, c, level=1 - ALPHA).decisive
+                    if tested.ci_low is not None and tested.ci_high is not None:
+                        seq_reject[kind][e, d] = tested.ci_low > 0 or tested.ci_high < 0
     return {"fixed_p": fixed_p, "seq_reject": seq_reject}
 
 
@@ -211,6 +224,87 @@ def srm_section(rng: np.random.Generator, replicates: int, users: int, days: int
           f"[{pct(low)}, {pct(high)}]")
 
 
+# --- small samples: relative intervals, guardrails at the margin, Holm ----------------------
+
+#: Outcome families: draw n values with a given mean (control mean 1 or 0.3).
+OUTCOMES = {
+    "exponential": (1.0, lambda rng, mean, size: rng.exponential(mean, size)),
+    "binary": (0.3, lambda rng, mean, size: (rng.random(size) < mean).astype(float)),
+}
+
+
+def _delta_interval(t: MeanStats, c: MeanStats, one_sided: bool) -> tuple[float, float] | None:
+    """The symmetric delta-method lift interval used before (r ± t_{Welch df} · SE(r))."""
+    pair = contrast(t, c)
+    if pair.lift is None or pair.lift_variance is None or pair.df is None:
+        return None
+    q = 1 - ALPHA if one_sided else 1 - ALPHA / 2
+    half = float(sps.t.ppf(q, pair.df)) * float(np.sqrt(pair.lift_variance))
+    return pair.lift - half, pair.lift + half
+
+
+def _arms(rng, family: str, n: int, treatment_scale: float) -> tuple[MeanStats, MeanStats]:
+    base, draw = OUTCOMES[family]
+    return (MeanStats.from_values(draw(rng, base * treatment_scale, n)),
+            MeanStats.from_values(draw(rng, base, n)))
+
+
+def small_sample_section(rng: np.random.Generator, reps: int) -> None:
+    se = float(np.sqrt(0.05 * 0.95 / reps))
+    print(f"\nSmall samples: {reps:,} replicates per cell (Monte-Carlo SE at 5 %: "
+          f"{100 * se:.2f} pp, 95 % +-{196 * se:.2f} pp), alpha = {ALPHA}")
+    print("| outcome | n per arm | A/A false positives | coverage of the 95 % relative "
+          "interval at +10 % (before: delta) | guardrail at a 10 % margin passes, higher is "
+          "better (before) | same, lower is better (before) | no bounded interval |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for family in OUTCOMES:
+        for n in (20, 200):
+            aa = cover = old_cover = undefined = 0
+            passes = {True: 0, False: 0}
+            old_passes = {True: 0, False: 0}
+            for _ in range(reps):
+                r = compare(*_arms(rng, family, n, 1.0))
+                aa += r.p_value is not None and r.p_value < ALPHA
+                t, c = _arms(rng, family, n, 1.1)
+                lift = compare(t, c).relative_lift
+                if lift.reason is not Reason.OK:
+                    undefined += 1
+                else:
+                    cover += lift.ci_low <= 0.1 <= lift.ci_high
+                    old = _delta_interval(t, c, one_sided=False)
+                    old_cover += old is not None and old[0] <= 0.1 <= old[1]
+                for higher in (True, False):
+                    t, c = _arms(rng, family, n, 0.9 if higher else 1.1)
+                    g = non_inferiority(t, c, margin=0.1, higher_is_better=higher)
+                    passes[higher] += bool(g.non_inferior)
+                    old = _delta_interval(t, c, one_sided=True)
+                    if old is not None:
+                        old_passes[higher] += old[0] > -0.1 if higher else old[1] < 0.1
+            bounded = max(1, reps - undefined)  # coverage among bounded intervals
+            print(f"| {family} | {n} | {pct(aa / reps)} | {pct(cover / bounded)} "
+                  f"({pct(old_cover / bounded)}) | {pct(passes[True] / reps)} "
+                  f"({pct(old_passes[True] / reps)}) | {pct(passes[False] / reps)} "
+                  f"({pct(old_passes[False] / reps)}) | {undefined} |")
+    holm_section(rng, reps)
+
+
+def holm_section(rng: np.random.Generator, reps: int, metrics: int = 3) -> None:
+    """Family-wise error over ``metrics`` primary metrics in A/A experiments."""
+    print(f"\nHolm over {metrics} primary metrics, A/A, {reps:,} experiments per cell "
+          f"(family-wise error: any primary significant)")
+    print("| outcome | n per arm | uncorrected | Holm |")
+    print("| --- | ---: | ---: | ---: |")
+    for family in OUTCOMES:
+        for n in (20, 200):
+            raw = corrected = 0
+            for _ in range(reps):
+                p = [compare(*_arms(rng, family, n, 1.0)).p_value for _ in range(metrics)]
+                p = np.array([1.0 if v is None else v for v in p])
+                raw += bool((p < ALPHA).any())
+                corrected += bool((holm(p) < ALPHA).any())
+            print(f"| {family} | {n} | {pct(raw / reps)} | {pct(corrected / reps)} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiments", type=int, default=2000)
@@ -221,9 +315,17 @@ def main() -> None:
     parser.add_argument("--srm-users", type=int, default=100_000)
     parser.add_argument("--chunk", type=int, default=100, help="experiments simulated at once")
     parser.add_argument("--seed", type=int, default=20240605)
+    parser.add_argument("--small-reps", type=int, default=4000,
+                        help="replicates per small-sample cell (4,000: +-0.7 pp at 5 %%)")
+    parser.add_argument("--small-only", action="store_true",
+                        help="run only the small-sample section")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
+    if args.small_only:
+        small_sample_section(rng, args.small_reps)
+        print(f"\nelapsed {time.perf_counter() - started:.0f} s")
+        return
     n_exp = args.experiments
 
     aa = Model(args.users, args.days)
@@ -270,6 +372,7 @@ def main() -> None:
     verdict = "inside" if p_low <= detected <= p_high else "OUTSIDE"
     print(f"detected, fixed horizon at day {args.days}: {pct(detected)} ({verdict} band); "
           f"always-valid CS by day {args.days}: {pct(seq_detected)}")
+    small_sample_section(rng, args.small_reps)
     print(f"\nelapsed {time.perf_counter() - started:.0f} s")
 
 

@@ -7,7 +7,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from tracker.report import BEYOND, ONLINE, RANKING, Scorecard
+from tracker.report import BEYOND, ONLINE, RANKING, Scorecard, shown_interval
 
 GROUPS = (("Online", ONLINE), ("Ranking", RANKING), ("Beyond accuracy", BEYOND))
 MARKERS = {"better": "▲ better", "worse": "▼ worse", "inconclusive": "· inconclusive"}
@@ -28,7 +28,8 @@ def health_banner(card: Scorecard) -> None:
     srm = ("SRM: no users yet" if h["srm_p_value"] is None
            else f"SRM p = {h['srm_p_value']:.3g}"
            + (f", sequential p = {h['srm_sequential_p_value']:.3g}"
-              if h["srm_sequential_p_value"] is not None else ""))
+              if h["srm_sequential_p_value"] is not None else "")
+           + (f" ({h['srm_deviation']})" if h["srm_flagged"] and h.get("srm_deviation") else ""))
     crossover = ("crossover: n/a" if h["crossover_share"] is None else
                  f"crossover {h['crossover_users']} users ({h['crossover_share']:.2%}, "
                  f"{h['crossover_status']})")
@@ -59,8 +60,8 @@ def scorecard_frame(card: Scorecard, k: int | None) -> pd.DataFrame:
             "interval": _interval(r["ci_low"], r["ci_high"]),
             "lift": "" if r["control"] else _fmt(r.get("lift"), "{:+.4f}"),
             "relative lift": "" if r["control"] else _fmt(r.get("relative_lift"), "{:+.2%}"),
-            "lift interval": "" if r["control"] else _interval(
-                r.get("relative_lift_ci_low"), r.get("relative_lift_ci_high"), "{:+.2%}"),
+            "lift interval": "" if r["control"] else shown_interval(r, digits=2,
+                                                                    with_point=False),
             "p": "" if r["control"] else _fmt(r.get("p_value"), "{:.3g}"),
             "p adjusted": "" if r["control"] else _fmt(r.get("p_value_adjusted"), "{:.3g}"),
             "verdict": "" if r["control"] else MARKERS.get(r.get("verdict"), ""),

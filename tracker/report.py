@@ -6,6 +6,15 @@ treatment arm the difference against control (``lift``) and the relative lift, e
 interval, the two-sided Welch p-value (fixed-horizon, uncorrected) and the p-value after the
 correction for multiple comparisons (Holm by default) over the *primary* metrics x treatment
 arms; the other metrics are reported uncorrected (``p_value_adjusted`` = ``p_value``).
+
+One test decides each row (:mod:`tracker.stats.compare`): Welch's test of T = C, and both
+intervals invert it (Welch's for the difference, Fieller's for the relative lift), so they
+exclude 0 exactly when the p-value is below 1 - level. ``decided_on`` names the interval shown
+beside the verdict (the relative lift's, or the difference's when the lift's is unbounded).
+They are drawn at ``interval_level``: ``level`` itself, or for a corrected primary
+1 - (1 - level) p / p_adjusted, the level at which they exclude 0 exactly when
+p_adjusted < 1 - level (the adjusted intervals of GrowthBook's results table). So a verdict
+never stands beside an interval that contradicts it.
 ``intervals="sequential"`` swaps the intervals and p-values for always-valid ones (confidence
 sequences) — the right choice when the scorecard is looked at every day. Set-level metrics
 (coverage, gini, entropy) are one number per arm: no interval, no test.
@@ -15,7 +24,9 @@ The JSON form (:meth:`Scorecard.to_dict`) is a stable interface:
 - ``experiment``, ``as_of`` (ISO date), ``cumulative`` (bool), ``level``, ``intervals``
   (``fixed_horizon`` | ``sequential``), ``correction``, ``primary`` (metric names);
 - ``health``: ``srm_p_value`` (chi-square), ``srm_sequential_p_value`` (anytime-valid),
-  ``srm_flagged``, ``users`` and ``expected_share`` per arm, ``crossover_users``,
+  ``srm_flagged`` (either p-value below 0.001; the size never gates), ``srm_deviation`` (the
+  deviation in words, "control lost 0.34% of its expected users"), ``users`` and
+  ``expected_share`` per arm, ``crossover_users``,
   ``crossover_share``, ``crossover_status`` (ok / warn / alert), ``provisional_days``,
   ``last_rollup`` (ISO instant) and ``data_lag_hours`` (now minus the last impression day's
   end, None without data);
@@ -23,9 +34,10 @@ The JSON form (:meth:`Scorecard.to_dict`) is a stable interface:
   ``control`` (bool), ``kind`` (user | set), ``users``, ``mean``, ``ci_low``, ``ci_high``,
   ``reason``; for treatment arms also ``lift``, ``lift_ci_low``, ``lift_ci_high``,
   ``relative_lift``, ``relative_lift_ci_low``, ``relative_lift_ci_high``, ``p_value``,
-  ``p_value_adjusted``, ``primary`` and ``verdict`` (better / worse / inconclusive, at the
-  adjusted p-value against 1 - level). Numbers that cannot be computed are null and
-  ``reason`` says why (e.g. ``zero_variance``).
+  ``p_value_adjusted``, ``primary``, ``verdict`` (better / worse / inconclusive, at the
+  adjusted p-value against 1 - level), ``decided_on`` (relative_lift | difference) and
+  ``interval_level`` (the level of the row's intervals, see above). Numbers that cannot be
+  computed are null and ``reason`` says why (e.g. ``zero_variance``).
 """
 
 from __future__ import annotations
@@ -126,8 +138,9 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     if as_of is None:
         return card
     rows = metric_table[metric_table["day"] == as_of]
+    tests: list[_Test] = []
     card.metrics.extend(_metric_rows(info, rows, level, intervals, primary,
-                                     guardrails or {}))
+                                     guardrails or {}, tests))
     known = {_name(r["metric"], r["k"]) for r in card.metrics if r["kind"] == "user"}
     unknown = [name for name in (*primary, *(guardrails or {})) if name not in known]
     if unknown and known:
@@ -135,6 +148,8 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
                               f"expected names such as {', '.join(sorted(known)[:6])}",
                               field="primary")
     _adjust(card.metrics, correction, level)
+    for test in tests:
+        _adjust_intervals(test, level, intervals)
     return card
 
 
@@ -145,7 +160,7 @@ def _health(info: ExperimentInfo, health_table: pd.DataFrame, days: pd.DataFrame
     total = sum(weights)
     out: dict[str, Any] = {
         "srm_p_value": None, "srm_sequential_p_value": None, "srm_flagged": False,
-        "srm_reason": "no_users", "users": dict.fromkeys(arms, 0),
+        "srm_reason": "no_users", "srm_deviation": None, "users": dict.fromkeys(arms, 0),
         "expected_share": {a: w / total for a, w in zip(arms, weights, strict=True)},
         "crossover_users": 0, "crossover_share": None, "crossover_status": None,
         "provisional_days": [d.isoformat() for d in days[days["provisional"]]["day"]]
@@ -170,6 +185,7 @@ def _health(info: ExperimentInfo, health_table: pd.DataFrame, days: pd.DataFrame
     srm = stats.srm_test([int(today[a]) for a in arms], weights)
     out["srm_p_value"] = _finite(srm.p_value)
     out["srm_reason"] = srm.reason.value
+    out["srm_deviation"] = srm.describe(arms)
     looks = per_arm.to_numpy().tolist()
     if looks and sum(looks[-1]):
         sequential = stats.sequential_srm(looks, weights)
@@ -187,8 +203,46 @@ def _health(info: ExperimentInfo, health_table: pd.DataFrame, days: pd.DataFrame
     return out
 
 
+@dataclass(frozen=True)
+class _Test:
+    """A treatment row and the statistics its comparison was computed from."""
+
+    row: dict[str, Any]
+    treatment: stats.MeanStats
+    control: stats.MeanStats
+
+
+def _comparison(intervals: str, treatment: stats.MeanStats, control: stats.MeanStats,
+                level: float, nominal: float) -> stats.Comparison:
+    """Fixed-horizon or always-valid comparison at ``level`` (sequences tuned for ``nominal``,
+    so their p-value does not depend on the level they are drawn at)."""
+    if intervals == "sequential":
+        return stats.compare_sequential(treatment, control, level=level, tuning_level=nominal)
+    return stats.compare(treatment, control, level=level)
+
+
+def _shown_intervals(result: stats.Comparison) -> dict[str, Any]:
+    """Both intervals of a comparison (each excludes 0 iff its p-value < 1 - its level)."""
+    d, rel = result.difference, result.relative_lift
+    return {"lift_ci_low": _finite(d.ci_low), "lift_ci_high": _finite(d.ci_high),
+            "relative_lift_ci_low": _finite(rel.ci_low),
+            "relative_lift_ci_high": _finite(rel.ci_high),
+            "decided_on": result.decided_on.value, "interval_level": result.level}
+
+
+def _adjust_intervals(test: _Test, level: float, intervals: str) -> None:
+    """Redraw a corrected row's intervals at 1 - (1 - level) p / p_adjusted (see module doc)."""
+    row = test.row
+    p, adjusted = row["p_value"], row["p_value_adjusted"]
+    if p is None or adjusted is None or not 0 < p < adjusted:
+        return
+    corrected = 1 - (1 - level) * p / adjusted
+    result = _comparison(intervals, test.treatment, test.control, corrected, level)
+    row.update(_shown_intervals(result))
+
+
 def _metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, intervals: str,
-                 primary: tuple[str, ...], guardrails: dict[str, float]
+                 primary: tuple[str, ...], guardrails: dict[str, float], tests: list[_Test]
                  ) -> list[dict[str, Any]]:
     control = info.control
     arm_keys = [arm.key for arm in info.arms]
@@ -197,7 +251,6 @@ def _metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, interva
     order = {m: i for i, m in enumerate(METRIC_ORDER)}
     keys = sorted(((m, None if pd.isna(k) else int(k)) for m, k in keys.itertuples(index=False)),
                   key=lambda mk: (order.get(mk[0], len(order)), mk[0], mk[1] or 0))
-    compare = stats.compare_sequential if intervals == "sequential" else stats.compare
     for metric, k in keys:
         mine = rows[(rows["metric"] == metric)
                     & (rows["k"].isna() if k is None else rows["k"] == k)]
@@ -232,16 +285,15 @@ def _metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, interva
             if arm != control:
                 control_stats = stats.MeanStats(int(base.users), float(base.sum),
                                                 float(base.sum_sq))
-                result = compare(mean_stats, control_stats, level=level)
-                d, rel = result.difference, result.relative_lift
+                result = _comparison(intervals, mean_stats, control_stats, level, level)
                 row.update(
-                    lift=_finite(d.estimate), lift_ci_low=_finite(d.ci_low),
-                    lift_ci_high=_finite(d.ci_high), relative_lift=_finite(rel.estimate),
-                    relative_lift_ci_low=_finite(rel.ci_low),
-                    relative_lift_ci_high=_finite(rel.ci_high),
+                    lift=_finite(result.difference.estimate),
+                    relative_lift=_finite(result.relative_lift.estimate),
+                    **_shown_intervals(result),
                     p_value=_finite(result.p_value), p_value_adjusted=None,
-                    primary=_name(metric, k) in primary, reason=d.reason.value,
+                    primary=_name(metric, k) in primary, reason=result.reason.value,
                 )
+                tests.append(_Test(row, mean_stats, control_stats))
                 margin = guardrails.get(_name(metric, k))
                 if margin is not None:
                     guard = stats.non_inferiority(
@@ -276,6 +328,30 @@ def _guard_note(row: dict[str, Any]) -> str:
     return f"; guardrail -{row['guardrail_margin']:.0%}: {state}"
 
 
+def shown_interval(r: dict[str, Any], *, digits: int = 1, with_point: bool = True) -> str:
+    """A treatment row's decisive interval as text: relative (in %) when it exists, else
+    absolute (``digits`` + 3 decimals); the point estimate first when ``with_point``.
+
+    The report and the dashboard both print this, so the interval beside a verdict is the
+    same everywhere. Ends are rounded outwards, so rounding never moves an end across 0.
+
+    >>> shown_interval({"relative_lift": 0.126, "relative_lift_ci_low": 0.0004,
+    ...                 "relative_lift_ci_high": 0.2571})
+    '+12.6% [+0.0%, +25.8%]'
+    """
+    if r.get("relative_lift_ci_low") is not None and r.get("relative_lift_ci_high") is not None:
+        low, high, point = r["relative_lift_ci_low"], r["relative_lift_ci_high"], r["relative_lift"]
+        scale, fmt = 10 ** (digits + 2), f"{{:+.{digits}%}}"
+    elif r.get("lift_ci_low") is not None and r.get("lift_ci_high") is not None:
+        low, high, point = r["lift_ci_low"], r["lift_ci_high"], r["lift"]
+        scale, fmt = 10 ** (digits + 3), f"{{:+.{digits + 3}f}}"
+    else:
+        return ""
+    low, high = math.floor(low * scale) / scale, math.ceil(high * scale) / scale
+    shown = "" if point is None or not with_point else fmt.format(point) + " "
+    return f"{shown}[{fmt.format(low)}, {fmt.format(high)}]"
+
+
 def render_table(card: Scorecard, only: tuple[str, ...] | None = None) -> str:
     """The scorecard for a terminal (``only``: these metric names, e.g. ``"ndcg@10"``)."""
     lines = [f"Experiment {card.experiment} — "
@@ -284,7 +360,8 @@ def render_table(card: Scorecard, only: tuple[str, ...] | None = None) -> str:
     h = card.health
     srm = "n/a" if h["srm_p_value"] is None else f"p = {h['srm_p_value']:.4g}"
     lines.append(
-        f"Health: SRM {srm}{' MISMATCH' if h['srm_flagged'] else ''}; users "
+        f"Health: SRM {srm}"
+        + (f" MISMATCH ({h['srm_deviation']})" if h["srm_flagged"] else "") + "; users "
         + ", ".join(f"{a} {n}" for a, n in h["users"].items())
         + f"; crossover {h['crossover_users']}"
         + (f" ({h['crossover_share']:.2%}, {h['crossover_status']})"
@@ -294,8 +371,9 @@ def render_table(card: Scorecard, only: tuple[str, ...] | None = None) -> str:
     if not card.metrics:
         return "\n".join(lines)
     kind = "always-valid" if card.intervals == "sequential" else "fixed-horizon"
-    lines.append(f"{int(card.level * 100)}% {kind} intervals; p adjusted ({card.correction}) "
-                 f"over primary metrics {', '.join(card.primary)}")
+    lines.append(f"{int(card.level * 100)}% {kind} intervals of the relative lift (Fieller; the "
+                 f"difference's in metric units when unbounded); * primary, drawn at the level "
+                 f"matching p adjusted ({card.correction}) over {', '.join(card.primary)}")
     header = (f"{'metric':<18}{'arm':<14}{'users':>7}  {'mean':>9} {'interval':<21}"
               f"{'lift':>9} {'relative lift interval':<26}{'p':>10}{'p adj':>10}  verdict")
     lines += [header, "-" * len(header)]
@@ -310,9 +388,7 @@ def render_table(card: Scorecard, only: tuple[str, ...] | None = None) -> str:
         line = (f"{_name(r['metric'], r['k']):<18}{r['arm']:<14}{r['users']:>7}  "
                 f"{num(r['mean']):>9} {interval:<21}")
         if not r["control"]:
-            rel = ("" if r.get("relative_lift_ci_low") is None else
-                   f"{r['relative_lift']:+.1%} [{r['relative_lift_ci_low']:+.1%}, "
-                   f"{r['relative_lift_ci_high']:+.1%}]")
+            rel = shown_interval(r)
             line += (f"{num(r['lift'], '{:+.4f}'):>9} {rel:<26}"
                      f"{num(r['p_value'], '{:.3g}'):>10}"
                      f"{num(r['p_value_adjusted'], '{:.3g}'):>10}"

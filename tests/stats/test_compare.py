@@ -9,6 +9,7 @@ import pytest
 from scipy import stats as sps
 
 from tracker.stats import (
+    Decided,
     IntervalKind,
     MeanStats,
     RatioStats,
@@ -23,6 +24,11 @@ def _stats_from_summary(mean: float, std: float, n: int) -> MeanStats:
     return MeanStats(n, mean * n, std * std * (n - 1) + mean * mean * n)
 
 
+def _fieller_by_hand(t: float, c: float, v_t: float, v_c: float, q: float) -> np.ndarray:
+    """The two ratios where (t - rho c)^2 = q^2 (v_t + rho^2 v_c), by numpy's polynomial roots."""
+    return np.sort(np.roots([c * c - q * q * v_c, -2 * t * c, t * t - q * q * v_t]).real)
+
+
 def test_hand_worked_example() -> None:
     # treatment 2,3,4,5 vs control 1,2,3,4: d = 1, Var(d) = 5/12 + 5/12, df = 6
     r = compare(MeanStats(4, 14.0, 54.0), MeanStats(4, 10.0, 30.0))
@@ -34,13 +40,20 @@ def test_hand_worked_example() -> None:
     # t(0.975, 6) = 2.446911851
     assert r.difference.ci_low == pytest.approx(1 - 2.446911851 * se, rel=1e-8)
     assert r.difference.ci_high == pytest.approx(1 + 2.446911851 * se, rel=1e-8)
-    # lift = 1 / 2.5; Var = (5/12) / 2.5^2 + 3.5^2 (5/12) / 2.5^4
+    # Fieller: 3.5 / 2.5 - 1 = 0.4; ends where (3.5 - rho 2.5)^2 = q^2 (5/12 + rho^2 5/12),
+    # i.e. rho^2 (6.25 - q^2 5/12) - 17.5 rho + (12.25 - q^2 5/12) = 0
+    low, high = _fieller_by_hand(3.5, 2.5, 5 / 12, 5 / 12, 2.446911851)
+    # q^2 5/12 = 2.494741: 3.755259 rho^2 - 17.5 rho + 9.755259 = 0, sqrt(disc) = 12.63791
+    assert (low, high) == pytest.approx((0.64738, 4.01276), abs=1e-5)
     assert r.relative_lift.estimate == pytest.approx(0.4)
+    assert r.relative_lift.ci_low == pytest.approx(low - 1, rel=1e-8)
+    assert r.relative_lift.ci_high == pytest.approx(high - 1, rel=1e-8)
+    # the delta-method SE of the lift is still reported: Var = v/2.5^2 + 3.5^2 v/2.5^4
     lift_se = math.sqrt((5 / 12) / 2.5**2 + 3.5**2 * (5 / 12) / 2.5**4)
     assert r.relative_lift.std_error == pytest.approx(lift_se)
-    assert r.relative_lift.ci_low == pytest.approx(0.4 - 2.446911851 * lift_se, rel=1e-8)
     assert r.interval_kind is IntervalKind.FIXED_HORIZON
     assert r.ok and r.reason is Reason.OK
+    assert r.decided_on is Decided.RELATIVE_LIFT and r.decisive is r.relative_lift
 
 
 @pytest.mark.parametrize(
@@ -60,6 +73,45 @@ def test_welch_test_matches_scipy_ttest_ind_from_stats(treatment, control) -> No
     assert r.p_value == pytest.approx(expected.pvalue, rel=1e-7)
 
 
+@pytest.mark.parametrize(
+    ("treatment", "control", "reason"),
+    [
+        pytest.param((0.5, 2.0, 30), (0.0, 2.0, 30), Reason.CONTROL_MEAN_ZERO,
+                     id="zero-control-mean"),
+        pytest.param((0.5, 2.0, 30), (0.2, 2.0, 30), Reason.UNBOUNDED_RATIO,
+                     id="control-mean-indistinguishable-from-zero"),
+    ],
+)
+def test_without_a_bounded_lift_interval_the_difference_interval_is_decisive(
+    treatment, control, reason
+) -> None:
+    r = compare(_stats_from_summary(*treatment), _stats_from_summary(*control))
+    assert r.relative_lift.reason is reason and r.relative_lift.ci_low is None
+    assert r.decided_on is Decided.DIFFERENCE and r.decisive is r.difference
+    assert r.difference.ci_low is not None and r.p_value is not None
+
+
+def test_negative_control_mean_maps_the_ratio_interval_to_the_lift() -> None:
+    # lift = (T - C) / |C| = 1 - T / C for C < 0: the ends swap
+    r = compare(_stats_from_summary(-0.9, 0.5, 100), _stats_from_summary(-1.0, 0.5, 100))
+    t_var = c_var = 0.25 / 100
+    q = sps.t.ppf(0.975, r.df)
+    low, high = _fieller_by_hand(-0.9, -1.0, t_var, c_var, q)
+    assert r.relative_lift.ci_low == pytest.approx(1 - high, rel=1e-9)
+    assert r.relative_lift.ci_high == pytest.approx(1 - low, rel=1e-9)
+
+
+def test_fieller_ends_are_where_welch_of_t_minus_rho_c_is_just_significant() -> None:
+    rng = np.random.default_rng(8)
+    t_values, c_values = rng.exponential(1.3, 4_000), rng.exponential(1.0, 5_000)
+    r = compare(MeanStats.from_values(t_values), MeanStats.from_values(c_values), level=0.9)
+    for end in (r.relative_lift.ci_low, r.relative_lift.ci_high):
+        # scaling the control values by rho tests T = rho C with Welch's test (scipy); its df
+        # at rho differs from ours at rho = 1 by a hair with thousands of users
+        p = sps.ttest_ind(t_values, (1 + end) * c_values, equal_var=False).pvalue
+        assert p == pytest.approx(0.10, rel=2e-3)
+
+
 @pytest.mark.parametrize("level", [0.9, 0.95, 0.99], ids=lambda lv: f"level-{lv}")
 def test_difference_interval_matches_statsmodels_welch_interval(level: float) -> None:
     weightstats = pytest.importorskip("statsmodels.stats.weightstats")
@@ -73,13 +125,13 @@ def test_difference_interval_matches_statsmodels_welch_interval(level: float) ->
     assert (r.difference.ci_low, r.difference.ci_high) == pytest.approx((low, high), rel=1e-9)
 
 
-def test_interval_excludes_zero_exactly_when_p_below_alpha() -> None:
+def test_decisive_interval_excludes_zero_exactly_when_p_below_alpha() -> None:
     rng = np.random.default_rng(11)
     for _ in range(200):
         t = MeanStats.from_values(rng.exponential(1.0, 40) + rng.normal(0, 0.4))
         c = MeanStats.from_values(rng.exponential(1.0, 40))
         r = compare(t, c, level=0.95)
-        excludes = r.difference.ci_low > 0 or r.difference.ci_high < 0
+        excludes = r.decisive.ci_low > 0 or r.decisive.ci_high < 0
         assert excludes == (r.p_value < 0.05)
 
 
@@ -162,12 +214,13 @@ def test_lower_is_better_guardrail_matches_scipy_one_sided_welch() -> None:
 
 
 def test_relative_non_inferiority_bound_is_the_two_sided_interval_at_twice_alpha() -> None:
+    # with no margin the guardrail tests T = C, so its bound is the 90 % two-sided end
     t, c = MeanStats.from_values(T_VALUES * 0.97), MeanStats.from_values(C_VALUES * 1.2)
-    one_sided = non_inferiority(t, c, margin=0.05, relative=True, level=0.95)
+    one_sided = non_inferiority(t, c, margin=0.0, relative=True, level=0.95)
     two_sided = compare(t, c, level=0.90)
     assert one_sided.estimate == pytest.approx(two_sided.relative_lift.estimate)
     assert one_sided.ci_low == pytest.approx(two_sided.relative_lift.ci_low, rel=1e-12)
-    assert one_sided.non_inferior == (one_sided.ci_low > -0.05)
+    assert one_sided.non_inferior == (one_sided.ci_low > 0)
 
 
 def test_a_clearly_harmful_treatment_is_not_non_inferior() -> None:
@@ -184,3 +237,55 @@ def test_a_clearly_harmful_treatment_is_not_non_inferior() -> None:
 def test_invalid_margin_is_a_programming_error(margin: float) -> None:
     with pytest.raises(ValueError, match="margin must be a finite number >= 0"):
         non_inferiority(MeanStats(4, 14.0, 54.0), MeanStats(4, 10.0, 30.0), margin=margin)
+
+
+@pytest.mark.parametrize(
+    ("higher_is_better", "treatment_scale"),
+    [pytest.param(True, 0.93, id="higher-is-better-loss-below-margin"),
+     pytest.param(False, 1.05, id="lower-is-better-rise-below-margin")],
+)
+def test_relative_guardrail_is_welch_of_treatment_against_control_times_the_margin(
+    higher_is_better: bool, treatment_scale: float
+) -> None:
+    rng = np.random.default_rng(21)
+    t_values, c_values = rng.exponential(treatment_scale, 300), rng.exponential(1.0, 300)
+    r = non_inferiority(MeanStats.from_values(t_values), MeanStats.from_values(c_values),
+                        margin=0.1, relative=True, higher_is_better=higher_is_better)
+    rho = 0.9 if higher_is_better else 1.1
+    # H0 T <= 0.9 C (or T >= 1.1 C): scipy's one-sided Welch test of t against rho * c
+    expected = sps.ttest_ind(t_values, rho * c_values, equal_var=False,
+                             alternative="greater" if higher_is_better else "less")
+    assert r.statistic == pytest.approx(expected.statistic, rel=1e-9)
+    assert r.df == pytest.approx(expected.df, rel=1e-9)
+    assert r.p_value == pytest.approx(expected.pvalue, rel=1e-8)
+    assert r.non_inferior == (expected.pvalue < 0.05)
+    bound = r.ci_low if higher_is_better else r.ci_high
+    assert r.non_inferior == (bound > -0.1 if higher_is_better else bound < 0.1)
+
+
+@pytest.mark.parametrize(
+    "higher_is_better", [pytest.param(True, id="higher-is-better"),
+                         pytest.param(False, id="lower-is-better")])
+@pytest.mark.parametrize("n", [pytest.param(20, id="n-20"), pytest.param(200, id="n-200")])
+def test_relative_guardrail_at_its_margin_passes_about_alpha_of_the_time(
+    n: int, higher_is_better: bool
+) -> None:
+    # exponential outcomes, true relative effect exactly on the 10 % margin; 1,500 replicates
+    # put the Monte-Carlo 99 % band at about +-1.5 pp around 5 %; the symmetric delta-method
+    # interval gave 10.2 % (lower is better) and 1.6 % (higher is better) at n = 20, the log
+    # ratio about 6 %.
+    rng = np.random.default_rng(n + higher_is_better)
+    mean = 0.9 if higher_is_better else 1.1
+    passes = sum(
+        bool(non_inferiority(MeanStats.from_values(rng.exponential(mean, n)),
+                             MeanStats.from_values(rng.exponential(1.0, n)), margin=0.1,
+                             higher_is_better=higher_is_better).non_inferior)
+        for _ in range(1_500)
+    )
+    assert 0.035 <= passes / 1_500 <= 0.065
+
+
+def test_a_tolerated_loss_beyond_100_percent_is_a_valid_margin() -> None:
+    # H0 T <= -8 C cannot hold for positive means; four users per arm already reject it
+    r = non_inferiority(MeanStats(4, 14.0, 54.0), MeanStats(4, 10.0, 30.0), margin=9.0)
+    assert r.non_inferior is True and r.p_value < 0.01

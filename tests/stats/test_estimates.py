@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats as sps
 
 from tracker.stats import (
@@ -111,3 +113,60 @@ def test_wrong_statistics_type_is_a_type_error() -> None:
         ratio_estimate(MeanStats(4, 10.0, 30.0))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="needs MeanStats"):
         mean_estimate(RatioStats())  # type: ignore[arg-type]
+
+
+# --- zero variance: decided against the rounding of the sums, not the size of the mean ------
+
+
+def _running_sums(values: list[float]) -> MeanStats:
+    """Sums accumulated one value at a time, as SQL SUM() does (the rollup's path)."""
+    total = total_sq = 0.0
+    for v in values:
+        total += v
+        total_sq += v * v
+    return MeanStats(len(values), total, total_sq)
+
+
+@pytest.mark.parametrize(
+    ("mean", "sd", "n"),
+    [
+        pytest.param(1e6, 1.0, 20, id="mean-1e6-sd-1-20-users"),
+        pytest.param(1e6, 1.0, 2_000, id="mean-1e6-sd-1-2000-users"),
+        pytest.param(1e4, 1e-2, 50, id="mean-1e4-sd-1e-2"),
+        pytest.param(0.5, 1e-6, 100, id="tiny-spread-around-a-half"),
+    ],
+)
+def test_real_spread_around_a_large_mean_is_not_zero_variance(mean, sd, n) -> None:
+    values = np.random.default_rng(n).normal(mean, sd, n)
+    r = mean_estimate(_running_sums(values.tolist()))
+    assert r.reason is Reason.OK
+    # the one-pass formula from stored sums is only this exact at sd / mean = 1e-6
+    assert r.std_error == pytest.approx(sps.sem(values), rel=1e-2)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.floats(-1e8, 1e8, allow_subnormal=False).filter(lambda v: v == 0 or abs(v) > 1e-8),
+    st.integers(2, 3_000),
+)
+def test_constant_values_are_zero_variance_at_any_magnitude(value: float, n: int) -> None:
+    r = mean_estimate(_running_sums([value] * n))
+    assert r.reason is Reason.ZERO_VARIANCE and r.std_error == 0.0 and r.ci_low is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.floats(1e-3, 1e6, allow_subnormal=False),
+    st.lists(st.integers(1, 50).map(float), min_size=2, max_size=400),
+)
+def test_ratio_with_one_value_per_impression_is_zero_variance(value, impressions) -> None:
+    ratio = RatioStats.from_values([value * m for m in impressions], impressions)
+    assert ratio_estimate(ratio).reason is Reason.ZERO_VARIANCE
+
+
+def test_ratio_with_real_spread_at_a_large_scale_is_kept() -> None:
+    rng = np.random.default_rng(4)
+    m = rng.integers(1, 5, 300).astype(float)
+    y = m * 1e6 + rng.normal(0, 10.0, 300)  # per-impression values near 1e6, user noise sd 10
+    r = ratio_estimate(RatioStats.from_values(y, m))
+    assert r.reason is Reason.OK and r.std_error > 0

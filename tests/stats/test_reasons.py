@@ -28,6 +28,7 @@ EMPTY = MeanStats()
 SINGLE = MeanStats.from_values([2.0])
 CONSTANT = MeanStats.from_values([0.5, 0.5, 0.5, 0.5])
 ALL_ZERO = MeanStats.from_values([0.0, 0.0, 0.0])
+NEGATIVE = MeanStats.from_values([-1.0, 0.0, -3.0])
 NO_IMPRESSIONS = RatioStats.from_values([0.0, 0.0], [0.0, 0.0])
 SOME_IMPRESSIONS = RatioStats.from_values([1.0, 0.0, 2.0], [2.0, 1.0, 4.0])
 
@@ -51,10 +52,17 @@ CASES = [
                  None, id="relative-lift-against-a-zero-control-mean"),
     pytest.param(lambda: compare(SOME_IMPRESSIONS, NO_IMPRESSIONS).difference,
                  Reason.ZERO_DENOMINATOR, None, id="ratio-comparison-without-control-impressions"),
+    pytest.param(lambda: compare(VARIED, VARIED).relative_lift, Reason.UNBOUNDED_RATIO,
+                 "estimate", id="lift-interval-unbounded-when-control-mean-is-uncertain"),
+    pytest.param(lambda: non_inferiority(VARIED, NEGATIVE, margin=0.1),
+                 Reason.NON_POSITIVE_MEAN, "estimate",
+                 id="relative-guardrail-needs-a-positive-control-mean"),
     pytest.param(lambda: compare_sequential(VARIED, ALL_ZERO).relative_lift,
                  Reason.CONTROL_MEAN_ZERO, None, id="sequential-lift-against-a-zero-control-mean"),
     pytest.param(lambda: non_inferiority(VARIED, ALL_ZERO, margin=0.01), Reason.CONTROL_MEAN_ZERO,
                  None, id="relative-guardrail-against-a-zero-control-mean"),
+    pytest.param(lambda: non_inferiority(CONSTANT, VARIED, margin=1.0), Reason.ZERO_VARIANCE,
+                 "estimate", id="guardrail-tolerating-a-total-loss-of-a-constant-treatment"),
     pytest.param(lambda: srm_test([0, 0], [1, 1]), Reason.NO_USERS, None,
                  id="srm-before-any-user"),
     pytest.param(lambda: sequential_srm([[0, 0]], [1, 1]), Reason.NO_USERS, None,

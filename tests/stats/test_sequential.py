@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tracker.stats import (
     DEFAULT_TUNING_N,
+    Decided,
     IntervalKind,
     MeanStats,
     Reason,
@@ -49,7 +50,13 @@ def test_hand_worked_comparison() -> None:
     log_e_value = nr2 * z2 / (2 * (nr2 + 1)) - 0.5 * math.log(nr2 + 1)
     assert r.p_value == pytest.approx(math.exp(-log_e_value), rel=1e-5)
     assert r.statistic == pytest.approx(0.02 / se)
+    # the lift's sequence is Fieller's with multiplier M: (0.12 - rho 0.1)^2 = M^2 (v_t + rho^2 v_c)
+    for end in (r.relative_lift.ci_low, r.relative_lift.ci_high):
+        rho = 1 + end
+        assert (0.12 - rho * 0.10) ** 2 == pytest.approx(multiplier**2 * (v_t + rho**2 * v_c))
+    assert r.relative_lift.ci_low < 0 < r.relative_lift.ci_high  # agrees with p > 0.05
     assert r.df is None and r.interval_kind is IntervalKind.SEQUENTIAL
+    assert r.decided_on is Decided.RELATIVE_LIFT
 
 
 def test_sequential_and_fixed_share_the_estimate_and_standard_error() -> None:
@@ -68,9 +75,9 @@ arm = st.lists(st.integers(0, 40).map(lambda v: v / 4), min_size=2, max_size=60)
 def test_p_value_below_alpha_exactly_when_the_sequence_excludes_zero(t, c, level) -> None:
     r = compare_sequential(MeanStats.from_values(t), MeanStats.from_values(c), level=level)
     if r.reason is not Reason.OK:
-        assert r.p_value is None and r.difference.ci_low is None
+        assert r.p_value is None and r.decisive.ci_low is None
         return
-    excludes = r.difference.ci_low > 0 or r.difference.ci_high < 0
+    excludes = r.decisive.ci_low > 0 or r.decisive.ci_high < 0
     # ties are measure-zero; skip the knife edge where rounding decides
     if not math.isclose(r.p_value, 1 - level, rel_tol=1e-9):
         assert excludes == (r.p_value < 1 - level)
@@ -79,10 +86,23 @@ def test_p_value_below_alpha_exactly_when_the_sequence_excludes_zero(t, c, level
 
 def test_a_large_real_effect_is_eventually_detected() -> None:
     rng = np.random.default_rng(9)
-    t = MeanStats.from_values(rng.normal(0.1, 1.0, 50_000))
-    c = MeanStats.from_values(rng.normal(0.0, 1.0, 50_000))
+    t = MeanStats.from_values(rng.normal(1.1, 1.0, 50_000))
+    c = MeanStats.from_values(rng.normal(1.0, 1.0, 50_000))
     r = compare_sequential(t, c)
-    assert r.p_value < 1e-6 and r.difference.ci_low > 0
+    assert r.p_value < 1e-6 and r.relative_lift.ci_low > 0 and r.difference.ci_low > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(arm, arm, st.sampled_from([0.01, 0.005, 0.001]))
+def test_a_stricter_level_at_the_same_tuning_agrees_with_the_same_p_value(t, c, alpha) -> None:
+    # what a report does after Holm: draw the sequence at a corrected level, rho unchanged
+    nominal = compare_sequential(MeanStats.from_values(t), MeanStats.from_values(c))
+    strict = compare_sequential(MeanStats.from_values(t), MeanStats.from_values(c),
+                                level=1 - alpha, tuning_level=0.95)
+    assert strict.p_value == nominal.p_value
+    if strict.reason is Reason.OK and not math.isclose(strict.p_value, alpha, rel_tol=1e-9):
+        excludes = strict.decisive.ci_low > 0 or strict.decisive.ci_high < 0
+        assert excludes == (strict.p_value < alpha)
 
 
 @pytest.mark.parametrize(

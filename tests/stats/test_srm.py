@@ -40,19 +40,70 @@ def test_hand_worked_example() -> None:
 
 
 @pytest.mark.parametrize(
-    ("users", "min_deviation", "flagged"),
+    ("users", "flagged"),
     [
-        pytest.param([5_250, 4_750], 0.005, True, id="large-mismatch-small-experiment-flags"),
-        pytest.param([5_040, 4_960], 0.005, False, id="not-significant-does-not-flag"),
-        pytest.param([5_010_000, 4_990_000], 0.005, False,
-                     id="huge-experiment-trivial-deviation-does-not-flag"),
-        pytest.param([5_010_000, 4_990_000], 0.0, True,
-                     id="huge-experiment-flags-without-practical-gate"),
+        pytest.param([5_250, 4_750], True, id="large-mismatch-small-experiment-flags"),
+        pytest.param([5_040, 4_960], False, id="not-significant-does-not-flag"),
+        pytest.param([5_017_000, 4_983_000], True,
+                     id="ten-million-users-losing-0.34-percent-flags-on-p-alone"),
+        pytest.param([5_010_000, 4_990_000], True,
+                     id="huge-experiment-small-deviation-flags-on-p-alone"),
     ],
 )
-def test_flag_needs_significance_and_a_practical_deviation(users, min_deviation, flagged) -> None:
-    r = srm_test(users, [1, 1], min_deviation=min_deviation)
+def test_flag_is_decided_by_the_p_value_alone(users, flagged) -> None:
+    r = srm_test(users, [1, 1])
     assert r.flagged is flagged
+    assert r.flagged is (r.p_value < 0.001)
+
+
+@pytest.mark.parametrize(
+    "users",
+    [pytest.param([5_017_000, 4_983_000], id="ten-million-users-0.34-percent"),
+     pytest.param([5_010_000, 4_990_000], id="ten-million-users-0.2-percent")],
+)
+def test_sequential_srm_flags_a_large_experiment_on_p_alone(users) -> None:
+    r = sequential_srm([[u // 2 for u in users], users], [1, 1])
+    assert r.p_value < 0.001 and r.flagged
+    assert r.max_deviation < 0.005  # below the old practical gate, which hid it
+
+
+def test_ten_million_case_p_value_and_deviation_by_hand() -> None:
+    # E = 5,000,000 each; X^2 = 2 * 17,000^2 / 5,000,000 = 115.6; chi2_1 tail = erfc(sqrt(57.8))
+    r = srm_test([5_017_000, 4_983_000], [1, 1])
+    assert r.statistic == pytest.approx(115.6, rel=1e-12)
+    assert r.p_value == pytest.approx(math.erfc(math.sqrt(115.6 / 2)), rel=1e-9)
+    assert r.p_value < 1e-26 and r.flagged
+    assert r.deviation == pytest.approx((0.0034, -0.0034), rel=1e-9)
+    assert r.describe(["treatment", "control"]) == (
+        "control lost 0.34% of its expected users, treatment got 0.34% more than expected"
+    )
+
+
+@pytest.mark.parametrize(
+    ("threshold", "flagged"),
+    [pytest.param(0.05, True, id="looser-threshold-flags-p-0.0455"),
+     pytest.param(0.01, False, id="default-like-threshold-does-not")],
+)
+def test_threshold_is_configurable(threshold, flagged) -> None:
+    assert srm_test([5100, 4900], [1, 1], threshold=threshold).flagged is flagged
+
+
+@pytest.mark.parametrize(
+    ("users", "weights", "words"),
+    [
+        pytest.param([9_000, 1_000], [0.9, 0.1], "users split as declared", id="exact-split"),
+        pytest.param([9_100, 900], [0.9, 0.1],
+                     "holdout lost 10.00% of its expected users, main got 1.11% more than "
+                     "expected", id="holdout-lost-a-tenth"),
+    ],
+)
+def test_deviation_is_described_in_words(users, weights, words) -> None:
+    assert srm_test(users, weights).describe(["main", "holdout"]) == words
+
+
+def test_describing_needs_one_name_per_arm() -> None:
+    with pytest.raises(ValueError, match="one name per arm"):
+        srm_test([10, 10], [1, 1]).describe(["only-one"])
 
 
 def test_huge_experiment_trivial_deviation_is_still_significant() -> None:

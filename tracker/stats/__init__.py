@@ -11,6 +11,7 @@ Typical use by a report, for one metric::
     for arm in treatments:
         fixed = compare(stats[arm], stats[control_arm])               # fixed horizon
         always_valid = compare_sequential(stats[arm], stats[control_arm])
+        fixed.decisive      # the tested effect: its interval agrees with fixed.p_value
     srm = srm_test(users_per_arm, weights)
     p_adjusted = adjust_primary(p_values, is_primary, method="holm")
 """
@@ -34,7 +35,7 @@ from tracker.stats.estimates import (
 )
 from tracker.stats.multiple import Correction, adjust_primary, benjamini_hochberg, holm
 from tracker.stats.power import power_two_sample
-from tracker.stats.results import Effect, IntervalKind, Reason
+from tracker.stats.results import Decided, Effect, IntervalKind, Reason
 from tracker.stats.sequential import DEFAULT_TUNING_N, boundary_multiplier, compare_sequential
 from tracker.stats.srm import SrmResult, log_bayes_factor, sequential_srm, srm_test
 from tracker.stats.sufficient import ArmStats, MeanStats, RatioStats
@@ -47,6 +48,7 @@ __all__ = [
     "Contrast",
     "Correction",
     "CrossoverHealth",
+    "Decided",
     "Effect",
     "Health",
     "IntervalKind",

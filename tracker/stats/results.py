@@ -38,6 +38,25 @@ class Reason(StrEnum):
     ZERO_DENOMINATOR = "zero_denominator"
     #: Relative lift is undefined because the control mean is 0.
     CONTROL_MEAN_ZERO = "control_mean_zero"
+    #: A relative guardrail needs a control mean > 0 (a loss relative to a negative mean
+    #: has no agreed direction).
+    NON_POSITIVE_MEAN = "non_positive_mean"
+    #: The control mean is not distinguishable from 0 at this level, so the ratio's
+    #: (Fieller) interval is unbounded: the lift has a point estimate but no interval.
+    UNBOUNDED_RATIO = "unbounded_ratio"
+
+
+class Decided(StrEnum):
+    """Which effect's interval stands beside a comparison's verdict.
+
+    The p-value is always Welch's test of T = C, and both intervals invert it
+    (see :mod:`tracker.stats.compare`). ``RELATIVE_LIFT``: Fieller's interval of
+    the lift, the default; ``DIFFERENCE``: the difference's interval, when the
+    lift's is unbounded or undefined (control mean 0 or indistinguishable from 0).
+    """
+
+    RELATIVE_LIFT = "relative_lift"
+    DIFFERENCE = "difference"
 
 
 class IntervalKind(StrEnum):

@@ -20,6 +20,8 @@ and ρ is chosen to make the CS tightest at N = N* (the tuning parameter):
 
 As in GrowthBook's gbstats (``SequentialTwoSidedTTest``), N counts the users of
 both arms, σ̂² = N · Var(d̂) for the difference d̂, and N* defaults to 5,000. The
+relative lift's sequence is Fieller's set with the same multiplier (see
+:mod:`tracker.stats.compare`), so it excludes 0 exactly when the difference's does. The
 matching always-valid p-value is 1 / E with the mixture e-value
 E = exp(ρ² S² / (2 (N ρ² + 1))) / √(N ρ² + 1), S² = N θ̂² / Var(θ̂)
 (arXiv:2103.06476v7, eq. 155): p ≤ α exactly when the CS excludes 0. ρ depends
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import math
 
-from tracker.stats.compare import Comparison, contrast, effect
+from tracker.stats.compare import Comparison, contrast, decided_on, effect, relative_effect
 from tracker.stats.results import IntervalKind, check_level
 from tracker.stats.sufficient import ArmStats
 
@@ -59,7 +61,11 @@ def boundary_multiplier(n: float, alpha: float, tuning_n: float = DEFAULT_TUNING
     >>> round(boundary_multiplier(5000, 0.05, 5000), 3)
     3.035
     """
-    r2 = rho_squared(alpha, tuning_n)
+    return _multiplier(n, alpha, rho_squared(alpha, tuning_n))
+
+
+def _multiplier(n: float, alpha: float, r2: float) -> float:
+    """The boundary in standard errors for a given mixture variance ρ² (any α)."""
     nr2 = n * r2
     return math.sqrt(2.0 * (nr2 + 1.0) / nr2 * math.log(math.sqrt(nr2 + 1.0) / alpha))
 
@@ -79,15 +85,25 @@ def compare_sequential(
     *,
     level: float = 0.95,
     tuning_n: float = DEFAULT_TUNING_N,
+    tuning_level: float | None = None,
 ) -> Comparison:
     """Always-valid comparison: confidence sequences for difference and relative lift.
 
     Same inputs, degenerate cases and result type as
-    :func:`tracker.stats.compare.compare`, labelled ``IntervalKind.SEQUENTIAL``;
+    :func:`tracker.stats.compare.compare`, labelled ``IntervalKind.SEQUENTIAL``:
+    the difference's sequence is d ± multiplier · SE(d) and the relative lift's is
+    Fieller's set with the multiplier in place of Student's quantile, so at lift 0
+    it is the difference's sequence and the two always agree with the p-value.
     ``statistic`` is the z statistic d̂ / SE, ``df`` is ``None`` (asymptotic
-    normal), ``p_value`` is the always-valid p-value at this ``level``.
-    Recompute it from the cumulative statistics at each look; intersecting the
-    intervals of successive looks (running intersection) is also valid.
+    normal), ``p_value`` the always-valid p-value of the difference.
+
+    ``tuning_level`` (default ``level``) is the level ρ is tuned for. With ρ held
+    fixed, the sequence at any ``level`` excludes 0 exactly when
+    ``p_value < 1 − level`` (the e-value and the boundary use the same mixture),
+    so a report may draw the sequence at a corrected level (e.g. after Holm) and
+    still agree with the corrected verdict. Recompute from the cumulative
+    statistics at each look; intersecting the sequences of successive looks
+    (running intersection) is also valid.
 
     Worked example: 4,000 users per arm, conversions 480 vs 400 (12 % vs 10 %):
     d̂ = 0.02, SE ≈ 0.006994, z ≈ 2.860. Fixed horizon: 0.02 ± 1.960 · SE, p ≈ 0.0043.
@@ -100,28 +116,29 @@ def compare_sequential(
     >>> r = compare_sequential(MeanStats(4000, 480.0, 480.0), MeanStats(4000, 400.0, 400.0))
     >>> round(r.difference.ci_low, 4), round(r.difference.ci_high, 4), round(r.p_value, 3)
     (-0.0013, 0.0413, 0.084)
-    >>> r.interval_kind
-    <IntervalKind.SEQUENTIAL: 'sequential'>
+    >>> r.interval_kind, r.relative_lift.ci_low < 0 < r.relative_lift.ci_high
+    (<IntervalKind.SEQUENTIAL: 'sequential'>, True)
     """
     level = check_level(level)
+    tuning_alpha = 1.0 - (level if tuning_level is None else check_level(tuning_level))
     tuning_n = _check_tuning(tuning_n)
     alpha = 1.0 - level
-    k = contrast(treatment, control)
-    if k.difference is None or k.variance is None or k.df is None:
+    pair = contrast(treatment, control)
+    if pair.difference is None or pair.variance is None or pair.df is None:
+        relative = relative_effect(pair, None)
         return Comparison(
-            effect(k.difference, k.variance, k.reason, None),
-            effect(k.lift, k.lift_variance, k.lift_reason, None),
-            None, None, None, level, IntervalKind.SEQUENTIAL,
+            effect(pair.difference, pair.variance, pair.reason, None), relative,
+            None, None, None, level, IntervalKind.SEQUENTIAL, decided_on(relative),
         )
-    n = float(k.n_total)
-    multiplier = boundary_multiplier(n, alpha, tuning_n)
-    statistic = k.difference / math.sqrt(k.variance)
-    r2 = rho_squared(alpha, tuning_n)
+    n = float(pair.n_total)
+    r2 = rho_squared(tuning_alpha, tuning_n)
+    multiplier = _multiplier(n, alpha, r2)
+    statistic = pair.difference / math.sqrt(pair.variance)
     # log E = ρ² S² / (2 (Nρ² + 1)) − ½ log(Nρ² + 1) with S² = N z²; p = min(1, 1/E).
     log_e = r2 * n * statistic**2 / (2.0 * (n * r2 + 1.0)) - 0.5 * math.log1p(n * r2)
     p_value = 1.0 if log_e <= 0 else math.exp(-log_e)
+    relative = relative_effect(pair, multiplier)
     return Comparison(
-        effect(k.difference, k.variance, k.reason, multiplier),
-        effect(k.lift, k.lift_variance, k.lift_reason, multiplier),
-        p_value, statistic, None, level, IntervalKind.SEQUENTIAL,
+        effect(pair.difference, pair.variance, pair.reason, multiplier), relative,
+        p_value, statistic, None, level, IntervalKind.SEQUENTIAL, decided_on(relative),
     )

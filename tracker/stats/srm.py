@@ -4,8 +4,8 @@ An SRM means assignment or logging lost users unevenly, so the arms are no
 longer comparable and every lift is suspect (Fabijan et al. 2019, "Diagnosing
 Sample Ratio Mismatch in Online Controlled Experiments", KDD 2019).
 
-Two tests, both flagged at p < 0.001 (the threshold of GrowthBook, Eppo and
-Bucketeer) *and* only when the deviation is practically relevant:
+Two tests, both flagged on their p-value alone, at p < 0.001 by default (the
+threshold of GrowthBook, Eppo and Bucketeer; ``threshold=`` changes it):
 
 - :func:`srm_test`, Pearson's chi-square goodness of fit of the users per arm
   against the declared weights. Valid for one look.
@@ -13,10 +13,12 @@ Bucketeer) *and* only when the deviation is practically relevant:
   test of Lindon & Malek (2022), "Anytime-Valid Inference for Multinomial Count
   Data", NeurIPS 2022 (arXiv:2011.03567). Valid when repeated every day.
 
-The practical gate, ``min_deviation``: with 100 million users a 50.02/49.98
-split is "significant" (p ≈ 6e-5) yet harmless. A flag also needs some arm's observed
-share to differ from its weight by at least ``min_deviation`` *relative* to
-the weight (default 0.005: 50/50 must be at least 50.25/49.75).
+The size of the deviation is reported, never used as a gate: a split of
+5,017,000 / 4,983,000 declared 50/50 deviates by only 0.34 %, but p ≈ 6e-27
+says users were lost by something systematic (a broken pipeline, a bot filter
+applied to one arm), and a loss that certain biases every lift (Fabijan et al.
+2019, §4). :meth:`SrmResult.describe` words it for a report: "control lost
+0.34% of its expected users".
 """
 
 from __future__ import annotations
@@ -34,8 +36,6 @@ from tracker.stats.results import Reason
 
 #: p-value below which an SRM is flagged.
 DEFAULT_THRESHOLD = 0.001
-#: Smallest relative deviation of an arm's share from its weight worth flagging.
-DEFAULT_MIN_DEVIATION = 0.005
 #: Dirichlet prior concentration of the sequential test (GrowthBook's default).
 DEFAULT_CONCENTRATION = 10_000.0
 
@@ -47,10 +47,11 @@ class SrmResult:
     ``users`` observed per arm; ``expected_share`` the normalised weights;
     ``p_value`` (chi-square, or anytime-valid for the sequential test);
     ``statistic`` the chi-square statistic or, for the sequential test, the
-    log Bayes factor at the last look; ``max_deviation`` the largest
-    |observed share / weight − 1| over arms. ``flagged`` is
-    ``p_value < threshold and max_deviation >= min_deviation``. With no users
-    the result has ``reason=NO_USERS`` and ``flagged=False``.
+    log Bayes factor at the last look; ``deviation`` per arm, observed users /
+    expected users − 1 (−0.0034: the arm lost 0.34 % of its expected users);
+    ``max_deviation`` the largest |deviation|. ``flagged`` is
+    ``p_value < threshold``: the deviation's size is information, not a gate.
+    With no users the result has ``reason=NO_USERS`` and ``flagged=False``.
     """
 
     users: tuple[int, ...]
@@ -59,14 +60,37 @@ class SrmResult:
     p_value: float | None
     max_deviation: float | None
     threshold: float
-    min_deviation: float
     flagged: bool
     sequential: bool
     reason: Reason
+    deviation: tuple[float, ...] | None = None
 
     @property
     def ok(self) -> bool:
         return self.reason is Reason.OK
+
+    def describe(self, arms: Sequence[str]) -> str:
+        """The deviation in words, largest first: "control lost 0.34% of its expected users".
+
+        ``arms`` names the arms in the order of the weights. Arms within 0.005 % of
+        their expected users are left out; with none left the split is "as declared".
+
+        >>> srm_test([5_017_000, 4_983_000], [1, 1]).describe(["treatment", "control"])
+        'control lost 0.34% of its expected users, treatment got 0.34% more than expected'
+        """
+        if len(arms) != len(self.users):
+            raise ValueError(f"need one name per arm: {len(self.users)} arms, got {list(arms)}")
+        if self.deviation is None:
+            return "no users yet"
+        # largest first, losses before gains of the same size
+        ranked = sorted(zip(arms, self.deviation, strict=True),
+                        key=lambda a: (-round(abs(a[1]), 9), a[1]))
+        words = [
+            f"{arm} lost {-dev:.2%} of its expected users" if dev < 0
+            else f"{arm} got {dev:.2%} more than expected"
+            for arm, dev in ranked if abs(dev) >= 5e-5
+        ]
+        return ", ".join(words) if words else "users split as declared"
 
 
 def _check_weights(weights: Sequence[float] | ArrayLike, k: int) -> np.ndarray:
@@ -88,15 +112,16 @@ def _check_counts(counts: np.ndarray) -> np.ndarray:
     return counts
 
 
-def _check_gate(threshold: float, min_deviation: float) -> None:
-    if not (0.0 < threshold < 1.0):
-        raise ValueError(f"threshold must be strictly between 0 and 1, got {threshold!r}")
-    if not (math.isfinite(min_deviation) and min_deviation >= 0):
-        raise ValueError(f"min_deviation must be a finite number >= 0, got {min_deviation!r}")
+def _check_threshold(threshold: float) -> None:
+    if not (isinstance(threshold, int | float) and 0.0 < threshold < 1.0):
+        raise ValueError(
+            f"threshold must be a p-value strictly between 0 and 1 (e.g. 0.001), got {threshold!r}"
+        )
 
 
-def _max_deviation(counts: np.ndarray, share: np.ndarray) -> float:
-    return float(np.max(np.abs(counts / counts.sum() / share - 1.0)))
+def _deviation(counts: np.ndarray, share: np.ndarray) -> tuple[float, ...]:
+    """Observed / expected users − 1 per arm."""
+    return tuple((counts / (counts.sum() * share) - 1.0).tolist())
 
 
 def srm_test(
@@ -104,7 +129,6 @@ def srm_test(
     weights: Sequence[float] | ArrayLike,
     *,
     threshold: float = DEFAULT_THRESHOLD,
-    min_deviation: float = DEFAULT_MIN_DEVIATION,
 ) -> SrmResult:
     """Chi-square goodness-of-fit SRM test of users per arm against declared weights.
 
@@ -113,15 +137,17 @@ def srm_test(
 
     Worked example: 50/50 declared, 5,100 vs 4,900 users: E = 5,000 each,
     X² = (100² + 100²) / 5,000 = 4, p = P(χ²₁ ≥ 4) ≈ 0.0455: not flagged.
-    10,600 vs 9,400: X² = 72, p ≈ 2e-17, deviation 6 %: flagged.
+    10,600 vs 9,400: X² = 72, p ≈ 2e-17: flagged. 5,017,000 vs 4,983,000:
+    X² = 2 · 17,000² / 5,000,000 = 115.6, p ≈ 6e-27: flagged, though each arm is
+    only 0.34 % off its expected users.
 
     >>> r = srm_test([5100, 4900], [0.5, 0.5])
     >>> r.statistic, round(r.p_value, 4), r.flagged
     (4.0, 0.0455, False)
-    >>> srm_test([10600, 9400], [1, 1]).flagged
-    True
+    >>> srm_test([10600, 9400], [1, 1]).flagged, srm_test([5_017_000, 4_983_000], [1, 1]).flagged
+    (True, True)
     """
-    _check_gate(threshold, min_deviation)
+    _check_threshold(threshold)
     counts = _check_counts(np.asarray(users, dtype=float))
     if counts.ndim != 1:
         raise ValueError(f"users must be 1-D (one count per arm), got shape {counts.shape}")
@@ -129,16 +155,16 @@ def srm_test(
     observed = tuple(int(c) for c in counts)
     if counts.sum() == 0:
         return SrmResult(
-            observed, tuple(share.tolist()), None, None, None, threshold, min_deviation,
-            False, False, Reason.NO_USERS,
+            observed, tuple(share.tolist()), None, None, None, threshold, False, False,
+            Reason.NO_USERS,
         )
     expected = counts.sum() * share
     statistic = float(np.sum((counts - expected) ** 2 / expected))
     p_value = float(sps.chi2.sf(statistic, counts.size - 1))
-    deviation = _max_deviation(counts, share)
+    deviation = _deviation(counts, share)
     return SrmResult(
-        observed, tuple(share.tolist()), statistic, p_value, deviation, threshold,
-        min_deviation, p_value < threshold and deviation >= min_deviation, False, Reason.OK,
+        observed, tuple(share.tolist()), statistic, p_value, max(map(abs, deviation)),
+        threshold, p_value < threshold, False, Reason.OK, deviation,
     )
 
 
@@ -179,7 +205,6 @@ def sequential_srm(
     weights: Sequence[float] | ArrayLike,
     *,
     threshold: float = DEFAULT_THRESHOLD,
-    min_deviation: float = DEFAULT_MIN_DEVIATION,
     concentration: float = DEFAULT_CONCENTRATION,
 ) -> SrmResult:
     """Anytime-valid SRM test over the looks made so far (Lindon & Malek 2022).
@@ -188,9 +213,10 @@ def sequential_srm(
     arm *to date*; a single row is a single look. The anytime-valid p-value is
     p = min(1, min over looks of 1 / BF) (the running minimum keeps it valid
     however many looks were made); ``statistic`` is log BF at the last look and
-    ``max_deviation`` is measured there. ``concentration`` c is the prior's
-    total pseudo-count: larger c targets smaller mismatches (GrowthBook uses
-    10,000; at 100k users this detects a 51/49 split ~98 % of the time).
+    the deviations are measured there; ``flagged`` is ``p_value < threshold``.
+    ``concentration`` c is the prior's total pseudo-count: larger c targets
+    smaller mismatches (GrowthBook uses 10,000; at 100k users this detects a
+    51/49 split ~98 % of the time).
 
     >>> r = sequential_srm([[1000, 1000], [2100, 1900], [3300, 2700]], [0.5, 0.5])
     >>> r.p_value < 0.001, r.flagged, r.sequential
@@ -198,7 +224,7 @@ def sequential_srm(
     >>> sequential_srm([[510, 490]], [0.5, 0.5]).p_value
     1.0
     """
-    _check_gate(threshold, min_deviation)
+    _check_threshold(threshold)
     if not (math.isfinite(concentration) and concentration > 0):
         raise ValueError(f"concentration must be a positive number, got {concentration!r}")
     counts = _check_counts(np.atleast_2d(np.asarray(cumulative_users, dtype=float)))
@@ -217,13 +243,13 @@ def sequential_srm(
     observed = tuple(int(c) for c in last)
     if last.sum() == 0:
         return SrmResult(
-            observed, tuple(share.tolist()), None, None, None, threshold, min_deviation,
-            False, True, Reason.NO_USERS,
+            observed, tuple(share.tolist()), None, None, None, threshold, False, True,
+            Reason.NO_USERS,
         )
     log_bf = log_bayes_factor(counts, share, concentration=concentration)
     p_value = float(min(1.0, math.exp(-float(np.max(log_bf)))))
-    deviation = _max_deviation(last, share)
+    deviation = _deviation(last, share)
     return SrmResult(
-        observed, tuple(share.tolist()), float(log_bf[-1]), p_value, deviation, threshold,
-        min_deviation, p_value < threshold and deviation >= min_deviation, True, Reason.OK,
+        observed, tuple(share.tolist()), float(log_bf[-1]), p_value, max(map(abs, deviation)),
+        threshold, p_value < threshold, True, Reason.OK, deviation,
     )

@@ -17,8 +17,10 @@ window handles that; these classes cannot know).
 
 The variance is recovered as ``(sum_x2 - sum_x**2 / n) / (n - 1)``. That
 one-pass formula loses precision when the mean is huge compared with the spread
-(relative error about ``mean**2 / variance * 1e-16``); for the bounded and count
-metrics of a recommender it is harmless.
+(relative error about ``n * mean**2 / variance * 1e-16``); for the bounded and count
+metrics of a recommender it is harmless. Values are called constant (zero
+variance) only when the centred sum is within that rounding error of 0
+(:func:`tracker.stats.estimates.rounding_bound`).
 """
 
 from __future__ import annotations
