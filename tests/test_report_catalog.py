@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pandas as pd
 import pytest
+import sqlalchemy as sa
 from click.testing import CliRunner
 
 from tests.helpers import T0
@@ -20,6 +21,7 @@ from tracker.cli import main
 from tracker.errors import ValidationError
 from tracker.metrics.catalog import CATALOG, GROUPS, Group
 from tracker.report import COLUMNS, format_p
+from tracker.store.rollup_tables import RollupMetric
 
 
 def _log_hits(tracker, hits: dict[str, list[int]]) -> None:
@@ -201,3 +203,21 @@ def test_json_output_still_has_every_field_of_before(tracker, db_url):
               "primary", "verdict"}
     assert before | {"group", "direction"} <= set(row)
     assert json.loads(json.dumps(row)) == row
+
+
+def test_a_stored_metric_missing_from_the_catalogue_gets_no_direction_and_no_verdict(
+        tracker, db_url):
+    """Rows an older version stored under a name the catalogue no longer has are shown under
+    "Other", and no verdict guesses which way is better."""
+    _log_known_users(tracker)
+    table = RollupMetric.__table__
+    with tracker.engine.begin() as conn:
+        rows = conn.execute(sa.select(table).where(table.c.metric == "hit_rate")).mappings()
+        conn.execute(table.insert(), [dict(r, metric="retired") for r in rows])
+    rows = _json(db_url)["metrics"]
+    retired = _row(rows, "retired", 2, "treatment")
+    assert (retired["group"], retired["direction"], retired["verdict"]) == (None, None, None)
+    assert retired["lift"] == _row(rows, "hit_rate", 2, "treatment")["lift"]
+    assert rows[-1]["metric"] == "retired"  # after every catalogued group
+    lines = _run(db_url).stdout.splitlines()
+    assert lines[lines.index("[Other]") + 1].startswith("retired@2")
