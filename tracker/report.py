@@ -53,11 +53,12 @@ from tracker.store.experiments import ExperimentInfo
 
 METRIC_ORDER = catalog.display_order()
 LOWER_IS_BETTER = catalog.lower_is_better()
-COLUMNS = ("metric", "k", "arm", "control", "kind", "group", "direction", "users", "mean",
-           "ci_low", "ci_high", "lift", "lift_ci_low", "lift_ci_high", "relative_lift",
-           "relative_lift_ci_low", "relative_lift_ci_high", "p_value", "p_value_adjusted",
-           "primary", "verdict", "reason")
-"""The fields of a metric row, in the order of the CSV and of :meth:`Scorecard.to_frame`."""
+COLUMNS = ("metric", "k", "arm", "control", "kind", "users", "mean", "ci_low", "ci_high",
+           "lift", "lift_ci_low", "lift_ci_high", "relative_lift", "relative_lift_ci_low",
+           "relative_lift_ci_high", "p_value", "p_value_adjusted", "primary", "verdict",
+           "reason", "group", "direction")
+"""The fields of a metric row, in the order of the CSV and of :meth:`Scorecard.to_frame` (new
+fields go at the end, so CSV columns keep their positions)."""
 P_FLOOR = 1e-16
 """Smaller p-values print as ``<1e-16``: below the spacing of doubles near 1 (2.2e-16) a
 p-value computed from a distribution's tail is not resolved, and ``0`` would be false."""
