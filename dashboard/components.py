@@ -140,11 +140,11 @@ def users_chart(users: pd.DataFrame) -> None:
 
 
 def glossary_entry(entry: catalog.MetricInfo) -> str:
-    """One metric of the glossary as Markdown: its formula (LaTeX between ``$``), kind,
-    direction, range, cutoff and reference, all from the catalogue."""
+    """One metric of the glossary as Markdown (its one-line description is the expander's
+    label): formula (LaTeX between ``$``), direction, kind, range, cutoff and reference, all
+    from the catalogue."""
     cutoff = "takes a cutoff k (`" + entry.label(10) + "`)" if entry.takes_k else "no cutoff"
-    return (f"{entry.description}\n\n"
-            f"**Formula:** {entry.formula}\n\n"
+    return (f"**Formula:** {entry.formula}\n\n"
             f"- **Better:** {DIRECTIONS[entry.direction.value]}\n"
             f"- **Kind:** {entry.kind.label}"
             + (" (one value per arm: no interval, no test)" if entry.kind is catalog.Kind.SET
