@@ -145,7 +145,8 @@ def test_without_k_every_metric_without_a_cutoff_and_with_k_only_that_cutoff(tra
 @pytest.mark.parametrize(("args", "message"), [
     pytest.param(["--metric", "ndgc"], "unknown metric 'ndgc'; known metrics: hit_rate, "
                  "song_clicks, coverage, precision", id="misspelt-metric-lists-known-names"),
-    pytest.param(["--metric", "ndcg@10"], "name the metric alone ('ndcg')",
+    pytest.param(["--metric", "ndcg@10"],
+                 "(name the metric alone, 'ndcg', and choose its cutoff with k)",
                  id="metric-with-cutoff-says-how-to-write-it"),
     pytest.param(["--k", "7"], "no results at k = 7; this scorecard's cutoffs are 2, 3, 5",
                  id="unknown-cutoff-lists-the-experiments-cutoffs"),

@@ -110,11 +110,12 @@ def select(card: Scorecard, metrics: Iterable[str] = (), ks: Iterable[int] = ())
     """
     metrics, ks = tuple(metrics), tuple(ks)
     for name in metrics:
-        if name not in catalog.CATALOG:
-            hint = (f"name the metric alone ({name.split('@')[0]!r}) and choose its cutoff "
-                    "with k; " if "@" in str(name) else "")
-            raise ValidationError(f"unknown metric {name!r}; {hint}known metrics: "
-                                  f"{catalog.known_names()}", field="metric")
+        try:
+            catalog.info(name)
+        except ValueError as error:
+            hint = (f" (name the metric alone, {name.split('@')[0]!r}, and choose its cutoff "
+                    "with k)" if "@" in str(name) else "")
+            raise ValidationError(f"{error}{hint}", field="metric") from None
     present = sorted({r["k"] for r in card.metrics if r["k"] is not None})
     for k in ks:
         if present and k not in present:
