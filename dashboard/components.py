@@ -7,10 +7,13 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from tracker.report import BEYOND, ONLINE, RANKING, Scorecard, shown_interval
+from tracker.metrics import catalog
+from tracker.report import Scorecard, format_p, shown_interval
 
-GROUPS = (("Online", ONLINE), ("Ranking", RANKING), ("Beyond accuracy", BEYOND))
-MARKERS = {"better": "▲ better", "worse": "▼ worse", "inconclusive": "· inconclusive"}
+GROUPS = tuple(group.label for group in catalog.GROUPS) + ("Other",)
+MARKERS = {"better": "▲ better", "worse": "▼ worse", "inconclusive": "· inconclusive",
+           None: "— (set-level: no test)"}
+DIRECTIONS = {"higher": "↑ higher", "lower": "↓ lower", None: ""}
 
 
 def _fmt(value, pattern="{:.4f}") -> str:
@@ -54,7 +57,8 @@ def scorecard_frame(card: Scorecard, k: int | None) -> pd.DataFrame:
             continue
         rows.append({
             "metric": r["metric"] if r["k"] is None else f"{r['metric']}@{r['k']}",
-            "group": next((g for g, names in GROUPS if r["metric"] in names), "Other"),
+            "group": catalog.Group(r["group"]).label if r["group"] else "Other",
+            "better": DIRECTIONS[r["direction"]],
             "arm": r["arm"] + (" (control)" if r["control"] else ""),
             "users": r["users"], "value": _fmt(r["mean"]),
             "interval": _interval(r["ci_low"], r["ci_high"]),
@@ -62,8 +66,9 @@ def scorecard_frame(card: Scorecard, k: int | None) -> pd.DataFrame:
             "relative lift": "" if r["control"] else _fmt(r.get("relative_lift"), "{:+.2%}"),
             "lift interval": "" if r["control"] else shown_interval(r, digits=2,
                                                                     with_point=False),
-            "p": "" if r["control"] else _fmt(r.get("p_value"), "{:.3g}"),
-            "p adjusted": "" if r["control"] else _fmt(r.get("p_value_adjusted"), "{:.3g}"),
+            "p": "" if r["control"] or r.get("p_value") is None else format_p(r["p_value"]),
+            "p adjusted": "" if r["control"] or r.get("p_value_adjusted") is None
+            else format_p(r["p_value_adjusted"]),
             "verdict": "" if r["control"] else MARKERS.get(r.get("verdict"), ""),
         })
     return pd.DataFrame(rows)
@@ -73,7 +78,7 @@ def scorecard_tables(frame: pd.DataFrame) -> None:
     if frame.empty:
         st.info("No metric rows for this day.")
         return
-    for group, _ in GROUPS:
+    for group in GROUPS:
         part = frame[frame["group"] == group].drop(columns="group")
         if part.empty:
             continue
@@ -133,3 +138,18 @@ def users_chart(users: pd.DataFrame) -> None:
     expected = base.mark_line(strokeDash=[6, 4]).encode(y="expected:Q")
     st.altair_chart((actual + expected).properties(height=220), width="stretch")
     st.caption("Solid: observed share of users per arm; dashed: the declared split.")
+
+
+def glossary_entry(entry: catalog.MetricInfo) -> str:
+    """One metric of the glossary as Markdown (its one-line description is the expander's
+    label): formula (LaTeX between ``$``), direction, kind, range, cutoff and reference, all
+    from the catalogue."""
+    cutoff = "takes a cutoff k (`" + entry.label(10) + "`)" if entry.takes_k else "no cutoff"
+    return (f"**Formula:** {entry.formula}\n\n"
+            f"- **Better:** {DIRECTIONS[entry.direction.value]}\n"
+            f"- **Kind:** {entry.kind.label}"
+            + (" (one value per arm: no interval, no test)" if entry.kind is catalog.Kind.SET
+               else " (mean over users of each user's mean)") + "\n"
+            f"- **Range:** {entry.range_text}\n"
+            f"- **Cutoff:** {cutoff}\n"
+            f"- **Reference:** {entry.reference}")

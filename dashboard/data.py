@@ -8,14 +8,12 @@ cannot show different numbers); per-day intervals come from :mod:`tracker.stats`
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from datetime import date
 
 import pandas as pd
 import streamlit as st
 
-import tracker.metrics as metrics
 import tracker.rollup.read as read
 import tracker.stats as stats
 from tracker.config import Settings
@@ -164,21 +162,3 @@ def users_over_time(key: str) -> pd.DataFrame:
     day_totals = table.groupby("day")["users"].transform("sum")
     return table.assign(share=table["users"] / day_totals.where(day_totals > 0),
                         expected=table["arm"].map(expected))
-
-
-def glossary() -> list[tuple[str, str, str]]:
-    """(name, one-line summary, docstring) of every metric, from ``tracker.metrics``."""
-    functions = {
-        "hit_rate": metrics.hit_rate, "precision": metrics.precision,
-        "recall": metrics.recall, "mrr": metrics.mrr, "map": metrics.average_precision,
-        "ndcg": metrics.ndcg, "r_precision": metrics.r_precision,
-        "song_clicks": metrics.song_clicks, "roc_auc": metrics.roc_auc,
-        "surprisal": metrics.surprisal, "unexpectedness": metrics.unexpectedness,
-        "coverage": metrics.coverage, "gini": metrics.gini_index,
-        "entropy": metrics.entropy,
-    }
-    out = []
-    for name, function in functions.items():
-        doc = inspect.getdoc(function) or ""
-        out.append((name, doc.splitlines()[0] if doc else "", doc))
-    return out

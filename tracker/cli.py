@@ -499,12 +499,20 @@ def _level(_ctx, _param, value: float) -> float:
 @click.option("--guardrail", "guardrails", multiple=True, metavar="METRIC@K=LOSS",
               help="A guardrail with the relative loss it tolerates, e.g. "
                    "song_clicks=0.05 (one-sided non-inferiority test; repeatable).")
+@click.option("--metric", "only_metrics", multiple=True, metavar="NAME",
+              help="Show only this metric, e.g. ndcg or song_clicks (repeatable; names: "
+                   "the metric catalogue).")
+@click.option("--k", "only_ks", multiple=True, type=click.IntRange(min=1), metavar="K",
+              help="Show only this cutoff (repeatable); metrics without one stay.")
 def report_cmd(experiment: str, day, daily: bool, fmt: str, level: float, sequential: bool,
-               correction: str, primary: tuple[str, ...], guardrails: tuple[str, ...]) -> None:
+               correction: str, primary: tuple[str, ...], guardrails: tuple[str, ...],
+               only_metrics: tuple[str, ...], only_ks: tuple[int, ...]) -> None:
     """Scorecard of EXPERIMENT: each arm's mean with its interval, lift against control with
     its interval and p-value, significance after correction, and health (SRM, crossover,
-    provisional days, data freshness)."""
-    from tracker.report import render_table, report
+    provisional days, data freshness). Rows are grouped as online, ranking and beyond
+    accuracy; ↓ marks a metric where lower is better."""
+    from tracker.errors import ValidationError
+    from tracker.report import render_table, report, select
 
     margins = _pairs(guardrails, "--guardrail", "METRIC@K=LOSS (e.g. ndcg@10=0.02)")
     engine, _ = _engine()
@@ -514,6 +522,10 @@ def report_cmd(experiment: str, day, daily: bool, fmt: str, level: float, sequen
                       intervals="sequential" if sequential else "fixed_horizon",
                       correction=correction, primary=primary or None,
                       guardrails=margins or None)
+    try:
+        card = select(card, only_metrics, only_ks)
+    except ValidationError as error:
+        raise click.BadParameter(error.reason, param_hint=f"--{error.field}") from None
     if fmt == "json":
         click.echo(json.dumps(card.to_dict(), indent=2))
     elif fmt == "csv":

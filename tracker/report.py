@@ -5,7 +5,9 @@ For each metric and cutoff: every arm's mean over users with its interval; for e
 treatment arm the difference against control (``lift``) and the relative lift, each with its
 interval, the two-sided Welch p-value (fixed-horizon, uncorrected) and the p-value after the
 correction for multiple comparisons (Holm by default) over the *primary* metrics x treatment
-arms; the other metrics are reported uncorrected (``p_value_adjusted`` = ``p_value``).
+arms; the other metrics are reported uncorrected (``p_value_adjusted`` = ``p_value``). Which
+metrics exist, their group, direction and labels come from the metric catalogue
+(:mod:`tracker.metrics.catalog`); rows are ordered by group, then catalogue order, then k.
 
 One test decides each row (:mod:`tracker.stats.compare`): Welch's test of T = C, and both
 intervals invert it (Welch's for the difference, Fieller's for the relative lift), so they
@@ -17,7 +19,7 @@ p_adjusted < 1 - level (the adjusted intervals of GrowthBook's results table). S
 never stands beside an interval that contradicts it.
 ``intervals="sequential"`` swaps the intervals and p-values for always-valid ones (confidence
 sequences) — the right choice when the scorecard is looked at every day. Set-level metrics
-(coverage, gini, entropy) are one number per arm: no interval, no test.
+(coverage, gini, entropy) are one number per arm: no interval, no test, hence no verdict.
 
 The JSON form (:meth:`Scorecard.to_dict`) is a stable interface:
 
@@ -31,13 +33,18 @@ The JSON form (:meth:`Scorecard.to_dict`) is a stable interface:
   ``last_rollup`` (ISO instant) and ``data_lag_hours`` (now minus the last impression day's
   end, None without data);
 - ``metrics``: rows with ``metric``, ``k`` (None when the metric has none), ``arm``,
-  ``control`` (bool), ``kind`` (user | set), ``users``, ``mean``, ``ci_low``, ``ci_high``,
-  ``reason``; for treatment arms also ``lift``, ``lift_ci_low``, ``lift_ci_high``,
-  ``relative_lift``, ``relative_lift_ci_low``, ``relative_lift_ci_high``, ``p_value``,
-  ``p_value_adjusted``, ``primary``, ``verdict`` (better / worse / inconclusive, at the
-  adjusted p-value against 1 - level), ``decided_on`` (relative_lift | difference) and
-  ``interval_level`` (the level of the row's intervals, see above). Numbers that cannot be
-  computed are null and ``reason`` says why (e.g. ``zero_variance``).
+  ``control`` (bool), ``kind`` (user | set), ``group`` (online | ranking | beyond_accuracy),
+  ``direction`` (higher | lower: which way is better), ``users``, ``mean``, ``ci_low``,
+  ``ci_high``, ``reason``; for treatment arms also ``lift``, ``lift_ci_low``,
+  ``lift_ci_high``, ``relative_lift``, ``relative_lift_ci_low``, ``relative_lift_ci_high``,
+  ``p_value``, ``p_value_adjusted``, ``primary``, ``decided_on`` (relative_lift |
+  difference: which interval is shown beside the verdict), ``interval_level`` (the level of
+  the row's intervals, see above) and ``verdict`` (better / worse / inconclusive, at the
+  adjusted p-value against 1 - level and in the metric's direction; null for set-level
+  metrics, which no test backs). Numbers that cannot be computed are null and ``reason``
+  says why (e.g. ``zero_variance``). A metric missing from the catalogue (stored by an older
+  version) has null ``group`` and ``direction`` and no
+  verdict.
 """
 
 from __future__ import annotations
@@ -45,7 +52,8 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -53,13 +61,20 @@ import pandas as pd
 
 from tracker import stats
 from tracker.errors import ValidationError
+from tracker.metrics import catalog
 from tracker.store.experiments import ExperimentInfo
 
-ONLINE = ("hit_rate", "song_clicks", "coverage")
-RANKING = ("precision", "recall", "mrr", "map", "ndcg", "r_precision", "roc_auc")
-BEYOND = ("surprisal", "unexpectedness", "gini", "entropy")
-METRIC_ORDER = ONLINE + RANKING + BEYOND
-LOWER_IS_BETTER = {"song_clicks", "gini"}
+METRIC_ORDER = catalog.display_order()
+LOWER_IS_BETTER = catalog.lower_is_better()
+COLUMNS = ("metric", "k", "arm", "control", "kind", "users", "mean", "ci_low", "ci_high",
+           "lift", "lift_ci_low", "lift_ci_high", "relative_lift", "relative_lift_ci_low",
+           "relative_lift_ci_high", "p_value", "p_value_adjusted", "primary", "verdict",
+           "reason", "group", "direction")
+"""The fields of a metric row, in the order of the CSV and of :meth:`Scorecard.to_frame` (new
+fields go at the end, so CSV columns keep their positions)."""
+P_FLOOR = 1e-16
+"""Smaller p-values print as ``<1e-16``: below the spacing of doubles near 1 (2.2e-16) a
+p-value computed from a distribution's tail is not resolved, and ``0`` would be false."""
 
 
 @dataclass(frozen=True)
@@ -84,15 +99,57 @@ class Scorecard:
         }
 
     def to_csv(self) -> str:
-        columns = ["metric", "k", "arm", "control", "kind", "users", "mean", "ci_low",
-                   "ci_high", "lift", "lift_ci_low", "lift_ci_high", "relative_lift",
-                   "relative_lift_ci_low", "relative_lift_ci_high", "p_value",
-                   "p_value_adjusted", "primary", "verdict", "reason"]
         out = io.StringIO()
-        writer = csv.DictWriter(out, columns, extrasaction="ignore", lineterminator="\n")
+        writer = csv.DictWriter(out, COLUMNS, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()
         writer.writerows(self.metrics)
         return out.getvalue()
+
+    def to_frame(self) -> pd.DataFrame:
+        """The metric rows of :meth:`to_dict` as a DataFrame: the :data:`COLUMNS`, then any
+        guardrail fields; a field a row lacks (control rows have no lift) is missing."""
+        extra = dict.fromkeys(c for row in self.metrics for c in row if c not in COLUMNS)
+        return pd.DataFrame(self.metrics, columns=[*COLUMNS, *extra])
+
+
+def select(card: Scorecard, metrics: Iterable[str] = (), ks: Iterable[int] = ()) -> Scorecard:
+    """The scorecard with only the rows of ``metrics`` (catalogue names such as ``"ndcg"``)
+    and of cutoffs ``ks``; empty means no filter on that side. Metrics without a cutoff
+    (``r_precision``, ``song_clicks``) are kept whatever ``ks`` says. P-values were adjusted
+    before: filtering never changes a number, only which rows are shown.
+
+    A name missing from the catalogue, or a cutoff the scorecard has no row at, raises
+    :class:`~tracker.errors.ValidationError` naming the ones that exist.
+    """
+    metrics, ks = tuple(metrics), tuple(ks)
+    for name in metrics:
+        try:
+            catalog.info(name)
+        except ValueError as error:
+            hint = (f" (name the metric alone, {name.split('@')[0]!r}, and choose its cutoff "
+                    "with k)" if "@" in str(name) else "")
+            raise ValidationError(f"{error}{hint}", field="metric") from None
+    present = sorted({r["k"] for r in card.metrics if r["k"] is not None})
+    for k in ks:
+        if present and k not in present:
+            raise ValidationError(f"no results at k = {k!r}; this scorecard's cutoffs are "
+                                  f"{', '.join(map(str, present))}", field="k")
+    rows = [r for r in card.metrics
+            if (not metrics or r["metric"] in metrics)
+            and (not ks or r["k"] is None or r["k"] in ks)]
+    return replace(card, metrics=rows)
+
+
+def format_p(p: float | None) -> str:
+    """A p-value for people: 3 significant digits, ``<1e-16`` below :data:`P_FLOOR` (never
+    ``0``), ``—`` when there is none.
+
+    >>> format_p(0.04441), format_p(0.0), format_p(3e-20), format_p(None)
+    ('0.0444', '<1e-16', '<1e-16', '—')
+    """
+    if p is None:
+        return "—"
+    return f"<{P_FLOOR:.0e}" if p < P_FLOOR else f"{p:.3g}"
 
 
 def _name(metric: str, k: int | None) -> str:
@@ -248,7 +305,7 @@ def _metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, interva
     arm_keys = [arm.key for arm in info.arms]
     out = []
     keys = rows[["metric", "k"]].drop_duplicates()
-    order = {m: i for i, m in enumerate(METRIC_ORDER)}
+    order = {m: i for i, m in enumerate(METRIC_ORDER)}  # catalogue groups, then entries
     keys = sorted(((m, None if pd.isna(k) else int(k)) for m, k in keys.itertuples(index=False)),
                   key=lambda mk: (order.get(mk[0], len(order)), mk[0], mk[1] or 0))
     for metric, k in keys:
@@ -264,7 +321,7 @@ def _metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, interva
             r = by_arm[arm]
             row: dict[str, Any] = {"metric": metric, "k": k, "arm": arm,
                                    "control": arm == control, "kind": r.kind,
-                                   "users": int(r.users)}
+                                   **_described(metric), "users": int(r.users)}
             if r.kind == "set":
                 row.update(mean=_finite(r.mean), ci_low=None, ci_high=None,
                            reason="set_metric")
@@ -275,7 +332,7 @@ def _metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, interva
                                relative_lift=_finite(rel), relative_lift_ci_low=None,
                                relative_lift_ci_high=None, p_value=None,
                                p_value_adjusted=None, primary=_name(metric, k) in primary,
-                               verdict="inconclusive")
+                               verdict=None)  # one value per arm: no test backs a verdict
                 out.append(row)
                 continue
             mean_stats = stats.MeanStats(int(r.users), float(r.sum), float(r.sum_sq))
@@ -306,6 +363,14 @@ def _metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, interva
     return out
 
 
+def _described(metric: str) -> dict[str, str | None]:
+    """The catalogue's ``group`` and ``direction`` of ``metric`` (None if not catalogued)."""
+    entry = catalog.CATALOG.get(metric)
+    if entry is None:
+        return {"group": None, "direction": None}
+    return {"group": entry.group.value, "direction": entry.direction.value}
+
+
 def _adjust(rows: list[dict[str, Any]], correction: str, level: float) -> None:
     tests = [r for r in rows if not r["control"] and r["kind"] == "user"]
     adjusted = stats.adjust_primary([r["p_value"] for r in tests],
@@ -313,7 +378,9 @@ def _adjust(rows: list[dict[str, Any]], correction: str, level: float) -> None:
     for row, p in zip(tests, adjusted, strict=True):
         row["p_value_adjusted"] = _finite(p)
         significant = p is not None and p < 1 - level
-        if not significant or row["lift"] is None:
+        if row["direction"] is None:  # not in the catalogue: which way is better is unknown
+            row["verdict"] = None
+        elif not significant or row["lift"] is None:
             row["verdict"] = "inconclusive"
         else:
             up = row["lift"] > 0
@@ -358,7 +425,7 @@ def render_table(card: Scorecard, only: tuple[str, ...] | None = None) -> str:
              + (f"{'cumulative through' if card.cumulative else 'day'} {card.as_of}"
                 if card.as_of else "no rolled-up data yet (run `tracker rollup`)")]
     h = card.health
-    srm = "n/a" if h["srm_p_value"] is None else f"p = {h['srm_p_value']:.4g}"
+    srm = "n/a" if h["srm_p_value"] is None else f"p = {format_p(h['srm_p_value'])}"
     lines.append(
         f"Health: SRM {srm}"
         + (f" MISMATCH ({h['srm_deviation']})" if h["srm_flagged"] else "") + "; users "
@@ -368,34 +435,59 @@ def render_table(card: Scorecard, only: tuple[str, ...] | None = None) -> str:
            if h["crossover_share"] is not None else "")
         + f"; provisional days {len(h['provisional_days'])}"
         + (f"; data lag {h['data_lag_hours']} h" if h["data_lag_hours"] is not None else ""))
-    if not card.metrics:
+    rows = [r for r in card.metrics
+            if only is None or _name(r["metric"], r["k"]) in only]
+    if not rows:
         return "\n".join(lines)
     kind = "always-valid" if card.intervals == "sequential" else "fixed-horizon"
     lines.append(f"{int(card.level * 100)}% {kind} intervals of the relative lift (Fieller; the "
                  f"difference's in metric units when unbounded); * primary, drawn at the level "
-                 f"matching p adjusted ({card.correction}) over {', '.join(card.primary)}")
-    header = (f"{'metric':<18}{'arm':<14}{'users':>7}  {'mean':>9} {'interval':<21}"
+                 f"matching p adjusted ({card.correction}) over {', '.join(card.primary)}; "
+                 f"{LOWER_MARK} lower is better; set-level metrics (one value per arm) have no "
+                 "test, hence no verdict")
+    header = (f"{'metric':<20}{'arm':<14}{'users':>7}  {'mean':>9} {'interval':<21}"
               f"{'lift':>9} {'relative lift interval':<26}{'p':>10}{'p adj':>10}  verdict")
     lines += [header, "-" * len(header)]
-
-    def num(v, fmt="{:.4f}"):
-        return "—" if v is None else fmt.format(v)
-
-    for r in card.metrics:
-        if only is not None and _name(r["metric"], r["k"]) not in only:
-            continue
-        interval = ("" if r["ci_low"] is None else f"[{r['ci_low']:.4f}, {r['ci_high']:.4f}]")
-        line = (f"{_name(r['metric'], r['k']):<18}{r['arm']:<14}{r['users']:>7}  "
-                f"{num(r['mean']):>9} {interval:<21}")
-        if not r["control"]:
-            rel = shown_interval(r)
-            line += (f"{num(r['lift'], '{:+.4f}'):>9} {rel:<26}"
-                     f"{num(r['p_value'], '{:.3g}'):>10}"
-                     f"{num(r['p_value_adjusted'], '{:.3g}'):>10}"
-                     f"  {r['verdict']}{' *' if r['primary'] else ''}"
-                     + _guard_note(r))
-        lines.append(line)
+    for group, members in _by_group(rows):
+        lines.append(f"[{group}]")
+        lines += [_table_line(r) for r in members]
     return "\n".join(lines)
+
+
+LOWER_MARK = "↓"
+
+
+def _by_group(rows: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Consecutive rows of one catalogue group, with the group's label ("Other" for a metric
+    missing from the catalogue); rows arrive ordered by group."""
+    out: list[tuple[str, list[dict[str, Any]]]] = []
+    for r in rows:
+        label = catalog.Group(r["group"]).label if r["group"] else "Other"
+        if not out or out[-1][0] != label:
+            out.append((label, []))
+        out[-1][1].append(r)
+    return out
+
+
+def _num(value: float | None, pattern: str = "{:.4f}") -> str:
+    return "—" if value is None else pattern.format(value)
+
+
+def _table_line(r: dict[str, Any]) -> str:
+    """One scorecard row for the terminal: the metric (``↓`` when lower is better), the arm's
+    mean and interval and, for a treatment arm, lift, relative lift, p-values and verdict
+    (``—`` when none: set-level metrics)."""
+    label = _name(r["metric"], r["k"]) + (f" {LOWER_MARK}" if r["direction"] == "lower" else "")
+    interval = "" if r["ci_low"] is None else f"[{r['ci_low']:.4f}, {r['ci_high']:.4f}]"
+    line = f"{label:<20}{r['arm']:<14}{r['users']:>7}  {_num(r['mean']):>9} {interval:<21}"
+    if r["control"]:
+        return line
+    rel = shown_interval(r)
+    if not rel and r.get("relative_lift") is not None:  # a set-level difference: no interval
+        rel = f"{r['relative_lift']:+.1%}"
+    return (f"{line}{_num(r['lift'], '{:+.4f}'):>9} {rel:<26}"
+            f"{format_p(r['p_value']):>10}{format_p(r['p_value_adjusted']):>10}"
+            f"  {r['verdict'] or '—'}{' *' if r['primary'] else ''}" + _guard_note(r))
 
 
 def report(engine, experiment: str, *, cumulative: bool = True, **options) -> Scorecard:

@@ -193,6 +193,20 @@ class Tracker:
 
         return metric_table(self.engine, experiment, cumulative)
 
+    def scorecard(self, experiment: str, *, metrics: Iterable[str] = (),
+                  ks: Iterable[int] = (), cumulative: bool = True, **options):
+        """The rows of ``tracker report EXPERIMENT --format json`` as a DataFrame, one per
+        (metric, k, arm), with the same fields (``group``, ``direction``, ``verdict``, ...).
+
+        ``metrics`` and ``ks`` filter like ``--metric`` and ``--k``; ``options`` are those of
+        :func:`tracker.report.scorecard` (``as_of``, ``level``, ``intervals``, ``primary``,
+        ``guardrails``, ...).
+        """
+        from tracker.report import report, select
+
+        card = report(self.engine, experiment, cumulative=cumulative, **options)
+        return select(card, metrics, ks).to_frame()
+
     def health_table(self, experiment: str, cumulative: bool = False):
         """Users, impressions and crossover users per arm and day, as a DataFrame."""
         from tracker.rollup.read import health_table

@@ -6,7 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import components, data
-from tracker.report import METRIC_ORDER
+from tracker.metrics import catalog
+from tracker.report import LOWER_IS_BETTER, METRIC_ORDER
 
 problem = data.schema_problem()
 if problem:
@@ -49,7 +50,9 @@ card = data.card(key, chosen, cumulative, intervals, 0.95)
 components.health_banner(card)
 st.subheader(f"Scorecard — {'cumulative through' if cumulative else 'day'} {card.as_of}")
 st.caption(f"95% {kind} intervals; p adjusted ({card.correction}) over primary metrics "
-           f"{', '.join(card.primary)}; ▲/▼ significant after correction.")
+           f"{', '.join(card.primary)}; ▲/▼ significant after correction; set-level metrics "
+           f"({', '.join(catalog.names(kind=catalog.Kind.SET))}) are one value per arm, with "
+           "no test and no verdict.")
 frame = components.scorecard_frame(card, k)
 components.scorecard_tables(frame)
 st.download_button("Download scorecard (CSV)", card.to_csv(), f"{key}-scorecard.csv",
@@ -58,8 +61,10 @@ st.download_button("Download scorecard (CSV)", card.to_csv(), f"{key}-scorecard.
 st.subheader("Metrics over time")
 present = set(data.metric_table(key, cumulative)["metric"])
 names = [m for m in METRIC_ORDER if m in present]
-metric = st.selectbox("Metric", names, index=names.index("ndcg") if "ndcg" in names else 0)
-metric_k = None if metric in ("r_precision", "song_clicks") else k
+metric = st.selectbox("Metric", names, index=names.index("ndcg") if "ndcg" in names else 0,
+                      format_func=lambda m: m + (" ↓" if m in LOWER_IS_BETTER else ""))
+entry = catalog.CATALOG.get(metric)
+metric_k = k if entry is None or entry.takes_k else None
 values, lifts = data.series(key, metric, metric_k, cumulative, intervals, 0.95)
 label = metric if metric_k is None else f"{metric}@{metric_k}"
 components.metric_chart(values, label)

@@ -7,14 +7,17 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import streamlit as st
 from click.testing import CliRunner
 from streamlit.testing.v1 import AppTest
 
+from dashboard import components
 from tests.conftest import fresh_database
 from tracker.cli import main
 from tracker.demo import DemoConfig, load
+from tracker.metrics import catalog
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 SMALL = DemoConfig(days=3, users=300, items=300, start=datetime(2026, 11, 1, tzinfo=UTC))
@@ -61,9 +64,10 @@ def test_experiment_page_scorecard_equals_the_report_json(demo_url, monkeypatch)
         if r["k"] not in (None, k):
             continue
         name = r["metric"] if r["k"] is None else f"{r['metric']}@{r['k']}"
+        p = r.get("p_value")
         expected[(name, r["arm"])] = (
-            f"{r['mean']:.4f}", "" if r["control"] or r["p_value"] is None
-            else f"{r['p_value']:.3g}")
+            f"{r['mean']:.4f}", "" if r["control"] or p is None
+            else "<1e-16" if p < 1e-16 else f"{p:.3g}")
     shown = {}
     for frame in at.dataframe[:3]:  # the three metric groups
         for row in frame.value.itertuples(index=False):
@@ -83,12 +87,31 @@ def test_experiment_page_controls_daily_and_always_valid(demo_url, monkeypatch):
     assert any("@5" in m for m in at.dataframe[0].value["metric"])
 
 
-def test_glossary_page_shows_every_metric_from_its_docstring(demo_url, monkeypatch):
+def test_glossary_page_renders_every_catalogue_entry_as_markdown(demo_url, monkeypatch):
     at = _app(demo_url, monkeypatch).run()
     at.switch_page("views/glossary.py").run()
     _clean(at)
     labels = [e.label for e in at.expander]
-    assert any(label.startswith("ndcg") for label in labels) and len(labels) == 14
+    assert [label.split()[0] for label in labels] == list(catalog.display_order())
+    assert [s.value for s in at.subheader] == [g.label for g in catalog.GROUPS]
+    assert any(label.startswith("song_clicks ↓") for label in labels)
+    text = " ".join(m.value for m in at.markdown)
+    assert ">>>" not in text  # no doctest prompts
+    for entry in catalog.CATALOG.values():
+        assert entry.formula in text and entry.reference in text, entry.name
+    assert "**Better:** ↓ lower" in components.glossary_entry(catalog.CATALOG["gini"])
+
+
+def test_set_level_rows_show_no_verdict_and_direction_is_a_column(demo_url, monkeypatch):
+    at = _app(demo_url, monkeypatch).run()
+    at.switch_page("views/experiment.py").run()
+    _clean(at)
+    rows = pd.concat([frame.value for frame in at.dataframe[:3]])
+    treated = rows[~rows["arm"].str.endswith("(control)")]
+    coverage = treated[treated["metric"] == "coverage@10"]
+    assert len(coverage) and (coverage["verdict"] == "— (set-level: no test)").all()
+    assert set(rows.loc[rows["metric"] == "song_clicks", "better"]) == {"↓ lower"}
+    assert set(rows.loc[rows["metric"] == "ndcg@10", "better"]) == {"↑ higher"}
 
 
 def test_empty_states_explain_themselves(tmp_path, db_url, tracker, monkeypatch):

@@ -11,11 +11,13 @@ mapping id -> grade >= 0) and return one float per list::
 Callers holding integer item codes (the rollup) skip the id hashing with
 :class:`EncodedLists` (or :class:`ServedPositions` when the rank of each relevant item
 is known) and :func:`evaluate_encoded`. How a batch is computed:
-:mod:`tracker.metrics.batch`.
+:mod:`tracker.metrics.batch`. Every metric's kind, group, direction, range and formula:
+:data:`CATALOG` (:mod:`tracker.metrics.catalog`).
 """
 
 from tracker.metrics.average_precision import average_precision
 from tracker.metrics.batch import EncodedLists, ServedPositions
+from tracker.metrics.catalog import CATALOG, Direction, Group, Kind, MetricInfo
 from tracker.metrics.encoding import encode
 from tracker.metrics.exposure import coverage, entropy, gini_index
 from tracker.metrics.first_hit import mrr, song_clicks
@@ -34,8 +36,13 @@ from tracker.metrics.roc_auc import roc_auc
 from tracker.metrics.unexpectedness import unexpectedness
 
 __all__ = [
+    "CATALOG",
     "METRICS",
+    "Direction",
     "EncodedLists",
+    "Group",
+    "Kind",
+    "MetricInfo",
     "MetricName",
     "MetricSpec",
     "ServedPositions",

@@ -18,6 +18,7 @@ import numpy as np
 
 from tracker.metrics.average_precision import average_precision_kernel
 from tracker.metrics.batch import EncodedLists, Judged, ServedPositions, score_encoded
+from tracker.metrics.catalog import CATALOG
 from tracker.metrics.encoding import encode
 from tracker.metrics.first_hit import mrr_kernel, song_clicks_kernel
 from tracker.metrics.hits import (
@@ -47,29 +48,28 @@ class MetricSpec:
     summary: str = ""
 
 
+def _spec(name: str, kernel: Kernel, depth: int | None = None) -> MetricSpec:
+    """The spec of catalogued metric ``name``: its cutoff rule and summary come from
+    :data:`~tracker.metrics.catalog.CATALOG`, the kernel from here."""
+    entry = CATALOG[name]
+    return MetricSpec(kernel, entry.takes_k, depth, summary=entry.description)
+
+
+# The per-list metrics scored from served lists and ground truth; every name is a catalogue
+# entry (the catalogue also holds metrics computed from other inputs: surprisal,
+# unexpectedness and the set-level ones).
 METRICS: Mapping[str, MetricSpec] = MappingProxyType(
     {
-        "hit_rate": MetricSpec(hit_rate_kernel, True, summary="1 if R_k holds a relevant item"),
-        "precision": MetricSpec(precision_kernel, True, summary="|R_k ∩ G| / k"),
-        "recall": MetricSpec(recall_kernel, True, summary="|R_k ∩ G| / |G|"),
-        "mrr": MetricSpec(mrr_kernel, True, summary="1 / rank of the first relevant item"),
-        "map": MetricSpec(
-            partial(average_precision_kernel, normalization="min_k_relevant"),
-            True,
-            summary="average precision, D = min(k, |G|)",
-        ),
-        "ndcg": MetricSpec(
-            partial(ndcg_kernel, gain="linear"), True, summary="NDCG, linear gain"
-        ),
-        "roc_auc": MetricSpec(roc_auc_kernel, True, summary="ordered pairs within R_k"),
-        "r_precision": MetricSpec(
-            r_precision_kernel, False, depth=None, summary="|R_|G| ∩ G| / |G|"
-        ),
-        "song_clicks": MetricSpec(
-            partial(song_clicks_kernel, page_size=10, max_items=500),
-            False,
-            depth=500,
-            summary="RecSys 2018 clicks, pages of 10, 500 items",
+        "hit_rate": _spec("hit_rate", hit_rate_kernel),
+        "precision": _spec("precision", precision_kernel),
+        "recall": _spec("recall", recall_kernel),
+        "mrr": _spec("mrr", mrr_kernel),
+        "map": _spec("map", partial(average_precision_kernel, normalization="min_k_relevant")),
+        "ndcg": _spec("ndcg", partial(ndcg_kernel, gain="linear")),
+        "roc_auc": _spec("roc_auc", roc_auc_kernel),
+        "r_precision": _spec("r_precision", r_precision_kernel),
+        "song_clicks": _spec(
+            "song_clicks", partial(song_clicks_kernel, page_size=10, max_items=500), depth=500
         ),
     }
 )

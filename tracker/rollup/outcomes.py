@@ -16,12 +16,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracker.metrics import ServedPositions, evaluate_encoded
+from tracker.metrics import METRICS, ServedPositions, evaluate_encoded
+from tracker.metrics.catalog import Kind, names
 
-AT_K = ("hit_rate", "precision", "recall", "mrr", "map", "ndcg", "roc_auc")
-WHOLE_LIST = ("r_precision", "song_clicks")
-BEYOND = ("surprisal", "unexpectedness")
-SET_LEVEL = ("coverage", "gini", "entropy")
+# The metric names, from the catalogue (its order is the stored column order).
+PER_USER_AT_K = names(kind=Kind.USER, takes_k=True)
+AT_K = tuple(m for m in PER_USER_AT_K if m in METRICS)  # scored by the registry's kernels
+BEYOND = tuple(m for m in PER_USER_AT_K if m not in METRICS)  # from per-item facts, below
+WHOLE_LIST = names(kind=Kind.USER, takes_k=False)
+SET_LEVEL = names(kind=Kind.SET)
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class Layout:
 
     @classmethod
     def for_cutoffs(cls, cutoffs: Sequence[int]) -> Layout:
-        columns = [(m, k) for k in cutoffs for m in AT_K + BEYOND]
+        columns = [(m, k) for k in cutoffs for m in PER_USER_AT_K]
         columns += [(m, 0) for m in WHOLE_LIST]
         return cls(tuple(columns))
 
