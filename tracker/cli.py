@@ -138,6 +138,28 @@ def _pairs(values: tuple[str, ...], what: str) -> dict[str, float]:
     return out
 
 
+def _guardrails(values: tuple[str, ...]) -> dict[str, float]:
+    """``METRIC@K=LOSS`` options as a mapping (the loss itself is checked by the library)."""
+    out: dict[str, float] = {}
+    for value in values:
+        name, sep, loss = value.partition("=")
+        try:
+            out[name] = float(loss)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise click.BadParameter(f"{value!r}: expected METRIC@K=LOSS with LOSS the "
+                                     "tolerated relative loss, e.g. song_clicks=0.05",
+                                     param_hint="--guardrail")
+    return out
+
+
+_PRIMARY_HELP = ("A primary (success) metric, METRIC@K or METRIC for those without a cutoff "
+                 "(repeatable).")
+_GUARDRAIL_HELP = ("A guardrail with the relative loss it tolerates, METRIC@K=LOSS, e.g. "
+                   "song_clicks=0.05 (repeatable).")
+
+
 @experiments.command("create")
 @click.argument("key")
 @click.option("--arm", "arms", multiple=True, required=True,
@@ -156,11 +178,16 @@ def _pairs(values: tuple[str, ...], what: str) -> dict[str, float]:
 @click.option("--cutoffs", default="5,10,20", show_default=True, help="k values reported.")
 @click.option("--status", type=click.Choice(["draft", "running", "stopped", "archived"]),
               default="running", show_default=True)
+@click.option("--primary", multiple=True, metavar="METRIC@K", help=_PRIMARY_HELP)
+@click.option("--guardrail", "guardrails", multiple=True, metavar="METRIC@K=LOSS",
+              help=_GUARDRAIL_HELP)
 @click.option("--exist-ok", is_flag=True,
               help="Succeed without changes when KEY already exists (for scripts).")
 def experiments_create(key, arms, control, window, relevance, unknown_events, name,
-                       description, timezone, cutoffs, status, exist_ok) -> None:
-    """Register experiment KEY with its arms."""
+                       description, timezone, cutoffs, status, primary, guardrails,
+                       exist_ok) -> None:
+    """Register experiment KEY with its arms and, optionally, its metric roles (the other
+    metrics are secondary)."""
     from tracker.errors import AlreadyExists
     from tracker.sdk import Tracker
 
@@ -174,7 +201,8 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
                 key, _pairs(arms, "ARM"), control=control, attribution_window=_duration(window),
                 relevance=_pairs(relevance, "EVENT") or None, name=name,
                 description=description, timezone=timezone, cutoffs=cutoff_list,
-                unknown_events=unknown_events, status=status)
+                unknown_events=unknown_events, status=status, primary=primary,
+                guardrails=_guardrails(guardrails))
         except AlreadyExists:
             if not exist_ok:
                 raise
@@ -182,6 +210,43 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
             return
     click.echo(f"created experiment {created.key!r} with arms "
                f"{', '.join(a.key for a in created.arms)} (control {created.control!r})")
+
+
+@experiments.command("update")
+@click.argument("key")
+@click.option("--primary", multiple=True, metavar="METRIC@K",
+              help=_PRIMARY_HELP + " Replaces the primary metrics.")
+@click.option("--guardrail", "guardrails", multiple=True, metavar="METRIC@K=LOSS",
+              help=_GUARDRAIL_HELP + " Replaces the guardrails.")
+@click.option("--clear-roles", is_flag=True,
+              help="Remove every role (the report's defaults apply again).")
+@click.option("--name", help="New display name.")
+@click.option("--description", help="New description.")
+@click.option("--ends-at", metavar="ISO", help="New end instant, e.g. 2026-12-01T00:00:00Z.")
+def experiments_update(key, primary, guardrails, clear_roles, name, description,
+                       ends_at) -> None:
+    """Change experiment KEY's metric roles, name, description or end. Options left out
+    stay as they are; arms, window, relevance, cutoffs and time zone cannot change."""
+    from tracker.sdk import Tracker
+
+    if clear_roles and (primary or guardrails):
+        raise click.UsageError("give --clear-roles or --primary/--guardrail, not both")
+    if clear_roles:
+        primary_list, guardrail_map = [], {}
+    else:
+        primary_list = list(primary) if primary else None
+        guardrail_map = _guardrails(guardrails) if guardrails else None
+    with Tracker() as t:
+        updated = t.update_experiment(key, primary=primary_list, guardrails=guardrail_map,
+                                      name=name, description=description, ends_at=ends_at)
+    click.echo(f"updated experiment {key!r}; roles: {_roles_text(updated.roles)}")
+
+
+def _roles_text(roles) -> str:
+    if roles is None:
+        return "none declared (the report's defaults apply)"
+    guards = ", ".join(f"{n} (loss {v:g})" for n, v in roles.guardrails.items())
+    return f"primary {', '.join(roles.primary) or '-'}; guardrails {guards or '-'}"
 
 
 @experiments.command("list")
@@ -223,6 +288,8 @@ def experiments_show(key: str, fmt: str) -> None:
     for name, value in data.items():
         if name == "arms":
             value = ", ".join(f"{a.key} ({a.weight / total:.1%})" for a in found.arms)
+        elif name == "roles":
+            value = _roles_text(found.roles)
         elif isinstance(value, dict):
             value = ", ".join(f"{k}={v:g}" for k, v in value.items())
         elif isinstance(value, list):
