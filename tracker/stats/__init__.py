@@ -32,6 +32,7 @@ from tracker.stats.estimates import (
     moments,
     ratio_estimate,
 )
+from tracker.stats.health import CheckStatus, HealthChecklist, HealthItem, health_checklist
 from tracker.stats.multiple import Correction, adjust_primary, benjamini_hochberg, holm
 from tracker.stats.power import power_two_sample
 from tracker.stats.results import Effect, IntervalKind, Reason
@@ -48,7 +49,10 @@ __all__ = [
     "Correction",
     "CrossoverHealth",
     "Effect",
+    "CheckStatus",
     "Health",
+    "HealthChecklist",
+    "HealthItem",
     "IntervalKind",
     "MeanStats",
     "Moments",
@@ -64,6 +68,7 @@ __all__ = [
     "compare_sequential",
     "contrast",
     "crossover_health",
+    "health_checklist",
     "holm",
     "log_bayes_factor",
     "mean_estimate",
