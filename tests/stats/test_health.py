@@ -127,6 +127,12 @@ def test_srm_also_reads_the_sequential_test_over_daily_looks():
     assert "sequential p = " in srm_item(users, EVEN, looks=looks).message
 
 
+def test_a_vanishing_srm_p_value_is_printed_as_a_bound_not_zero():
+    item = srm_item({"control": 60_000, "treatment": 40_000}, EVEN)  # X^2 = 4,000
+    assert item.status is CheckStatus.FAIL
+    assert "(p < 1e-16)" in item.message and "p = 0" not in item.message
+
+
 def test_srm_consumes_the_tests_threshold():
     users = {"control": 5_100, "treatment": 4_900}  # p = 0.0455, deviation 2 %
     assert srm_item(users, EVEN, threshold=0.05).status is CheckStatus.FAIL

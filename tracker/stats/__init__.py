@@ -13,6 +13,8 @@ Typical use by a report, for one metric::
         always_valid = compare_sequential(stats[arm], stats[control_arm])
     srm = srm_test(users_per_arm, weights)
     p_adjusted = adjust_primary(p_values, is_primary, method="holm")
+    checklist = health_checklist(users=..., weights=..., now=..., latest_received=...)
+    decision = decide(arm, primaries, guardrails, checklist)   # ship / do_not_ship / ...
 """
 
 from tracker.stats.compare import (
@@ -24,6 +26,14 @@ from tracker.stats.compare import (
     non_inferiority,
 )
 from tracker.stats.crossover import CrossoverHealth, Health, crossover_health
+from tracker.stats.decision import (
+    ArmSample,
+    Decision,
+    GuardrailResult,
+    Outcome,
+    PrimaryResult,
+    decide,
+)
 from tracker.stats.estimates import (
     ArmEstimate,
     Moments,
@@ -34,7 +44,12 @@ from tracker.stats.estimates import (
 )
 from tracker.stats.health import CheckStatus, HealthChecklist, HealthItem, health_checklist
 from tracker.stats.multiple import Correction, adjust_primary, benjamini_hochberg, holm
-from tracker.stats.power import power_two_sample
+from tracker.stats.power import (
+    minimum_detectable_effect,
+    power_non_inferiority,
+    power_two_sample,
+    users_for_effect,
+)
 from tracker.stats.results import Effect, IntervalKind, Reason
 from tracker.stats.sequential import DEFAULT_TUNING_N, boundary_multiplier, compare_sequential
 from tracker.stats.srm import SrmResult, log_bayes_factor, sequential_srm, srm_test
@@ -43,12 +58,15 @@ from tracker.stats.sufficient import ArmStats, MeanStats, RatioStats
 __all__ = [
     "DEFAULT_TUNING_N",
     "ArmEstimate",
+    "ArmSample",
     "ArmStats",
     "Comparison",
     "Contrast",
     "Correction",
+    "Decision",
     "CrossoverHealth",
     "Effect",
+    "GuardrailResult",
     "CheckStatus",
     "Health",
     "HealthChecklist",
@@ -57,6 +75,8 @@ __all__ = [
     "MeanStats",
     "Moments",
     "NonInferiority",
+    "Outcome",
+    "PrimaryResult",
     "RatioStats",
     "Reason",
     "SrmResult",
@@ -68,14 +88,18 @@ __all__ = [
     "compare_sequential",
     "contrast",
     "crossover_health",
+    "decide",
     "health_checklist",
     "holm",
     "log_bayes_factor",
     "mean_estimate",
+    "minimum_detectable_effect",
     "moments",
     "non_inferiority",
+    "power_non_inferiority",
     "power_two_sample",
     "ratio_estimate",
     "sequential_srm",
     "srm_test",
+    "users_for_effect",
 ]

@@ -113,6 +113,12 @@ def _deviation_text(users: Mapping[str, int], weights: Mapping[str, float]) -> s
     return f"{arm} got {abs(gaps[arm]):.2%} {more} users than its declared share"
 
 
+def _p_text(p: float) -> str:
+    """A p-value as printed: ``= 0.0455``, ``= 2.3e-17``; below 1e-16 (double precision's
+    floor, where 0 would be printed) ``< 1e-16``."""
+    return "< 1e-16" if p < 1e-16 else f"= {p:.3g}"
+
+
 def srm_item(users: Mapping[str, int], weights: Mapping[str, float], *,
              looks: Sequence[Sequence[int]] | None = None,
              threshold: float | None = None) -> HealthItem:
@@ -128,7 +134,7 @@ def srm_item(users: Mapping[str, int], weights: Mapping[str, float], *,
         results.append(sequential_srm(looks, shares, **options))
     if results[0].reason is Reason.NO_USERS:
         return HealthItem("srm", CheckStatus.INFO, "SRM: no users yet")
-    p_text = ", ".join(f"{'sequential ' if r.sequential else ''}p = {r.p_value:.3g}"
+    p_text = ", ".join(f"{'sequential ' if r.sequential else ''}p {_p_text(r.p_value)}"
                        for r in results)
     size = _deviation_text(users, weights)
     if any(r.flagged for r in results):
