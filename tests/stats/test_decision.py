@@ -157,6 +157,29 @@ def test_no_primary_is_refused():
         decide("t", [], [GUARD_OK], health())
 
 
+def test_the_sample_is_read_from_sufficient_statistics():
+    # treatment 1, 2, 3, 4 (mean 2.5, s^2 = 5/3); control 2, 2, 4, 4 (mean 3, s^2 = 4/3)
+    sample = ArmSample.from_stats(MeanStats(4, 10.0, 30.0), MeanStats(4, 12.0, 40.0), 2.0)
+    assert (sample.users_treatment, sample.users_control, sample.users_per_day) == (4, 4, 2.0)
+    assert sample.variance_treatment == pytest.approx(5 / 3)
+    assert sample.variance_control == pytest.approx(4 / 3)
+    assert sample.mean_control == 3.0
+
+
+def test_results_are_read_from_the_comparison_and_the_guardrail_test():
+    treatment, control = MeanStats(4, 14.0, 54.0), MeanStats(4, 10.0, 30.0)
+    comparison = compare(treatment, control)
+    result = PrimaryResult.from_comparison("ndcg@10", comparison, 0.2)
+    assert (result.estimate, result.ci_low, result.ci_high) == (
+        comparison.relative_lift.estimate, comparison.relative_lift.ci_low,
+        comparison.relative_lift.ci_high)
+    assert result.estimate == pytest.approx(0.4)  # (3.5 - 2.5) / 2.5
+    test = non_inferiority(treatment, control, margin=0.5, relative=False)
+    guard = GuardrailResult.from_test("song_clicks", test)
+    assert (guard.margin, guard.relative, guard.non_inferior) == (0.5, False, False)
+    assert guard.p_value == pytest.approx(0.0757, abs=1e-4)  # compare.py's worked example
+
+
 def test_decision_serialises_to_json_values():
     data = decide("two-tower", [NDCG_WIN], [GUARD_OK], health()).to_dict()
     assert (data["arm"], data["outcome"]) == ("two-tower", "ship")
@@ -251,18 +274,15 @@ def test_a_a_simulation_ships_at_most_alpha_of_the_time():
     rng = np.random.default_rng(20260124)
     reps, n = 2_000, 10_000
     checklist = health()
+    sample = ArmSample(n, n, 1.0, 1.0, 1.0, users_per_day=1_000)
     outcomes = []
     for _ in range(reps):
         comparisons = [compare(_null_stats(rng, n), _null_stats(rng, n)) for _ in range(2)]
         adjusted = holm([c.p_value for c in comparisons])
-        primaries = [
-            PrimaryResult(f"m{i}", c.relative_lift.estimate, c.relative_lift.ci_low,
-                          c.relative_lift.ci_high, float(q),
-                          sample=ArmSample(n, n, 1.0, 1.0, 1.0, users_per_day=1_000))
-            for i, (c, q) in enumerate(zip(comparisons, adjusted, strict=True))]
-        guard = non_inferiority(_null_stats(rng, n), _null_stats(rng, n), margin=0.05)
-        guardrail = GuardrailResult("g", 0.05, guard.estimate, guard.std_error,
-                                    guard.p_value, guard.non_inferior)
+        primaries = [PrimaryResult.from_comparison(f"m{i}", c, float(q), sample=sample)
+                     for i, (c, q) in enumerate(zip(comparisons, adjusted, strict=True))]
+        guardrail = GuardrailResult.from_test(
+            "g", non_inferiority(_null_stats(rng, n), _null_stats(rng, n), margin=0.05))
         outcomes.append(decide("t", primaries, [guardrail], checklist).outcome)
     ship_rate = outcomes.count(Outcome.SHIP) / reps
     band = 3 * math.sqrt(0.025 * 0.975 / reps)  # 3 Monte-Carlo SE around the expected 2.5 %

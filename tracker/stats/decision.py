@@ -41,12 +41,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from tracker.stats.compare import Comparison, NonInferiority
+from tracker.stats.estimates import moments
 from tracker.stats.health import CheckStatus, HealthChecklist
 from tracker.stats.power import (
     minimum_detectable_effect,
     power_non_inferiority,
     users_for_effect,
 )
+from tracker.stats.sufficient import ArmStats
 
 DEFAULT_TARGET_EFFECT = 0.05
 DEFAULT_POWER = 0.8
@@ -74,7 +77,8 @@ class GuardrailState(StrEnum):
 class ArmSample:
     """What judging power needs for one metric: users per arm today, the user-level
     variance per arm and the control mean (the rollup's sufficient statistics), and
-    ``users_per_day``, new users per day in the two arms together (None: unknown)."""
+    ``users_per_day``, new users per day in the two arms together, e.g. (users today − users
+    a week ago) / 7 in the cumulative view (None: unknown)."""
 
     users_treatment: int
     users_control: int
@@ -82,6 +86,15 @@ class ArmSample:
     variance_control: float | None
     mean_control: float | None
     users_per_day: float | None = None
+
+    @classmethod
+    def from_stats(cls, treatment: ArmStats, control: ArmStats,
+                   users_per_day: float | None = None) -> ArmSample:
+        """From the two arms' sufficient statistics: the user-level variance is n times the
+        variance of the arm's estimate (for a ratio metric, its delta-method equivalent)."""
+        t, c = moments(treatment), moments(control)
+        return cls(t.n, c.n, None if t.variance is None else t.variance * t.n,
+                   None if c.variance is None else c.variance * c.n, c.estimate, users_per_day)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +112,16 @@ class PrimaryResult:
     sample: ArmSample | None = None
     relative: bool = True
 
+    @classmethod
+    def from_comparison(cls, metric: str, comparison: Comparison,
+                        p_value_adjusted: float | None, *, higher_is_better: bool = True,
+                        sample: ArmSample | None = None) -> PrimaryResult:
+        """From :func:`tracker.stats.compare.compare`'s result: its relative lift and
+        interval, with the p-value after the correction over the primaries."""
+        lift = comparison.relative_lift
+        return cls(metric, lift.estimate, lift.ci_low, lift.ci_high, p_value_adjusted,
+                   higher_is_better, sample, relative=True)
+
 
 @dataclass(frozen=True, slots=True)
 class GuardrailResult:
@@ -113,6 +136,12 @@ class GuardrailResult:
     p_value: float | None
     non_inferior: bool | None
     relative: bool = True
+
+    @classmethod
+    def from_test(cls, metric: str, test: NonInferiority) -> GuardrailResult:
+        """From :func:`tracker.stats.compare.non_inferiority`'s result."""
+        return cls(metric, test.margin, test.estimate, test.std_error, test.p_value,
+                   test.non_inferior, test.relative)
 
 
 @dataclass(frozen=True, slots=True)
