@@ -80,7 +80,8 @@ def test_update_of_an_unknown_experiment_says_so(tracker):
                  "ndcg@20", id="cutoff-the-experiment-does-not-report"),
     pytest.param({"primary": ["clicks@10"]}, "primary", "unknown metric 'clicks@10'; known "
                  "metrics: hit_rate, map", id="unknown-metric-lists-the-known-ones"),
-    pytest.param({"primary": ["ndcg"]}, "primary", "needs a cutoff",
+    pytest.param({"primary": ["ndcg"]}, "primary", "needs a cutoff: write it as 'ndcg@<k>', "
+                 "e.g. 'ndcg@10'; this experiment's cutoffs: 5, 10, 20",
                  id="metric-with-a-cutoff-named-without-one"),
     pytest.param({"primary": ["song_clicks@10"]}, "primary", "takes no cutoff",
                  id="metric-without-cutoff-named-with-one"),

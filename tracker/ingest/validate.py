@@ -385,7 +385,8 @@ def check_role_metric(name: Any, field: str, cutoffs: Sequence[int]) -> str:
     try:
         parsed = parse_metric(name)
     except ValueError as exc:
-        raise ValidationError(str(exc), field=field) from None
+        raise ValidationError(f"{exc}; this experiment's cutoffs: "
+                              f"{', '.join(map(str, cutoffs))}", field=field) from None
     if parsed.k is not None and parsed.k not in cutoffs:
         shown = ", ".join(f"{parsed.metric}@{k}" for k in cutoffs)
         raise ValidationError(f"{name!r}: k = {parsed.k} is not one of the experiment's "
