@@ -327,3 +327,41 @@ def test_name_number_pairs_are_each_name_once_with_a_finite_number_or_a_usage_er
     else:
         assert len(pairs) == len(values) and all(name.strip() for name in pairs)
         assert all(math.isfinite(v) and v >= 0 for v in pairs.values())
+
+
+def test_experiments_create_and_update_set_the_metric_roles(db_url):
+    _create(db_url, "--primary", "ndcg@10", "--primary", "hit_rate@5",
+            "--guardrail", "song_clicks=0.05")
+    shown = json.loads(run(db_url, "experiments", "show", "home", "--format", "json").stdout)
+    assert shown["roles"] == {"primary": ["ndcg@10", "hit_rate@5"],
+                              "guardrails": {"song_clicks": 0.05}}
+    assert "primary ndcg@10, hit_rate@5; guardrails song_clicks (loss 0.05)" in run(
+        db_url, "experiments", "show", "home").output
+    out = run(db_url, "experiments", "update", "home", "--guardrail", "precision@20=0.1",
+              "--name", "Home page", "--ends-at", "2030-01-01T00:00:00Z").output
+    assert "primary ndcg@10, hit_rate@5; guardrails precision@20 (loss 0.1)" in out
+    shown = json.loads(run(db_url, "experiments", "show", "home", "--format", "json").stdout)
+    assert (shown["name"], shown["ends_at"]) == ("Home page", "2030-01-01T00:00:00+00:00")
+    assert "none declared" in run(db_url, "experiments", "update", "home",
+                                  "--clear-roles").output
+    shown = json.loads(run(db_url, "experiments", "show", "home", "--format", "json").stdout)
+    assert shown["roles"] is None
+
+
+@pytest.mark.parametrize(("args", "code", "message"), [
+    pytest.param(("--guardrail", "song_clicks"), 2, "expected METRIC@K=LOSS",
+                 id="guardrail-without-its-loss"),
+    pytest.param(("--guardrail", "song_clicks=five"), 2, "expected METRIC@K=LOSS",
+                 id="guardrail-loss-not-a-number"),
+    pytest.param(("--primary", "ndcg@7"), 1, "accepted: ndcg@5, ndcg@10, ndcg@20",
+                 id="primary-at-a-cutoff-not-reported"),
+    pytest.param(("--primary", "ndcg@10", "--clear-roles"), 2, "not both",
+                 id="clear-roles-with-new-roles"),
+])
+def test_experiments_update_refuses_bad_roles_and_keeps_the_stored_ones(db_url, args, code,
+                                                                        message):
+    _create(db_url, "--primary", "ndcg@10")
+    result = run(db_url, "experiments", "update", "home", *args, code=code)
+    assert message in result.stderr
+    shown = json.loads(run(db_url, "experiments", "show", "home", "--format", "json").stdout)
+    assert shown["roles"] == {"primary": ["ndcg@10"], "guardrails": {}}

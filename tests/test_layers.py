@@ -19,8 +19,10 @@ ALLOWED = {
     "tracker/store": ({"sqlalchemy", "alembic", "pyarrow", "adbc_driver_manager",
                        "adbc_driver_postgresql"},
                       {"tracker.store", "tracker.config", "tracker.errors"}),
+    # metric roles on an experiment are checked against the registry's metric names
     "tracker/ingest": ({"numpy", "pandas", "pyarrow", "sqlalchemy"},
-                       {"tracker.ingest", "tracker.store", "tracker.config", "tracker.errors"}),
+                       {"tracker.ingest", "tracker.store", "tracker.config", "tracker.errors",
+                        "tracker.metrics.registry"}),
     # the rollup reads a day's lists as Arrow tables and stores unit totals as JSON + bytes
     "tracker/rollup": ({"numpy", "pandas", "pyarrow", "orjson", "sqlalchemy", "threadpoolctl"},
                        {"tracker.rollup", "tracker.store", "tracker.metrics", "tracker.config",

@@ -207,6 +207,13 @@ def _options(**fields: str) -> Iterator[None]:
         raise click.BadParameter(error.reason, param_hint=fields[error.field]) from None
 
 
+GUARDRAIL_FORM = "METRIC@K=LOSS (e.g. ndcg@10=0.02)"
+_PRIMARY_HELP = ("A primary (success) metric, METRIC@K or METRIC for those without a cutoff "
+                 "(repeatable).")
+_GUARDRAIL_HELP = ("A guardrail with the relative loss it tolerates, METRIC@K=LOSS, e.g. "
+                   "song_clicks=0.05 (repeatable).")
+
+
 @experiments.command("create")
 @click.argument("key")
 @click.option("--arm", "arms", multiple=True, required=True,
@@ -225,11 +232,16 @@ def _options(**fields: str) -> Iterator[None]:
 @click.option("--cutoffs", default="5,10,20", show_default=True, help="k values reported.")
 @click.option("--status", type=click.Choice(["draft", "running", "stopped", "archived"]),
               default="running", show_default=True)
+@click.option("--primary", multiple=True, metavar="METRIC@K", help=_PRIMARY_HELP)
+@click.option("--guardrail", "guardrails", multiple=True, metavar="METRIC@K=LOSS",
+              help=_GUARDRAIL_HELP)
 @click.option("--exist-ok", is_flag=True,
               help="Succeed without changes when KEY already exists (for scripts).")
 def experiments_create(key, arms, control, window, relevance, unknown_events, name,
-                       description, timezone, cutoffs, status, exist_ok) -> None:
-    """Register experiment KEY with its arms."""
+                       description, timezone, cutoffs, status, primary, guardrails,
+                       exist_ok) -> None:
+    """Register experiment KEY with its arms and, optionally, its metric roles (the other
+    metrics are secondary)."""
     from tracker.errors import AlreadyExists
     from tracker.sdk import Tracker
 
@@ -249,7 +261,8 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
                 key, weights, control=control, attribution_window=attribution_window,
                 relevance=grades or None, name=name,
                 description=description, timezone=timezone, cutoffs=cutoff_list,
-                unknown_events=unknown_events, status=status)
+                unknown_events=unknown_events, status=status, primary=primary,
+                guardrails=_pairs(guardrails, "--guardrail", GUARDRAIL_FORM))
         except AlreadyExists:
             if not exist_ok:
                 raise
@@ -257,6 +270,43 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
             return
     click.echo(f"created experiment {created.key!r} with arms "
                f"{', '.join(a.key for a in created.arms)} (control {created.control!r})")
+
+
+@experiments.command("update")
+@click.argument("key")
+@click.option("--primary", multiple=True, metavar="METRIC@K",
+              help=_PRIMARY_HELP + " Replaces the primary metrics.")
+@click.option("--guardrail", "guardrails", multiple=True, metavar="METRIC@K=LOSS",
+              help=_GUARDRAIL_HELP + " Replaces the guardrails.")
+@click.option("--clear-roles", is_flag=True,
+              help="Remove every role (the report's defaults apply again).")
+@click.option("--name", help="New display name.")
+@click.option("--description", help="New description.")
+@click.option("--ends-at", metavar="ISO", help="New end instant, e.g. 2026-12-01T00:00:00Z.")
+def experiments_update(key, primary, guardrails, clear_roles, name, description,
+                       ends_at) -> None:
+    """Change experiment KEY's metric roles, name, description or end. Options left out
+    stay as they are; arms, window, relevance, cutoffs and time zone cannot change."""
+    from tracker.sdk import Tracker
+
+    if clear_roles and (primary or guardrails):
+        raise click.UsageError("give --clear-roles or --primary/--guardrail, not both")
+    if clear_roles:
+        primary_list, guardrail_map = [], {}
+    else:
+        primary_list = list(primary) if primary else None
+        guardrail_map = _pairs(guardrails, "--guardrail", GUARDRAIL_FORM) if guardrails else None
+    with Tracker() as t:
+        updated = t.update_experiment(key, primary=primary_list, guardrails=guardrail_map,
+                                      name=name, description=description, ends_at=ends_at)
+    click.echo(f"updated experiment {key!r}; roles: {_roles_text(updated.roles)}")
+
+
+def _roles_text(roles) -> str:
+    if roles is None:
+        return "none declared (the report's defaults apply)"
+    guards = ", ".join(f"{n} (loss {v:g})" for n, v in roles.guardrails.items())
+    return f"primary {', '.join(roles.primary) or '-'}; guardrails {guards or '-'}"
 
 
 @experiments.command("list")
@@ -298,6 +348,8 @@ def experiments_show(key: str, fmt: str) -> None:
     for name, value in data.items():
         if name == "arms":
             value = ", ".join(f"{a.key} ({a.weight / total:.1%})" for a in found.arms)
+        elif name == "roles":
+            value = _roles_text(found.roles)
         elif isinstance(value, dict):
             value = ", ".join(f"{k}={v:g}" for k, v in value.items())
         elif isinstance(value, list):
@@ -514,7 +566,7 @@ def report_cmd(experiment: str, day, daily: bool, fmt: str, level: float, sequen
     from tracker.errors import ValidationError
     from tracker.report import render_table, report, select
 
-    margins = _pairs(guardrails, "--guardrail", "METRIC@K=LOSS (e.g. ndcg@10=0.02)")
+    margins = _pairs(guardrails, "--guardrail", GUARDRAIL_FORM)
     engine, _ = _engine()
     with _options(as_of="--day", primary="--primary/--guardrail"):
         card = report(engine, experiment, cumulative=not daily,

@@ -15,7 +15,13 @@ from tracker.errors import ConfigError, ConflictError, ValidationError
 from tracker.ingest import write
 from tracker.ingest.frames import frame_records
 from tracker.ingest.result import IngestResult
-from tracker.ingest.validate import Reject, check_id, experiment_fields
+from tracker.ingest.validate import (
+    Reject,
+    check_id,
+    check_roles,
+    experiment_fields,
+    experiment_update_fields,
+)
 from tracker.store import experiments as registry
 from tracker.store.db import create_engine, require_current_schema, transaction
 from tracker.store.experiments import ExperimentInfo
@@ -60,6 +66,7 @@ class Tracker:
         description: str = "", status: str = "running", starts_at: datetime | None = None,
         ends_at: datetime | None = None, timezone: str = "UTC",
         cutoffs: Sequence[int] = (5, 10, 20), unknown_events: str = "reject",
+        primary: Sequence[str] = (), guardrails: Mapping[str, float] | None = None,
     ) -> ExperimentInfo:
         """Register an experiment and its arms.
 
@@ -67,6 +74,10 @@ class Tracker:
         weight / total). ``control`` defaults to the first arm. ``relevance`` maps event types
         to grades (0 = not relevant); None counts every event as grade 1. ``unknown_events``:
         "reject" event types the mapping lacks, or "zero" to store them with grade 0.
+        ``primary``: the success metrics (``"ndcg@10"``; ``"song_clicks"`` for metrics without
+        a cutoff, k one of ``cutoffs``); ``guardrails``: metric name -> tolerated relative
+        loss in [0, 1) (0.05 = 5 %). Every other metric is secondary; none given: the
+        report's defaults apply.
         """
         fields = experiment_fields(
             key=key, arms=arms, control=control, attribution_window=attribution_window,
@@ -74,8 +85,30 @@ class Tracker:
             starts_at=starts_at, ends_at=ends_at, timezone=timezone, cutoffs=cutoffs,
             unknown_events=unknown_events, max_items=self.settings.max_items,
             now_us=write.now_micros())
+        roles = check_roles(primary=primary, guardrails=guardrails or {},
+                            cutoffs=fields["cutoffs"])
+        fields["roles"] = roles.to_dict() if roles is not None else None
         with transaction(self.engine, write=True) as conn:
             registry.insert_experiment(conn, **fields)
+            return registry.get_experiment(conn, key)
+
+    def update_experiment(
+        self, key: str, *, primary: Sequence[str] | None = None,
+        guardrails: Mapping[str, float] | None = None, name: str | None = None,
+        description: str | None = None, ends_at: datetime | str | None = None,
+    ) -> ExperimentInfo:
+        """Change the settings of experiment ``key`` that are safe to change; None leaves one
+        as it is. ``primary`` / ``guardrails`` replace that role's metrics (``[]`` / ``{}``
+        empties it; both empty: no roles, the report's defaults apply). Arms, window,
+        relevance, cutoffs and time zone are not offered: they decide what the stored
+        results mean. Raises ValidationError (nothing changes) or NotFound.
+        """
+        with transaction(self.engine, write=True) as conn:
+            info = registry.get_experiment(conn, key)
+            values = experiment_update_fields(info, primary=primary, guardrails=guardrails,
+                                              name=name, description=description,
+                                              ends_at=ends_at)
+            registry.update_experiment(conn, key, values)
             return registry.get_experiment(conn, key)
 
     def experiment(self, key: str) -> ExperimentInfo:

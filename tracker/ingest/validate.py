@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -50,7 +50,8 @@ import numpy as np
 
 from tracker.config import Settings
 from tracker.errors import ValidationError
-from tracker.store.experiments import ExperimentInfo
+from tracker.metrics.registry import parse_metric
+from tracker.store.experiments import ExperimentInfo, Roles
 from tracker.store.models import (
     EXPERIMENT_STATUSES,
     ID_LENGTH,
@@ -610,3 +611,108 @@ def experiment_fields(*, key: str, arms: Mapping[str, float], control: str | Non
         "unknown_events": unknown_events, "timezone": timezone, "cutoffs": cutoff_list,
         "created_at": now_us, "arms": {a: float(w) for a, w in arms.items()},
     }
+
+
+# ---------------------------------------------------------------------------- roles
+
+def check_role_metric(name: Any, field: str, cutoffs: Sequence[int]) -> str:
+    """The canonical name of a metric given a role: a metric of the registry
+    (:func:`tracker.metrics.registry.parse_metric`), written ``METRIC@K`` for those with a
+    cutoff and ``METRIC`` for the others, whose k is one of the experiment's ``cutoffs``."""
+    try:
+        parsed = parse_metric(name)
+    except ValueError as exc:
+        raise ValidationError(f"{exc}; this experiment's cutoffs: "
+                              f"{', '.join(map(str, cutoffs))}", field=field) from None
+    if parsed.k is not None and parsed.k not in cutoffs:
+        shown = ", ".join(f"{parsed.metric}@{k}" for k in cutoffs)
+        raise ValidationError(f"{name!r}: k = {parsed.k} is not one of the experiment's "
+                              f"cutoffs; accepted: {shown}", field=field)
+    return str(parsed)
+
+
+def check_loss(name: str, loss: Any) -> float:
+    """A guardrail's tolerated relative loss: a number in [0, 1) (0.05 tolerates a 5 % loss;
+    0 tolerates none)."""
+    if (isinstance(loss, bool) or not isinstance(loss, (int, float, np.floating))
+            or not math.isfinite(loss) or not 0 <= loss < 1):
+        raise ValidationError(f"guardrail {name!r} tolerates a loss of {loss!r}; a loss is a "
+                              "relative share in [0, 1), e.g. 0.05 for 5 %", field="guardrails")
+    return float(loss)
+
+
+def check_roles(*, primary: Iterable[str], guardrails: Mapping[str, Any],
+                cutoffs: Sequence[int]) -> Roles | None:
+    """Checked metric roles of an experiment with ``cutoffs``; None when both are empty (no
+    roles: the report's defaults apply). Names are canonicalised and a primary named twice is
+    kept once; a metric is never both primary and guardrail. Raises ValidationError naming
+    the bad value and what is accepted."""
+    if isinstance(primary, (str, bytes, Mapping)):
+        raise ValidationError(f"primary metrics must be a list of names such as "
+                              f"['ndcg@10'], got {primary!r}", field="primary")
+    if not isinstance(guardrails, Mapping):
+        raise ValidationError(f"guardrails must map metric names to tolerated losses, e.g. "
+                              f"{{'song_clicks': 0.05}}, got {guardrails!r}", field="guardrails")
+    names = tuple(dict.fromkeys(check_role_metric(n, "primary", cutoffs) for n in primary))
+    guards: dict[str, float] = {}
+    for name, loss in guardrails.items():
+        canonical = check_role_metric(name, "guardrails", cutoffs)
+        if canonical in guards:
+            raise ValidationError(f"guardrail {canonical!r} is given twice", field="guardrails")
+        guards[canonical] = check_loss(canonical, loss)
+    both = [n for n in names if n in guards]
+    if both:
+        raise ValidationError(f"{', '.join(map(repr, both))} cannot be both primary and "
+                              "guardrail: choose one role per metric", field="guardrails")
+    if not names and not guards:
+        return None
+    return Roles(names, guards)
+
+
+def experiment_update_fields(info: ExperimentInfo, *, primary: Iterable[str] | None,
+                             guardrails: Mapping[str, Any] | None, name: str | None,
+                             description: str | None,
+                             ends_at: datetime | str | None) -> dict[str, Any]:
+    """Checked column values that change experiment ``info``; None leaves a setting as it
+    is. ``primary`` and ``guardrails`` each replace that role's list (``[]`` / ``{}`` empties
+    it; both empty: no roles). Arms, window, relevance, cutoffs and time zone are not
+    offered: changing them would change what the stored results mean."""
+    values: dict[str, Any] = {}
+    if primary is not None or guardrails is not None:
+        current = info.roles or Roles()
+        roles = check_roles(
+            primary=current.primary if primary is None else primary,
+            guardrails=current.guardrails if guardrails is None else guardrails,
+            cutoffs=info.cutoffs)
+        values["roles"] = roles.to_dict() if roles is not None else None
+    if name is not None:
+        if not isinstance(name, str) or not name or len(name) > KEY_LENGTH:
+            raise ValidationError(f"{name!r}: a name is a string of 1-{KEY_LENGTH} characters",
+                                  field="name")
+        values["name"] = name
+    if description is not None:
+        if not isinstance(description, str):
+            raise ValidationError(f"must be text, got {type(description).__name__}",
+                                  field="description")
+        values["description"] = description
+    if ends_at is not None:
+        values["ends_at"] = _check_end(info, ends_at)
+    return values
+
+
+def _check_end(info: ExperimentInfo, ends_at: datetime | str) -> int:
+    """Microseconds of a new end instant (naive = UTC), after the experiment's start."""
+    if isinstance(ends_at, str):
+        try:
+            ends_at = datetime.fromisoformat(ends_at)
+        except ValueError:
+            raise ValidationError(f"{ends_at!r} is not an ISO 8601 date-time, e.g. "
+                                  "2026-12-01T00:00:00Z", field="ends_at") from None
+    if not isinstance(ends_at, datetime):
+        raise ValidationError(f"must be a datetime or an ISO 8601 string, got "
+                              f"{type(ends_at).__name__}", field="ends_at")
+    end_us = to_micros(ends_at)
+    if info.starts_at is not None and end_us <= to_micros(info.starts_at):
+        raise ValidationError(f"{ends_at.isoformat()} must be after the experiment's start "
+                              f"({info.starts_at.isoformat()})", field="ends_at")
+    return end_us

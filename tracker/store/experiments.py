@@ -5,7 +5,7 @@ Functions take a Connection and return frozen dataclasses; ORM rows stay here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,9 +26,40 @@ class ArmInfo:
 
 
 @dataclass(frozen=True)
+class Roles:
+    """The metric roles declared on an experiment.
+
+    ``primary``: the success metrics, by name (``"ndcg@10"``, ``"song_clicks"``), in the
+    order declared; the multiple-comparison correction covers them. ``guardrails``: metric
+    name -> the relative loss it tolerates (0.05 = a 5 % loss), each judged by a one-sided
+    non-inferiority test. Every other metric is secondary. A name is never both primary and
+    guardrail (:func:`tracker.ingest.validate.check_roles` enforces it).
+    """
+
+    primary: tuple[str, ...] = ()
+    guardrails: dict[str, float] = field(default_factory=dict)
+
+    def role(self, name: str) -> str:
+        """``"primary"``, ``"guardrail"`` or ``"secondary"`` for the metric ``name``."""
+        if name in self.primary:
+            return "primary"
+        return "guardrail" if name in self.guardrails else "secondary"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stored JSON document (and the ``roles`` of :meth:`ExperimentInfo.to_dict`)."""
+        return {"primary": list(self.primary), "guardrails": dict(self.guardrails)}
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> Roles:
+        return cls(tuple(document.get("primary", ())),
+                   {name: float(loss) for name, loss in document.get("guardrails", {}).items()})
+
+
+@dataclass(frozen=True)
 class ExperimentInfo:
     """An experiment as stored. ``relevance`` maps event types to grades (None: any event is
-    grade 1); ``cutoffs`` are the k values the rollup reports."""
+    grade 1); ``cutoffs`` are the k values the rollup reports; ``roles`` the declared metric
+    roles (None: none declared, the report's defaults apply)."""
 
     id: int
     key: str
@@ -45,6 +76,7 @@ class ExperimentInfo:
     timezone: str
     cutoffs: tuple[int, ...]
     created_at: datetime
+    roles: Roles | None = None
 
     def arm(self, key: str) -> ArmInfo:
         for arm in self.arms:
@@ -66,6 +98,7 @@ class ExperimentInfo:
             "relevance": self.relevance, "unknown_events": self.unknown_events,
             "timezone": self.timezone, "cutoffs": list(self.cutoffs),
             "created_at": self.created_at.isoformat(),
+            "roles": self.roles.to_dict() if self.roles is not None else None,
         }
 
 
@@ -74,6 +107,8 @@ def insert_experiment(conn: sa.Connection, *, arms: dict[str, float], **fields: 
     exists = conn.execute(sa.select(Experiment.id).where(Experiment.key == fields["key"]))
     if exists.first() is not None:
         raise AlreadyExists(f"experiment {fields['key']!r} already exists")
+    if fields.get("roles", 0) is None:
+        fields["roles"] = sa.null()  # SQL NULL, as for experiments stored before roles existed
     experiment_id = conn.execute(
         sa.insert(Experiment).values(**fields).returning(Experiment.id)).scalar_one()
     conn.execute(sa.insert(Arm), [
@@ -81,6 +116,19 @@ def insert_experiment(conn: sa.Connection, *, arms: dict[str, float], **fields: 
         for key, weight in arms.items()
     ])
     return experiment_id
+
+
+def update_experiment(conn: sa.Connection, key: str, values: dict[str, Any]) -> None:
+    """Change the given columns of experiment ``key`` (values already validated; a
+    ``"roles"`` of None clears the roles). Raises NotFound for an unknown key."""
+    if "roles" in values and values["roles"] is None:
+        values = {**values, "roles": sa.null()}
+    if not values:
+        get_experiment(conn, key)  # still say so when the key is unknown
+        return
+    changed = conn.execute(sa.update(Experiment).where(Experiment.key == key).values(**values))
+    if changed.rowcount == 0:
+        get_experiment(conn, key)
 
 
 def _load(conn: sa.Connection, where) -> list[ExperimentInfo]:
@@ -103,6 +151,7 @@ def _load(conn: sa.Connection, where) -> list[ExperimentInfo]:
             relevance=dict(e.relevance) if e.relevance is not None else None,
             unknown_events=e.unknown_events, timezone=e.timezone,
             cutoffs=tuple(e.cutoffs), created_at=e.created_at,
+            roles=Roles.from_dict(e.roles) if e.roles is not None else None,
         )
         for e in rows
     ]

@@ -53,6 +53,9 @@ class Experiment(Base):
     unknown_events: Mapped[str] = mapped_column(sa.String(16), default="reject")
     timezone: Mapped[str] = mapped_column(sa.String(64), default="UTC")
     cutoffs: Mapped[list[int]] = mapped_column(JSON_DOC)
+    # {"primary": [name, ...], "guardrails": {name: tolerated relative loss}}; NULL: none
+    # declared (the report's defaults apply). Checked by tracker.ingest.validate.check_roles.
+    roles: Mapped[dict[str, Any] | None] = mapped_column(JSON_DOC)
     created_at: Mapped[datetime] = mapped_column(EpochMicros)
 
     __table_args__ = (
