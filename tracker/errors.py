@@ -70,6 +70,12 @@ class SchemaOutdated(StoreError):
     """The database schema is missing or behind this version of tracker."""
 
 
+class StaleState(StoreError):
+    """Stored rollup state cannot be read by this version or these settings (another format,
+    or metrics and cutoffs that changed since it was written); ``tracker rollup --full``
+    recomputes it."""
+
+
 class Busy(TrackerError):
     """Another process holds the lock this operation needs (e.g. a rollup already running)."""
 

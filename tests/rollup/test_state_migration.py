@@ -1,11 +1,15 @@
 """Migration 0006 (the rollup state's generation): upgrade keeps the watermarks, downgrade
-turns a reset state back into what it meant before (no row: rebuild) and keeps the rest."""
+turns a reset state back into what it meant before (no row: rebuild) and keeps the rest.
+Migration 0008 (self-describing stored state): both directions invalidate the stored state
+and the watermarks, keep the results the report reads, and the next run rebuilds the same
+results."""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
-from tests.rollup.scenario import create
+from tests.rollup.scenario import create, dump, make_logs
+from tests.rollup.test_rollup import NOW
 from tracker import Tracker
 from tracker.store import schema
 from tracker.store.db import create_engine
@@ -28,7 +32,11 @@ def test_0006_keeps_watermarks_both_ways_and_a_reset_downgrades_to_no_row(empty_
             "(1000, 'old', 'old', '', 'running', 'a', 3600000000, 'reject', 'UTC', '[5]', 0)"))
         conn.execute(sa.text("INSERT INTO rollup_state (experiment_id, impressions_seen, "
                              "interactions_seen, updated_at) VALUES (1000, 7, 9, 0)"))
-    schema.upgrade(engine)
+    schema.upgrade(engine, "0007")
+    assert _states(engine) == [(1000, 7, 9)]
+    schema.downgrade(engine, "0005")
+    assert _states(engine) == [(1000, 7, 9)]
+    schema.upgrade(engine)  # 0008 invalidates the watermarks: (1000, None, None)
     with Tracker(empty_url) as t:
         create(t, key="declared")
         t.declare_catalog("declared", ["i1"])  # a reset row: watermarks NULL, generation 1
@@ -36,10 +44,79 @@ def test_0006_keeps_watermarks_both_ways_and_a_reset_downgrades_to_no_row(empty_
         with t.engine.connect() as conn:
             generations = dict(conn.execute(sa.text(
                 "SELECT experiment_id, generation FROM rollup_state")).all())
-    assert sorted(_states(engine)) == sorted([(1000, 7, 9), (declared, None, None)])
+    assert sorted(_states(engine)) == sorted([(1000, None, None), (declared, None, None)])
     assert generations == {1000: 0, declared: 1}
     schema.downgrade(engine, "0005")
-    assert _states(engine) == [(1000, 7, 9)]
+    assert _states(engine) == []  # reset rows: no row, a rebuild, as before 0006
+    engine.dispose()
+
+
+STATE = ("rollup_units", "rollup_pairs", "rollup_popularity", "rollup_exposure")
+
+
+def _state_rows(engine: sa.Engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        return {t: conn.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar_one()
+                for t in STATE}
+
+
+def _rolled_up(url: str) -> dict:
+    with Tracker(url) as t:
+        t.rollup("home", now=NOW)
+    return _results(url)
+
+
+def _results(url: str) -> dict:
+    engine = create_engine(url)
+    out = {t: rows for t, rows in dump(engine).items() if t not in STATE}
+    engine.dispose()
+    return out
+
+
+def test_0008_invalidates_state_both_ways_keeps_results_and_the_next_run_rebuilds_them(
+        empty_url):
+    engine = create_engine(empty_url)
     schema.upgrade(engine)
-    assert _states(engine) == [(1000, 7, 9)]
+    with Tracker(empty_url) as t:
+        create(t)
+        imps, events = make_logs(5)
+        t.log_impressions(imps, on_invalid="all_or_nothing")
+        t.log_interactions(events, on_invalid="all_or_nothing")
+    expected = _rolled_up(empty_url)
+    assert all(_state_rows(engine).values())
+    schema.downgrade(engine, "0007")
+    assert _state_rows(engine) == dict.fromkeys(STATE, 0)
+    assert [w for _, *w in _states(engine)] == [[None, None]]  # the next run rebuilds
+    assert _results(empty_url) == expected  # what the report reads stays
+    schema.upgrade(engine)
+    assert _state_rows(engine) == dict.fromkeys(STATE, 0)
+    assert _results(empty_url) == expected
+    assert _rolled_up(empty_url) == expected  # rebuilt in the new format, the same results
+    assert all(_state_rows(engine).values())
+    engine.dispose()
+
+
+def test_0008_upgrade_drops_state_written_in_the_old_format(empty_url):
+    engine = create_engine(empty_url)
+    schema.upgrade(engine, "0007")
+    with engine.begin() as conn:  # plain SQL at 0007: one row of each old format
+        conn.execute(sa.text(
+            "INSERT INTO experiment (id, key, name, description, status, control_arm, "
+            "attribution_window_us, unknown_events, timezone, cutoffs, created_at) VALUES "
+            "(1000, 'old', 'old', '', 'running', 'a', 3600000000, 'reject', 'UTC', '[5]', 0)"))
+        conn.execute(sa.text("INSERT INTO rollup_state (experiment_id, impressions_seen, "
+                             "interactions_seen, updated_at) VALUES (1000, 7, 9, 0)"))
+        blob = {"b": b"\x00" * 8}
+        conn.execute(sa.text("INSERT INTO rollup_units VALUES (1000, '2026-01-01', false, 0, "
+                             "'[\"u\"]', :b, :b, :b, :b)"), blob)
+        conn.execute(sa.text("INSERT INTO rollup_pairs VALUES (1000, '2026-01-01', '[]', '[]', "
+                             ":b)"), blob)
+        conn.execute(sa.text("INSERT INTO rollup_popularity VALUES (1000, '2026-01-01', 7, "
+                             "'[]', :b, 0)"), blob)
+        conn.execute(sa.text("INSERT INTO rollup_exposure VALUES (1000, '2026-01-01', false, 0, "
+                             "'[]', :b)"), blob)
+    assert _state_rows(engine) == dict.fromkeys(STATE, 1)
+    schema.upgrade(engine)
+    assert _state_rows(engine) == dict.fromkeys(STATE, 0)
+    assert _states(engine) == [(1000, None, None)]
     engine.dispose()

@@ -156,7 +156,8 @@ def test_tables_dropped_by_a_downgrade_are_predicted_exactly_and_nothing_changes
         assert (counts["experiment"], counts["arm"]) == (1, 2)
     schema.downgrade(engine, revision)
     assert set(counts) == tables - _tables(engine)
-    assert counts  # every step down drops at least one table
+    # every step down drops at least one table, but 0008 (it rewrites derived state)
+    assert counts or (revision == "-1" and SCHEMA_REVISION == "0008")
     engine.dispose()
 
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracker.rollup import state
 from tracker.rollup.codes import factorize, take
 from tracker.rollup.outcomes import Layout
 
@@ -60,47 +60,55 @@ class UnitTotals:
                    np.concatenate([p.impressions for p in parts]),
                    _stack([p.sums for p in parts]), _stack([p.counts for p in parts]))
 
-    def encode(self) -> list[tuple[str, bytes, bytes, bytes, bytes]]:
-        """``rollup_units`` parts ``(users JSON, arms, impressions, sums, counts)``, each of
-        at most :data:`PART_BYTES` of sums; the matrices column after column
-        (little-endian float64)."""
-        columns = max(self.sums.shape[1], 1)
+    def encode(self, layout: Layout) -> list[bytes]:
+        """``rollup_units`` parts: Arrow IPC streams in the ``units/1`` format of
+        :mod:`tracker.rollup.state`, each of at most :data:`PART_BYTES` of sums, the columns
+        named after ``layout`` (the layout of ``sums`` and ``counts``)."""
+        columns = max(len(layout), 1)
         rows = max(1, PART_BYTES // (8 * columns))
-        return [self._encode(slice(at, at + rows)) for at in range(0, max(self.size, 1), rows)]
+        return [self._encode(slice(at, at + rows), layout)
+                for at in range(0, max(self.size, 1), rows)]
 
-    def _encode(self, part: slice) -> tuple[str, bytes, bytes, bytes, bytes]:
-        impressions, counts = self.impressions[part], self.counts[part]
+    def _encode(self, part: slice, layout: Layout) -> bytes:
+        impressions, sums, counts = self.impressions[part], self.sums[part], self.counts[part]
         # most metrics are defined on every impression: their counts equal the unit's
-        # impressions and are not stored (a leading byte per column says which are)
+        # impressions and are not stored (an absent count column means exactly that)
         full = (counts == impressions[:, None]).all(axis=0)
-        return (orjson.dumps(self.users[part].tolist()).decode(),
-                np.ascontiguousarray(self.arms[part], dtype="<i8").tobytes(),
-                np.ascontiguousarray(impressions, dtype="<i8").tobytes(),
-                np.ascontiguousarray(self.sums[part].T, dtype="<f8").tobytes(),
-                full.astype(np.uint8).tobytes()
-                + np.ascontiguousarray(counts[:, ~full].T, dtype="<f8").tobytes())
+        data = {"user_id": pa.array(self.users[part], type=pa.string()),
+                "arm_id": pa.array(self.arms[part], type=pa.int64()),
+                "impressions": pa.array(impressions, type=pa.int64())}
+        for j, name in enumerate(layout.names):
+            data[f"sum:{name}"] = pa.array(sums[:, j], type=pa.float64())
+        for j, name in enumerate(layout.names):
+            if not full[j]:
+                data[f"count:{name}"] = pa.array(counts[:, j], type=pa.float64())
+        return state.write(pa.table(data), state.UNITS)
 
     @classmethod
-    def decode(cls, parts: list[tuple[str, bytes, bytes, bytes, bytes]],
-               columns: int) -> UnitTotals:
-        """The totals of :meth:`encode`'s parts."""
-        return cls.concat([cls._decode(*part, columns) for part in parts], columns)
+    def decode(cls, parts: list[bytes], layout: Layout) -> UnitTotals:
+        """The totals of :meth:`encode`'s parts, their columns in the order of ``layout``
+        (read by name: a stored reorder reads the same; a column of ``layout`` the parts
+        lack raises :class:`~tracker.errors.StaleState`)."""
+        return cls.concat([cls._decode(part, layout) for part in parts], len(layout))
 
     @classmethod
-    def _decode(cls, users: str, arms: bytes, impressions: bytes, sums: bytes, counts: bytes,
-                columns: int) -> UnitTotals:
-        ids = np.asarray(orjson.loads(users), dtype=object)
-        if ids.size == 0:
-            return cls.empty(columns)
-        impressions_ = np.frombuffer(impressions, dtype="<i8").astype(np.int64)
-        full = np.frombuffer(counts[:columns], dtype=np.uint8).astype(bool)
-        counted = _columns(columns, ids.size)
-        counted[:, full] = impressions_[:, None]
-        counted[:, ~full] = np.frombuffer(counts[columns:], dtype="<f8").reshape(
-            int((~full).sum()), ids.size).T
-        return cls(ids, np.frombuffer(arms, dtype="<i8").astype(np.int64), impressions_,
-                   np.frombuffer(sums, dtype="<f8").reshape(columns, ids.size).T.copy(
-                       order="F"), counted)
+    def _decode(cls, data: bytes, layout: Layout) -> UnitTotals:
+        table = state.read(data, state.UNITS)
+        state.require(table, ["user_id", "arm_id", "impressions"]
+                      + [f"sum:{name}" for name in layout.names], state.UNITS)
+        if table.num_rows == 0:
+            return cls.empty(len(layout))
+        impressions = table["impressions"].to_numpy().astype(np.int64)
+        sums, counts = _columns(len(layout), table.num_rows), _columns(len(layout),
+                                                                       table.num_rows)
+        for j, name in enumerate(layout.names):
+            sums[:, j] = table[f"sum:{name}"].to_numpy()
+            count = f"count:{name}"
+            counts[:, j] = table[count].to_numpy() if count in table.column_names \
+                else impressions
+        users = np.asarray(table["user_id"].to_numpy(zero_copy_only=False), dtype=object)
+        return cls(users, table["arm_id"].to_numpy().astype(np.int64), impressions, sums,
+                   counts)
 
     def reduce(self) -> UnitTotals:
         """Add up rows of the same (user, arm); rows come out sorted by (user, arm)."""

@@ -348,7 +348,7 @@ def _recompute_day(engine: sa.Engine, reader: ArrowReader, settings: Settings,
         with transaction(engine) as conn:
             stored = results.popularity(conn, info.id, day, window_days)
             if stored is not None:
-                return Popularity.decode(*stored), {}, False
+                return Popularity.decode(stored), {}, False
             days, fresh = _window_pairs(reader, conn, info, day, window_days, pairs_cache)
         return window_popularity(days), fresh, True
 
@@ -413,15 +413,15 @@ def _recompute_day(engine: sa.Engine, reader: ArrowReader, settings: Settings,
         queries.tune(conn)
         results.delete_day_state(conn, info.id, day)
         for other, pairs in sorted(new_pairs.items()):
-            results.insert_pairs(conn, info.id, other, *pairs.encode())
+            results.insert_pairs(conn, info.id, other, pairs.encode())
         if new_popularity:
             results.insert_popularity(conn, info.id, day, settings.rollup_popularity_days,
-                                      *popularity.encode())
+                                      popularity.encode())
         catalog_row = Exposure.of(catalog_items, np.zeros((catalog_items.size, 0)))
         results.insert_exposure(conn, info.id, day, False,
-                                [(arm, *e.encode()) for arm, e in sorted(exposures.items())]
-                                + [(0, *catalog_row.encode())])
-        results.insert_units(conn, info.id, day, False, totals.encode())
+                                [(arm, e.encode(cutoffs)) for arm, e in sorted(exposures.items())]
+                                + [(0, catalog_row.encode([]))])
+        results.insert_units(conn, info.id, day, False, totals.encode(layout))
     base = {"experiment_id": info.id, "day": day, "cumulative": False,
             "provisional": now_us < closes_at}
     stats = _stats_rows(info, totals, layout, base, exposures,
@@ -464,7 +464,7 @@ def _window_pairs(reader: ArrowReader, conn: sa.Connection, info: ExperimentInfo
     fresh = {}
     for other in missing:
         if other in stored:
-            cache[other] = DayPairs.decode(*stored[other])
+            cache[other] = DayPairs.decode(stored[other])
             continue
         table = queries.day_interaction_pairs(reader, *day_bounds(other, info.timezone))
         cache[other] = fresh[other] = DayPairs.of(table["item"], table["user"])
@@ -511,8 +511,9 @@ def _insert_stats(conn: sa.Connection, stats: StatsRows) -> None:
     results.insert_health(conn, stats.health)
 
 
-def _decode(value: tuple[str, bytes], width: int) -> Exposure:
-    return Exposure.decode(value[0], value[1], width)
+def _decode(data: bytes, arm: int, cutoffs: list[int]) -> Exposure:
+    """One stored exposure row (arm 0, the catalog, has no counts)."""
+    return Exposure.decode(data, cutoffs if arm else [])
 
 
 def _recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date,
@@ -528,7 +529,7 @@ def _recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date
     just computed, which need not be read back)."""
     layout = Layout.for_cutoffs(list(info.cutoffs))
     width = len(layout)
-    cutoffs = len(info.cutoffs)
+    cutoffs = list(info.cutoffs)
     days = results.known_days(conn, info.id)
     if not days:
         return
@@ -536,9 +537,9 @@ def _recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date
     before = [d for d, _, _ in days if d < since]
     previous = before[-1] if before else None
     stored = results.units(conn, info.id, previous, True) if previous else None
-    running = UnitTotals.decode(stored, width) if stored else UnitTotals.empty(width)
+    running = UnitTotals.decode(stored, layout) if stored else UnitTotals.empty(width)
     exposed = results.exposure(conn, info.id, previous, True) if previous else {}
-    exposure = {arm: _decode(v, cutoffs if arm else 0) for arm, v in exposed.items()}
+    exposure = {arm: _decode(v, arm, cutoffs) for arm, v in exposed.items()}
     now_us = to_micros(clock)
     provisional_so_far = False
     total = sum(1 for d in days if d[0] >= since)
@@ -551,16 +552,17 @@ def _recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date
             today = recent[day]
         else:
             daily = results.units(conn, info.id, day, False)
-            today = None if daily is None else UnitTotals.decode(daily, width)
+            today = None if daily is None else UnitTotals.decode(daily, layout)
         if today is not None:
             running = UnitTotals.concat([running, today], width).reduce() \
                 if running.size else today
-        results.insert_units(conn, info.id, day, True, running.encode())
+        results.insert_units(conn, info.id, day, True, running.encode(layout))
         for arm, value in results.exposure(conn, info.id, day, False).items():
-            today = _decode(value, cutoffs if arm else 0)
+            today = _decode(value, arm, cutoffs)
             exposure[arm] = exposure[arm] + today if arm in exposure else today
         results.insert_exposure(conn, info.id, day, True,
-                                [(arm, *e.encode()) for arm, e in sorted(exposure.items())])
+                                [(arm, e.encode(cutoffs if arm else []))
+                                 for arm, e in sorted(exposure.items())])
         seen = exposure[0].items if 0 in exposure else np.empty(0, dtype=object)
         catalog = catalog_size(seen, declared)
         base = {"experiment_id": info.id, "day": day, "cumulative": True,

@@ -8,13 +8,14 @@ day is read, whatever the history. The catalog is the same structure without cou
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracker.rollup import state
 from tracker.rollup.codes import factorize
 
 
@@ -42,14 +43,26 @@ class Exposure:
         return Exposure.of(np.concatenate((self.items, other.items)),
                            np.concatenate((self.counts, other.counts)))
 
-    def encode(self) -> tuple[str, bytes]:
-        return (json.dumps(self.items.tolist(), ensure_ascii=False, separators=(",", ":")),
-                np.ascontiguousarray(self.counts, dtype="<i8").tobytes())
+    def encode(self, cutoffs: Sequence[int]) -> bytes:
+        """A ``rollup_exposure`` value (``exposure/1`` of :mod:`tracker.rollup.state`): the
+        items and a ``top@k`` column per cutoff (none for the catalog)."""
+        data = {"item_id": pa.array(self.items, type=pa.string())}
+        for j, k in enumerate(cutoffs):
+            data[f"top@{k}"] = pa.array(self.counts[:, j], type=pa.int64())
+        return state.write(pa.table(data), state.EXPOSURE)
 
     @classmethod
-    def decode(cls, items: str, counts: bytes, width: int) -> Exposure:
-        ids = np.asarray(json.loads(items), dtype=object)
-        return cls(ids, np.frombuffer(counts, dtype="<i8").reshape(ids.size, width).copy())
+    def decode(cls, data: bytes, cutoffs: Sequence[int]) -> Exposure:
+        """The exposure at ``cutoffs`` (read by name; an absent cutoff raises
+        :class:`~tracker.errors.StaleState`)."""
+        table = state.read(data, state.EXPOSURE)
+        names = [f"top@{k}" for k in cutoffs]
+        state.require(table, ["item_id", *names], state.EXPOSURE)
+        counts = np.zeros((table.num_rows, len(names)), dtype=np.int64)
+        for j, name in enumerate(names):
+            counts[:, j] = table[name].to_numpy()
+        ids = np.asarray(table["item_id"].to_numpy(zero_copy_only=False), dtype=object)
+        return cls(ids, counts)
 
 
 def catalog_size(seen: np.ndarray, declared: pa.Array | None) -> int:

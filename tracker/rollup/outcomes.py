@@ -18,6 +18,7 @@ import numpy as np
 
 from tracker.metrics import METRICS, ServedPositions, evaluate_encoded
 from tracker.metrics.catalog import Kind, names
+from tracker.rollup.state import column_name
 
 # The metric names, from the catalogue (its order is the stored column order).
 PER_USER_AT_K = names(kind=Kind.USER, takes_k=True)
@@ -38,6 +39,11 @@ class Layout:
         columns = [(m, k) for k in cutoffs for m in PER_USER_AT_K]
         columns += [(m, 0) for m in WHOLE_LIST]
         return cls(tuple(columns))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The columns' names as stored (``ndcg@10``; ``r_precision`` without a cutoff)."""
+        return tuple(column_name(m, k) for m, k in self.columns)
 
     def index(self, metric: str, k: int) -> int:
         return self.columns.index((metric, k))

@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracker.rollup import state
 from tracker.rollup.codes import distinct, encode
 
 
@@ -41,17 +41,24 @@ class DayPairs:
         return cls(items, users, (unique // width).astype(np.int32),
                    (unique % width).astype(np.int32))
 
-    def encode(self) -> tuple[str, str, bytes]:
-        pairs = np.stack((self.item_index, self.user_index), axis=1).astype("<i4")
-        return (orjson.dumps(self.items.to_pylist()).decode(),
-                orjson.dumps(self.users.to_pylist()).decode(), pairs.tobytes())
+    def encode(self) -> bytes:
+        """A ``rollup_pairs`` value: the pairs as two dictionary-encoded string columns
+        (``pairs/1`` of :mod:`tracker.rollup.state`)."""
+        table = pa.table({
+            "item_id": pa.DictionaryArray.from_arrays(pa.array(self.item_index, pa.int32()),
+                                                      self.items),
+            "user_id": pa.DictionaryArray.from_arrays(pa.array(self.user_index, pa.int32()),
+                                                      self.users)})
+        return state.write(table, state.PAIRS)
 
     @classmethod
-    def decode(cls, items: str, users: str, pairs: bytes) -> DayPairs:
-        index = np.frombuffer(pairs, dtype="<i4").reshape(-1, 2)
-        return cls(pa.array(orjson.loads(items), type=pa.string()),
-                   pa.array(orjson.loads(users), type=pa.string()),
-                   index[:, 0].astype(np.int32), index[:, 1].astype(np.int32))
+    def decode(cls, data: bytes) -> DayPairs:
+        table = state.read(data, state.PAIRS)
+        state.require(table, ["item_id", "user_id"], state.PAIRS)
+        item, user = (table[name].combine_chunks() for name in ("item_id", "user_id"))
+        return cls(item.dictionary, user.dictionary,
+                   item.indices.to_numpy().astype(np.int32),
+                   user.indices.to_numpy().astype(np.int32))
 
 
 @dataclass(frozen=True)
@@ -67,15 +74,18 @@ class Popularity:
     def empty(cls) -> Popularity:
         return cls(pa.array([], type=pa.string()), np.zeros(0, dtype=np.int64), 0)
 
-    def encode(self) -> tuple[str, bytes, int]:
-        """``(items JSON, users per item as little-endian int64, N)``."""
-        return (orjson.dumps(self.items.to_pylist()).decode(),
-                np.ascontiguousarray(self.users, dtype="<i8").tobytes(), self.n_users)
+    def encode(self) -> bytes:
+        """A ``rollup_popularity`` value (``popularity/1`` of :mod:`tracker.rollup.state`)."""
+        table = pa.table({"item_id": self.items, "users": pa.array(self.users, pa.int64())})
+        return state.write(table, state.POPULARITY, n_users=str(self.n_users))
 
     @classmethod
-    def decode(cls, items: str, users: bytes, n_users: int) -> Popularity:
-        return cls(pa.array(orjson.loads(items), type=pa.string()),
-                   np.frombuffer(users, dtype="<i8").astype(np.int64), int(n_users))
+    def decode(cls, data: bytes) -> Popularity:
+        table = state.read(data, state.POPULARITY)
+        state.require(table, ["item_id", "users"], state.POPULARITY)
+        return cls(table["item_id"].combine_chunks(),
+                   table["users"].to_numpy().astype(np.int64),
+                   int(state.metadata(table, "n_users")))
 
     def ln_users(self, dictionary: pa.Array) -> np.ndarray:
         """ln(users) of each item of ``dictionary`` (0 for items nobody interacted with),

@@ -177,42 +177,36 @@ def insert_day(conn: sa.Connection, **values) -> None:
 
 
 def insert_units(conn: sa.Connection, experiment_id: int, day: date, cumulative: bool,
-                 parts: Iterable[tuple[str, bytes, bytes, bytes, bytes]]) -> None:
-    """One day's unit totals (daily or cumulative), encoded by the caller in parts of
-    ``(users, arms, impressions, sums, counts)``."""
-    for part, (users, arms, impressions, sums, counts) in enumerate(parts):
+                 parts: Iterable[bytes]) -> None:
+    """One day's unit totals (daily or cumulative), encoded by the caller in parts."""
+    for part, data in enumerate(parts):
         conn.execute(sa.insert(RollupUnits).values(
-            experiment_id=experiment_id, day=day, cumulative=cumulative, part=part,
-            users=users, arms=arms, impressions=impressions, sums=sums, counts=counts))
+            experiment_id=experiment_id, day=day, cumulative=cumulative, part=part, data=data))
 
 
 def units(conn: sa.Connection, experiment_id: int, day: date,
-          cumulative: bool) -> list[tuple[str, bytes, bytes, bytes, bytes]] | None:
-    """The parts ``(users, arms, impressions, sums, counts)`` of one day and view, in order;
-    None if absent."""
-    rows = conn.execute(sa.select(RollupUnits.users, RollupUnits.arms, RollupUnits.impressions,
-                                  RollupUnits.sums, RollupUnits.counts)
+          cumulative: bool) -> list[bytes] | None:
+    """The encoded parts of one day and view, in order; None if absent."""
+    rows = conn.execute(sa.select(RollupUnits.data)
                         .where(RollupUnits.experiment_id == experiment_id,
                                RollupUnits.day == day,
                                RollupUnits.cumulative.is_(cumulative))
-                        .order_by(RollupUnits.part)).all()
-    return [tuple(row) for row in rows] or None
+                        .order_by(RollupUnits.part)).scalars().all()
+    return [bytes(data) for data in rows] or None
 
 
-def insert_pairs(conn: sa.Connection, experiment_id: int, day: date, items: str, users: str,
-                 pairs: bytes) -> None:
+def insert_pairs(conn: sa.Connection, experiment_id: int, day: date, data: bytes) -> None:
     conn.execute(sa.insert(RollupPairs).values(experiment_id=experiment_id, day=day,
-                                               items=items, users=users, pairs=pairs))
+                                               data=data))
 
 
 def pairs(conn: sa.Connection, experiment_id: int, first: date,
-          last: date) -> dict[date, tuple[str, str, bytes]]:
-    """Stored interaction pairs of the days ``first..last``: day -> (items, users, pairs)."""
-    rows = conn.execute(sa.select(RollupPairs.day, RollupPairs.items, RollupPairs.users,
-                                  RollupPairs.pairs)
+          last: date) -> dict[date, bytes]:
+    """Stored interaction pairs of the days ``first..last``: day -> encoded pairs."""
+    rows = conn.execute(sa.select(RollupPairs.day, RollupPairs.data)
                         .where(RollupPairs.experiment_id == experiment_id,
                                RollupPairs.day >= first, RollupPairs.day <= last)).all()
-    return {r[0]: (r[1], r[2], r[3]) for r in rows}
+    return {r[0]: bytes(r[1]) for r in rows}
 
 
 def delete_pairs(conn: sa.Connection, experiment_id: int, days: Iterable[date]) -> None:
@@ -223,21 +217,20 @@ def delete_pairs(conn: sa.Connection, experiment_id: int, days: Iterable[date]) 
 
 
 def insert_exposure(conn: sa.Connection, experiment_id: int, day: date, cumulative: bool,
-                    rows: Iterable[tuple[int, str, bytes]]) -> None:
-    """Exposure rows ``(arm_id, items JSON, counts bytes)`` of one day."""
+                    rows: Iterable[tuple[int, bytes]]) -> None:
+    """Exposure rows ``(arm_id, encoded exposure)`` of one day."""
     conn.execute(sa.insert(RollupExposure), [
         {"experiment_id": experiment_id, "day": day, "cumulative": cumulative, "arm_id": arm,
-         "items": items, "counts": counts} for arm, items, counts in rows])
+         "data": data} for arm, data in rows])
 
 
 def exposure(conn: sa.Connection, experiment_id: int, day: date,
-             cumulative: bool) -> dict[int, tuple[str, bytes]]:
-    """The exposure rows of one day: arm -> (items JSON, counts bytes)."""
-    table = RollupExposure.__table__
-    rows = conn.execute(sa.select(table.c.arm_id, table.c["items"], table.c.counts).where(
-        table.c.experiment_id == experiment_id, table.c.day == day,
-        table.c.cumulative.is_(cumulative)))
-    return {int(arm): (items, bytes(counts)) for arm, items, counts in rows}
+             cumulative: bool) -> dict[int, bytes]:
+    """The exposure rows of one day: arm -> encoded exposure."""
+    rows = conn.execute(sa.select(RollupExposure.arm_id, RollupExposure.data).where(
+        RollupExposure.experiment_id == experiment_id, RollupExposure.day == day,
+        RollupExposure.cumulative.is_(cumulative)))
+    return {int(arm): bytes(data) for arm, data in rows}
 
 
 def insert_metrics(conn: sa.Connection, rows: list[dict]) -> None:
@@ -275,25 +268,22 @@ def day_rows(conn: sa.Connection, experiment_id: int) -> list[dict]:
 
 
 def insert_popularity(conn: sa.Connection, experiment_id: int, day: date, window_days: int,
-                      items: str, users: bytes, n_users: int) -> None:
+                      data: bytes) -> None:
     """The popularity of the window before ``day``, replacing any stored one."""
     conn.execute(sa.delete(RollupPopularity).where(
         RollupPopularity.experiment_id == experiment_id, RollupPopularity.day == day))
     conn.execute(sa.insert(RollupPopularity).values(
-        experiment_id=experiment_id, day=day, window_days=window_days, items=items,
-        users=users, n_users=n_users))
+        experiment_id=experiment_id, day=day, window_days=window_days, data=data))
 
 
 def popularity(conn: sa.Connection, experiment_id: int, day: date,
-               window_days: int) -> tuple[str, bytes, int] | None:
-    """``(items, users, n_users)`` stored for ``day`` over a window of ``window_days``, or
-    None."""
-    row = conn.execute(sa.select(RollupPopularity.items, RollupPopularity.users,
-                                 RollupPopularity.n_users)
-                       .where(RollupPopularity.experiment_id == experiment_id,
-                              RollupPopularity.day == day,
-                              RollupPopularity.window_days == window_days)).first()
-    return None if row is None else (row[0], row[1], int(row[2]))
+               window_days: int) -> bytes | None:
+    """The encoded popularity stored for ``day`` over a window of ``window_days``, or None."""
+    data = conn.execute(sa.select(RollupPopularity.data)
+                        .where(RollupPopularity.experiment_id == experiment_id,
+                               RollupPopularity.day == day,
+                               RollupPopularity.window_days == window_days)).scalar()
+    return None if data is None else bytes(data)
 
 
 def delete_popularity(conn: sa.Connection, experiment_id: int, days: Iterable[date]) -> None:

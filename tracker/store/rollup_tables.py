@@ -8,23 +8,23 @@
   racing a run is never lost.
 - ``rollup_day``: per experiment and reporting day, when its attribution windows close and
   when it was last computed (a day computed before its windows closed is *provisional*).
+- ``rollup_units``, ``rollup_pairs``, ``rollup_popularity``, ``rollup_exposure``: the per-day
+  state the rollup keeps between runs, each value (``data``) one self-describing Arrow IPC
+  stream with named columns and its format and version in the schema metadata; the store
+  only keeps the bytes (the formats: :mod:`tracker.rollup.state`).
 - ``rollup_units``: unit outcomes per (experiment, day, view): the (user, arm) rows of the
   day (daily) or of the experiment so far (cumulative) with the user's per-metric sums and
-  counts, as a JSON array of users and little-endian int64/float64 matrices (column after
-  column) stored as bytes, whose layout the rollup derives from the experiment's cutoffs
-  (read back with ``numpy.frombuffer``, no per-user rows to parse); in parts of at most
-  256 MiB of sums each (``part`` 0, 1, ...), well inside the 1 GiB a PostgreSQL value or a
-  SQLite blob may hold. The cumulative rows of a day are the previous day's plus the day's:
-  a new day reads one day's rows, whatever the history.
+  counts, in parts of at most 256 MiB of sums each (``part`` 0, 1, ...), well inside the
+  1 GiB a PostgreSQL value or a SQLite blob may hold. The cumulative rows of a day are the
+  previous day's plus the day's: a new day reads one day's rows, whatever the history.
 - ``rollup_pairs``: per experiment and reporting day, the distinct (item, user) pairs of the
-  interactions that occurred that day (item and user ids as JSON arrays, pairs as int32
-  indices into them): item popularity over the days before a day is their union, read
-  from a few rows instead of weeks of raw interactions. A day's row is dropped whenever new
-  interactions occurred in it, and rebuilt when needed.
+  interactions that occurred that day: item popularity over the days before a day is their
+  union, read from a few rows instead of weeks of raw interactions. A day's row is dropped
+  whenever new interactions occurred in it, and rebuilt when needed.
 - ``rollup_popularity``: per experiment and day, the item popularity of the window before
   it (what surprisal reads), kept until a new interaction occurs in that window.
-- ``rollup_exposure``: item exposure per arm and day, daily and cumulative (sorted item ids
-  and an exposure-count matrix per row; arm 0: the catalog).
+- ``rollup_exposure``: item exposure per arm and day, daily and cumulative (arm 0: the
+  catalog).
 - ``rollup_metric``: the arm-day sufficient statistics, daily and cumulative.
 - ``rollup_health``: users, impressions and crossover users per arm (arm 0: the experiment).
 
@@ -72,11 +72,7 @@ class RollupUnits(Base):
     day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
     cumulative: Mapped[bool] = mapped_column(sa.Boolean, primary_key=True)
     part: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
-    users: Mapped[str] = mapped_column(sa.Text)  # JSON array of user ids, one per unit row
-    arms: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian int64, per row
-    impressions: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian int64
-    sums: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian float64, by column
-    counts: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian float64, by column
+    data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream, "units/1"
 
 
 class RollupPairs(Base):
@@ -84,9 +80,7 @@ class RollupPairs(Base):
 
     experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
     day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
-    items: Mapped[str] = mapped_column(sa.Text)  # JSON array of the day's distinct items
-    users: Mapped[str] = mapped_column(sa.Text)  # JSON array of the day's distinct users
-    pairs: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian int32 (pairs, 2)
+    data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream, "pairs/1"
 
 
 class RollupPopularity(Base):
@@ -100,16 +94,14 @@ class RollupPopularity(Base):
     experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
     day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
     window_days: Mapped[int] = mapped_column(sa.Integer)
-    items: Mapped[str] = mapped_column(sa.Text)  # JSON array of item ids
-    users: Mapped[bytes] = mapped_column(sa.LargeBinary)  # little-endian int64, per item
-    n_users: Mapped[int] = mapped_column(sa.BigInteger)
+    data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream, "popularity/1"
 
 
 class RollupExposure(Base):
     """Item exposure of one arm on one day (or from the first day through it): the arm's
-    served items, sorted, as a JSON array, and their exposure counts as a little-endian int64
-    (items, cutoffs) matrix: how many lists held the item in their top k, per cutoff. Arm 0
-    holds the catalog (items served or in a ground truth) with no counts. One row per arm and
+    served items, sorted, and their exposure counts: how many lists held the item in their
+    top k, per cutoff (an Arrow IPC stream, "exposure/1"). Arm 0 holds the catalog (items
+    served or in a ground truth) with no counts. One row per arm and
     day, read and merged in numpy: the set metrics cost the same whatever the history."""
 
     __tablename__ = "rollup_exposure"
@@ -118,8 +110,7 @@ class RollupExposure(Base):
     day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
     cumulative: Mapped[bool] = mapped_column(sa.Boolean, primary_key=True)
     arm_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
-    items: Mapped[str] = mapped_column(sa.Text)
-    counts: Mapped[bytes] = mapped_column(sa.LargeBinary)
+    data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream, "exposure/1"
 
 
 class RollupMetric(Base):

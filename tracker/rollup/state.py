@@ -1,0 +1,106 @@
+"""The rollup's stored state as self-describing Arrow IPC streams.
+
+Every per-day state the rollup keeps between runs (``rollup_units``, ``rollup_pairs``,
+``rollup_popularity``, ``rollup_exposure``) is one Arrow IPC stream per stored value: named,
+typed columns and the format's name and version in the schema metadata
+(``tracker.format = "units/1"``). The layout lives in the data, never in code: a reader
+looks columns up by name, so a reorder reads the same values, and columns it does not need
+(a metric dropped since) are ignored. A column it needs and does not find (a metric or a
+cutoff added since the state was written), or another format or version, raises
+:class:`~tracker.errors.StaleState`, which tells the user to run ``tracker rollup --full``:
+stored state is never read by position, so it is never misread silently.
+
+The formats (columns in the order written; readers do not rely on it):
+
+- ``units/1``: ``user_id`` (string), ``arm_id`` (int64), ``impressions`` (int64), then per
+  value column ``sum:<name>`` (float64) and, only where some unit's count differs from its
+  impressions, ``count:<name>`` (float64; absent: equal to ``impressions``). ``<name>`` is
+  ``metric@k``, or the bare metric for one without a cutoff (``sum:ndcg@10``,
+  ``sum:r_precision``).
+- ``pairs/1``: ``item_id`` and ``user_id``, dictionary-encoded strings (int32 indices): one
+  row per distinct (item, user) pair of a day's interactions.
+- ``popularity/1``: ``item_id`` (string), ``users`` (int64); metadata ``tracker.n_users``.
+- ``exposure/1``: ``item_id`` (string, sorted, unique) and per cutoff ``top@<k>`` (int64:
+  lists holding the item in their top k); the catalog row has no ``top@`` column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from tracker.errors import StaleState
+
+FORMAT = b"tracker.format"
+"""The schema metadata key naming a stream's format and version."""
+
+UNITS = "units/1"
+PAIRS = "pairs/1"
+POPULARITY = "popularity/1"
+EXPOSURE = "exposure/1"
+
+_FULL = "run `tracker rollup --full` to recompute the stored state"
+
+
+def column_name(metric: str, k: int) -> str:
+    """The name of a value column: ``metric@k``, or ``metric`` when it takes no cutoff.
+
+    >>> column_name("ndcg", 10), column_name("r_precision", 0)
+    ('ndcg@10', 'r_precision')
+    """
+    return f"{metric}@{k}" if k else metric
+
+
+def write(table: pa.Table, fmt: str, **metadata: str) -> bytes:
+    """``table`` as one Arrow IPC stream whose schema metadata names ``fmt`` (and holds
+    ``metadata`` as ``tracker.<key>``)."""
+    meta = {FORMAT: fmt.encode()}
+    meta.update({f"tracker.{key}".encode(): value.encode() for key, value in metadata.items()})
+    table = table.replace_schema_metadata(meta)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def read(data: bytes, fmt: str) -> pa.Table:
+    """The table of one stream written by :func:`write` in format ``fmt``; anything else
+    (another format or version, bytes that are no Arrow stream, such as a value written
+    before the formats were self-describing) raises :class:`StaleState`."""
+    try:
+        table = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+    except (pa.ArrowInvalid, OSError) as error:
+        raise StaleState(f"stored rollup state is not a {fmt!r} Arrow stream ({error}); "
+                         f"{_FULL}") from error
+    found = (table.schema.metadata or {}).get(FORMAT, b"").decode(errors="replace")
+    if found != fmt:
+        raise StaleState(f"stored rollup state has format {found or 'none'!r}, this version "
+                         f"of tracker reads {fmt!r}; {_FULL}")
+    return table
+
+
+def metadata(table: pa.Table, key: str) -> str:
+    """The value of ``tracker.<key>`` in a table's schema metadata."""
+    value = (table.schema.metadata or {}).get(f"tracker.{key}".encode())
+    if value is None:
+        raise StaleState(f"stored rollup state lacks its {key!r} metadata; {_FULL}")
+    return value.decode()
+
+
+def column(table: pa.Table, name: str, fmt: str) -> pa.ChunkedArray:
+    """The column ``name`` of a stored table; a missing one raises :class:`StaleState`
+    (the state predates a metric or cutoff that now needs it)."""
+    if name not in table.column_names:
+        raise StaleState(f"stored rollup state ({fmt}) has no column {name!r}: the metrics or "
+                         f"cutoffs changed since it was written; {_FULL}")
+    return table[name]
+
+
+def require(table: pa.Table, names: Sequence[str], fmt: str) -> None:
+    """Raise :class:`StaleState` naming every column of ``names`` the table lacks."""
+    missing = [n for n in names if n not in table.column_names]
+    if missing:
+        shown = ", ".join(repr(n) for n in missing[:5]) + (" ..." if len(missing) > 5 else "")
+        raise StaleState(f"stored rollup state ({fmt}) has no column {shown}: the metrics or "
+                         f"cutoffs changed since it was written; {_FULL}")
