@@ -62,7 +62,7 @@ def test_totals_added_by_code_equal_totals_added_by_id(data, n_parts):
         (codes,) = vocabulary.encode([pa.array(users, type=pa.string())])
         parts.append(CodedTotals(codes, arms, impressions, np.asfortranarray(sums),
                                  np.asfortranarray(counts)))
-        by_id.append(UnitTotals(np.array(users, dtype=object), arms, impressions, sums,
+        by_id.append(UnitTotals(pa.array(users, pa.string()), arms, impressions, sums,
                                 counts))
     got = totals_of_parts(parts, vocabulary.ids, 2)
     want = UnitTotals.concat(by_id, 2).reduce()

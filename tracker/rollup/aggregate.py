@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracker.rollup import state
-from tracker.rollup.codes import factorize, take
+from tracker.rollup.codes import sorted_codes
 from tracker.rollup.outcomes import Layout
 
 PART_BYTES = 1 << 28
@@ -36,7 +36,7 @@ class UnitTotals:
     the values and the number of impressions where the metric is defined. Once reduced,
     one row per (user, arm), the rows of a user adjacent."""
 
-    users: np.ndarray  # object array of user ids
+    users: pa.Array  # user ids (strings): kept in Arrow, never a Python string per user
     arms: np.ndarray  # int64 arm ids
     impressions: np.ndarray  # int64
     sums: np.ndarray  # float64 (rows, columns), column-major
@@ -44,23 +44,23 @@ class UnitTotals:
 
     @property
     def size(self) -> int:
-        return int(self.users.size)
+        return len(self.users)
 
     @classmethod
     def empty(cls, columns: int) -> UnitTotals:
-        return cls(np.empty(0, dtype=object), np.empty(0, dtype=np.int64),
+        return cls(pa.array([], type=pa.string()), np.empty(0, dtype=np.int64),
                    np.empty(0, dtype=np.int64), _columns(columns, 0), _columns(columns, 0))
 
     @classmethod
     def concat(cls, parts: list[UnitTotals], columns: int) -> UnitTotals:
         if not parts:
             return cls.empty(columns)
-        return cls(np.concatenate([p.users for p in parts]),
+        return cls(pa.concat_arrays([p.users for p in parts]),
                    np.concatenate([p.arms for p in parts]),
                    np.concatenate([p.impressions for p in parts]),
                    _stack([p.sums for p in parts]), _stack([p.counts for p in parts]))
 
-    def encode(self, layout: Layout) -> list[bytes]:
+    def encode(self, layout: Layout) -> list[memoryview]:
         """``rollup_units`` parts: Arrow IPC streams in the ``units/1`` format of
         :mod:`tracker.rollup.state`, each of at most :data:`PART_BYTES` of sums, the columns
         named after ``layout`` (the layout of ``sums`` and ``counts``)."""
@@ -69,12 +69,12 @@ class UnitTotals:
         return [self._encode(slice(at, at + rows), layout)
                 for at in range(0, max(self.size, 1), rows)]
 
-    def _encode(self, part: slice, layout: Layout) -> bytes:
+    def _encode(self, part: slice, layout: Layout) -> memoryview:
         impressions, sums, counts = self.impressions[part], self.sums[part], self.counts[part]
         # most metrics are defined on every impression: their counts equal the unit's
         # impressions and are not stored (an absent count column means exactly that)
         full = (counts == impressions[:, None]).all(axis=0)
-        data = {"user_id": pa.array(self.users[part], type=pa.string()),
+        data = {"user_id": self.users[part],
                 "arm_id": pa.array(self.arms[part], type=pa.int64()),
                 "impressions": pa.array(impressions, type=pa.int64())}
         for j, name in enumerate(layout.names):
@@ -106,19 +106,19 @@ class UnitTotals:
             count = f"count:{name}"
             counts[:, j] = table[count].to_numpy() if count in table.column_names \
                 else impressions
-        users = np.asarray(table["user_id"].to_numpy(zero_copy_only=False), dtype=object)
-        return cls(users, table["arm_id"].to_numpy().astype(np.int64), impressions, sums,
-                   counts)
+        return cls(table["user_id"].combine_chunks(),
+                   table["arm_id"].to_numpy().astype(np.int64), impressions, sums, counts)
 
     def reduce(self) -> UnitTotals:
         """Add up rows of the same (user, arm); rows come out sorted by (user, arm)."""
         if self.size == 0:
             return self
-        user_codes, user_index = factorize(self.users)
+        user_codes, user_index = sorted_codes(self.users)
         arm_codes, arm_index = np.unique(self.arms, return_inverse=True)
         keys, index = np.unique(user_index.astype(np.int64) * arm_codes.size + arm_index,
                                 return_inverse=True)
-        return UnitTotals(user_codes[keys // arm_codes.size], arm_codes[keys % arm_codes.size],
+        return UnitTotals(user_codes.take(pa.array(keys // arm_codes.size)),
+                          arm_codes[keys % arm_codes.size],
                           np.bincount(index, weights=self.impressions,
                                       minlength=keys.size).astype(np.int64),
                           _column_sums(index, self.sums, keys.size),
@@ -215,7 +215,7 @@ def totals_of_parts(parts: list[CodedTotals], user_ids: pa.Array, columns: int) 
     rank[order] = np.arange(order.size, dtype=np.int64)
     arm_ids, arm_index = np.unique(merged.arms, return_inverse=True)
     rows = np.argsort(rank[merged.users] * arm_ids.size + arm_index)
-    return UnitTotals(take(user_ids, merged.users[rows]), merged.arms[rows],
+    return UnitTotals(user_ids.take(pa.array(merged.users[rows])), merged.arms[rows],
                       merged.impressions[rows], _rows(merged.sums, rows),
                       _rows(merged.counts, rows))
 
@@ -248,7 +248,7 @@ class Health:
 
 def _same_user_as_previous(totals: UnitTotals) -> np.ndarray:
     """Per row after the first: its user is the previous row's (rows of a user adjacent)."""
-    return np.asarray(totals.users[1:] == totals.users[:-1], dtype=bool)
+    return pc.equal(totals.users[1:], totals.users[:-1]).to_numpy(zero_copy_only=False)
 
 
 def crossover_mask(totals: UnitTotals) -> np.ndarray:

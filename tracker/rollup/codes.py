@@ -44,12 +44,22 @@ def factorize(values: np.ndarray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
     (['u1', 'u2'], [1, 0, 1])
     """
     array = values if isinstance(values, pa.Array) else pa.array(values, type=pa.string())
-    (codes,), dictionary = encode([array])
+    uniques, codes = sorted_codes(array)
+    return np.asarray(uniques.to_numpy(zero_copy_only=False), dtype=object), codes
+
+
+def sorted_codes(values: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """Sorted distinct string ids (Arrow strings) and each value's index among them.
+
+    >>> uniques, codes = sorted_codes(pa.array(["u2", "u1", "u2"]))
+    >>> uniques.to_pylist(), codes.tolist()
+    (['u1', 'u2'], [1, 0, 1])
+    """
+    (codes,), dictionary = encode([values])
     order = pc.array_sort_indices(dictionary).to_numpy()
     rank = np.empty(order.size, dtype=np.int64)
     rank[order] = np.arange(order.size, dtype=np.int64)
-    uniques = dictionary.take(pa.array(order)).to_numpy(zero_copy_only=False)
-    return np.asarray(uniques, dtype=object), rank[codes]
+    return dictionary.take(pa.array(order)), rank[codes]
 
 
 def distinct(keys: np.ndarray) -> np.ndarray:

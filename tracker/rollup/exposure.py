@@ -43,7 +43,7 @@ class Exposure:
         return Exposure.of(np.concatenate((self.items, other.items)),
                            np.concatenate((self.counts, other.counts)))
 
-    def encode(self, cutoffs: Sequence[int]) -> bytes:
+    def encode(self, cutoffs: Sequence[int]) -> memoryview:
         """A ``rollup_exposure`` value (``exposure/1`` of :mod:`tracker.rollup.state`): the
         items and a ``top@k`` column per cutoff (none for the catalog)."""
         data = {"item_id": pa.array(self.items, type=pa.string())}

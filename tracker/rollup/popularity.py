@@ -41,7 +41,7 @@ class DayPairs:
         return cls(items, users, (unique // width).astype(np.int32),
                    (unique % width).astype(np.int32))
 
-    def encode(self) -> bytes:
+    def encode(self) -> memoryview:
         """A ``rollup_pairs`` value: the pairs as two dictionary-encoded string columns
         (``pairs/1`` of :mod:`tracker.rollup.state`)."""
         table = pa.table({
@@ -74,7 +74,7 @@ class Popularity:
     def empty(cls) -> Popularity:
         return cls(pa.array([], type=pa.string()), np.zeros(0, dtype=np.int64), 0)
 
-    def encode(self) -> bytes:
+    def encode(self) -> memoryview:
         """A ``rollup_popularity`` value (``popularity/1`` of :mod:`tracker.rollup.state`)."""
         table = pa.table({"item_id": self.items, "users": pa.array(self.users, pa.int64())})
         return state.write(table, state.POPULARITY, n_users=str(self.n_users))

@@ -52,19 +52,20 @@ def column_name(metric: str, k: int) -> str:
     return f"{metric}@{k}" if k else metric
 
 
-def write(table: pa.Table, fmt: str, **metadata: str) -> bytes:
+def write(table: pa.Table, fmt: str, **metadata: str) -> memoryview:
     """``table`` as one Arrow IPC stream whose schema metadata names ``fmt`` (and holds
-    ``metadata`` as ``tracker.<key>``)."""
+    ``metadata`` as ``tracker.<key>``). A view of Arrow's buffer, which both drivers bind as
+    a blob: copying it into ``bytes`` would cost more than writing the stream."""
     meta = {FORMAT: fmt.encode()}
     meta.update({f"tracker.{key}".encode(): value.encode() for key, value in metadata.items()})
     table = table.replace_schema_metadata(meta)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+    return memoryview(sink.getvalue())
 
 
-def read(data: bytes, fmt: str) -> pa.Table:
+def read(data: bytes | memoryview, fmt: str) -> pa.Table:
     """The table of one stream written by :func:`write` in format ``fmt``; anything else
     (another format or version, bytes that are no Arrow stream, such as a value written
     before the formats were self-describing) raises :class:`StaleState`."""

@@ -177,7 +177,7 @@ def insert_day(conn: sa.Connection, **values) -> None:
 
 
 def insert_units(conn: sa.Connection, experiment_id: int, day: date, cumulative: bool,
-                 parts: Iterable[bytes]) -> None:
+                 parts: Iterable[bytes | memoryview]) -> None:
     """One day's unit totals (daily or cumulative), encoded by the caller in parts."""
     for part, data in enumerate(parts):
         conn.execute(sa.insert(RollupUnits).values(
@@ -195,7 +195,8 @@ def units(conn: sa.Connection, experiment_id: int, day: date,
     return [bytes(data) for data in rows] or None
 
 
-def insert_pairs(conn: sa.Connection, experiment_id: int, day: date, data: bytes) -> None:
+def insert_pairs(conn: sa.Connection, experiment_id: int, day: date,
+                 data: bytes | memoryview) -> None:
     conn.execute(sa.insert(RollupPairs).values(experiment_id=experiment_id, day=day,
                                                data=data))
 
@@ -217,7 +218,7 @@ def delete_pairs(conn: sa.Connection, experiment_id: int, days: Iterable[date]) 
 
 
 def insert_exposure(conn: sa.Connection, experiment_id: int, day: date, cumulative: bool,
-                    rows: Iterable[tuple[int, bytes]]) -> None:
+                    rows: Iterable[tuple[int, bytes | memoryview]]) -> None:
     """Exposure rows ``(arm_id, encoded exposure)`` of one day."""
     conn.execute(sa.insert(RollupExposure), [
         {"experiment_id": experiment_id, "day": day, "cumulative": cumulative, "arm_id": arm,
@@ -268,7 +269,7 @@ def day_rows(conn: sa.Connection, experiment_id: int) -> list[dict]:
 
 
 def insert_popularity(conn: sa.Connection, experiment_id: int, day: date, window_days: int,
-                      data: bytes) -> None:
+                      data: bytes | memoryview) -> None:
     """The popularity of the window before ``day``, replacing any stored one."""
     conn.execute(sa.delete(RollupPopularity).where(
         RollupPopularity.experiment_id == experiment_id, RollupPopularity.day == day))
