@@ -426,25 +426,32 @@ def _unchecked(cls: type[_Frozen], **fields: object) -> _Frozen:
     return self
 
 
-def pad(codes: np.ndarray, lengths: np.ndarray, depth: int | None = None) -> np.ndarray:
-    """Lay ragged lists (back to back in ``codes``) into a -1-padded matrix.
+def pad(codes: np.ndarray, lengths: np.ndarray, depth: int | None = None, *,
+        fill: int = -1, min_width: int = 0) -> np.ndarray:
+    """Lay ragged lists (back to back in ``codes``) into a matrix padded with ``fill``: as
+    wide as the longest list, cut at ``depth``, and at least ``min_width`` columns. The
+    one ragged-to-padded routine of the project (the library's encoders and the rollup).
 
     >>> import numpy as np
     >>> pad(np.array([5, 6, 7, 8]), np.array([1, 3]), depth=2)
     array([[ 5, -1],
            [ 6,  7]])
+    >>> pad(np.array([5]), np.array([1, 0]), fill=-2, min_width=2)
+    array([[ 5, -2],
+           [-2, -2]])
     """
     n_lists = lengths.size
     longest = int(lengths.max()) if n_lists else 0
-    width = longest if depth is None else min(depth, longest)
-    if n_lists and lengths.min() == longest:  # rectangular: a free reshape
+    width = max(longest if depth is None else min(depth, longest), min_width)
+    if n_lists and width <= longest and lengths.min() == longest:  # rectangular: a reshape
         return codes.reshape(n_lists, longest)[:, :width]
-    starts = np.cumsum(lengths) - lengths
-    column = np.arange(codes.size, dtype=np.int64) - np.repeat(starts, lengths)
-    row = np.repeat(np.arange(n_lists, dtype=np.int64), lengths)
-    keep = column < width
-    items = np.full((n_lists, width), -1, dtype=np.int64)
-    items[row[keep], column[keep]] = codes[keep]
+    items = np.full((n_lists, width), fill, dtype=np.int64)
+    if codes.size:
+        starts = np.cumsum(lengths) - lengths
+        column = np.arange(codes.size, dtype=np.int64) - np.repeat(starts, lengths)
+        cells = np.repeat(np.arange(n_lists, dtype=np.int64) * width, lengths) + column
+        keep = column < width
+        items.ravel()[cells[keep]] = codes[keep]
     return items
 
 

@@ -60,12 +60,51 @@ def surprisal(
     n_users = check_k(n_users, "n_users")
     if n_users < 2:
         raise ValueError("surprisal needs n_users >= 2 (it divides by log2(n_users))")
-    return _mean_self_information(recommended, k, item_users, n_users) / math.log2(n_users)
+    items, per_item = _users_per_item(recommended, k, item_users, n_users)
+    log_users = np.log(per_item)
+    log_users[-1] = 0.0  # the padding slot
+    return surprisal_of_log_users(log_users[items].sum(axis=1),
+                                  np.count_nonzero(items >= 0, axis=1), n_users)
+
+
+def surprisal_of_log_users(log_users: np.ndarray, served: np.ndarray,
+                           n_users: int) -> np.ndarray:
+    """Surprisal@k of lists given, per list, Σ_{j in R_k} ln u_j (u_j >= 1: an item nobody
+    interacted with counts as 1 user) and |R_k|, the items served in the top k: the kernel
+    of :func:`surprisal`, for callers that sum ln u from their own popularity table.
+
+    Formula: mean over R_k of -log2(u_j / N) / log2 N = 1 - Σ ln u_j / (|R_k| ln N); 0 for
+    an empty list. ``n_users`` < 2 raises ValueError.
+
+    N = 4; a list of items seen by 4 and 1 users (Σ ln u = ln 4), and an empty list:
+
+    >>> surprisal_of_log_users(np.array([np.log(4), 0.0]), np.array([2, 0]), n_users=4)
+    array([0.5, 0. ])
+    """
+    if n_users < 2:
+        raise ValueError("surprisal needs n_users >= 2 (it divides by log2(n_users))")
+    served = np.asarray(served, dtype=np.float64)
+    listed = served > 0
+    return np.where(listed, 1.0 - np.divide(log_users, served * math.log(n_users),
+                                            out=np.ones(served.shape), where=listed), 0.0)
 
 
 def _mean_self_information(
     recommended: Any, k: int, item_users: Mapping[Any, float], n_users: int
 ) -> np.ndarray:
+    items, per_item = _users_per_item(recommended, k, item_users, n_users)
+    information = -np.log2(per_item / n_users)
+    information[-1] = 0.0
+    served = np.count_nonzero(items >= 0, axis=1)
+    total = information[items].sum(axis=1)
+    return np.divide(total, served, out=np.zeros(items.shape[0]), where=served > 0)
+
+
+def _users_per_item(
+    recommended: Any, k: int, item_users: Mapping[Any, float], n_users: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The top-k item codes (-1 padded) and the users of each code (>= 1), with a
+    trailing slot for the padding."""
     if not isinstance(item_users, Mapping):
         raise ValueError("item_users must be a mapping item id -> number of distinct users")
     users = np.fromiter(item_users.values(), dtype=np.float64, count=len(item_users))
@@ -79,8 +118,4 @@ def _mean_self_information(
     items, (counted,), n_codes = encode_served(recommended, k, [ids_of(item_users)])
     per_item = np.ones(n_codes + 1)  # the extra last slot is the -1 padding
     per_item[counted] = np.maximum(users, 1.0)
-    information = -np.log2(per_item / n_users)
-    information[-1] = 0.0
-    served = np.count_nonzero(items >= 0, axis=1)
-    total = information[items].sum(axis=1)
-    return np.divide(total, served, out=np.zeros(items.shape[0]), where=served > 0)
+    return items, per_item

@@ -39,4 +39,17 @@ def unexpectedness(recommended: Any, baseline: Any, k: int) -> np.ndarray:
 
 def _unexpectedness_kernel(judged: Judged, k: int) -> np.ndarray:
     shared = np.count_nonzero(judged.top(k), axis=1)  # |R_k ∩ B_k|: B_k is the "relevant"
-    return np.where(judged.lengths > 0, 1.0 - shared / k, 0.0)
+    return unexpectedness_of_overlap(shared, judged.lengths, k)
+
+
+def unexpectedness_of_overlap(overlap: np.ndarray, lengths: np.ndarray, k: int) -> np.ndarray:
+    """Unexpectedness@k of lists given, per list, |R_k ∩ B_k| (distinct items the list's
+    top k shares with its baseline's top k) and the list's length: the kernel of
+    :func:`unexpectedness`, for callers that count the overlap themselves.
+
+    Formula: 1 - |R_k ∩ B_k| / k; 0 for an empty list (nothing was served).
+
+    >>> unexpectedness_of_overlap(np.array([1, 0, 3]), np.array([5, 0, 3]), k=4)
+    array([0.75, 0.  , 0.25])
+    """
+    return np.where(np.asarray(lengths) > 0, 1.0 - np.asarray(overlap) / k, 0.0)

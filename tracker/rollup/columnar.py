@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracker.metrics import ServedPositions
+from tracker.metrics.batch import pad
 from tracker.rollup.aggregate import CodedTotals, unit_totals_of_codes
 from tracker.rollup.codes import Vocabulary, distinct
 from tracker.rollup.outcomes import Layout, impression_values
@@ -87,25 +88,6 @@ def _flat(lists: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
     combined = lists.combine_chunks()
     lengths = pc.fill_null(pc.list_value_length(combined), 0).to_numpy().astype(np.int64)
     return pc.list_flatten(combined), lengths
-
-
-def _matrix(codes: np.ndarray, lengths: np.ndarray, width: int, pad: int) -> np.ndarray:
-    """Ragged lists (flat codes + lengths) as a (lists, width) matrix, truncated at width and
-    padded with ``pad``."""
-    n = lengths.size
-    width = max(width, 1)
-    if n and codes.size == n * int(lengths[0]) and (lengths == lengths[0]).all():
-        whole = codes.reshape(n, int(lengths[0]))[:, :width]  # lists of one length
-        if whole.shape[1] == width:
-            return np.ascontiguousarray(whole)
-    out = np.full((n, width), pad, dtype=np.int64)
-    if codes.size:
-        starts = np.cumsum(lengths) - lengths
-        cols = np.arange(codes.size) - np.repeat(starts, lengths)
-        cells = np.repeat(np.arange(n) * width, lengths) + cols
-        keep = cols < width
-        out.ravel()[cells[keep]] = codes[keep]
-    return out
 
 
 def attribute(imp_user: np.ndarray, imp_served: np.ndarray, it_user: np.ndarray,
@@ -205,10 +187,8 @@ def score_chunk(lists: pa.Table, interactions: Interactions, keyed: pa.Table,
     base_values, base_lengths = _flat(lists["baseline"])
     item_codes, base_codes, it_items, keyed_items = items.encode(
         [item_values, base_values, interactions.items, keyed["item"]])
-    width = int(lengths.max()) if n else 1
-    served = _matrix(item_codes, lengths, width, -1)
-    baseline = _matrix(base_codes, base_lengths, min(top, int(base_lengths.max()) if n else 0),
-                       -2)
+    served = np.ascontiguousarray(pad(item_codes, lengths, min_width=1))
+    baseline = np.ascontiguousarray(pad(base_codes, base_lengths, top, fill=-2, min_width=1))
     has_baseline = lists["baseline"].is_valid().to_numpy(zero_copy_only=False)
 
     # ground truth: time-window pairs, plus the interactions that name an impression
@@ -245,9 +225,7 @@ def score_chunk(lists: pa.Table, interactions: Interactions, keyed: pa.Table,
     ln_sums = np.stack([partial[:, min(k, served_top.shape[1]) - 1] for k in cutoffs], axis=1) \
         if n else np.zeros((0, len(cutoffs)))
 
-    n_users = popularity.n_users
-    values, defined = impression_values(positions, layout, cutoffs,
-                                        float(np.log(n_users)) if n_users >= 2 else None,
+    values, defined = impression_values(positions, layout, cutoffs, popularity.n_users,
                                         ln_sums, _overlaps(served_top, baseline, cutoffs),
                                         has_baseline)
     arms = lists["arm"].to_numpy()

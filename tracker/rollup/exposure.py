@@ -15,6 +15,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracker.metrics.exposure import (
+    coverage_of_histogram,
+    entropy_of_histogram,
+    gini_of_histogram,
+    histogram,
+)
 from tracker.rollup import state
 from tracker.rollup.codes import factorize
 
@@ -78,36 +84,13 @@ def catalog_size(seen: np.ndarray, declared: pa.Array | None) -> int:
     return len(declared) + int(seen.size) - int(pc.sum(inside).as_py() or 0)
 
 
-def set_metric_values(histogram: np.ndarray, catalog: int) -> tuple[float, float, float]:
-    """Coverage, Gini index and entropy (bits) of one arm's item exposure at one k, from the
-    histogram of exposures (rows ``(exposure, number of items)``, exposure > 0, ascending)
-    and the catalog size; the conventions of :mod:`tracker.metrics.exposure` (``coverage``;
-    ``gini_index`` with the catalog's unseen items at exposure 0; ``entropy`` in bits).
-
-    With the m catalog items sorted by exposure x (zeros first), Gini = Σ (2i - m - 1) x_i /
-    (m Σx); a group of c items at exposure n occupying ranks r+1..r+c adds n·c·(2r + c - m).
-
-    >>> set_metric_values(np.array([[1, 1], [3, 1]]), catalog=4)  # exposures 0, 0, 1, 3
-    (0.5, 0.625, 0.8112781244591328)
-    """
-    if catalog < 1 or histogram.size == 0:
-        return 0.0, 0.0, 0.0
-    n = histogram[:, 0].astype(np.float64)
-    c = histogram[:, 1].astype(np.float64)
-    shown = c.sum()
-    total = (n * c).sum()
-    before = (catalog - shown) + np.concatenate(([0.0], np.cumsum(c)[:-1]))
-    gini = float((n * c * (2 * before + c - catalog)).sum() / (catalog * total))
-    share = n / total
-    entropy = float(-(c * share * np.log2(share)).sum()) + 0.0
-    return float(shown / catalog), gini, entropy
-
-
-def set_values(exposure: Exposure, column: int, catalog: int) -> tuple[float, float, float]:
-    """Coverage, Gini and entropy of one arm at the cutoff of ``column``."""
-    values, numbers = np.unique(exposure.counts[:, column], return_counts=True)
-    keep = values > 0
-    return set_metric_values(np.stack((values[keep], numbers[keep]), axis=1), catalog)
+def set_values(exposure: Exposure, column: int, catalog: int) -> dict[str, float]:
+    """Coverage, Gini and entropy (bits) of one arm at the cutoff of ``column``: the
+    kernels of :mod:`tracker.metrics.exposure` over the histogram of its exposure counts
+    (the catalog's unseen items at exposure 0)."""
+    hist = histogram(exposure.counts[:, column])
+    return {"coverage": coverage_of_histogram(hist, catalog),
+            "gini": gini_of_histogram(hist, catalog), "entropy": entropy_of_histogram(hist)}
 
 
 def set_metric_rows(exposures: dict[int, Exposure], catalog: int, cutoffs: list[int],
@@ -120,8 +103,7 @@ def set_metric_rows(exposures: dict[int, Exposure], catalog: int, cutoffs: list[
             continue  # an arm without users has no set of lists
         exposure = exposures.get(arm, Exposure.empty(len(cutoffs)))
         for j, k in enumerate(cutoffs):
-            values = set_values(exposure, j, catalog)
-            for metric, value in zip(("coverage", "gini", "entropy"), values, strict=True):
+            for metric, value in set_values(exposure, j, catalog).items():
                 rows.append({
                     "arm_id": arm, "metric": metric, "k": k, "kind": "set",
                     "users": arm_users, "sum": value, "sum_sq": value * value,

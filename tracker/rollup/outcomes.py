@@ -18,6 +18,8 @@ import numpy as np
 
 from tracker.metrics import METRICS, ServedPositions, evaluate_encoded
 from tracker.metrics.catalog import Kind, names
+from tracker.metrics.novelty import surprisal_of_log_users
+from tracker.metrics.unexpectedness import unexpectedness_of_overlap
 from tracker.rollup.state import column_name
 
 # The metric names, from the catalogue (its order is the stored column order).
@@ -53,7 +55,7 @@ class Layout:
 
 
 def impression_values(positions: ServedPositions, layout: Layout, cutoffs: Sequence[int],
-                      ln_n_users: float | None, ln_users: np.ndarray, overlap: np.ndarray,
+                      n_users: int, ln_users: np.ndarray, overlap: np.ndarray,
                       has_baseline: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per impression and layout column: the metric value (0 where undefined), and whether
     it is defined. Both ``(impressions, columns)`` arrays are column-major: the columns are
@@ -61,8 +63,11 @@ def impression_values(positions: ServedPositions, layout: Layout, cutoffs: Seque
 
     ``positions``: the lists with the served rank of each ground-truth item; ``ln_users``
     and ``overlap`` ``(impressions, cutoffs)``: Σ ln(users of item) over the top k and
-    |R_k ∩ B_k|; ``has_baseline`` per impression. Surprisal is undefined when the log
-    before the day has fewer than 2 users (``ln_n_users`` None) and for an empty list;
+    |R_k ∩ B_k|; ``n_users`` the distinct users of the log before the day; ``has_baseline``
+    per impression. The formulas are the kernels of ``tracker.metrics``
+    (:func:`~tracker.metrics.novelty.surprisal_of_log_users`,
+    :func:`~tracker.metrics.unexpectedness.unexpectedness_of_overlap`). Surprisal is
+    undefined when the log before the day has fewer than 2 users and for an empty list;
     unexpectedness when the impression carries no baseline list.
     """
     n = positions.n_lists
@@ -78,18 +83,17 @@ def impression_values(positions: ServedPositions, layout: Layout, cutoffs: Seque
     for metric in WHOLE_LIST:
         values[:, layout.index(metric, 0)] = scored[metric]
     for j, k in enumerate(cutoffs):
-        served = np.minimum(positions.lengths, k).astype(np.float64)
+        served = np.minimum(positions.lengths, k)
         col = layout.index("surprisal", k)
-        if ln_n_users is None:
+        if n_users < 2:
             defined[:, col] = False
         else:
-            # mean over R_k of -log2(u/N)/log2(N) = 1 - Σ ln u / (|R_k| ln N); undefined for
-            # an empty list (ingest refuses one, rows stored before it checked may hold one)
-            listed = served > 0
-            values[:, col] = 1.0 - np.divide(ln_users[:, j], served * ln_n_users,
-                                             out=np.ones(n), where=listed)
-            defined[:, col] = listed
+            # undefined for an empty list (ingest refuses one, rows stored before it checked
+            # may hold one)
+            values[:, col] = surprisal_of_log_users(ln_users[:, j], served, n_users)
+            defined[:, col] = served > 0
         col = layout.index("unexpectedness", k)
-        values[:, col] = np.where(has_baseline, 1.0 - overlap[:, j] / k, 0.0)
+        values[:, col] = np.where(has_baseline, unexpectedness_of_overlap(
+            overlap[:, j], positions.lengths, k), 0.0)
         defined[:, col] = has_baseline
     return values, defined
