@@ -8,8 +8,8 @@ from tests.rollup.test_rollup import NOW
 from tracker.metrics.catalog import CATALOG
 from tracker.rollup.outcomes import Layout
 
-# The per-impression value columns as stored before the catalogue existed (unit totals are
-# positional: a silent reorder would reinterpret every stored day).
+# The per-impression value columns as stored before the catalogue existed (unit totals were
+# positional then; since 0008 they are stored by name, tests/rollup/test_state.py).
 PER_K = ("hit_rate", "precision", "recall", "mrr", "map", "ndcg", "roc_auc", "surprisal",
          "unexpectedness")
 
