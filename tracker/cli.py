@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from tracker import __version__
 from tracker.config import Settings, mask_password
 from tracker.errors import TrackerError, ValidationError
 
@@ -51,7 +52,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="tracker")
+@click.version_option(version=__version__, prog_name="tracker")
 def main() -> None:
     """Online A/B experiment tracker for recommender systems.
 
@@ -634,12 +635,9 @@ def demo_cmd(days: int, users: int, seed: int) -> None:
 
 
 # ---------------------------------------------------------------------------- dashboard
-DASHBOARD = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
-
-
-def dashboard_command(host: str, port: int) -> list[str]:
-    """The Streamlit command line that serves the dashboard."""
-    return [sys.executable, "-m", "streamlit", "run", str(DASHBOARD),
+def dashboard_command(app: Path, host: str, port: int) -> list[str]:
+    """The Streamlit command line that serves the dashboard ``app``."""
+    return [sys.executable, "-m", "streamlit", "run", str(app),
             "--server.address", host, "--server.port", str(port), "--server.headless", "true",
             "--browser.gatherUsageStats", "false", "--global.developmentMode", "false"]
 
@@ -652,13 +650,14 @@ def dashboard_cmd(host: str, port: int) -> None:
     """Serve the Streamlit dashboard on the database of TRACKER_DATABASE_URL (read-only)."""
     import os
 
-    if not DASHBOARD.exists():
-        raise click.ClickException(f"dashboard not found at {DASHBOARD}: install tracker from "
-                                   "its source tree (pip install -e .)")
+    from tracker.install import DASHBOARD, require, shipped
+
+    require("dashboard", "tracker dashboard")
+    app = shipped(DASHBOARD) / "app.py"  # the installed copy, or the source checkout's
     click.echo(f"tracker dashboard on http://{host}:{port} (database "
                f"{mask_password(_settings().database_url)})", err=True)
-    command = dashboard_command(host, port)
-    root = str(DASHBOARD.parents[1])  # so that the pages can `import dashboard`
+    command = dashboard_command(app, host, port)
+    root = str(app.parents[1])  # so that the pages can `import dashboard`
     path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = root if not path else f"{root}{os.pathsep}{path}"
     os.execv(command[0], command)
@@ -677,8 +676,11 @@ def serve_cmd(host: str | None, port: int | None, workers: int | None) -> None:
     API keys (`tracker keys create`) authenticate the callers; /health, /metrics and the
     OpenAPI document (/openapi.json, /docs) are served too.
     """
-    from tracker.collector.server import serve
     from tracker.errors import ConfigError
+    from tracker.install import require
+
+    require("server", "tracker serve")
+    from tracker.collector.server import serve
 
     try:
         settings = _settings().replace(**{name: value for name, value in (

@@ -15,6 +15,11 @@ class ConfigError(TrackerError, ValueError):
     """A ``TRACKER_*`` setting (or an argument standing in for one) has a bad value."""
 
 
+class MissingExtra(TrackerError, ImportError):
+    """A command needs an optional part of tracker that is not installed; the message names
+    the extra and the ``pip install`` line that adds it (:func:`tracker.install.require`)."""
+
+
 class ValidationError(TrackerError, ValueError):
     """Input was rejected; nothing of it was stored.
 
