@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from tracker import install
 from tracker.errors import TrackerError, ValidationError
+from tracker.install import MIGRATIONS, shipped
 from tracker.store.db import schema_revision, transaction
 
 
@@ -22,7 +22,7 @@ def alembic_config(connection: sa.Connection | None = None):
     from alembic.config import Config
 
     config = Config()
-    config.set_main_option("script_location", str(install.shipped(install.MIGRATIONS)))
+    config.set_main_option("script_location", str(shipped(MIGRATIONS)))
     if connection is not None:
         config.attributes["connection"] = connection
     return config
