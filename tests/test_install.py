@@ -16,7 +16,8 @@ import pytest
 from packaging.requirements import Requirement
 
 from tests.conftest import BACKEND
-from tracker.install import DASHBOARD, DISTRIBUTION, EXTRAS, MIGRATIONS, shipped
+from tracker.errors import TrackerError
+from tracker.install import DASHBOARD, DISTRIBUTION, EXTRAS, MIGRATIONS, Shipped, shipped
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -66,6 +67,10 @@ MISSING = [
                  "tracker dashboard needs the dashboard extra (streamlit not installed): "
                  "pip install 'recsys-tracker[dashboard]'",
                  id="dashboard-without-streamlit-names-dashboard"),
+    pytest.param(("fastapi",), None, {},
+                 "tracker.collector needs the server extra (fastapi not installed): "
+                 "pip install 'recsys-tracker[server]'",
+                 id="importing-the-collector-without-fastapi-names-server"),
     pytest.param(("psycopg", "adbc_driver_postgresql"), ["db", "current"],
                  {"TRACKER_DATABASE_URL": "postgresql+psycopg://tracker@127.0.0.1:1/tracker"},
                  "a PostgreSQL database URL needs the postgres extra (psycopg, "
@@ -78,6 +83,10 @@ MISSING = [
 @pytest.mark.parametrize(("blocked", "args", "env", "message"), MISSING)
 def test_a_command_whose_extra_is_missing_says_which_to_install(tmp_path, blocked, args, env,
                                                                 message):
+    if args is None:  # a library import, not a command: the error itself
+        done = tracker_without(blocked, "import tracker.collector", tmp_path, env)
+        assert done.stderr.strip().splitlines()[-1] == f"tracker.errors.MissingExtra: {message}"
+        return
     done = tracker_without(blocked, cli(*args), tmp_path, env)
     assert done.returncode == 1, done.stderr[-3000:]
     assert done.stderr.strip().splitlines()[-1] == f"error: {message}"
@@ -106,3 +115,12 @@ def test_no_extra_is_a_core_dependency():
 @pytest.mark.parametrize("what", [MIGRATIONS, DASHBOARD], ids=["migrations", "dashboard"])
 def test_a_source_checkout_finds_its_own_top_level_folders(what):
     assert shipped(what) == ROOT / what.folder
+
+
+def test_a_folder_in_neither_place_says_where_it_looked_and_what_to_do():
+    missing = Shipped("nowhere", "_nowhere", "marker.txt")
+    with pytest.raises(TrackerError) as raised:
+        shipped(missing)
+    message = str(raised.value)
+    assert all(str(path) in message for path in missing.candidates())
+    assert message.startswith("nowhere/ not found") and "reinstall recsys-tracker" in message

@@ -34,7 +34,7 @@ ALLOWED = {
     "tracker/demo": ({"numpy"}, {"tracker.demo", "tracker.errors"}),
     "tracker/collector": ({"fastapi", "starlette", "pydantic", "uvicorn", "orjson", "sqlalchemy"},
                           {"tracker.collector", "tracker.ingest", "tracker.store", "tracker.config",
-                           "tracker.errors"}),
+                           "tracker.errors", "tracker.install"}),
     "tracker/demo/simulation.py": ({"numpy"}, {"tracker.demo"}),
     # the dashboard reads computed tables and statistics, never raw logs or the ingest path
     "dashboard": ({"streamlit", "pandas", "altair"},
