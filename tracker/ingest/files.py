@@ -248,8 +248,8 @@ class FileRecords:
             if error.msg == "Extra data" or _first_line_parses(text):
                 self.fmt = "jsonl"  # JSON Lines saved as .json
                 return
-            raise self._fail(f"line {error.lineno}: not valid JSON ({error.msg} at column "
-                             f"{error.colno}); a .json file holds one JSON array of objects "
+            raise self._fail(f"line {error.lineno}: not valid JSON ({_json_error(error)}); "
+                             "a .json file holds one JSON array of objects "
                              "(or one object). Nothing was imported") from None
         self._array = value if isinstance(value, list) else [value]
 
@@ -296,10 +296,9 @@ class FileRecords:
                     yield Unreadable(bad)
                     continue
                 try:
-                    yield json.loads(line)
+                    yield json.loads(line.rstrip("\r\n"))
                 except ValueError as error:
-                    detail = (f"{error.msg} at column {error.colno}"
-                              if isinstance(error, json.JSONDecodeError) else str(error))
+                    detail = _json_error(error)
                     yield Unreadable(f"not valid JSON ({shorten(detail, 200)}); each line must "
                                      "be one JSON object")
 
@@ -375,6 +374,13 @@ def file_records(path: Path, fmt: str, chunk_rows: int = 50_000, *,
     - Parquet: list columns as Parquet lists, read in row batches.
     """
     return FileRecords(path, fmt, kind=kind, chunk_rows=chunk_rows)
+
+
+def _json_error(error: ValueError) -> str:
+    """What the JSON parser said, with the column (``... at column 40``)."""
+    if not isinstance(error, json.JSONDecodeError):
+        return str(error)
+    return f"{error.msg.removesuffix(' at')} at column {error.colno}"
 
 
 def _first_line_parses(text: str) -> bool:
