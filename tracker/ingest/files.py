@@ -266,9 +266,16 @@ class FileRecords:
         if self._array is not None:
             return len(self._array)
         lines = 0
-        with self._text() as handle:
-            for _ in handle:
-                lines += 1
+        if self._encoding == "utf-16":
+            with self._text() as handle:
+                lines = sum(1 for _ in handle)
+        else:  # count newline bytes a block at a time
+            last = b"\n"
+            with self.path.open("rb") as handle:
+                while block := handle.read(1 << 20):
+                    lines += block.count(b"\n")
+                    last = block[-1:]
+            lines += last != b"\n"  # a last line without a newline
         return max(lines - 1, 0) if self.fmt == "csv" else lines
 
     def __iter__(self) -> Iterator[dict[str, Any] | Unreadable]:
