@@ -135,9 +135,13 @@ class FileRecords:
         return FileError(f"{self.path}: {what}")
 
     def _open(self) -> None:
-        with self.path.open("rb") as handle:
-            head = handle.read(HEAD_BYTES)
-            whole = len(head) < HEAD_BYTES
+        try:
+            with self.path.open("rb") as handle:
+                head = handle.read(HEAD_BYTES)
+                whole = len(head) < HEAD_BYTES
+        except OSError as error:  # missing, a directory, no permission
+            raise self._fail(f"cannot be opened ({error.strerror or error}); give the path of "
+                             "a readable file") from None
         if not head:
             raise self._fail("the file is empty (0 bytes); nothing to import")
         is_parquet = head.startswith(b"PAR1")
@@ -207,9 +211,16 @@ class FileRecords:
     def _open_csv(self) -> None:
         with self._text() as handle:
             reader = csv.reader(handle)
-            header = next(reader, None)
+            try:
+                header = next(reader, None)
+            except csv.Error as error:
+                raise self._fail(f"line {reader.line_num}: the header is not valid CSV "
+                                 f"({error}); nothing to import") from None
             header_line = reader.line_num
-            rows = any(row for row in reader)
+            try:
+                rows = any(row for row in reader)
+            except csv.Error:
+                rows = True  # a record, that reading will reject with its line
         if not header or not any(cell.strip() for cell in header):
             raise self._fail("the first line is not a CSV header; nothing to import")
         self._check_columns(header, "header column", header_line)
