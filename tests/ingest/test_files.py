@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 
 from tests.helpers import count, impression, stored_impressions
 from tracker.cli import main
+from tracker.errors import FileError
 from tracker.ingest.files import HEAD_BYTES, file_records
+from tracker.ingest.validate import Unreadable
 from tracker.store.db import create_engine
 
 COLUMNS = ["impression_id", "experiment", "arm", "user_id", "items", "scores", "served_at"]
@@ -361,3 +363,35 @@ def test_csv_records_know_their_first_line_across_quoted_newlines(tmp_path_facto
     starts = [2 + sum(s + 1 for s in spans[:n]) for n in range(len(spans))]
     assert [r["impression_id"] for r in read] == [f"imp-{n}" for n in range(len(spans))]
     assert [records.where(i) for i in range(len(read))] == [f"line {s}" for s in starts]
+
+
+# ------------------------------------------------------- any bytes at all
+VALID = {"jsonl": "\n".join(map(json_line, range(3))).encode(),
+         "json": ("[" + ",".join(map(json_line, range(3))) + "]").encode(),
+         "csv": csv_text([0, 1, 2]).encode(), "parquet": parquet_bytes()}
+
+
+def read_all(path, fmt: str) -> list:
+    """Every record of a file, or the FileError that refuses it."""
+    try:
+        records = file_records(path, fmt, kind="impressions")
+        return list(records)
+    except FileError as error:
+        assert str(error).startswith(f"{path}: ")
+        return []
+
+
+@settings(max_examples=150, deadline=None)
+@given(fmt=st.sampled_from(sorted(VALID)), data=st.data())
+def test_any_damage_to_a_file_is_a_file_error_or_records_never_another_exception(
+        tmp_path_factory, fmt, data):
+    content = bytearray(VALID[fmt])
+    for _ in range(data.draw(st.integers(1, 4), label="edits")):
+        at = data.draw(st.integers(0, len(content)), label="at")
+        cut = data.draw(st.integers(0, 8), label="cut")
+        content[at:at + cut] = data.draw(st.binary(max_size=8), label="bytes")
+    path = tmp_path_factory.mktemp("damaged") / f"x.{fmt}"
+    path.write_bytes(bytes(content))
+    for record in read_all(path, fmt):
+        assert isinstance(record, (dict, list, str, int, float, bool, Unreadable)) or \
+            record is None
