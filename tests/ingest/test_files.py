@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import count, impression, stored_impressions
+from tests.helpers import count, impression, interaction, stored_impressions
 from tracker.cli import main
 from tracker.errors import FileError
 from tracker.ingest.files import HEAD_BYTES, file_records
@@ -363,6 +363,43 @@ def test_csv_records_know_their_first_line_across_quoted_newlines(tmp_path_facto
     starts = [2 + sum(s + 1 for s in spans[:n]) for n in range(len(spans))]
     assert [r["impression_id"] for r in read] == [f"imp-{n}" for n in range(len(spans))]
     assert [records.where(i) for i in range(len(read))] == [f"line {s}" for s in starts]
+
+
+# ------------------------------------------------------- interactions
+def event_line(i: int) -> str:
+    record = interaction(i)
+    record["occurred_at"] = record["occurred_at"].isoformat()
+    return json.dumps(record)
+
+
+def stored_events(url: str) -> set[str]:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return set(conn.exec_driver_sql("SELECT event_key FROM interaction").scalars())
+    finally:
+        engine.dispose()
+
+
+def test_interactions_a_truncated_line_is_one_rejection_and_its_neighbours_are_stored(
+        home, tmp_path):
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join([event_line(0), event_line(1)[:30], event_line(2)]) + "\n")
+    result = run(home, "import", "interactions", str(path), code=2)
+    assert f"  rejected {path} line 2: not valid JSON (" in result.stdout
+    assert "2 stored, 0 duplicates, 0 conflicts, 1 rejected" in result.stdout
+    assert stored_events(home) == {"evt-0", "evt-2"}
+
+
+def test_interactions_csv_header_is_checked_against_the_interaction_fields(home, tmp_path):
+    path = tmp_path / "events.csv"
+    path.write_text("event_id,user_id,item_id,event,served_at\ne1,u1,i1,click,"
+                    "2026-11-01T12:00:00Z\n")
+    result = run(home, "import", "interactions", str(path), code=2)
+    assert (f"error: {path}: line 1: unknown header column(s) served_at; missing occurred_at. "
+            "Interactions have the columns event, event_id, item_id, occurred_at, user_id and "
+            "optionally impression_id, value") in result.stderr
+    assert stored_events(home) == set()
 
 
 # ------------------------------------------------------- any bytes at all
