@@ -488,6 +488,12 @@ def _progress_bar(stage: str, done: int, total: int, day) -> None:
                nl=done == total, err=True)
 
 
+def _every(_ctx, _param, value: str | None) -> float | None:
+    """``--every``: a duration (see :func:`_duration`) in seconds, parsed before anything runs;
+    a bad one is a usage error naming the option ("Invalid value for '--every'")."""
+    return None if value is None else _duration(value).total_seconds()
+
+
 @main.command("rollup")
 @click.option("--experiment", "experiment", metavar="KEY",
               help="Roll up this experiment only (default: every experiment).")
@@ -495,11 +501,11 @@ def _progress_bar(stage: str, done: int, total: int, day) -> None:
               help="Forget the experiment's results and rebuild them from the raw logs.")
 @click.option("--until", type=click.DateTime(["%Y-%m-%d"]),
               help="Compute days up to this one only (the incremental state does not advance).")
-@click.option("--every", "every", metavar="DURATION",
+@click.option("--every", "every", metavar="DURATION", callback=_every,
               help="Keep running: roll up, then wait this long (e.g. 24h, 30m), until SIGTERM "
                    "or SIGINT (exit 0); a failed run is reported and retried after a backoff.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
-def rollup_cmd(experiment: str | None, full: bool, until, every: str | None,
+def rollup_cmd(experiment: str | None, full: bool, until, every: float | None,
                as_json: bool) -> None:
     """Turn new impressions and interactions into per-arm daily and cumulative metrics.
 
@@ -511,7 +517,6 @@ def rollup_cmd(experiment: str | None, full: bool, until, every: str | None,
     from tracker.rollup.engine import run_rollup
     from tracker.rollup.schedule import run_every
 
-    interval = _duration(every, "--every").total_seconds() if every else None
     engine, settings = _engine()
 
     def once() -> None:
@@ -533,7 +538,7 @@ def rollup_cmd(experiment: str | None, full: bool, until, every: str | None,
             click.echo("no experiments yet: create one (tracker experiments create) "
                        "or run `tracker demo`")
 
-    if interval is None:
+    if every is None:
         once()
         return
 
@@ -542,7 +547,7 @@ def rollup_cmd(experiment: str | None, full: bool, until, every: str | None,
             f"{type(error).__name__}: {error}"
         click.echo(f"rollup failed: {reason}; next try in {retry:g} s", err=True)
 
-    stopped = run_every(once, interval, failed)
+    stopped = run_every(once, every, failed)
     click.echo(f"rollup loop stopped by {stopped}", err=True)
 
 

@@ -315,9 +315,9 @@ def test_a_json_array_element_that_is_not_an_object_is_one_rejection_by_record(h
 @pytest.mark.parametrize(("args", "says"), [
     pytest.param(["import", "impressions", "FILE", "--show-rejected", "-1"],
                  "Invalid value for '--show-rejected'", id="negative-show-rejected"),
-    pytest.param(["rollup", "--every", "soon"], "Invalid value for --every: 'soon': expected",
+    pytest.param(["rollup", "--every", "soon"], "Invalid value for '--every': 'soon': expected",
                  id="rollup-every-without-a-unit-names-the-option"),
-    pytest.param(["rollup", "--every", "0s"], "Invalid value for --every: '0s': expected",
+    pytest.param(["rollup", "--every", "0s"], "Invalid value for '--every': '0s': expected",
                  id="rollup-every-zero-names-the-option"),
 ])
 def test_bad_options_are_usage_errors_naming_the_option(home, tmp_path, args, says):
