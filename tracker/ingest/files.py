@@ -239,9 +239,12 @@ class FileRecords:
         known = FIELDS[self.kind]
         unknown = [n for n in names if n not in known]
         missing = sorted(known - OPTIONAL[self.kind] - set(names))
-        if unknown or missing:
-            said = [f"unknown {what}(s) {', '.join(shorten(n, 40) for n in unknown)}"] * bool(
-                unknown) + [f"missing {', '.join(missing)}"] * bool(missing)
+        said = []
+        if unknown:
+            said.append(f"unknown {what}(s) {', '.join(shorten(n, 40) for n in unknown)}")
+        if missing:
+            said.append(f"missing {', '.join(missing)}")
+        if said:
             raise self._fail(f"{where}{'; '.join(said)}. {self.kind.capitalize()} have the "
                              f"columns {', '.join(sorted(known - OPTIONAL[self.kind]))} and "
                              f"optionally {', '.join(sorted(OPTIONAL[self.kind]))}")
