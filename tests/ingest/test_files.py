@@ -273,6 +273,17 @@ def test_a_parquet_row_group_that_cannot_be_decoded_is_named_and_the_others_are_
     assert stored_ids(home) == {"imp-0", "imp-1", "imp-2"}
 
 
+@pytest.mark.parametrize("target", [
+    pytest.param("missing.csv", id="a-missing-path"),
+    pytest.param(".", id="a-directory"),
+])
+def test_a_path_that_cannot_be_opened_is_a_file_error_naming_it(tmp_path, target):
+    path = tmp_path / target
+    with pytest.raises(FileError, match="cannot be opened") as raised:
+        file_records(path, "csv", kind="impressions")
+    assert str(raised.value).startswith(f"{path}: cannot be opened (")
+
+
 # ------------------------------------------------------- readable encodings and JSON
 @pytest.mark.parametrize(("name", "content"), [
     pytest.param("x.jsonl", b"\xef\xbb\xbf" + "\n".join(map(json_line, range(3))).encode(),
