@@ -140,9 +140,12 @@ def test_primary_names_are_canonical_and_kept_once(tracker):
     assert info.roles.primary == ("ndcg@10", "song_clicks")
 
 
+_BEFORE_ROLES = SCHEMA_HISTORY[SCHEMA_HISTORY.index("0007") - 1]  # before roles
+
+
 def test_experiments_stored_before_roles_have_none_and_downgrade_keeps_them(empty_url):
     engine = create_engine(empty_url)
-    schema.upgrade(engine, SCHEMA_HISTORY[-2])
+    schema.upgrade(engine, _BEFORE_ROLES)
     with engine.begin() as conn:
         conn.execute(sa.text(
             "INSERT INTO experiment (id, key, name, description, status, control_arm, "
@@ -156,7 +159,7 @@ def test_experiments_stored_before_roles_have_none_and_downgrade_keeps_them(empt
     with Tracker(empty_url) as t:
         assert t.experiment("old").roles is None
         t.update_experiment("old", primary=["ndcg@5"])
-    schema.downgrade(engine, SCHEMA_HISTORY[-2])
+    schema.downgrade(engine, _BEFORE_ROLES)
     with engine.connect() as conn:
         assert "roles" not in {c["name"] for c in sa.inspect(conn).get_columns("experiment")}
         assert conn.execute(sa.text("SELECT key FROM experiment")).scalars().all() == ["old"]
