@@ -24,16 +24,29 @@ sequences) — the right choice when the scorecard is looked at every day. Set-l
 The JSON form (:meth:`Scorecard.to_dict`) is a stable interface:
 
 - ``experiment``, ``as_of`` (ISO date), ``cumulative`` (bool), ``level``, ``intervals``
-  (``fixed_horizon`` | ``sequential``), ``correction``, ``primary`` (metric names);
-- ``health``: ``srm_p_value`` (chi-square), ``srm_sequential_p_value`` (anytime-valid),
-  ``srm_flagged`` (either p-value below 0.001; the size never gates), ``srm_deviation`` (the
+  (``fixed_horizon`` | ``sequential``), ``correction``, ``primary`` (metric names),
+  ``guardrails`` (metric name -> tolerated relative loss), ``target_effect``; the roles are the
+  experiment's stored ones unless ``primary`` / ``guardrails`` override them
+  (:func:`roles_for`);
+- ``decisions``: per treatment arm (cumulative view only; empty for a daily one) ``arm``,
+  ``outcome`` (ship | do_not_ship | keep_running | no_detectable_effect), ``reasons`` (most
+  decisive first) and ``power`` per primary (``mde``, ``mde_absolute``, ``target``,
+  ``powered``, ``days_to_target``, ``note``): :func:`tracker.stats.decision.decide` on the
+  rows' own comparisons (see :func:`_decisions`);
+- ``health``: ``status`` (pass | warn | fail, the checklist's worst item) and ``checklist``
+  (``[{check, status, message}]``, :func:`tracker.stats.health.health_checklist`: srm,
+  sample, crossover, freshness, rollup, provisional); ``srm_p_value`` (chi-square),
+  ``srm_sequential_p_value`` (anytime-valid), ``srm_flagged`` (the checklist's srm item
+  fails: either p-value below 0.001; the size never gates), ``srm_deviation`` (the
   deviation in words, "control lost 0.34% of its expected users"), ``users`` and
   ``expected_share`` per arm, ``crossover_users``,
   ``crossover_share``, ``crossover_status`` (ok / warn / alert), ``provisional_days``,
-  ``last_rollup`` (ISO instant) and ``data_lag_hours`` (now minus the last impression day's
-  end, None without data);
+  ``last_rollup`` (ISO instant) and ``data_lag_hours`` (now minus the latest received
+  impression of the experiment, never negative; None without data). A daily view's health
+  is that day's: its users, their SRM (no sequential test), its crossover;
 - ``metrics``: rows with ``metric``, ``k`` (None when the metric has none), ``arm``,
-  ``control`` (bool), ``kind`` (user | set), ``group`` (online | ranking | beyond_accuracy),
+  ``role`` (primary | guardrail | secondary), ``control`` (bool), ``kind`` (user | set),
+  ``group`` (online | ranking | beyond_accuracy),
   ``direction`` (higher | lower: which way is better), ``users``, ``mean``, ``ci_low``,
   ``ci_high``, ``reason``; for treatment arms also ``lift``, ``lift_ci_low``,
   ``lift_ci_high``, ``relative_lift``, ``relative_lift_ci_low``, ``relative_lift_ci_high``,
