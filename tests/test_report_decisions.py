@@ -16,7 +16,7 @@ from tests.helpers import T0
 from tests.rollup.scenario import create
 from tests.rollup.test_rollup import NOW
 from tracker.cli import main
-from tracker.report import report
+from tracker.report import report, shown_interval
 
 
 def _log(tracker, users: dict[str, list[int]], *, day: int = 0, tag: str = "") -> None:
@@ -103,6 +103,7 @@ def test_a_clear_win_on_enough_users_ships_with_its_reasons_first(tracker, db_ur
     row = next(r for r in card["metrics"] if (r["metric"], r["k"], r["arm"])
                == ("hit_rate", 2, "treatment"))
     assert row["verdict"] == "better" and row["role"] == "primary"
+    assert decision["reasons"][0].startswith(f"hit_rate@2 {shown_interval(row)},")  # as tabled
     first = _table(db_url).splitlines()[1]
     assert first.startswith("Decision: treatment — ship: hit_rate@2 +133.3% [")
     assert "precision@2 +133.3%: non-inferior" in first
