@@ -638,14 +638,16 @@ def render_decisions(card: Scorecard) -> list[str]:
 
 
 def render_health(card: Scorecard) -> list[str]:
-    """The health checklist compactly: the overall status, then one line per check that is
-    not passing, and the passing checks named on one line."""
+    """The health checklist compactly: the overall status with the passing checks named and
+    the users per arm on one line, then one line per check that is not passing."""
     h = card.health
     if "checklist" not in h:
         return []
     items = h["checklist"]
     passing = [i["check"] for i in items if i["status"] == "pass"]
-    out = [f"Health: {h['status']}" + (f" ({', '.join(passing)} pass)" if passing else "")]
+    users = ", ".join(f"{a} {n}" for a, n in h["users"].items())
+    out = [f"Health: {h['status']}" + (f" ({', '.join(passing)} pass)" if passing else "")
+           + f"; users {users}"]
     out += [f"  {i['status']:<5} {i['check']}: {i['message']}" for i in items
             if i["status"] != "pass"]
     return out
