@@ -18,6 +18,7 @@ from tests.rollup.test_rollup import NOW
 from tracker.cli import main
 from tracker.demo import DemoConfig, load
 from tracker.report import report, shown_interval
+from tracker.store.models import Experiment
 
 
 def _log(tracker, users: dict[str, list[int]], *, day: int = 0, tag: str = "") -> None:
@@ -242,3 +243,32 @@ def test_every_decision_agrees_with_the_rows_it_was_built_from(tracker, db_url, 
             assert all(p["powered"] for p in decision["power"]), decision
         if outcome == "keep_running" and not any(r["verdict"] == "better" for r in primary):
             assert not all(p["powered"] for p in decision["power"]), decision
+
+
+@pytest.mark.parametrize(("stored", "flags", "code", "message"), [
+    pytest.param({"primary": ["coverage@2"]}, [], 1,
+                 "the roles declared on experiment 'home' name coverage@2 (a set-level metric",
+                 id="a-stored-set-level-primary-says-how-to-change-the-roles"),
+    pytest.param({"primary": ["coverage@2"]}, ["--primary", "hit_rate@2"], 0, None,
+                 id="a-flag-overrides-a-stored-role-that-cannot-be-tested"),
+    pytest.param({}, ["--guardrail", "gini@3=0.1"], 2,
+                 "unknown primary or guardrail metric(s) gini@3 (a set-level metric",
+                 id="a-set-level-guardrail-flag-is-a-usage-error"),
+])
+def test_a_role_on_a_metric_without_a_test_is_refused_with_what_to_do(tracker, db_url, stored,
+                                                                       flags, code, message):
+    """Ingest refuses a set-level role; one stored all the same (by an older version, here
+    written straight into the table) must not leave the report with a misleading error."""
+    create(tracker)
+    if stored:
+        with tracker.engine.begin() as conn:
+            conn.execute(sa.update(Experiment).where(Experiment.key == "home")
+                         .values(roles={"guardrails": {}, **stored}))
+    _log(tracker, CLEAR_WIN)
+    tracker.rollup("home", now=NOW)
+    result = CliRunner().invoke(main, ["report", "home", *flags],
+                                env={"TRACKER_DATABASE_URL": db_url})
+    assert result.exit_code == code, result.output
+    if message:
+        assert message in " ".join(result.stderr.split())
+        assert "hit_rate@2" in result.stderr  # names that can be used

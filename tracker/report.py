@@ -255,12 +255,8 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     rows = metric_table[metric_table["day"] == as_of]
     tests: list[_Test] = []
     card.metrics.extend(_metric_rows(info, rows, level, intervals, roles, tests))
-    known = {_name(r["metric"], r["k"]) for r in card.metrics if r["kind"] == "user"}
-    unknown = [name for name in (*roles.primary, *roles.guardrails) if name not in known]
-    if unknown and known:
-        raise ValidationError(f"unknown primary or guardrail metric(s) {', '.join(unknown)}; "
-                              f"expected names such as {', '.join(sorted(known)[:6])}",
-                              field="primary")
+    _check_roles_have_tests(info, card.metrics, roles,
+                            given=(*(primary or ()), *(guardrails or {})))
     _adjust(card.metrics, correction, level)
     for test in tests:
         _adjust_intervals(test, level, intervals)
@@ -270,6 +266,32 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
             d.to_dict() for d in _decisions(info, tests, checked.checklist, growth, level,
                                             correction, float(target_effect)))
     return card
+
+
+def _check_roles_have_tests(info: ExperimentInfo, rows: list[dict[str, Any]], roles: Roles,
+                            given: tuple[str, ...]) -> None:
+    """Every primary and guardrail must name a per-user metric the scorecard has rows of
+    (only those are tested); a set-level metric (one value per arm) is named as such. A bad
+    name given for this report is an error on the flags (field ``primary``); one stored on the
+    experiment says how to change the experiment's roles (field ``roles``)."""
+    known = {_name(r["metric"], r["k"]) for r in rows if r["kind"] == "user"}
+    if not known:
+        return
+    set_level = {_name(r["metric"], r["k"]) for r in rows if r["kind"] == "set"}
+    bad = [name for name in (*roles.primary, *roles.guardrails) if name not in known]
+    if not bad:
+        return
+    shown = ", ".join(f"{n} (a set-level metric: one value per arm, no test)"
+                      if n in set_level else n for n in bad)
+    examples = ", ".join(sorted(known)[:6])
+    if all(n in given for n in bad):
+        raise ValidationError(f"unknown primary or guardrail metric(s) {shown}; expected "
+                              f"names such as {examples}", field="primary")
+    raise ValidationError(
+        f"the roles declared on experiment {info.key!r} name {shown}, which cannot be tested; "
+        f"expected per-user metrics such as {examples}: change them with `tracker experiments "
+        f"update {info.key} --primary METRIC@K` (or `--clear-roles`), or override them for "
+        "one report with --primary/--guardrail", field="roles")
 
 
 @dataclass(frozen=True)
