@@ -555,8 +555,9 @@ def _level(_ctx, _param, value: float) -> float:
                    "song_clicks=0.05 (one-sided non-inferiority test; repeatable; replaces "
                    "the experiment's declared guardrails for this report).")
 @click.option("--target-effect", type=float, default=0.05, show_default=True,
-              help="The relative effect the experiment must be able to detect (0.05 = 5%): "
-                   "below it a primary is not yet powered and the decision is keep running.")
+              help="The relative effect each primary must be able to detect (0.05 = 5%): "
+                   "while a primary's minimum detectable effect is larger, an arm without a "
+                   "significant result keeps running.")
 @click.option("--metric", "only_metrics", multiple=True, metavar="NAME",
               help="Show only this metric, e.g. ndcg or song_clicks (repeatable; names: "
                    "the metric catalogue).")
