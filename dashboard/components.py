@@ -4,6 +4,7 @@ formulas: the numbers come from :mod:`dashboard.data`)."""
 from __future__ import annotations
 
 from html import escape
+from urllib.parse import quote
 
 import altair as alt
 import pandas as pd
@@ -260,3 +261,51 @@ def glossary_entry(entry: catalog.MetricInfo) -> str:
             f"- **Range:** {entry.range_text}\n"
             f"- **Cutoff:** {cutoff}\n"
             f"- **Reference:** {entry.reference}")
+
+
+LIST_WIDTHS = (22, 8, 12, 7, 22, 18, 11)
+"""Percent of the experiments table per column: experiment, status, dates, users, health,
+decision, headline lift."""
+
+
+def _dates(info) -> str:
+    start = info.starts_at.date().isoformat() if info.starts_at else "—"
+    end = info.ends_at.date().isoformat() if info.ends_at else "open"
+    return f"{start} → {end}"
+
+
+def experiments_html(summaries: list) -> str:
+    """The experiments list as one HTML table that wraps to the window: each experiment's
+    key (a link to its page) and name, status, dates, users, latest complete day, health badge
+    with its worst item, a decision badge per treatment arm, and the headline metric's lift."""
+    cols = "".join(f'<col style="width:{w}%">' for w in LIST_WIDTHS)
+    head = ("<tr><th>experiment</th><th>status</th><th>dates</th><th class='tr-n'>users</th>"
+            "<th>health</th><th>decision</th><th>headline</th></tr>")
+    body = []
+    for s in summaries:
+        info = s.info
+        colours = arm_colours([a.key for a in info.arms], info.control)
+        link = f'experiment?experiment={quote(info.key)}'
+        if s.health_status is None:
+            health = '<span style="color:#57606a">no rollup yet</span>'
+        else:
+            note = f'<div class="tr-p">{escape(s.health_note)}</div>' if s.health_note else ""
+            health = health_badge(s.health_status) + note
+        decisions = "".join(
+            f'<div style="margin:2px 0"><span class="tr-dot" style="background:'
+            f'{colours.get(d.arm, "#57606a")}"></span>{escape(d.arm)} '
+            f'{outcome_badge(d.outcome)}</div>' for d in s.decisions) or "—"
+        lifts = ", ".join(f"{escape(arm)} {value:+.1%}" for arm, value in s.headline_lift.items()
+                          if value is not None)
+        headline = (f"{escape(s.headline)}<div class='tr-p'>{lifts}</div>" if s.headline
+                    else "—")
+        latest = (f"<div class='tr-p'>complete through {s.latest_final_day.isoformat()}</div>"
+                  if s.latest_final_day else "")
+        body.append(
+            f'<tr><td><a href="{link}" target="_self"><b>{escape(info.key)}</b></a>'
+            f'<div class="tr-p">{escape(info.name)}</div></td>'
+            f'<td>{escape(info.status)}</td><td>{_dates(info)}{latest}</td>'
+            f'<td class="tr-n">{s.users:,}</td><td>{health}</td><td>{decisions}</td>'
+            f'<td>{headline}</td></tr>')
+    return (results_layout.STYLE + f'<table class="tr-table tr-list"><colgroup>{cols}'
+            f'</colgroup>{head}{"".join(body)}</table>')

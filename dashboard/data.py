@@ -82,17 +82,40 @@ def card(key: str, as_of: date | None, cumulative: bool, intervals: str,
 
 
 @dataclass(frozen=True)
+class ArmDecision:
+    """One treatment arm's decision as the experiments list shows it."""
+
+    arm: str
+    outcome: str
+
+
+@dataclass(frozen=True)
 class Summary:
-    """One line of the experiments page."""
+    """One line of the experiments page: the experiment, its users, latest complete day, the
+    scorecard's decision per treatment arm and health (overall status and the worst item's
+    sentence), and the first primary metric's relative lift per treatment arm."""
 
     info: ExperimentInfo
     users: int
     latest_final_day: date | None
-    srm_flagged: bool
-    crossover_status: str | None
-    data_lag_hours: float | None
+    decisions: tuple[ArmDecision, ...]
+    health_status: str | None
+    health_note: str | None
     headline: str | None
     headline_lift: dict[str, float | None]
+
+
+def _label(row: dict) -> str:
+    return row["metric"] if row["k"] is None else f"{row['metric']}@{row['k']}"
+
+
+def _worst_item(checklist: list[dict]) -> str | None:
+    """The sentence of the most severe failing or warning item (None when all pass)."""
+    for status in ("fail", "warn"):
+        for item in checklist:
+            if item["status"] == status:
+                return f"{item['check']}: {item['message']}"
+    return None
 
 
 @st.cache_data(ttl=TTL)
@@ -101,17 +124,19 @@ def summaries() -> list[Summary]:
     for info in experiments():
         days = day_table(info.key)
         if days.empty:
-            out.append(Summary(info, 0, None, False, None, None, None, {}))
+            out.append(Summary(info, 0, None, (), None, None, None, {}))
             continue
         sc = card(info.key, None, True, "fixed_horizon", 0.95)
         final = days[~days["provisional"]]["day"]
         headline = sc.primary[0] if sc.primary else None
         lifts = {r["arm"]: r["relative_lift"] for r in sc.metrics
-                 if headline and f"{r['metric']}@{r['k']}" == headline and not r["control"]}
+                 if headline and _label(r) == headline and not r["control"]}
+        decisions = tuple(ArmDecision(d["arm"], d["outcome"])
+                          for d in getattr(sc, "decisions", None) or [])
+        checklist = sc.health.get("checklist", [])
         out.append(Summary(info, sum(sc.health["users"].values()),
-                           max(final) if len(final) else None, sc.health["srm_flagged"],
-                           sc.health["crossover_status"], sc.health["data_lag_hours"],
-                           headline, lifts))
+                           max(final) if len(final) else None, decisions,
+                           sc.health.get("status"), _worst_item(checklist), headline, lifts))
     return out
 
 

@@ -27,6 +27,10 @@ VERDICT_COLOURS = {"better": "#1a7f37", "worse": "#cf222e", "inconclusive": "#8c
 """Bar colour per verdict: green better, red worse, grey inconclusive (or no test)."""
 
 
+GAP = 0.5
+"""Least distance, in percent of the bar's width, between zero and an interval excluding it."""
+
+
 @dataclass(frozen=True)
 class Bar:
     """An interval on a row's axis, in percent of the bar's width: zero sits at 50 %.
@@ -137,7 +141,9 @@ def _half_width(rows: Iterable[ResultRow]) -> float | None:
 
 def bar(row: ResultRow, half_width: float | None) -> Bar | None:
     """Where ``row``'s interval sits on an axis from -``half_width`` (0 %) to +``half_width``
-    (100 %), zero at 50 %; an absolute interval uses its own axis. None without an interval."""
+    (100 %), zero at 50 %; an absolute interval uses its own axis. None without an interval.
+    An interval that excludes zero stays at least :data:`GAP` away from it, so the bar covers
+    the zero line exactly when the interval holds zero."""
     if row.low is None or row.high is None:
         return None
     scale = half_width if row.relative and half_width else max(abs(row.low), abs(row.high)) * 1.1
@@ -148,6 +154,10 @@ def bar(row: ResultRow, half_width: float | None) -> Bar | None:
         return 50 + 50 * value / scale
 
     low, high = at(row.low), at(row.high)
+    if row.low > 0:  # excludes zero: never drawn touching it, however close it is
+        low, high = max(low, 50 + GAP), max(high, 50 + GAP)
+    elif row.high < 0:
+        low, high = min(low, 50 - GAP), min(high, 50 - GAP)
     point = None if row.point is None else min(100.0, max(0.0, at(row.point)))
     return Bar(max(0.0, low), min(100.0, high), point, low < 0 or high > 100)
 
