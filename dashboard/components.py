@@ -205,8 +205,10 @@ def metric_chart(values: pd.DataFrame, title: str, colours: dict[str, str]) -> N
     line = base.mark_line(strokeWidth=2.5).encode(
         y=alt.Y("mean:Q", title=title, scale=alt.Scale(zero=False)))
     points = base.mark_point(size=60, strokeWidth=2).encode(
-        y="mean:Q", shape=alt.Shape("status:N", title="day",
-                                    scale=alt.Scale(domain=["final", "provisional"])),
+        y="mean:Q", shape=alt.Shape("status:N", scale=alt.Scale(
+            domain=["final", "provisional"], range=["circle", "square"]),
+            legend=alt.Legend(title="day", symbolStrokeColor="#424a53", symbolStrokeWidth=2,
+                              symbolOpacity=1)),
         fill=alt.condition("datum.status == 'final'", _colour(colours), alt.value("white")),
         tooltip=["day:T", "arm:N", alt.Tooltip("mean:Q", format=".4f"),
                  alt.Tooltip("ci_low:Q", format=".4f"), alt.Tooltip("ci_high:Q", format=".4f"),
@@ -232,20 +234,33 @@ def lift_chart(lifts: pd.DataFrame, colours: dict[str, str]) -> None:
     st.altair_chart((band + line + zero).properties(height=240), width="stretch")
 
 
+SPLIT_COLOUR = "#24292f"
+"""The declared split's dashed line: near-black, so it stands out from every arm's colour."""
+
+
 def users_chart(users: pd.DataFrame, colours: dict[str, str]) -> None:
-    """Each arm's observed share of users (solid) against its declared share (dashed)."""
+    """Each arm's observed share of users (solid, in the arm's colour) against its declared
+    share (a dark dashed line, labelled); the axis is zoomed to the shares, so a drift of a
+    point or two is visible."""
     if users.empty:
         st.info("No users yet.")
         return
-    base = alt.Chart(users).encode(x=day_axis(users["day"]), color=_colour(colours))
-    actual = base.mark_line(point=True, strokeWidth=2.5).encode(
-        y=alt.Y("share:Q", title="share of users (cumulative)", axis=alt.Axis(format="%")),
+    x = day_axis(users["day"])
+    shares = alt.Y("share:Q", title="share of users (cumulative)",
+                   axis=alt.Axis(format="%"), scale=alt.Scale(zero=False, padding=12))
+    actual = alt.Chart(users).mark_line(point=True, strokeWidth=2.5).encode(
+        x=x, y=shares, color=_colour(colours),
         tooltip=["day:T", "arm:N", "users:Q", alt.Tooltip("share:Q", format=".2%"),
                  alt.Tooltip("expected:Q", format=".2%", title="declared")])
-    expected = base.mark_line(strokeDash=[8, 5], strokeWidth=2.5, opacity=0.9).encode(
-        y="expected:Q")
-    st.altair_chart((expected + actual).properties(height=220), width="stretch")
-    st.caption("Solid: observed share of users per arm; dashed: the declared split.")
+    declared = users[["expected"]].drop_duplicates().assign(label=lambda f: f["expected"].map(
+        "declared {:.1%}".format))
+    rule = alt.Chart(declared).mark_rule(color=SPLIT_COLOUR, strokeDash=[8, 5],
+                                         strokeWidth=2).encode(y="expected:Q")
+    label = alt.Chart(declared).mark_text(align="left", dx=4, dy=-7, color=SPLIT_COLOUR,
+                                          fontWeight="bold").encode(
+        y="expected:Q", x=alt.value(0), text="label:N")
+    st.altair_chart((rule + actual + label).properties(height=220), width="stretch")
+    st.caption("Solid: observed share of users per arm; dark dashed: the declared split.")
 
 
 def glossary_entry(entry: catalog.MetricInfo) -> str:
