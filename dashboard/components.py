@@ -112,7 +112,7 @@ def checklist_html(items: list[dict], status: str | None) -> str:
 
 def decisions_and_health(card: Scorecard, colours: dict[str, str]) -> None:
     """The page's first block: a decision card per treatment arm, then the checklist."""
-    decisions = getattr(card, "decisions", None) or []
+    decisions = card.decisions
     st.subheader("Decision")
     if decisions:
         columns = st.columns(min(len(decisions), 3))
@@ -121,8 +121,10 @@ def decisions_and_health(card: Scorecard, colours: dict[str, str]) -> None:
                 st.markdown(decision_html(decision, colours.get(decision["arm"], "#57606a")),
                             unsafe_allow_html=True)
     else:
-        st.info("No decision for this view (no treatment arm with results).")
-    st.markdown(checklist_html(card.health.get("checklist", []), card.health.get("status")),
+        st.info("Decisions are taken on the cumulative results: choose the cumulative window "
+                "(a single day's users are too few to decide on)." if not card.cumulative
+                else "No decision yet: no treatment arm has results.")
+    st.markdown(checklist_html(card.health["checklist"], card.health["status"]),
                 unsafe_allow_html=True)
 
 

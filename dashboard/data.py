@@ -2,7 +2,7 @@
 
 The dashboard opens the database read-only and computes nothing heavy: it reads the rollup's
 tables through :mod:`tracker.rollup.read` and the scorecard through
-:func:`tracker.report.scorecard` (the very function behind ``tracker report``, so the two
+:func:`tracker.report.report` (the very function behind ``tracker report``, so the two
 cannot show different numbers); per-day intervals come from :mod:`tracker.stats`.
 """
 
@@ -18,7 +18,7 @@ import tracker.rollup.read as read
 import tracker.stats as stats
 from tracker.config import Settings
 from tracker.errors import SchemaOutdated
-from tracker.report import Scorecard, scorecard
+from tracker.report import Scorecard, report
 from tracker.store.db import create_engine, require_current_schema, transaction
 from tracker.store.experiments import ExperimentInfo, get_experiment, list_experiments
 
@@ -74,11 +74,10 @@ def day_table(key: str) -> pd.DataFrame:
 @st.cache_data(ttl=TTL)
 def card(key: str, as_of: date | None, cumulative: bool, intervals: str,
          level: float) -> Scorecard:
-    """The scorecard, exactly as ``tracker report`` computes it."""
-    days = day_table(key)
-    return scorecard(experiment(key), metric_table(key, cumulative),
-                     health_table(key, True), days, as_of=as_of, cumulative=cumulative,
-                     level=level, intervals=intervals)
+    """The scorecard from the very function behind ``tracker report`` (same tables, same
+    latest received event for freshness, the day's health in a daily view)."""
+    return report(engine(), key, cumulative=cumulative, as_of=as_of, intervals=intervals,
+                  level=level)
 
 
 @dataclass(frozen=True)
@@ -132,11 +131,11 @@ def summaries() -> list[Summary]:
         lifts = {r["arm"]: r["relative_lift"] for r in sc.metrics
                  if headline and _label(r) == headline and not r["control"]}
         decisions = tuple(ArmDecision(d["arm"], d["outcome"])
-                          for d in getattr(sc, "decisions", None) or [])
-        checklist = sc.health.get("checklist", [])
+                          for d in sc.decisions)
+        checklist = sc.health["checklist"]
         out.append(Summary(info, sum(sc.health["users"].values()),
                            max(final) if len(final) else None, decisions,
-                           sc.health.get("status"), _worst_item(checklist), headline, lifts))
+                           sc.health["status"], _worst_item(checklist), headline, lifts))
     return out
 
 

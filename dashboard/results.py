@@ -75,16 +75,6 @@ class Section:
     half_width: float | None
 
 
-def role_of(row: Mapping[str, Any]) -> str:
-    """The row's role: the scorecard's ``role`` when present, else primary when the row was
-    corrected as one, guardrail when it carries a margin, secondary otherwise."""
-    if row.get("role") in ROLES:
-        return row["role"]
-    if row.get("primary"):
-        return "primary"
-    return "guardrail" if "guardrail_margin" in row else "secondary"
-
-
 def _label(metric: str, k: int | None) -> str:
     return metric if k is None else f"{metric}@{k}"
 
@@ -96,7 +86,7 @@ def result_rows(metrics: Iterable[Mapping[str, Any]], k: int | None) -> list[Res
     control = {(r["metric"], r["k"]): r["mean"] for r in metrics if r["control"]}
     out = []
     for r in metrics:
-        role = role_of(r)
+        role = r["role"]
         if r["control"] or (r["k"] not in (None, k) and role == "secondary"):
             continue
         relative = r.get("relative_lift_ci_low") is not None

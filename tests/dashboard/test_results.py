@@ -16,13 +16,12 @@ from dashboard.results import (
     ResultRow,
     bar,
     result_rows,
-    role_of,
     sections,
     table_html,
 )
 
 
-def _row(metric, k, arm, *, control=False, role=None, group="ranking", direction="higher",
+def _row(metric, k, arm, *, control=False, role="secondary", group="ranking", direction="higher",
          mean=1.0, rel=(None, None, None), verdict="inconclusive", **extra):
     point, low, high = rel
     row = {"metric": metric, "k": k, "arm": arm, "control": control, "group": group,
@@ -31,8 +30,7 @@ def _row(metric, k, arm, *, control=False, role=None, group="ranking", direction
         row.update(relative_lift=point, relative_lift_ci_low=low, relative_lift_ci_high=high,
                    lift=None, lift_ci_low=None, lift_ci_high=None, p_value_adjusted=0.01,
                    verdict=verdict, primary=role == "primary")
-        if role:
-            row["role"] = role
+    row["role"] = role
     return row
 
 
@@ -125,18 +123,6 @@ def test_rows_carry_their_controls_value_and_follow_the_cutoff():
     assert "ndcg@5" in rows  # a primary is shown whatever the cutoff
     assert (rows["precision@10"].control_value, rows["precision@10"].value) == (0.04, 0.05)
     assert rows["song_clicks"].control_value == 36  # a metric without a cutoff
-
-
-@pytest.mark.parametrize(("row", "role"), [
-    pytest.param({"role": "guardrail", "primary": False}, "guardrail",
-                 id="the-scorecards-role-wins"),
-    pytest.param({"primary": True}, "primary", id="a-corrected-primary-without-role"),
-    pytest.param({"primary": False, "guardrail_margin": 0.02}, "guardrail",
-                 id="a-row-with-a-margin-is-a-guardrail"),
-    pytest.param({"primary": False}, "secondary", id="anything-else-is-secondary"),
-])
-def test_role_of_a_row(row, role):
-    assert role_of(row) == role
 
 
 def test_table_colours_bars_by_verdict_and_marks_the_direction():
