@@ -116,7 +116,7 @@ class Browser:
         height = max(self.page_height(), 600)
         self.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
                   deviceScaleFactor=1, mobile=False)
-        time.sleep(1.5)  # let Streamlit and Vega re-lay out at the new size
+        time.sleep(3)  # let Streamlit (its sidebar slides) and Vega re-lay out at the new size
         height = max(self.page_height(), height)
         data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
                          clip={"x": 0, "y": 0, "width": width, "height": height,
