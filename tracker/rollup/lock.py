@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc
 
 from tracker.config import sqlite_path
-from tracker.errors import Busy, StoreUnavailable
+from tracker.errors import Busy, StoreError, StoreUnavailable
 from tracker.store.db import translate
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class HeldLock:
         try:
             self.connection.execute(sa.text("SELECT 1")).scalar_one()
             self.connection.commit()
-        except exc.SQLAlchemyError as error:
+        except (exc.SQLAlchemyError, StoreError) as error:  # the engine translates driver errors
             raise StoreUnavailable(
                 f"lost the connection holding the rollup lock of experiment "
                 f"{self.experiment_key!r} ({translate(error)}); this run commits nothing, "
@@ -105,7 +105,7 @@ def _advisory_lock(engine: sa.Engine, experiment_id: int, experiment_key: str
             if got:
                 conn.execute(sa.text(f"SELECT pg_advisory_unlock(:a, {_KEY})"), params)
                 conn.commit()
-        except exc.SQLAlchemyError as error:
+        except (exc.SQLAlchemyError, StoreError) as error:
             # the session is gone, and the server dropped its lock with it: nothing to
             # release, and the run's own error (if any) is the one to report
             log.warning("could not release the rollup lock of experiment %r (the server "
@@ -114,5 +114,5 @@ def _advisory_lock(engine: sa.Engine, experiment_id: int, experiment_key: str
         finally:
             try:
                 conn.close()
-            except exc.SQLAlchemyError:
+            except (exc.SQLAlchemyError, StoreError):
                 log.debug("closing the rollup lock's lost connection failed", exc_info=True)
