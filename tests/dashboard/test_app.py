@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from dashboard import components
 from tests.conftest import fresh_database
 from tracker.cli import main
-from tracker.demo import DemoConfig, load
+from tracker.demo import ARMS, DemoConfig, load
 from tracker.metrics import catalog
 from tracker.report import report
 from tracker.store.db import create_engine, transaction
@@ -180,3 +180,50 @@ def test_empty_states_explain_themselves(tmp_path, db_url, tracker, monkeypatch)
     at.switch_page("views/experiment.py").run()
     _clean(at)
     assert "tracker rollup" in at.info[0].value
+
+
+def _encodings(spec, channel: str):
+    """Every ``channel`` encoding in a Vega-Lite spec, layers included."""
+    if isinstance(spec, dict):
+        if channel in spec.get("encoding", {}):
+            yield spec["encoding"][channel]
+        for value in spec.values():
+            yield from _encodings(value, channel)
+    elif isinstance(spec, list):
+        for value in spec:
+            yield from _encodings(value, channel)
+
+
+def _marks(spec):
+    if isinstance(spec, dict):
+        if isinstance(spec.get("mark"), dict):
+            yield spec["mark"]
+        for value in spec.values():
+            yield from _marks(value)
+    elif isinstance(spec, list):
+        for value in spec:
+            yield from _marks(value)
+
+
+def test_every_chart_gives_each_arm_one_colour_and_counts_days(demo_url, monkeypatch):
+    at = _app(demo_url, monkeypatch).run()
+    at.switch_page("views/experiment.py").run()
+    _clean(at)
+    specs = [json.loads(e.proto.spec) for e in at.main
+             if getattr(e, "type", "") == "vega_lite_chart"]
+    assert len(specs) == 3  # metric, lift, users
+    expected = components.arm_colours(list(ARMS), "control")
+    assert expected["control"] == components.CONTROL_COLOUR
+    for spec in specs:
+        for colour in _encodings(spec, "color"):
+            scale = colour["scale"]
+            assert dict(zip(scale["domain"], scale["range"], strict=True)).items() \
+                <= expected.items()
+        for x in _encodings(spec, "x"):
+            if x.get("type") == "temporal":
+                assert x["timeUnit"] == "utcyearmonthdate"
+                assert x["axis"]["tickCount"]["interval"] == "day"
+    split = [m for m in _marks(specs[2]) if m["type"] == "rule"]
+    assert split and split[0]["strokeDash"] and split[0]["strokeWidth"] >= 2
+    bands = [m for spec in specs[:2] for m in _marks(spec) if m["type"] == "area"]
+    assert len(bands) == 2 and all(m["opacity"] >= 0.2 for m in bands)
