@@ -6,7 +6,7 @@ logs whose outcome is clear by construction (both databases)."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -16,6 +16,7 @@ from tests.helpers import T0
 from tests.rollup.scenario import create
 from tests.rollup.test_rollup import NOW
 from tracker.cli import main
+from tracker.demo import DemoConfig, load
 from tracker.report import report, shown_interval
 
 
@@ -204,3 +205,38 @@ def test_tracker_scorecard_carries_the_decisions_and_the_health(tracker):
     assert [d["outcome"] for d in frame.attrs["decisions"]] == ["ship"]
     assert frame.attrs["health"]["status"] in ("pass", "warn")
     assert set(frame["role"]) == {"primary", "secondary"}
+
+
+@pytest.mark.parametrize("flags", [
+    pytest.param([], id="the-demo's-declared-roles"),
+    pytest.param(["--primary", "precision@10", "--primary", "mrr@10", "--guardrail",
+                  "recall@10=0.5", "--guardrail", "ndcg@5=0.02"],
+                 id="other-primaries-and-guardrails-for-one-report"),
+    pytest.param(["--level", "0.8", "--target-effect", "0.5"], id="a-looser-level-and-target"),
+])
+def test_every_decision_agrees_with_the_rows_it_was_built_from(tracker, db_url, flags):
+    config = DemoConfig(days=3, users=600, items=500, start=datetime(2026, 11, 1, tzinfo=UTC))
+    load(tracker, config)
+    tracker.rollup(config.key, now=datetime(2026, 11, 20, tzinfo=UTC))
+    result = CliRunner().invoke(main, ["report", config.key, "--format", "json", *flags],
+                                env={"TRACKER_DATABASE_URL": db_url})
+    assert result.exit_code == 0, result.output
+    card = json.loads(result.stdout)
+    assert [d["arm"] for d in card["decisions"]] == ["personalised", "diverse"]
+    for decision in card["decisions"]:
+        rows = [r for r in card["metrics"] if r["arm"] == decision["arm"] and r["kind"] == "user"]
+        primary = [r for r in rows if r["role"] == "primary"]
+        guards = [r for r in rows if r["role"] == "guardrail"]
+        assert {p["metric"] for p in decision["power"]} == {
+            f"{r['metric']}@{r['k']}" if r["k"] is not None else r["metric"] for r in primary}
+        outcome = decision["outcome"]
+        if any(r["verdict"] == "worse" for r in primary) or card["health"]["status"] == "fail":
+            assert outcome == "do_not_ship", decision
+        if outcome == "ship":
+            assert any(r["verdict"] == "better" for r in primary), decision
+            assert all(r["guardrail_ok"] for r in guards), decision
+        if outcome == "no_detectable_effect":
+            assert all(r["verdict"] == "inconclusive" for r in primary), decision
+            assert all(p["powered"] for p in decision["power"]), decision
+        if outcome == "keep_running" and not any(r["verdict"] == "better" for r in primary):
+            assert not all(p["powered"] for p in decision["power"]), decision

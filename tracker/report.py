@@ -228,7 +228,8 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     level = stats.results.check_level(level)
     if intervals not in ("fixed_horizon", "sequential"):
         raise ValueError(f"intervals must be 'fixed_horizon' or 'sequential', got {intervals!r}")
-    if not (isinstance(target_effect, int | float) and 0 < target_effect < 10):
+    if not (isinstance(target_effect, int | float) and math.isfinite(target_effect)
+            and target_effect > 0):
         raise ValidationError(f"target effect {target_effect!r}: expected a relative effect "
                               "above 0, e.g. 0.05 for 5%", field="target_effect")
     roles = roles_for(info, primary, guardrails)
