@@ -115,12 +115,9 @@ class Browser:
         first, so everything below the fold is in the picture."""
         height = max(self.page_height(), 600)
         self.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
-                  deviceScaleFactor=1, mobile=False)
-        time.sleep(3)  # let Streamlit (its sidebar slides) and Vega re-lay out at the new size
-        height = max(self.page_height(), height)
-        data = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
-                         clip={"x": 0, "y": 0, "width": width, "height": height,
-                               "scale": 1})["data"]
+                  deviceScaleFactor=1, mobile=False, screenWidth=width, screenHeight=height)
+        time.sleep(3)  # let Streamlit and Vega re-lay out at the new size
+        data = self.call("Page.captureScreenshot", format="png")["data"]
         self.call("Emulation.clearDeviceMetricsOverride")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))
