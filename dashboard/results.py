@@ -29,6 +29,8 @@ VERDICT_COLOURS = {"better": "#1a7f37", "worse": "#cf222e", "inconclusive": "#8c
 
 GAP = 0.5
 """Least distance, in percent of the bar's width, between zero and an interval excluding it."""
+MIN_BAR = 3.0
+"""Least drawn width of an interval, in percent, so its colour shows around the point's tick."""
 
 
 @dataclass(frozen=True)
@@ -132,8 +134,9 @@ def _half_width(rows: Iterable[ResultRow]) -> float | None:
 def bar(row: ResultRow, half_width: float | None) -> Bar | None:
     """Where ``row``'s interval sits on an axis from -``half_width`` (0 %) to +``half_width``
     (100 %), zero at 50 %; an absolute interval uses its own axis. None without an interval.
-    An interval that excludes zero stays at least :data:`GAP` away from it, so the bar covers
-    the zero line exactly when the interval holds zero."""
+    An interval thinner than :data:`MIN_BAR` is drawn that wide around its middle; one that
+    excludes zero stays at least :data:`GAP` away from it, so the bar covers the zero line
+    exactly when the interval holds zero."""
     if row.low is None or row.high is None:
         return None
     scale = half_width if row.relative and half_width else max(abs(row.low), abs(row.high)) * 1.1
@@ -144,12 +147,18 @@ def bar(row: ResultRow, half_width: float | None) -> Bar | None:
         return 50 + 50 * value / scale
 
     low, high = at(row.low), at(row.high)
+    clipped = low < 0 or high > 100
+    if high - low < MIN_BAR:  # too thin to see: widen around its middle
+        middle = (low + high) / 2
+        low, high = middle - MIN_BAR / 2, middle + MIN_BAR / 2
     if row.low > 0:  # excludes zero: never drawn touching it, however close it is
-        low, high = max(low, 50 + GAP), max(high, 50 + GAP)
+        shift = max(0.0, 50 + GAP - low)
+        low, high = low + shift, high + shift
     elif row.high < 0:
-        low, high = min(low, 50 - GAP), min(high, 50 - GAP)
+        shift = max(0.0, high - (50 - GAP))
+        low, high = low - shift, high - shift
     point = None if row.point is None else min(100.0, max(0.0, at(row.point)))
-    return Bar(max(0.0, low), min(100.0, high), point, low < 0 or high > 100)
+    return Bar(max(0.0, low), min(100.0, high), point, clipped)
 
 
 def _num(value: float | None) -> str:
@@ -169,7 +178,7 @@ def _bar_html(row: ResultRow, half_width: float | None) -> str:
             f'<div class="tr-tick" style="left:calc({shape.point:.2f}% - 1px)"></div>')
     scale = "" if row.relative else '<span class="tr-abs">abs.</span>'
     return (f'<div class="tr-axis">{zero}<div class="tr-ci" style="left:{shape.low:.2f}%;'
-            f'width:{max(shape.high - shape.low, 1.5):.2f}%;background:{colour}"></div>'
+            f'width:{shape.high - shape.low:.2f}%;background:{colour}"></div>'
             f'{tick}{scale}</div>')
 
 
@@ -180,7 +189,7 @@ def _verdict_html(row: ResultRow) -> str:
             f'{html.escape(row.verdict)}</span>')
 
 
-COLUMN_WIDTHS = (15, 13, 8, 8, 18, 27, 11)
+COLUMN_WIDTHS = (17, 13, 8, 8, 17, 26, 11)
 """Percent of the table's width per column: metric, arm, control, variant, change, bar,
 verdict. Fixed shares wrap long text instead of scrolling sideways."""
 STYLE = """<style>
@@ -199,7 +208,8 @@ STYLE = """<style>
 .tr-zero{position:absolute;left:50%;top:0;bottom:0;width:1px;background:#424a53}
 .tr-ci{position:absolute;top:6px;height:10px;border-radius:2px;opacity:0.85}
 .tr-tick{position:absolute;top:2px;height:18px;width:2px;background:#1f2328}
-.tr-none,.tr-abs{position:absolute;right:4px;top:3px;font-size:0.7rem;color:#6e7781}
+.tr-none{position:absolute;right:4px;top:3px;font-size:0.7rem;color:#6e7781}
+.tr-abs{position:absolute;left:4px;top:3px;font-size:0.7rem;color:#6e7781}
 .tr-scale{display:flex;justify-content:space-between;font-weight:400}
 .tr-v{font-weight:700}
 .tr-v-none{color:#8c959f}

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from dashboard import components
 from dashboard.results import (
+    MIN_BAR,
     VERDICT_COLOURS,
     ResultRow,
     bar,
@@ -159,3 +160,14 @@ def test_checklist_has_one_icon_per_item_in_its_status_colour():
     icons = re.findall(r'title="(\w+)" style="[^"]*background:(#\w+)', markup)
     assert icons == [(i["status"], components.CHECKS[i["status"]][1]) for i in items]
     assert "failing" in markup
+
+
+@pytest.mark.parametrize(("low", "high"), [
+    pytest.param(0.0001, 0.0002, id="thin-interval-above-zero-stays-right-of-zero"),
+    pytest.param(-0.0002, -0.0001, id="thin-interval-below-zero-stays-left-of-zero"),
+    pytest.param(-0.0001, 0.0001, id="thin-interval-holding-zero-still-covers-it"),
+])
+def test_thin_interval_is_drawn_wide_enough_to_see_on_its_side_of_zero(low, high):
+    shape = bar(_result(low, high, (low + high) / 2), half_width=1.0)
+    assert shape.high - shape.low >= MIN_BAR - 1e-9
+    assert (shape.low <= 50 <= shape.high) == (low <= 0 <= high)
