@@ -177,7 +177,9 @@ def _bar_html(row: ResultRow, half_width: float | None) -> str:
     tick = ("" if shape.point is None else
             f'<div class="tr-tick" style="left:calc({shape.point:.2f}% - 1px)"></div>')
     scale = "" if row.relative else '<span class="tr-abs">abs.</span>'
-    return (f'<div class="tr-axis">{zero}<div class="tr-ci" style="left:{shape.low:.2f}%;'
+    hint = html.escape(f"{row.verdict or 'no verdict'}: {row.change}", quote=True)
+    return (f'<div class="tr-axis" title="{hint}">{zero}'
+            f'<div class="tr-ci" style="left:{shape.low:.2f}%;'
             f'width:{shape.high - shape.low:.2f}%;background:{colour}"></div>'
             f'{tick}{scale}</div>')
 
