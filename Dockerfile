@@ -7,15 +7,19 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-WORKDIR /app
-COPY pyproject.toml README.md ./
+# Build and install the wheel (not editable: it carries migrations/ and dashboard/ inside the
+# tracker package), then drop the sources. [all] = every service's extra: server (collector),
+# dashboard (Streamlit), postgres (psycopg, ADBC).
+WORKDIR /src
+COPY pyproject.toml setup.py README.md LICENSE ./
 COPY tracker ./tracker
 COPY migrations ./migrations
 COPY dashboard ./dashboard
-# editable: tracker finds migrations/ and dashboard/ next to its package
-RUN pip install -e . \
+RUN pip install '/src[all]' \
+    && rm -rf /src \
     && useradd --system --uid 10001 --home-dir /app tracker
 
+WORKDIR /app
 USER tracker
 EXPOSE 8000 8501
 CMD ["tracker", "serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -81,8 +81,14 @@ def test_every_tracker_variable_in_compose_is_a_declared_setting():
     assert used and used <= declared, used - declared
 
 
-def test_the_image_installs_tracker_with_its_migrations_and_dashboard():
+def test_the_image_installs_the_wheel_with_every_service_extra():
+    from tests.test_wheel import BUILD_INPUTS
+
     dockerfile = (ROOT / "Dockerfile").read_text()
-    for folder in ("tracker", "migrations", "dashboard"):
-        assert f"COPY {folder} ./{folder}" in dockerfile
-    assert "pip install -e ." in dockerfile  # the package finds migrations/ next to it
+    copied = {source for line in dockerfile.splitlines() if line.startswith("COPY ")
+              for source in line.split()[1:-1]}
+    assert set(BUILD_INPUTS) <= copied, set(BUILD_INPUTS) - copied
+    # not editable: the wheel carries migrations/ and dashboard/ (tests/test_wheel.py);
+    # [all]: the collector's server extra, the dashboard's, and postgres for the database
+    assert re.search(r"pip install '/src\[all\]'", dockerfile)
+    assert "pip install -e" not in dockerfile

@@ -16,9 +16,12 @@ ALLOWED = {
     "tracker/metrics": ({"numpy"}, {"tracker.metrics"}),
     "tracker/stats": ({"numpy", "scipy"}, {"tracker.stats"}),
     # arrow.py: the big reads as Arrow tables (ADBC on PostgreSQL)
+    # tracker.install: where migrations/ is, and the postgres extra's check
     "tracker/store": ({"sqlalchemy", "alembic", "pyarrow", "adbc_driver_manager",
                        "adbc_driver_postgresql"},
-                      {"tracker.store", "tracker.config", "tracker.errors"}),
+                      {"tracker.store", "tracker.config", "tracker.errors", "tracker.install"}),
+    # installation facts (distribution, extras, shipped folders): a leaf any layer may ask
+    "tracker/install.py": (set(), {"tracker.errors"}),
     # metric roles on an experiment are checked against the registry's metric names
     "tracker/ingest": ({"numpy", "pandas", "pyarrow", "sqlalchemy"},
                        {"tracker.ingest", "tracker.store", "tracker.config", "tracker.errors",
@@ -31,7 +34,7 @@ ALLOWED = {
     "tracker/demo": ({"numpy"}, {"tracker.demo", "tracker.errors"}),
     "tracker/collector": ({"fastapi", "starlette", "pydantic", "uvicorn", "orjson", "sqlalchemy"},
                           {"tracker.collector", "tracker.ingest", "tracker.store", "tracker.config",
-                           "tracker.errors"}),
+                           "tracker.errors", "tracker.install"}),
     "tracker/demo/simulation.py": ({"numpy"}, {"tracker.demo"}),
     # the dashboard reads computed tables and statistics, never raw logs or the ingest path
     "dashboard": ({"streamlit", "pandas", "altair"},

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from tracker import __version__
 from tracker.config import Settings, mask_password
 from tracker.errors import TrackerError, ValidationError
 
@@ -51,7 +52,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="tracker")
+@click.version_option(version=__version__, prog_name="tracker")
 def main() -> None:
     """Online A/B experiment tracker for recommender systems.
 
@@ -396,50 +397,73 @@ def _table(rows: list[tuple]) -> None:
 # ----------------------------------------------------------------------------- import
 @main.group("import")
 def import_() -> None:
-    """Backfill impressions or interactions from CSV, JSON Lines or Parquet files."""
+    """Backfill impressions or interactions from CSV, JSON, JSON Lines or Parquet files."""
 
 
 def _import(kind: str, path: Path, fmt: str | None, show_rejected: int, as_json: bool) -> None:
-    from tracker.ingest.frames import count_records, detect_format, file_records
+    from tracker.errors import FileError
+    from tracker.ingest.files import detect_format, file_records
+    from tracker.ingest.result import IngestResult
     from tracker.sdk import Tracker
 
     try:
-        fmt = detect_format(path, fmt)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
+        records = file_records(path, detect_format(path, fmt), kind=kind)
+    except FileError as error:  # checked before anything is stored
+        _import_report(IngestResult(kind), None, show_rejected, as_json, str(error))
+        sys.exit(2)
     with Tracker() as t:
         log = t.log_impressions if kind == "impressions" else t.log_interactions
-        with click.progressbar(length=count_records(path, fmt), label=f"importing {kind}",
+        with click.progressbar(length=records.size_hint(), label=f"importing {kind}",
                                file=sys.stderr) as bar:
-            result = log(file_records(path, fmt), progress=bar.update)
-    if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
-    else:
-        click.echo(result.summary())
-        for rejection in result.rejected[:show_rejected]:
-            click.echo(f"  rejected {rejection}")
-        if len(result.rejected) > show_rejected:
-            click.echo(f"  ... and {len(result.rejected) - show_rejected} more rejected "
-                       "(--show-rejected N or --json for all)")
-        if result.conflict_ids:
-            click.echo(f"  conflicts (already stored with a different payload, kept): "
-                       f"{', '.join(result.conflict_ids[:10])}")
-    if result.rejected or result.conflict_ids:
+            result = log(records, progress=bar.update)
+    _import_report(result, records, show_rejected, as_json, None)
+    if result.rejected or result.conflict_ids or records.problems:
         sys.exit(2)
 
 
-_IMPORT_HELP = """Import {kind} from FILE (.csv, .jsonl, .parquet).
+def _import_report(result, records, show_rejected: int, as_json: bool,
+                   error: str | None) -> None:
+    """The summary of an import; each rejection, each unread part and a file error say the
+    file and where (line, record or row)."""
+    problems = [error] if error else list(records.problems)
+    if as_json:
+        out = result.to_dict()
+        if records is not None:
+            for entry, rejection in zip(out["rejected"], result.rejected, strict=True):
+                entry["where"] = records.where(rejection.index)
+        out["errors"] = problems
+        click.echo(json.dumps(out, indent=2))
+        return
+    for problem in problems:
+        click.echo(f"error: {problem}", err=True)
+    click.echo(result.summary() + ("; nothing stored" if error else ""))
+    for rejection in result.rejected[:show_rejected]:
+        click.echo(f"  rejected {records.describe(rejection)}")
+    if len(result.rejected) > show_rejected:
+        click.echo(f"  ... and {len(result.rejected) - show_rejected} more rejected "
+                   "(--show-rejected N or --json for all)")
+    if result.conflict_ids:
+        click.echo(f"  conflicts (already stored with a different payload, kept): "
+                   f"{', '.join(result.conflict_ids[:10])}")
+
+
+_IMPORT_HELP = """Import {kind} from FILE (.csv, .json, .jsonl/.ndjson, .parquet).
 
 Fields as in Tracker.log_{one}: {fields}. In CSV, list columns hold a JSON array or ids
-separated by '|'. Exits 2 when any record was rejected or conflicted (the valid ones are stored).
+separated by '|'. A .json file holds one JSON array of objects (or one object); JSON Lines one
+object per line. Text is UTF-8 (a byte order mark is fine) or UTF-16 with a byte order mark.
+
+Exits 2 when the file cannot be read (nothing stored), or when any record was rejected or
+conflicted or part of the file could not be read (the valid records are stored); each problem
+names the file and the line, record or row.
 """
 
 
 def _import_command(kind: str, one: str, fields: str):
     @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-    @click.option("--format", "fmt", type=click.Choice(["csv", "jsonl", "parquet"]),
+    @click.option("--format", "fmt", type=click.Choice(["csv", "json", "jsonl", "parquet"]),
                   help="File format (default: from the extension).")
-    @click.option("--show-rejected", default=20, show_default=True,
+    @click.option("--show-rejected", default=20, show_default=True, type=click.IntRange(min=0),
                   help="How many rejected records to print.")
     @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
     def command(file: Path, fmt: str | None, show_rejected: int, as_json: bool) -> None:
@@ -465,6 +489,12 @@ def _progress_bar(stage: str, done: int, total: int, day) -> None:
                nl=done == total, err=True)
 
 
+def _every(_ctx, _param, value: str | None) -> float | None:
+    """``--every``: a duration (see :func:`_duration`) in seconds, parsed before anything runs;
+    a bad one is a usage error naming the option ("Invalid value for '--every'")."""
+    return None if value is None else _duration(value).total_seconds()
+
+
 @main.command("rollup")
 @click.option("--experiment", "experiment", metavar="KEY",
               help="Roll up this experiment only (default: every experiment).")
@@ -472,11 +502,11 @@ def _progress_bar(stage: str, done: int, total: int, day) -> None:
               help="Forget the experiment's results and rebuild them from the raw logs.")
 @click.option("--until", type=click.DateTime(["%Y-%m-%d"]),
               help="Compute days up to this one only (the incremental state does not advance).")
-@click.option("--every", "every", metavar="DURATION",
+@click.option("--every", "every", metavar="DURATION", callback=_every,
               help="Keep running: roll up, then wait this long (e.g. 24h, 30m), until SIGTERM "
                    "or SIGINT (exit 0); a failed run is reported and retried after a backoff.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
-def rollup_cmd(experiment: str | None, full: bool, until, every: str | None,
+def rollup_cmd(experiment: str | None, full: bool, until, every: float | None,
                as_json: bool) -> None:
     """Turn new impressions and interactions into per-arm daily and cumulative metrics.
 
@@ -509,7 +539,7 @@ def rollup_cmd(experiment: str | None, full: bool, until, every: str | None,
             click.echo("no experiments yet: create one (tracker experiments create) "
                        "or run `tracker demo`")
 
-    if not every:
+    if every is None:
         once()
         return
 
@@ -518,7 +548,7 @@ def rollup_cmd(experiment: str | None, full: bool, until, every: str | None,
             f"{type(error).__name__}: {error}"
         click.echo(f"rollup failed: {reason}; next try in {retry:g} s", err=True)
 
-    stopped = run_every(once, _duration(every).total_seconds(), failed)
+    stopped = run_every(once, every, failed)
     click.echo(f"rollup loop stopped by {stopped}", err=True)
 
 
@@ -648,12 +678,9 @@ def demo_cmd(days: int, users: int, seed: int) -> None:
 
 
 # ---------------------------------------------------------------------------- dashboard
-DASHBOARD = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
-
-
-def dashboard_command(host: str, port: int) -> list[str]:
-    """The Streamlit command line that serves the dashboard."""
-    return [sys.executable, "-m", "streamlit", "run", str(DASHBOARD),
+def dashboard_command(app: Path, host: str, port: int) -> list[str]:
+    """The Streamlit command line that serves the dashboard ``app``."""
+    return [sys.executable, "-m", "streamlit", "run", str(app),
             "--server.address", host, "--server.port", str(port), "--server.headless", "true",
             "--browser.gatherUsageStats", "false", "--global.developmentMode", "false"]
 
@@ -666,13 +693,14 @@ def dashboard_cmd(host: str, port: int) -> None:
     """Serve the Streamlit dashboard on the database of TRACKER_DATABASE_URL (read-only)."""
     import os
 
-    if not DASHBOARD.exists():
-        raise click.ClickException(f"dashboard not found at {DASHBOARD}: install tracker from "
-                                   "its source tree (pip install -e .)")
+    from tracker.install import DASHBOARD, require, shipped
+
+    require("dashboard", "tracker dashboard")
+    app = shipped(DASHBOARD) / "app.py"  # the installed copy, or the source checkout's
     click.echo(f"tracker dashboard on http://{host}:{port} (database "
                f"{mask_password(_settings().database_url)})", err=True)
-    command = dashboard_command(host, port)
-    root = str(DASHBOARD.parents[1])  # so that the pages can `import dashboard`
+    command = dashboard_command(app, host, port)
+    root = str(app.parents[1])  # so that the pages can `import dashboard`
     path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = root if not path else f"{root}{os.pathsep}{path}"
     os.execv(command[0], command)
@@ -691,8 +719,11 @@ def serve_cmd(host: str | None, port: int | None, workers: int | None) -> None:
     API keys (`tracker keys create`) authenticate the callers; /health, /metrics and the
     OpenAPI document (/openapi.json, /docs) are served too.
     """
-    from tracker.collector.server import serve
     from tracker.errors import ConfigError
+    from tracker.install import require
+
+    require("server", "tracker serve")
+    from tracker.collector.server import serve
 
     try:
         settings = _settings().replace(**{name: value for name, value in (

@@ -15,6 +15,11 @@ class ConfigError(TrackerError, ValueError):
     """A ``TRACKER_*`` setting (or an argument standing in for one) has a bad value."""
 
 
+class MissingExtra(TrackerError, ImportError):
+    """A command needs an optional part of tracker that is not installed; the message names
+    the extra and the ``pip install`` line that adds it (:func:`tracker.install.require`)."""
+
+
 class ValidationError(TrackerError, ValueError):
     """Input was rejected; nothing of it was stored.
 
@@ -28,6 +33,12 @@ class ValidationError(TrackerError, ValueError):
         where = f"{field}: " if field else ""
         who = f" (id {record_id!r})" if record_id else ""
         super().__init__(f"{where}{reason}{who}")
+
+
+class FileError(ValidationError):
+    """A file cannot be imported at all (empty, not UTF-8, not the format it claims, a bad
+    header, a corrupt Parquet footer); the message names the file, where, what is wrong and
+    what is accepted. Nothing of it was stored."""
 
 
 class NotFound(TrackerError, LookupError):
@@ -74,17 +85,22 @@ class Busy(TrackerError):
     """Another process holds the lock this operation needs (e.g. a rollup already running)."""
 
 
-def shorten(value: object, limit: int = 64) -> str:
+def shorten(value: object, limit: int = 64, *, say_length: bool = True) -> str:
     """``value`` as text (a string as is, anything else by ``repr``) cut to its first ``limit``
-    characters, with the full length said, so that no message or response echoes a rejected
-    value whole (a 300 MB id is shown as its prefix).
+    characters, so that no message or response echoes a rejected value whole (a 300 MB id is
+    shown as its prefix). A cut text ends with its full length said, or with "…" alone when
+    ``say_length`` is false (where the text is itself a value, such as a rejected record's id).
+    The one shortening rule of the project: :func:`tracker.ingest.validate.shown` and
+    ``shown_id`` call it.
 
     >>> shorten("abc")
     'abc'
     >>> shorten("x" * 100, limit=8)
     'xxxxxxxx... (100 characters)'
+    >>> shorten("x" * 100, limit=8, say_length=False)
+    'xxxxxxxx…'
     """
     text = value if isinstance(value, str) else repr(value)
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}... ({len(text)} characters)"
+    return text[:limit] + (f"... ({len(text)} characters)" if say_length else "…")

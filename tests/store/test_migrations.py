@@ -12,13 +12,13 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from tests.helpers import T0, count, make_experiment
-from tracker import Tracker
+from tracker import Tracker, install
 from tracker.errors import SchemaOutdated
 from tracker.store import schema
 from tracker.store.db import SCHEMA_HISTORY, SCHEMA_REVISION, create_engine
 from tracker.store.models import metadata
 
-VERSIONS = schema.MIGRATIONS / "versions"
+VERSIONS = install.shipped(install.MIGRATIONS) / "versions"
 
 
 def test_models_equal_the_migrated_schema(engine):

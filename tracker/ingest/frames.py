@@ -1,4 +1,5 @@
-"""Record sources: pandas DataFrames and files (CSV, JSON Lines, Parquet) as record streams.
+"""Record sources: pandas DataFrames (here) and files (:mod:`tracker.ingest.files`, whose
+``detect_format``, ``count_records`` and ``file_records`` are re-exported) as record streams.
 
 A DataFrame's time columns are converted to epoch microseconds in one vectorised step; its
 impressions are then validated a column at a time (:mod:`tracker.ingest.columnar`), and
@@ -8,23 +9,21 @@ path.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from tracker.ingest.columnar import ColumnChunk, _all_none
-from tracker.ingest.validate import Unreadable
-
-TIME_FIELDS = ("served_at", "occurred_at")
-LIST_FIELDS = ("items", "scores", "baseline_items")
-FORMATS = ("csv", "jsonl", "parquet")
-
-
-def _missing(value: Any) -> bool:
-    return value is None or (type(value) is float and math.isnan(value))
+from tracker.ingest.files import (  # noqa: F401  (re-exported: the file readers)
+    FORMATS,
+    LIST_FIELDS,
+    TIME_FIELDS,
+    FileRecords,
+    _missing,
+    count_records,
+    detect_format,
+    file_records,
+)
 
 
 def frame_records(frame) -> tuple[FrameRecords, bool]:
@@ -113,112 +112,3 @@ class FrameRecords:
             yield ColumnChunk(n, columns, suspect, record)
 
 
-def detect_format(path: Path, fmt: str | None) -> str:
-    if fmt:
-        if fmt not in FORMATS:
-            raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
-        return fmt
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        return "csv"
-    if suffix in (".jsonl", ".ndjson", ".json"):
-        return "jsonl"
-    if suffix in (".parquet", ".pq"):
-        return "parquet"
-    raise ValueError(f"cannot tell the format of {path.name}: use --format "
-                     f"({', '.join(FORMATS)})")
-
-
-def count_records(path: Path, fmt: str) -> int:
-    """How many records a file holds (for progress bars), without parsing them."""
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        return pq.ParquetFile(path).metadata.num_rows
-    lines = 0
-    last = b"\n"
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 20):
-            lines += block.count(b"\n")
-            last = block[-1:]
-    lines += last != b"\n"  # a last line without a newline
-    return max(lines - 1, 0) if fmt == "csv" else lines
-
-
-def _decode_csv_lists(record: dict[str, Any]) -> dict[str, Any]:
-    for name in LIST_FIELDS:
-        value = record.get(name)
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("["):
-                with contextlib.suppress(ValueError):  # validation reports it as not a list
-                    record[name] = json.loads(text)
-            else:
-                record[name] = text.split("|") if text else []
-    context = record.get("context")
-    if isinstance(context, str):
-        with contextlib.suppress(ValueError):  # validation reports it as not an object
-            record["context"] = json.loads(context)
-    return record
-
-
-def _parquet_rows(batch) -> list[dict[str, Any] | Unreadable]:
-    """The rows of a Parquet record batch as dicts; when the batch cannot be converted whole
-    (a timestamp outside Python's years 1-9999), row by row, each failing row an
-    :class:`Unreadable` that validation rejects on its own."""
-    try:
-        return batch.to_pylist()
-    except (OverflowError, ValueError):
-        pass
-    rows: list[dict[str, Any] | Unreadable] = []
-    for i in range(batch.num_rows):
-        try:
-            rows.extend(batch.slice(i, 1).to_pylist())
-        except (OverflowError, ValueError) as exc:
-            rows.append(Unreadable(f"row cannot be read: {str(exc)[:200]}"))
-    return rows
-
-
-def file_records(path: Path, fmt: str, chunk_rows: int = 50_000) -> Iterator[dict[str, Any]]:
-    """Stream the records of a file.
-
-    - CSV: one record per row; list columns (``items``, ``scores``, ``baseline_items``) hold a
-      JSON array (``["a","b"]``) or ids separated by ``|``; ``context`` holds a JSON object.
-      Ids are read as text.
-    - JSON Lines: one JSON object per line (a line that is not an object is yielded as is and
-      rejected by validation with its line number).
-    - Parquet: list columns as Parquet lists, read in row batches.
-    """
-    if fmt == "csv":
-        import pandas as pd
-
-        id_columns = {"impression_id", "event_id", "user_id", "item_id", "experiment", "arm",
-                      "event"}
-        reader = pd.read_csv(path, chunksize=chunk_rows, keep_default_na=False,
-                             na_values={"value": [""], "scores": [""], "baseline_items": [""],
-                                        "context": [""]},
-                             dtype={c: str for c in id_columns | set(LIST_FIELDS) | set(TIME_FIELDS)
-                                    | {"context"}})
-        for frame in reader:
-            for record in frame.to_dict("records"):
-                record = {k: v for k, v in record.items() if not _missing(v) and v != ""}
-                yield _decode_csv_lists(record)
-    elif fmt == "jsonl":
-        with path.open(encoding="utf-8") as handle:
-            for line in handle:
-                if not line.strip():
-                    continue
-                try:
-                    yield json.loads(line)
-                except ValueError as exc:
-                    yield Unreadable(f"line is not valid JSON: {exc}")
-    elif fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        parquet = pq.ParquetFile(path)
-        for batch in parquet.iter_batches(batch_size=chunk_rows):
-            for record in _parquet_rows(batch):
-                yield record if isinstance(record, Unreadable) else {
-                    k: v for k, v in record.items() if not _missing(v)}
-    else:
-        raise ValueError(f"unknown format {fmt!r}")

@@ -49,7 +49,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import numpy as np
 
 from tracker.config import Settings
-from tracker.errors import ValidationError
+from tracker.errors import ValidationError, shorten
 from tracker.metrics.registry import parse_metric
 from tracker.store.experiments import ExperimentInfo, Roles
 from tracker.store.models import (
@@ -84,12 +84,11 @@ _NUMBER_TYPES = (int, float, np.integer, np.floating, Decimal, Fraction)
 
 
 def shown(value: Any) -> str:
-    """A value as a reason quotes it: ``repr`` of a string cut to ``SHOWN_CHARACTERS``
-    characters + "…" (a reason never echoes a whole 300 MB value; ``repr`` escapes NUL and lone
-    surrogates), of a number when it is short, else its type."""
+    """A value as a reason quotes it: ``repr`` of a string cut by :func:`~tracker.errors.shorten`
+    to ``SHOWN_CHARACTERS`` characters + "…" (a reason never echoes a whole 300 MB value;
+    ``repr`` escapes NUL and lone surrogates), of a number when it is short, else its type."""
     if isinstance(value, str):
-        cut = len(value) > SHOWN_CHARACTERS
-        return repr(str(value[:SHOWN_CHARACTERS])) + ("…" if cut else "")
+        return repr(shorten(value, SHOWN_CHARACTERS, say_length=False))
     if isinstance(value, (bool, float, np.bool_, np.floating)) or (
             isinstance(value, (int, np.integer)) and abs(int(value)) < 10**SHOWN_CHARACTERS):
         return repr(value)
@@ -98,14 +97,13 @@ def shown(value: Any) -> str:
 
 def shown_id(value: Any) -> str | None:
     """A record's id as a rejection reports it: its text (whole numbers as decimal text), cut
-    to ``SHOWN_CHARACTERS`` characters + "…", lone surrogates escaped so any response can carry
-    it; None when the record has no id of a usable type."""
+    by :func:`~tracker.errors.shorten` to ``SHOWN_CHARACTERS`` characters + "…", lone surrogates
+    escaped so any response can carry it; None when the record has no id of a usable type."""
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         value = str(value) if abs(int(value)) < 10**SHOWN_CHARACTERS else None
     if not isinstance(value, str):
         return None
-    if len(value) > SHOWN_CHARACTERS:
-        value = value[:SHOWN_CHARACTERS] + "…"
+    value = shorten(value, SHOWN_CHARACTERS, say_length=False)
     if not value.isascii():
         value = value.encode("utf-8", "backslashreplace").decode("utf-8")
     return value

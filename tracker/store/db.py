@@ -34,6 +34,7 @@ from tracker.errors import (
     TrackerError,
     TransientStoreError,
 )
+from tracker.install import require
 
 # Alembic revisions in order; the last is the one this code expects. A test checks that this
 # matches the migrations' linear history and single head.
@@ -63,6 +64,7 @@ def create_engine(url: str, settings: Settings | None = None, *, read_only: bool
             def _query_only(dbapi_connection, _record):
                 dbapi_connection.execute("PRAGMA query_only=ON")
         return engine.execution_options(**retry)
+    require("postgres", "a PostgreSQL database URL")
     kwargs.setdefault("pool_pre_ping", True)
     engine = sa.create_engine(url, **kwargs)
     event.listen(engine, "handle_error", _translate_on_error)

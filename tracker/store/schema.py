@@ -8,25 +8,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import sqlalchemy as sa
 
 from tracker.errors import TrackerError, ValidationError
+from tracker.install import MIGRATIONS, shipped
 from tracker.store.db import schema_revision, transaction
-
-MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 
 
 def alembic_config(connection: sa.Connection | None = None):
-    """An Alembic ``Config`` pointing at ``migrations/``, bound to ``connection`` if given."""
+    """An Alembic ``Config`` pointing at ``migrations/`` (the installed copy or the source
+    checkout's: :func:`tracker.install.shipped`), bound to ``connection`` if given."""
     from alembic.config import Config
 
-    if not (MIGRATIONS / "env.py").exists():
-        raise TrackerError(f"migrations folder not found at {MIGRATIONS}: install tracker from "
-                           "its source tree (pip install -e .)")
     config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("script_location", str(shipped(MIGRATIONS)))
     if connection is not None:
         config.attributes["connection"] = connection
     return config
