@@ -194,7 +194,9 @@ def test_daily_health_describes_that_day_alone(tracker, db_url):
     srm = next(i for i in daily["health"]["checklist"] if i["check"] == "srm")
     assert srm["status"] == "pass" and "sequential" not in srm["message"]
     assert daily["decisions"] == []  # the cumulative view decides
-    assert "Decision:" not in _table(db_url, "--day", second, "--daily")
+    table = _table(db_url, "--day", second, "--daily")
+    assert "Decision:" not in table
+    assert "users control 40, treatment 40" in table.splitlines()[1]
 
 
 def test_tracker_scorecard_carries_the_decisions_and_the_health(tracker):

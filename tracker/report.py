@@ -221,9 +221,10 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     ``guardrail_ok``; not corrected for multiplicity). ``health_table`` is the cumulative
     one; ``daily_health`` the daily one, which the health of a daily view (``cumulative``
     False) describes. ``latest_received``: when the experiment's latest event arrived (the
-    data lag). ``target_effect``: the relative effect each primary must be able to detect
-    before ``no_detectable_effect`` is said (the cumulative view decides; a daily view has
-    no decisions).
+    data lag; default: ``days.attrs["latest_received"]``, set by the day table).
+    ``target_effect``: the relative effect each primary must be able to detect before
+    ``no_detectable_effect`` is said (the cumulative view decides; a daily view has no
+    decisions).
     """
     level = stats.results.check_level(level)
     if intervals not in ("fixed_horizon", "sequential"):
@@ -242,6 +243,8 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
             f"the days with results run from {available[0]} to {available[-1]}" if available
             else "no day has results yet (run `tracker rollup`)"), field="as_of")
     view = health_table if cumulative or daily_health is None else daily_health
+    if latest_received is None:
+        latest_received = days.attrs.get("latest_received")
     checked = _health(info, view, days, as_of, now or datetime.now(UTC), latest_received,
                       cumulative=cumulative or daily_health is None)
     card = Scorecard(info.key, as_of, cumulative, level, intervals, correction, roles.primary,
@@ -635,14 +638,16 @@ def render_decisions(card: Scorecard) -> list[str]:
 
 
 def render_health(card: Scorecard) -> list[str]:
-    """The health checklist compactly: the overall status, then one line per check that is
-    not passing, and the passing checks named on one line."""
+    """The health checklist compactly: the overall status with the passing checks named and
+    the users per arm on one line, then one line per check that is not passing."""
     h = card.health
     if "checklist" not in h:
         return []
     items = h["checklist"]
     passing = [i["check"] for i in items if i["status"] == "pass"]
-    out = [f"Health: {h['status']}" + (f" ({', '.join(passing)} pass)" if passing else "")]
+    users = ", ".join(f"{a} {n}" for a, n in h["users"].items())
+    out = [f"Health: {h['status']}" + (f" ({', '.join(passing)} pass)" if passing else "")
+           + f"; users {users}"]
     out += [f"  {i['status']:<5} {i['check']}: {i['message']}" for i in items
             if i["status"] != "pass"]
     return out
@@ -693,15 +698,13 @@ def _table_line(r: dict[str, Any]) -> str:
 def report(engine, experiment: str, *, cumulative: bool = True, **options) -> Scorecard:
     """Read the rollup's tables of ``experiment`` and build its :func:`scorecard`."""
     from tracker.rollup import read
-    from tracker.store import results
     from tracker.store.db import transaction
     from tracker.store.experiments import get_experiment
 
     with transaction(engine) as conn:
         info = get_experiment(conn, experiment)
-        latest = results.latest_received(conn, info.id)
     daily = None if cumulative else read.health_table(engine, experiment, cumulative=False)
     return scorecard(info, read.metric_table(engine, experiment, cumulative),
                      read.health_table(engine, experiment, cumulative=True),
                      read.day_table(engine, experiment), cumulative=cumulative,
-                     daily_health=daily, latest_received=latest, **options)
+                     daily_health=daily, **options)
