@@ -28,6 +28,11 @@ What it checks, each against the rate it should have:
    primary metrics in A/A experiments (should be ≤ 5 %). Coverage is counted among
    the replicates whose Fieller interval is bounded (the rest are counted apart).
    ``--small-only`` runs just this part (about 30 s).
+6. Decisions: in A/A experiments with two primaries and one guardrail (5 % margin), the
+   rate at which the report's decision path (Welch per metric, Holm over the primaries,
+   the guardrail's non-inferiority test, the health checklist, ``decide``) says ``ship``
+   must stay at or below α / 2 (a primary significantly *better* after Holm), and the rates
+   of the other outcomes are printed. ``--decision-only`` runs just this part.
 
 The outcome model (per user, independently):
 
@@ -54,6 +59,7 @@ import numpy as np
 from scipy import stats as sps
 
 from tracker.stats import (
+    ArmSample,
     MeanStats,
     RatioStats,
     Reason,
@@ -66,6 +72,8 @@ from tracker.stats import (
     srm_test,
 )
 from tracker.stats.compare import contrast
+from tracker.stats.decision import GuardrailResult, PrimaryResult, decide
+from tracker.stats.health import health_checklist
 
 ALPHA = 0.05
 SRM_THRESHOLD = 0.001
@@ -305,6 +313,45 @@ def holm_section(rng: np.random.Generator, reps: int, metrics: int = 3) -> None:
             print(f"| {family} | {n} | {pct(raw / reps)} | {pct(corrected / reps)} |")
 
 
+def _decision(rng: np.random.Generator, family: str, n: int, now) -> str:
+    """One A/A experiment through the report's decision path: two primaries and a guardrail
+    (5 % margin), each its own independent metric; returns the outcome."""
+    primaries = [_arms(rng, family, n, 1.0) for _ in range(2)]
+    compared = [compare(t, c, level=1 - ALPHA) for t, c in primaries]
+    adjusted = holm(np.array([1.0 if r.p_value is None else r.p_value for r in compared]))
+    results = [PrimaryResult.from_comparison(
+        f"primary{i}", r, float(p), sample=ArmSample.from_stats(t, c, users_per_day=2 * n / 14))
+        for i, ((t, c), r, p) in enumerate(zip(primaries, compared, adjusted, strict=True))]
+    guard = GuardrailResult.from_test("guardrail", non_inferiority(
+        *_arms(rng, family, n, 1.0), margin=0.05, relative=True, level=1 - ALPHA))
+    health = health_checklist(users={"control": n, "treatment": n},
+                              weights={"control": 1.0, "treatment": 1.0}, now=now,
+                              latest_received=now, last_rollup=now)
+    return decide("treatment", results, [guard], health, alpha=ALPHA,
+                  family_size=len(results)).outcome.value
+
+
+def decision_section(rng: np.random.Generator, reps: int) -> None:
+    """A/A outcome rates of the decision (ship must stay at or below alpha / 2)."""
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 11, 24, tzinfo=UTC)
+    outcomes = ("ship", "do_not_ship", "keep_running", "no_detectable_effect")
+    low, high = band(ALPHA / 2, reps)
+    print(f"\nDecisions in A/A experiments, {reps:,} per cell: two primaries (Holm), one "
+          f"guardrail at a 5 % margin, health passing; ship should be <= {pct(ALPHA / 2)} "
+          f"(99 % band around it [{pct(low)}, {pct(high)}])")
+    print("| outcome | n per arm | " + " | ".join(outcomes) + " |")
+    print("| --- | ---: |" + " ---: |" * len(outcomes))
+    for family in OUTCOMES:
+        for n in (200, 2000, 20_000):
+            counts = dict.fromkeys(outcomes, 0)
+            for _ in range(reps):
+                counts[_decision(rng, family, n, now)] += 1
+            print(f"| {family} | {n} | "
+                  + " | ".join(pct(counts[o] / reps) for o in outcomes) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiments", type=int, default=2000)
@@ -319,9 +366,17 @@ def main() -> None:
                         help="replicates per small-sample cell (4,000: +-0.7 pp at 5 %%)")
     parser.add_argument("--small-only", action="store_true",
                         help="run only the small-sample section")
+    parser.add_argument("--decision-reps", type=int, default=2000,
+                        help="A/A experiments per decision cell")
+    parser.add_argument("--decision-only", action="store_true",
+                        help="run only the A/A decision section")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
+    if args.decision_only:
+        decision_section(rng, args.decision_reps)
+        print(f"\nelapsed {time.perf_counter() - started:.0f} s")
+        return
     if args.small_only:
         small_sample_section(rng, args.small_reps)
         print(f"\nelapsed {time.perf_counter() - started:.0f} s")
@@ -373,6 +428,7 @@ def main() -> None:
     print(f"detected, fixed horizon at day {args.days}: {pct(detected)} ({verdict} band); "
           f"always-valid CS by day {args.days}: {pct(seq_detected)}")
     small_sample_section(rng, args.small_reps)
+    decision_section(rng, args.decision_reps)
     print(f"\nelapsed {time.perf_counter() - started:.0f} s")
 
 

@@ -3,10 +3,14 @@ formulas: the numbers come from :mod:`dashboard.data`)."""
 
 from __future__ import annotations
 
+from html import escape
+from urllib.parse import quote
+
 import altair as alt
 import pandas as pd
 import streamlit as st
 
+from dashboard import results as results_layout
 from tracker.metrics import catalog
 from tracker.report import Scorecard, format_p, shown_interval
 
@@ -26,27 +30,114 @@ def _interval(low, high, pattern="{:.4f}") -> str:
     return f"[{pattern.format(low)}, {pattern.format(high)}]"
 
 
-def health_banner(card: Scorecard) -> None:
-    h = card.health
-    srm = ("SRM: no users yet" if h["srm_p_value"] is None
-           else f"SRM p = {h['srm_p_value']:.3g}"
-           + (f", sequential p = {h['srm_sequential_p_value']:.3g}"
-              if h["srm_sequential_p_value"] is not None else "")
-           + (f" ({h['srm_deviation']})" if h["srm_flagged"] and h.get("srm_deviation") else ""))
-    crossover = ("crossover: n/a" if h["crossover_share"] is None else
-                 f"crossover {h['crossover_users']} users ({h['crossover_share']:.2%}, "
-                 f"{h['crossover_status']})")
-    lag = "" if h["data_lag_hours"] is None else f"data lag {h['data_lag_hours']:.0f} h"
-    rollup = f"last rollup {h['last_rollup'][:16].replace('T', ' ')} UTC" if h["last_rollup"] \
-        else "never rolled up"
-    provisional = f"{len(h['provisional_days'])} provisional day(s)"
-    text = " · ".join(x for x in (srm, crossover, provisional, rollup, lag) if x)
-    if h["srm_flagged"] or h["crossover_status"] == "alert":
-        st.error(f"Health alert — {text}. Do not trust the lifts until this is explained.")
-    elif h["crossover_status"] == "warn" or h["provisional_days"]:
-        st.warning(f"Health — {text}")
+PALETTE = ("#0969da", "#e16f24", "#8250df", "#1b7c83", "#bf3989", "#9a6700", "#0550ae",
+           "#6639ba")
+"""Treatment arms' colours, by arm order: distinguishable hues, none green or red (those mean
+better and worse); control is always :data:`CONTROL_COLOUR`."""
+CONTROL_COLOUR = "#8c959f"
+
+OUTCOMES = {
+    "ship": ("Ship", "#1a7f37", "#dafbe1", "✔"),
+    "do_not_ship": ("Do not ship", "#cf222e", "#ffebe9", "✖"),
+    "keep_running": ("Keep running", "#9a6700", "#fff8c5", "↻"),
+    "no_detectable_effect": ("No detectable effect", "#57606a", "#f0f2f4", "○"),
+}
+"""Outcome -> (label, colour, background, icon): ship green, do not ship red, keep running
+amber, no detectable effect grey."""
+CHECKS = {"pass": ("✔", "#1a7f37"), "warn": ("!", "#9a6700"), "fail": ("✖", "#cf222e"),
+          "info": ("i", "#0969da")}
+"""Health item status -> (icon, colour)."""
+HEALTH_WORDS = {"pass": "healthy", "warn": "warnings", "fail": "failing", "info": "healthy"}
+
+
+def arm_colours(arms: list[str], control: str) -> dict[str, str]:
+    """One colour per arm, the same in every chart and table: control grey, the treatment arms
+    :data:`PALETTE` in arm order (cycling past eight arms)."""
+    treated = [a for a in arms if a != control]
+    return {a: CONTROL_COLOUR if a == control else PALETTE[treated.index(a) % len(PALETTE)]
+            for a in arms}
+
+
+def outcome_badge(outcome: str | None) -> str:
+    """A decision's outcome as a coloured HTML pill (grey "no decision" when unknown)."""
+    label, colour, background, icon = OUTCOMES.get(
+        outcome or "", ("No decision", "#57606a", "#f0f2f4", "—"))
+    return (f'<span style="display:inline-block;padding:1px 9px;border-radius:10px;'
+            f'background:{background};color:{colour};border:1px solid {colour};'
+            f'font-weight:600;white-space:nowrap">{icon} {escape(label)}</span>')
+
+
+def health_badge(status: str | None) -> str:
+    """The checklist's overall status as a coloured HTML pill."""
+    icon, colour = CHECKS.get(status or "", ("?", "#57606a"))
+    word = HEALTH_WORDS.get(status or "", "unknown")
+    return (f'<span style="display:inline-block;padding:1px 9px;border-radius:10px;'
+            f'color:{colour};border:1px solid {colour};font-weight:600;white-space:nowrap">'
+            f'{icon} {word}</span>')
+
+
+def decision_html(decision: dict, colour: str) -> str:
+    """One treatment arm's decision as a card: the arm, the outcome in its colour, and the
+    reasons, one per line."""
+    label, fg, bg, icon = OUTCOMES.get(decision["outcome"],
+                                       ("No decision", "#57606a", "#f0f2f4", "—"))
+    reasons = "".join(f"<li>{escape(r)}</li>" for r in decision.get("reasons", []))
+    return (f'<div class="tr-decision" style="border-left:6px solid {fg};background:{bg};'
+            f'padding:10px 14px;border-radius:6px;margin-bottom:8px">'
+            f'<div style="font-size:0.85rem;color:#424a53"><span style="display:inline-block;'
+            f'width:10px;height:10px;border-radius:50%;background:{colour};margin-right:6px">'
+            f'</span><b>{escape(decision["arm"])}</b></div>'
+            f'<div style="font-size:1.35rem;font-weight:700;color:{fg}">{icon} {label}</div>'
+            f'<ul style="margin:4px 0 0 0;padding-left:18px;font-size:0.85rem;color:#1f2328">'
+            f'{reasons}</ul></div>')
+
+
+def checklist_html(items: list[dict], status: str | None) -> str:
+    """The health checklist: the overall status, then one line per check with its
+    pass / warn / fail / info icon and sentence."""
+    lines = []
+    for item in items:
+        icon, colour = CHECKS.get(item["status"], ("?", "#57606a"))
+        lines.append(
+            f'<li style="list-style:none;margin:3px 0;display:flex;gap:8px">'
+            f'<span title="{escape(item["status"])}" style="flex:none;width:20px;height:20px;'
+            f'border-radius:50%;background:{colour};color:white;text-align:center;'
+            f'font-weight:700;font-size:0.75rem;line-height:20px">{icon}</span>'
+            f'<span><b>{escape(item["check"])}</b> <span style="color:#57606a">'
+            f'{escape(item["status"])}</span> — {escape(item["message"])}</span></li>')
+    return (f'<div class="tr-health"><div style="margin-bottom:4px">Health: '
+            f'{health_badge(status)}</div>'
+            f'<ul style="padding-left:0;margin:0;font-size:0.85rem">{"".join(lines)}</ul></div>')
+
+
+def decisions_and_health(card: Scorecard, colours: dict[str, str]) -> None:
+    """The page's first block: a decision card per treatment arm, then the checklist."""
+    decisions = card.decisions
+    st.subheader("Decision")
+    if decisions:
+        columns = st.columns(min(len(decisions), 3))
+        for i, decision in enumerate(decisions):
+            with columns[i % len(columns)]:
+                st.markdown(decision_html(decision, colours.get(decision["arm"], "#57606a")),
+                            unsafe_allow_html=True)
     else:
-        st.success(f"Health OK — {text}")
+        st.info("Decisions are taken on the cumulative results: choose the cumulative window "
+                "(a single day's users are too few to decide on)." if not card.cumulative
+                else "No decision yet: no treatment arm has results.")
+    st.markdown(checklist_html(card.health["checklist"], card.health["status"]),
+                unsafe_allow_html=True)
+
+
+def results(card: Scorecard, k: int | None, colours: dict[str, str], control: str) -> None:
+    """The results table, one HTML table per section (primary, guardrails, groups)."""
+    parts = results_layout.sections(results_layout.result_rows(card.metrics, k))
+    if not parts:
+        st.info("No metric rows for this day.")
+        return
+    st.markdown(results_layout.STYLE, unsafe_allow_html=True)
+    for part in parts:
+        st.markdown(f"**{part.title}**")
+        st.markdown(results_layout.table_html(part, colours, control), unsafe_allow_html=True)
 
 
 def scorecard_frame(card: Scorecard, k: int | None) -> pd.DataFrame:
@@ -74,16 +165,12 @@ def scorecard_frame(card: Scorecard, k: int | None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def scorecard_tables(frame: pd.DataFrame) -> None:
+def scorecard_table(frame: pd.DataFrame) -> None:
+    """Every number of the scorecard in one sortable table (the view's cutoff)."""
     if frame.empty:
         st.info("No metric rows for this day.")
         return
-    for group in GROUPS:
-        part = frame[frame["group"] == group].drop(columns="group")
-        if part.empty:
-            continue
-        st.markdown(f"**{group}**")
-        st.dataframe(part, hide_index=True, width="stretch")
+    st.dataframe(frame, hide_index=True, width="stretch")
 
 
 def _status(frame: pd.DataFrame) -> pd.DataFrame:
@@ -91,53 +178,91 @@ def _status(frame: pd.DataFrame) -> pd.DataFrame:
                                                          False: "final"}))
 
 
-def metric_chart(values: pd.DataFrame, title: str) -> None:
+def _colour(colours: dict[str, str]) -> alt.Color:
+    """The arm encoding every chart shares: fixed domain and colours (see :func:`arm_colours`)."""
+    return alt.Color("arm:N", sort=list(colours),
+                     scale=alt.Scale(domain=list(colours), range=list(colours.values())),
+                     legend=alt.Legend(title="arm", symbolOpacity=1, symbolType="circle"))
+
+
+def day_axis(days: pd.Series) -> alt.X:
+    """A date axis in whole days (UTC calendar days, as the rollup stores them): one tick per
+    day up to ten days, then every n-th day; no hour ticks."""
+    span = len(pd.unique(days))
+    step = max(1, -(-span // 10))
+    return alt.X("utcyearmonthdate(day):T", title="day",
+                 axis=alt.Axis(format="%b %d", labelAngle=0, labelOverlap=True,
+                               tickCount={"interval": "day", "step": step}, grid=False),
+                 scale=alt.Scale(type="utc"))
+
+
+def metric_chart(values: pd.DataFrame, title: str, colours: dict[str, str]) -> None:
     """One line per arm with its interval band; provisional days as hollow points."""
     if values.empty:
         st.info("No values yet.")
         return
     data = _status(values)
-    base = alt.Chart(data).encode(x=alt.X("day:T", title="day"),
-                                  color=alt.Color("arm:N", title="arm"))
-    band = base.mark_area(opacity=0.15).encode(y="ci_low:Q", y2="ci_high:Q")
-    line = base.mark_line().encode(y=alt.Y("mean:Q", title=title))
-    points = base.mark_point(size=50).encode(
-        y="mean:Q", shape=alt.Shape("status:N", title="day"),
-        fill=alt.condition("datum.status == 'final'", alt.Color("arm:N"), alt.value("white")),
+    base = alt.Chart(data).encode(x=day_axis(data["day"]), color=_colour(colours))
+    band = base.mark_area(opacity=0.22).encode(y="ci_low:Q", y2="ci_high:Q")
+    line = base.mark_line(strokeWidth=2.5).encode(
+        y=alt.Y("mean:Q", title=title, scale=alt.Scale(zero=False)))
+    points = base.mark_point(size=60, strokeWidth=2).encode(
+        y="mean:Q", shape=alt.Shape("status:N", scale=alt.Scale(
+            domain=["final", "provisional"], range=["circle", "square"]),
+            legend=alt.Legend(title="day", symbolStrokeColor="#424a53", symbolStrokeWidth=2,
+                              symbolOpacity=1)),
+        fill=alt.condition("datum.status == 'final'", _colour(colours), alt.value("white")),
         tooltip=["day:T", "arm:N", alt.Tooltip("mean:Q", format=".4f"),
                  alt.Tooltip("ci_low:Q", format=".4f"), alt.Tooltip("ci_high:Q", format=".4f"),
                  "status:N"])
     st.altair_chart((band + line + points).properties(height=280), width="stretch")
 
 
-def lift_chart(lifts: pd.DataFrame) -> None:
+def lift_chart(lifts: pd.DataFrame, colours: dict[str, str]) -> None:
+    """Each treatment arm's relative lift over time with its interval band; a rule at 0."""
     if lifts.empty:
         st.info("No lift to show yet (needs users in control and a treatment arm).")
         return
     data = _status(lifts)
-    base = alt.Chart(data).encode(x=alt.X("day:T", title="day"),
-                                  color=alt.Color("arm:N", title="arm"))
-    band = base.mark_area(opacity=0.15).encode(y="ci_low:Q", y2="ci_high:Q")
-    line = base.mark_line(point=True).encode(
+    treated = {a: c for a, c in colours.items() if a in set(data["arm"])}
+    base = alt.Chart(data).encode(x=day_axis(data["day"]), color=_colour(treated))
+    band = base.mark_area(opacity=0.22).encode(y="ci_low:Q", y2="ci_high:Q")
+    line = base.mark_line(point=True, strokeWidth=2.5).encode(
         y=alt.Y("relative_lift:Q", title="relative lift vs control", axis=alt.Axis(format="%")),
         tooltip=["day:T", "arm:N", alt.Tooltip("relative_lift:Q", format="+.2%"),
                  alt.Tooltip("p_value:Q", format=".3g"), "status:N"])
-    zero = alt.Chart(pd.DataFrame({"y": [0]})).mark_rule(strokeDash=[4, 4]).encode(y="y:Q")
+    zero = alt.Chart(pd.DataFrame({"y": [0]})).mark_rule(color="#424a53", strokeWidth=1.5
+                                                         ).encode(y="y:Q")
     st.altair_chart((band + line + zero).properties(height=240), width="stretch")
 
 
-def users_chart(users: pd.DataFrame) -> None:
+SPLIT_COLOUR = "#24292f"
+"""The declared split's dashed line: near-black, so it stands out from every arm's colour."""
+
+
+def users_chart(users: pd.DataFrame, colours: dict[str, str]) -> None:
+    """Each arm's observed share of users (solid, in the arm's colour) against its declared
+    share (a dark dashed line, labelled); the axis is zoomed to the shares, so a drift of a
+    point or two is visible."""
     if users.empty:
         st.info("No users yet.")
         return
-    base = alt.Chart(users).encode(x=alt.X("day:T", title="day"),
-                                   color=alt.Color("arm:N", title="arm"))
-    actual = base.mark_line(point=True).encode(
-        y=alt.Y("share:Q", title="share of users (cumulative)", axis=alt.Axis(format="%")),
-        tooltip=["day:T", "arm:N", "users:Q", alt.Tooltip("share:Q", format=".2%")])
-    expected = base.mark_line(strokeDash=[6, 4]).encode(y="expected:Q")
-    st.altair_chart((actual + expected).properties(height=220), width="stretch")
-    st.caption("Solid: observed share of users per arm; dashed: the declared split.")
+    x = day_axis(users["day"])
+    shares = alt.Y("share:Q", title="share of users (cumulative)",
+                   axis=alt.Axis(format="%"), scale=alt.Scale(zero=False, padding=12))
+    actual = alt.Chart(users).mark_line(point=True, strokeWidth=2.5).encode(
+        x=x, y=shares, color=_colour(colours),
+        tooltip=["day:T", "arm:N", "users:Q", alt.Tooltip("share:Q", format=".2%"),
+                 alt.Tooltip("expected:Q", format=".2%", title="declared")])
+    declared = users[["expected"]].drop_duplicates().assign(label=lambda f: f["expected"].map(
+        "declared {:.1%}".format))
+    rule = alt.Chart(declared).mark_rule(color=SPLIT_COLOUR, strokeDash=[8, 5],
+                                         strokeWidth=2).encode(y="expected:Q")
+    label = alt.Chart(declared).mark_text(align="left", dx=4, dy=-7, color=SPLIT_COLOUR,
+                                          fontWeight="bold").encode(
+        y="expected:Q", x=alt.value(0), text="label:N")
+    st.altair_chart((rule + actual + label).properties(height=220), width="stretch")
+    st.caption("Solid: observed share of users per arm; dark dashed: the declared split.")
 
 
 def glossary_entry(entry: catalog.MetricInfo) -> str:
@@ -153,3 +278,51 @@ def glossary_entry(entry: catalog.MetricInfo) -> str:
             f"- **Range:** {entry.range_text}\n"
             f"- **Cutoff:** {cutoff}\n"
             f"- **Reference:** {entry.reference}")
+
+
+LIST_WIDTHS = (22, 8, 12, 7, 22, 18, 11)
+"""Percent of the experiments table per column: experiment, status, dates, users, health,
+decision, headline lift."""
+
+
+def _dates(info) -> str:
+    start = info.starts_at.date().isoformat() if info.starts_at else "—"
+    end = info.ends_at.date().isoformat() if info.ends_at else "open"
+    return f"{start} → {end}"
+
+
+def experiments_html(summaries: list) -> str:
+    """The experiments list as one HTML table that wraps to the window: each experiment's
+    key (a link to its page) and name, status, dates, users, latest complete day, health badge
+    with its worst item, a decision badge per treatment arm, and the headline metric's lift."""
+    cols = "".join(f'<col style="width:{w}%">' for w in LIST_WIDTHS)
+    head = ("<tr><th>experiment</th><th>status</th><th>dates</th><th class='tr-n'>users</th>"
+            "<th>health</th><th>decision</th><th>headline</th></tr>")
+    body = []
+    for s in summaries:
+        info = s.info
+        colours = arm_colours([a.key for a in info.arms], info.control)
+        link = f'experiment?experiment={quote(info.key)}'
+        if s.health_status is None:
+            health = '<span style="color:#57606a">no rollup yet</span>'
+        else:
+            note = f'<div class="tr-p">{escape(s.health_note)}</div>' if s.health_note else ""
+            health = health_badge(s.health_status) + note
+        decisions = "".join(
+            f'<div style="margin:2px 0"><span class="tr-dot" style="background:'
+            f'{colours.get(d.arm, "#57606a")}"></span>{escape(d.arm)} '
+            f'{outcome_badge(d.outcome)}</div>' for d in s.decisions) or "—"
+        lifts = ", ".join(f"{escape(arm)} {value:+.1%}" for arm, value in s.headline_lift.items()
+                          if value is not None)
+        headline = (f"{escape(s.headline)}<div class='tr-p'>{lifts}</div>" if s.headline
+                    else "—")
+        latest = (f"<div class='tr-p'>complete through {s.latest_final_day.isoformat()}</div>"
+                  if s.latest_final_day else "")
+        body.append(
+            f'<tr><td><a href="{link}" target="_self"><b>{escape(info.key)}</b></a>'
+            f'<div class="tr-p">{escape(info.name)}</div></td>'
+            f'<td>{escape(info.status)}</td><td>{_dates(info)}{latest}</td>'
+            f'<td class="tr-n">{s.users:,}</td><td>{health}</td><td>{decisions}</td>'
+            f'<td>{headline}</td></tr>')
+    return (results_layout.STYLE + f'<table class="tr-table tr-list"><colgroup>{cols}'
+            f'</colgroup>{head}{"".join(body)}</table>')

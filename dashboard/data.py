@@ -2,7 +2,7 @@
 
 The dashboard opens the database read-only and computes nothing heavy: it reads the rollup's
 tables through :mod:`tracker.rollup.read` and the scorecard through
-:func:`tracker.report.scorecard` (the very function behind ``tracker report``, so the two
+:func:`tracker.report.report` (the very function behind ``tracker report``, so the two
 cannot show different numbers); per-day intervals come from :mod:`tracker.stats`.
 """
 
@@ -18,7 +18,7 @@ import tracker.rollup.read as read
 import tracker.stats as stats
 from tracker.config import Settings
 from tracker.errors import SchemaOutdated
-from tracker.report import Scorecard, scorecard
+from tracker.report import Scorecard, report
 from tracker.store.db import create_engine, require_current_schema, transaction
 from tracker.store.experiments import ExperimentInfo, get_experiment, list_experiments
 
@@ -74,25 +74,47 @@ def day_table(key: str) -> pd.DataFrame:
 @st.cache_data(ttl=TTL)
 def card(key: str, as_of: date | None, cumulative: bool, intervals: str,
          level: float) -> Scorecard:
-    """The scorecard, exactly as ``tracker report`` computes it."""
-    days = day_table(key)
-    return scorecard(experiment(key), metric_table(key, cumulative),
-                     health_table(key, True), days, as_of=as_of, cumulative=cumulative,
-                     level=level, intervals=intervals)
+    """The scorecard from the very function behind ``tracker report`` (same tables, same
+    latest received event for freshness, the day's health in a daily view)."""
+    return report(engine(), key, cumulative=cumulative, as_of=as_of, intervals=intervals,
+                  level=level)
+
+
+@dataclass(frozen=True)
+class ArmDecision:
+    """One treatment arm's decision as the experiments list shows it."""
+
+    arm: str
+    outcome: str
 
 
 @dataclass(frozen=True)
 class Summary:
-    """One line of the experiments page."""
+    """One line of the experiments page: the experiment, its users, latest complete day, the
+    scorecard's decision per treatment arm and health (overall status and the worst item's
+    sentence), and the first primary metric's relative lift per treatment arm."""
 
     info: ExperimentInfo
     users: int
     latest_final_day: date | None
-    srm_flagged: bool
-    crossover_status: str | None
-    data_lag_hours: float | None
+    decisions: tuple[ArmDecision, ...]
+    health_status: str | None
+    health_note: str | None
     headline: str | None
     headline_lift: dict[str, float | None]
+
+
+def _label(row: dict) -> str:
+    return row["metric"] if row["k"] is None else f"{row['metric']}@{row['k']}"
+
+
+def _worst_item(checklist: list[dict]) -> str | None:
+    """The sentence of the most severe failing or warning item (None when all pass)."""
+    for status in ("fail", "warn"):
+        for item in checklist:
+            if item["status"] == status:
+                return f"{item['check']}: {item['message']}"
+    return None
 
 
 @st.cache_data(ttl=TTL)
@@ -101,17 +123,19 @@ def summaries() -> list[Summary]:
     for info in experiments():
         days = day_table(info.key)
         if days.empty:
-            out.append(Summary(info, 0, None, False, None, None, None, {}))
+            out.append(Summary(info, 0, None, (), None, None, None, {}))
             continue
         sc = card(info.key, None, True, "fixed_horizon", 0.95)
         final = days[~days["provisional"]]["day"]
         headline = sc.primary[0] if sc.primary else None
         lifts = {r["arm"]: r["relative_lift"] for r in sc.metrics
-                 if headline and f"{r['metric']}@{r['k']}" == headline and not r["control"]}
+                 if headline and _label(r) == headline and not r["control"]}
+        decisions = tuple(ArmDecision(d["arm"], d["outcome"])
+                          for d in sc.decisions)
+        checklist = sc.health["checklist"]
         out.append(Summary(info, sum(sc.health["users"].values()),
-                           max(final) if len(final) else None, sc.health["srm_flagged"],
-                           sc.health["crossover_status"], sc.health["data_lag_hours"],
-                           headline, lifts))
+                           max(final) if len(final) else None, decisions,
+                           sc.health["status"], _worst_item(checklist), headline, lifts))
     return out
 
 

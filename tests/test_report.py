@@ -211,5 +211,10 @@ def test_a_sample_ratio_mismatch_is_flagged_on_its_p_value_and_described(tracker
     assert health["srm_flagged"] is True
     assert health["srm_deviation"] == (
         "treatment lost 50.00% of its expected users, control got 50.00% more than expected")
+    srm = next(i for i in health["checklist"] if i["check"] == "srm")
+    assert srm["status"] == "fail" and health["status"] == "fail"
     table = CliRunner().invoke(main, ["report", "home"], env={"TRACKER_DATABASE_URL": db_url})
-    assert "MISMATCH (treatment lost 50.00% of its expected users" in table.stdout
+    # control expected 40 of the 80 users and got 60: 50% more
+    assert "fail  srm: sample-ratio mismatch" in table.stdout
+    assert "control got 50.00% more users than its declared share" in table.stdout
+    assert "Decision: treatment — do not ship: health: sample-ratio mismatch" in table.stdout

@@ -20,7 +20,7 @@ from tests.test_report import _json, _log_known_users
 from tracker.cli import main
 from tracker.errors import ValidationError
 from tracker.metrics.catalog import CATALOG, GROUPS, Group
-from tracker.report import COLUMNS, format_p
+from tracker.report import COLUMNS, ROLE_ORDER, format_p
 from tracker.store.rollup_tables import RollupMetric
 
 
@@ -58,8 +58,8 @@ def test_every_row_carries_the_catalogue_group_and_direction(tracker, db_url):
         assert (r["group"], r["direction"]) == (entry.group.value, entry.direction.value)
     assert _row(rows, "song_clicks", None, "treatment")["direction"] == "lower"
     assert _row(rows, "ndcg", 2, "treatment")["group"] == "ranking"
-    groups = [GROUPS.index(Group(r["group"])) for r in rows]
-    assert groups == sorted(groups)  # ordered by group
+    order = [(ROLE_ORDER.index(r["role"]), GROUPS.index(Group(r["group"]))) for r in rows]
+    assert order == sorted(order)  # ordered by role, then by group
 
 
 def test_set_level_rows_show_value_and_difference_but_no_verdict(tracker, db_url):
@@ -160,18 +160,29 @@ def test_bad_filters_are_usage_errors_that_say_what_is_accepted(tracker, db_url,
     assert message in " ".join(result.stderr.split())
 
 
-def test_the_table_groups_rows_under_their_group(tracker, db_url):
+def test_the_table_groups_rows_by_role_then_under_their_group(tracker, db_url):
     _log_known_users(tracker)
-    lines = _run(db_url).stdout.splitlines()
-    headers = [line for line in lines if line.startswith("[")]
-    assert headers == [f"[{group.label}]" for group in GROUPS]
-    current = None
-    for line in lines[lines.index(headers[0]):]:
-        if line.startswith("["):
-            current = next(g for g in GROUPS if f"[{g.label}]" == line)
+    lines = _run(db_url, "--guardrail", "song_clicks=0.1").stdout.splitlines()
+    sections = [line for line in lines if line.startswith("== ")]
+    assert sections == ["== Primary ==", "== Guardrails ==", "== Secondary =="]
+    roles = {"== Primary ==": {"ndcg@3", "hit_rate@3"}, "== Guardrails ==": {"song_clicks"}}
+    role = group = None
+    seen: dict[str, list[Group]] = {}
+    for line in lines[lines.index(sections[0]):]:
+        if line.startswith("== "):
+            role, group = line, None
             continue
-        metric = line.split()[0].split("@")[0]
-        assert CATALOG[metric].group is current, line
+        if line.startswith("["):
+            group = next(g for g in GROUPS if f"[{g.label}]" == line)
+            seen.setdefault(role, []).append(group)
+            continue
+        name = line.split()[0]
+        assert CATALOG[name.split("@")[0]].group is group, line
+        assert (name in roles[role]) if role in roles else all(
+            name not in names for names in roles.values()), line
+    for groups in seen.values():  # each role's groups once, in catalogue order
+        assert groups == sorted(set(groups), key=GROUPS.index)
+    assert seen["== Secondary =="] == list(GROUPS)
 
 
 def test_tracker_scorecard_is_the_report_json_as_a_dataframe(tracker, db_url):
@@ -202,12 +213,12 @@ def test_json_output_still_has_every_field_of_before(tracker, db_url):
               "reason", "lift", "lift_ci_low", "lift_ci_high", "relative_lift",
               "relative_lift_ci_low", "relative_lift_ci_high", "p_value", "p_value_adjusted",
               "primary", "verdict"}
-    assert before | {"group", "direction"} <= set(row)
+    assert before | {"group", "direction", "role"} <= set(row)
     assert json.loads(json.dumps(row)) == row
     header = _run(db_url, "--format", "csv").stdout.splitlines()[0]
     assert header == ("metric,k,arm,control,kind,users,mean,ci_low,ci_high,lift,lift_ci_low,"
                       "lift_ci_high,relative_lift,relative_lift_ci_low,relative_lift_ci_high,"
-                      "p_value,p_value_adjusted,primary,verdict,reason,group,direction")
+                      "p_value,p_value_adjusted,primary,verdict,reason,group,direction,role")
 
 
 def test_a_stored_metric_missing_from_the_catalogue_gets_no_direction_and_no_verdict(

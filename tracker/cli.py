@@ -577,10 +577,17 @@ def _level(_ctx, _param, value: float) -> float:
 @click.option("--correction", type=click.Choice(["holm", "bh"]), default="holm",
               show_default=True, help="Multiple-comparison correction over primary metrics.")
 @click.option("--primary", multiple=True, metavar="METRIC@K",
-              help="A primary metric (repeatable; default: ndcg and hit_rate at the middle k).")
+              help="A primary metric for this report (repeatable; replaces the experiment's "
+                   "declared primaries; default: those, else ndcg and hit_rate at the middle "
+                   "k).")
 @click.option("--guardrail", "guardrails", multiple=True, metavar="METRIC@K=LOSS",
               help="A guardrail with the relative loss it tolerates, e.g. "
-                   "song_clicks=0.05 (one-sided non-inferiority test; repeatable).")
+                   "song_clicks=0.05 (one-sided non-inferiority test; repeatable; replaces "
+                   "the experiment's declared guardrails for this report).")
+@click.option("--target-effect", type=float, default=0.05, show_default=True,
+              help="The relative effect each primary must be able to detect (0.05 = 5%): "
+                   "while a primary's minimum detectable effect is larger, an arm without a "
+                   "significant result keeps running.")
 @click.option("--metric", "only_metrics", multiple=True, metavar="NAME",
               help="Show only this metric, e.g. ndcg or song_clicks (repeatable; names: "
                    "the metric catalogue).")
@@ -588,22 +595,27 @@ def _level(_ctx, _param, value: float) -> float:
               help="Show only this cutoff (repeatable); metrics without one stay.")
 def report_cmd(experiment: str, day, daily: bool, fmt: str, level: float, sequential: bool,
                correction: str, primary: tuple[str, ...], guardrails: tuple[str, ...],
-               only_metrics: tuple[str, ...], only_ks: tuple[int, ...]) -> None:
-    """Scorecard of EXPERIMENT: each arm's mean with its interval, lift against control with
-    its interval and p-value, significance after correction, and health (SRM, crossover,
-    provisional days, data freshness). Rows are grouped as online, ranking and beyond
-    accuracy; ↓ marks a metric where lower is better."""
+               only_metrics: tuple[str, ...], only_ks: tuple[int, ...],
+               target_effect: float) -> None:
+    """Scorecard of EXPERIMENT: first the decision per treatment arm (ship, do not ship, keep
+    running, no detectable effect) and the health checklist (SRM, sample size, crossover,
+    data freshness, rollup, provisional days); then each arm's mean with its interval, lift
+    against control with its interval and p-value, and significance after correction. Rows
+    are grouped by role (primary, guardrails, secondary, as declared on the experiment or
+    given here), then as online, ranking and beyond accuracy; ↓ marks a metric where lower
+    is better."""
     from tracker.errors import ValidationError
     from tracker.report import render_table, report, select
 
     margins = _pairs(guardrails, "--guardrail", GUARDRAIL_FORM)
     engine, _ = _engine()
-    with _options(as_of="--day", primary="--primary/--guardrail"):
+    with _options(as_of="--day", primary="--primary/--guardrail",
+                  target_effect="--target-effect"):
         card = report(engine, experiment, cumulative=not daily,
                       as_of=day.date() if day else None, level=level,
                       intervals="sequential" if sequential else "fixed_horizon",
                       correction=correction, primary=primary or None,
-                      guardrails=margins or None)
+                      guardrails=margins or None, target_effect=target_effect)
     try:
         card = select(card, only_metrics, only_ks)
     except ValidationError as error:
@@ -629,13 +641,15 @@ def demo_cmd(days: int, users: int, seed: int) -> None:
     Creates (or reuses) the database of TRACKER_DATABASE_URL (default: ./tracker.db), logs the
     simulated impressions and interactions day by day through the logging API (late events and
     retried sends included) with a rollup after each day, as a nightly job would, then prints
-    the main metrics per arm. Running it again stores nothing new.
+    the main metrics per arm and ends with the decision for each model against control
+    (primaries ndcg@10 and hit_rate@10, guardrail song_clicks). Running it again stores
+    nothing new.
     """
     import time
 
     from tracker import Tracker
     from tracker.demo import DemoConfig, load
-    from tracker.report import render_table, report
+    from tracker.report import render_decisions, render_table, report
     from tracker.rollup.engine import run_rollup
     from tracker.store import schema
 
@@ -657,10 +671,11 @@ def demo_cmd(days: int, users: int, seed: int) -> None:
                f"{loaded.conflicts} conflicts, {loaded.rejected} rejected")
     main_metrics = tuple(f"{m}@10" for m in ("hit_rate", "precision", "recall", "ndcg", "map",
                                              "mrr", "coverage", "unexpectedness"))
-    click.echo(render_table(card, only=main_metrics + ("song_clicks",)))
+    click.echo(render_table(card, only=main_metrics + ("song_clicks",), decisions=False))
     click.echo(f"\nDone in {time.perf_counter() - began:.0f} s. Results are in "
                f"{_where(engine)}: `tracker report {config.key}` for every metric, "
-               "`tracker rollup` after new data.")
+               "`tracker rollup` after new data.\n")
+    click.echo("\n".join(render_decisions(card)))
 
 
 # ---------------------------------------------------------------------------- dashboard

@@ -24,16 +24,29 @@ sequences) — the right choice when the scorecard is looked at every day. Set-l
 The JSON form (:meth:`Scorecard.to_dict`) is a stable interface:
 
 - ``experiment``, ``as_of`` (ISO date), ``cumulative`` (bool), ``level``, ``intervals``
-  (``fixed_horizon`` | ``sequential``), ``correction``, ``primary`` (metric names);
-- ``health``: ``srm_p_value`` (chi-square), ``srm_sequential_p_value`` (anytime-valid),
-  ``srm_flagged`` (either p-value below 0.001; the size never gates), ``srm_deviation`` (the
+  (``fixed_horizon`` | ``sequential``), ``correction``, ``primary`` (metric names),
+  ``guardrails`` (metric name -> tolerated relative loss), ``target_effect``; the roles are the
+  experiment's stored ones unless ``primary`` / ``guardrails`` override them
+  (:func:`roles_for`);
+- ``decisions``: per treatment arm (cumulative view only; empty for a daily one) ``arm``,
+  ``outcome`` (ship | do_not_ship | keep_running | no_detectable_effect), ``reasons`` (most
+  decisive first) and ``power`` per primary (``mde``, ``mde_absolute``, ``target``,
+  ``powered``, ``days_to_target``, ``note``): :func:`tracker.stats.decision.decide` on the
+  rows' own comparisons (see :func:`_decisions`);
+- ``health``: ``status`` (pass | warn | fail, the checklist's worst item) and ``checklist``
+  (``[{check, status, message}]``, :func:`tracker.stats.health.health_checklist`: srm,
+  sample, crossover, freshness, rollup, provisional); ``srm_p_value`` (chi-square),
+  ``srm_sequential_p_value`` (anytime-valid), ``srm_flagged`` (the checklist's srm item
+  fails: either p-value below 0.001; the size never gates), ``srm_deviation`` (the
   deviation in words, "control lost 0.34% of its expected users"), ``users`` and
   ``expected_share`` per arm, ``crossover_users``,
   ``crossover_share``, ``crossover_status`` (ok / warn / alert), ``provisional_days``,
-  ``last_rollup`` (ISO instant) and ``data_lag_hours`` (now minus the last impression day's
-  end, None without data);
+  ``last_rollup`` (ISO instant) and ``data_lag_hours`` (now minus the latest received
+  impression of the experiment, never negative; None without data). A daily view's health
+  is that day's: its users, their SRM (no sequential test), its crossover;
 - ``metrics``: rows with ``metric``, ``k`` (None when the metric has none), ``arm``,
-  ``control`` (bool), ``kind`` (user | set), ``group`` (online | ranking | beyond_accuracy),
+  ``role`` (primary | guardrail | secondary), ``control`` (bool), ``kind`` (user | set),
+  ``group`` (online | ranking | beyond_accuracy),
   ``direction`` (higher | lower: which way is better), ``users``, ``mean``, ``ci_low``,
   ``ci_high``, ``reason``; for treatment arms also ``lift``, ``lift_ci_low``,
   ``lift_ci_high``, ``relative_lift``, ``relative_lift_ci_low``, ``relative_lift_ci_high``,
@@ -54,7 +67,7 @@ import io
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from typing import Any
 
 import pandas as pd
@@ -62,16 +75,27 @@ import pandas as pd
 from tracker import stats
 from tracker.errors import ValidationError
 from tracker.metrics import catalog
-from tracker.store.experiments import ExperimentInfo
+from tracker.stats.decision import (
+    DEFAULT_TARGET_EFFECT,
+    ArmSample,
+    Decision,
+    GuardrailResult,
+    PrimaryResult,
+    decide,
+)
+from tracker.stats.health import CheckStatus, HealthChecklist, health_checklist
+from tracker.store.experiments import ExperimentInfo, Roles
 
 METRIC_ORDER = catalog.display_order()
 LOWER_IS_BETTER = catalog.lower_is_better()
 COLUMNS = ("metric", "k", "arm", "control", "kind", "users", "mean", "ci_low", "ci_high",
            "lift", "lift_ci_low", "lift_ci_high", "relative_lift", "relative_lift_ci_low",
            "relative_lift_ci_high", "p_value", "p_value_adjusted", "primary", "verdict",
-           "reason", "group", "direction")
+           "reason", "group", "direction", "role")
 """The fields of a metric row, in the order of the CSV and of :meth:`Scorecard.to_frame` (new
 fields go at the end, so CSV columns keep their positions)."""
+ROLE_ORDER = ("primary", "guardrail", "secondary")
+"""Rows come in this order of roles, then by catalogue group."""
 P_FLOOR = 1e-16
 """Smaller p-values print as ``<1e-16``: below the spacing of doubles near 1 (2.2e-16) a
 p-value computed from a distribution's tail is not resolved, and ``0`` would be false."""
@@ -88,6 +112,9 @@ class Scorecard:
     primary: tuple[str, ...]
     health: dict[str, Any]
     metrics: list[dict[str, Any]] = field(default_factory=list)
+    guardrails: dict[str, float] = field(default_factory=dict)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    target_effect: float = DEFAULT_TARGET_EFFECT
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,7 +122,8 @@ class Scorecard:
             "as_of": self.as_of.isoformat() if self.as_of else None,
             "cumulative": self.cumulative, "level": self.level, "intervals": self.intervals,
             "correction": self.correction, "primary": list(self.primary),
-            "health": self.health, "metrics": self.metrics,
+            "guardrails": dict(self.guardrails), "target_effect": self.target_effect,
+            "decisions": self.decisions, "health": self.health, "metrics": self.metrics,
         }
 
     def to_csv(self) -> str:
@@ -160,27 +188,52 @@ def _finite(value: float | None) -> float | None:
     return None if value is None or not math.isfinite(value) else float(value)
 
 
+def roles_for(info: ExperimentInfo, primary: Iterable[str] | None = None,
+              guardrails: dict[str, float] | None = None) -> Roles:
+    """The roles one report uses: the experiment's stored roles, each side replaced by the
+    one given here (``--primary`` / ``--guardrail`` override for one report); primaries
+    default to NDCG and hit rate at the experiment's middle cutoff, guardrails to none."""
+    stored = info.roles or Roles()
+    chosen = tuple(primary) if primary else stored.primary
+    if not chosen:
+        cutoffs = list(info.cutoffs)
+        middle = cutoffs[len(cutoffs) // 2]
+        chosen = (f"ndcg@{middle}", f"hit_rate@{middle}")
+    return Roles(chosen, dict(guardrails) if guardrails else dict(stored.guardrails))
+
+
 def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd.DataFrame,
               days: pd.DataFrame, *, as_of: date | None = None, cumulative: bool = True,
               level: float = 0.95, intervals: str = "fixed_horizon",
               correction: str = "holm", primary: tuple[str, ...] | None = None,
               guardrails: dict[str, float] | None = None,
+              target_effect: float = DEFAULT_TARGET_EFFECT,
+              daily_health: pd.DataFrame | None = None,
+              latest_received: datetime | None = None,
               now: datetime | None = None) -> Scorecard:
     """Build the scorecard from the rollup's tables (see :mod:`tracker.rollup.read`).
 
     ``as_of``: the day to report (default: the latest day whose results are final, else the
     latest day; a day without results is a ValidationError naming the days with results).
-    ``primary``: metric names such as ``"ndcg@10"`` (default: NDCG and hit rate
-    at the experiment's middle cutoff). ``guardrails``: metric name -> tolerated relative loss
-    (0.02 = 2%); each treatment arm gets a one-sided non-inferiority test on those
-    (``guardrail_p_value``, ``guardrail_ok``; not corrected for multiplicity).
+    ``primary`` / ``guardrails``: override the experiment's stored roles for this report
+    (:func:`roles_for`); guardrails map a metric name to its tolerated relative loss (0.02 =
+    2%) and get a one-sided non-inferiority test per treatment arm (``guardrail_p_value``,
+    ``guardrail_ok``; not corrected for multiplicity). ``health_table`` is the cumulative
+    one; ``daily_health`` the daily one, which the health of a daily view (``cumulative``
+    False) describes. ``latest_received``: when the experiment's latest event arrived (the
+    data lag; default: ``days.attrs["latest_received"]``, set by the day table).
+    ``target_effect``: the relative effect each primary must be able to detect before
+    ``no_detectable_effect`` is said (the cumulative view decides; a daily view has no
+    decisions).
     """
     level = stats.results.check_level(level)
     if intervals not in ("fixed_horizon", "sequential"):
         raise ValueError(f"intervals must be 'fixed_horizon' or 'sequential', got {intervals!r}")
-    cutoffs = list(info.cutoffs)
-    middle = cutoffs[len(cutoffs) // 2]
-    primary = tuple(primary) if primary else (f"ndcg@{middle}", f"hit_rate@{middle}")
+    if not (isinstance(target_effect, int | float) and math.isfinite(target_effect)
+            and target_effect > 0):
+        raise ValidationError(f"target effect {target_effect!r}: expected a relative effect "
+                              "above 0, e.g. 0.05 for 5%", field="target_effect")
+    roles = roles_for(info, primary, guardrails)
     available = sorted(set(metric_table["day"])) if not metric_table.empty else []
     if as_of is None and available:
         final = days[~days["provisional"]]["day"] if not days.empty else []
@@ -189,75 +242,196 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
         raise ValidationError(f"no results for {as_of}: " + (
             f"the days with results run from {available[0]} to {available[-1]}" if available
             else "no day has results yet (run `tracker rollup`)"), field="as_of")
-    health = _health(info, health_table, days, as_of, now or datetime.now(UTC))
-    card = Scorecard(info.key, as_of, cumulative, level, intervals, correction, primary,
-                     health)
+    view = health_table if cumulative or daily_health is None else daily_health
+    if latest_received is None:
+        latest_received = days.attrs.get("latest_received")
+    checked = _health(info, view, days, as_of, now or datetime.now(UTC), latest_received,
+                      cumulative=cumulative or daily_health is None)
+    card = Scorecard(info.key, as_of, cumulative, level, intervals, correction, roles.primary,
+                     checked.fields, guardrails=dict(roles.guardrails),
+                     target_effect=float(target_effect))
     if as_of is None:
         return card
     rows = metric_table[metric_table["day"] == as_of]
     tests: list[_Test] = []
-    card.metrics.extend(_metric_rows(info, rows, level, intervals, primary,
-                                     guardrails or {}, tests))
-    known = {_name(r["metric"], r["k"]) for r in card.metrics if r["kind"] == "user"}
-    unknown = [name for name in (*primary, *(guardrails or {})) if name not in known]
-    if unknown and known:
-        raise ValidationError(f"unknown primary or guardrail metric(s) {', '.join(unknown)}; "
-                              f"expected names such as {', '.join(sorted(known)[:6])}",
-                              field="primary")
+    card.metrics.extend(_metric_rows(info, rows, level, intervals, roles, tests))
+    _check_roles_have_tests(info, card.metrics, roles,
+                            given=(*(primary or ()), *(guardrails or {})))
     _adjust(card.metrics, correction, level)
     for test in tests:
         _adjust_intervals(test, level, intervals)
+    if cumulative:
+        growth = _users_per_day(health_table, info, as_of)
+        card.decisions.extend(
+            d.to_dict() for d in _decisions(info, tests, checked.checklist, growth, level,
+                                            correction, float(target_effect)))
     return card
 
 
+def _check_roles_have_tests(info: ExperimentInfo, rows: list[dict[str, Any]], roles: Roles,
+                            given: tuple[str, ...]) -> None:
+    """Every primary and guardrail must name a per-user metric the scorecard has rows of
+    (only those are tested); a set-level metric (one value per arm) is named as such. A bad
+    name given for this report is an error on the flags (field ``primary``); one stored on the
+    experiment says how to change the experiment's roles (field ``roles``)."""
+    known = {_name(r["metric"], r["k"]) for r in rows if r["kind"] == "user"}
+    if not known:
+        return
+    set_level = {_name(r["metric"], r["k"]) for r in rows if r["kind"] == "set"}
+    bad = [name for name in (*roles.primary, *roles.guardrails) if name not in known]
+    if not bad:
+        return
+    shown = ", ".join(f"{n} (a set-level metric: one value per arm, no test)"
+                      if n in set_level else n for n in bad)
+    examples = ", ".join(sorted(known)[:6])
+    if all(n in given for n in bad):
+        raise ValidationError(f"unknown primary or guardrail metric(s) {shown}; expected "
+                              f"names such as {examples}", field="primary")
+    raise ValidationError(
+        f"the roles declared on experiment {info.key!r} name {shown}, which cannot be tested; "
+        f"expected per-user metrics such as {examples}: change them with `tracker experiments "
+        f"update {info.key} --primary METRIC@K` (or `--clear-roles`), or override them for "
+        "one report with --primary/--guardrail", field="roles")
+
+
+@dataclass(frozen=True)
+class _Health:
+    """The health of one view: the JSON fields (:meth:`Scorecard.to_dict`'s ``health``) and
+    the checklist they were read from."""
+
+    fields: dict[str, Any]
+    checklist: HealthChecklist
+
+
 def _health(info: ExperimentInfo, health_table: pd.DataFrame, days: pd.DataFrame,
-            as_of: date | None, now: datetime) -> dict[str, Any]:
+            as_of: date | None, now: datetime, latest_received: datetime | None, *,
+            cumulative: bool) -> _Health:
+    """The checklist of :func:`tracker.stats.health.health_checklist` on the users of
+    ``as_of`` in ``health_table`` (cumulative users, with the daily looks for the sequential
+    SRM; or that day's users alone when not ``cumulative``), and the stable JSON fields
+    read from the same counts (``srm_flagged`` is the checklist's srm item failing)."""
     arms = [arm.key for arm in info.arms]
-    weights = [arm.weight for arm in info.arms]
-    total = sum(weights)
+    weights = {arm.key: arm.weight for arm in info.arms}
+    total = sum(weights.values())
+    provisional = ([d.isoformat() for d in days[days["provisional"]]["day"]]
+                   if not days.empty else [])
+    last_run = days.attrs.get("last_run")
     out: dict[str, Any] = {
         "srm_p_value": None, "srm_sequential_p_value": None, "srm_flagged": False,
         "srm_reason": "no_users", "srm_deviation": None, "users": dict.fromkeys(arms, 0),
-        "expected_share": {a: w / total for a, w in zip(arms, weights, strict=True)},
+        "expected_share": {a: w / total for a, w in weights.items()},
         "crossover_users": 0, "crossover_share": None, "crossover_status": None,
-        "provisional_days": [d.isoformat() for d in days[days["provisional"]]["day"]]
-        if not days.empty else [],
-        "last_rollup": None, "data_lag_hours": None,
+        "provisional_days": provisional,
+        "last_rollup": last_run.isoformat() if last_run is not None else None,
+        "data_lag_hours": None,
     }
-    last_run = days.attrs.get("last_run")
-    if last_run is not None:
-        out["last_rollup"] = last_run.isoformat()
-    if not days.empty:
-        last_day = max(days["day"])
-        end = datetime.combine(last_day + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
-        out["data_lag_hours"] = round((now - end).total_seconds() / 3600, 1)
-    if as_of is None or health_table.empty:
-        return out
-    table = health_table[health_table["day"] <= as_of]
-    per_arm = table[table["arm"].notna()].pivot_table(index="day", columns="arm",
-                                                       values="users", aggfunc="sum")
-    per_arm = per_arm.reindex(columns=arms).fillna(0).astype(int).sort_index()
-    today = per_arm.iloc[-1] if len(per_arm) else pd.Series(0, index=arms)
-    out["users"] = {a: int(today[a]) for a in arms}
-    srm = stats.srm_test([int(today[a]) for a in arms], weights)
-    out["srm_p_value"] = _finite(srm.p_value)
-    out["srm_reason"] = srm.reason.value
-    out["srm_deviation"] = srm.describe(arms)
-    looks = per_arm.to_numpy().tolist()
-    if looks and sum(looks[-1]):
-        sequential = stats.sequential_srm(looks, weights)
-        out["srm_sequential_p_value"] = _finite(sequential.p_value)
-        out["srm_flagged"] = bool(srm.flagged or sequential.flagged)
+    looks: list[list[int]] | None = None
+    total_users = crossover_users = None
+    if as_of is not None and not health_table.empty:
+        table = health_table[health_table["day"] <= as_of]
+        per_arm = table[table["arm"].notna()].pivot_table(index="day", columns="arm",
+                                                           values="users", aggfunc="sum")
+        per_arm = per_arm.reindex(columns=arms).fillna(0).astype(int).sort_index()
+        if not cumulative:
+            per_arm = per_arm[per_arm.index == as_of]
+        today = per_arm.iloc[-1] if len(per_arm) else pd.Series(0, index=arms)
+        out["users"] = {a: int(today[a]) for a in arms}
+        looks = per_arm.to_numpy().tolist() if cumulative else None
+        srm = stats.srm_test([out["users"][a] for a in arms], [weights[a] for a in arms])
+        out["srm_p_value"] = _finite(srm.p_value)
+        out["srm_reason"] = srm.reason.value
+        out["srm_deviation"] = srm.describe(arms)
+        if looks and sum(looks[-1]):
+            sequential = stats.sequential_srm(looks, [weights[a] for a in arms])
+            out["srm_sequential_p_value"] = _finite(sequential.p_value)
+        whole = table[table["arm"].isna() & (table["day"] == as_of)]
+        if len(whole):
+            row = whole.iloc[0]
+            total_users, crossover_users = int(row["users"]), int(row["crossover_users"])
+            crossover = stats.crossover_health(total_users, crossover_users)
+            out["crossover_users"] = crossover_users
+            out["crossover_share"] = _finite(crossover.share)
+            out["crossover_status"] = crossover.status.value if crossover.status else None
+    checklist = health_checklist(
+        users=out["users"], weights=weights, now=now, latest_received=latest_received,
+        last_rollup=last_run, total_users=total_users, crossover_users=crossover_users,
+        provisional_days=len(provisional), srm_looks=looks,
+        running=info.status in ("draft", "running"))
+    out["srm_flagged"] = checklist.item("srm").status is CheckStatus.FAIL
+    out["data_lag_hours"] = checklist.data_lag_hours
+    out["status"] = checklist.status.value
+    out["checklist"] = [{"check": i.check, "status": i.status.value, "message": i.message}
+                        for i in checklist.items]
+    return _Health(out, checklist)
+
+
+GROWTH_DAYS = 7
+"""New users per day are measured over the last week of the cumulative view (or since the
+first day when it is younger)."""
+
+
+def _users_per_day(health_table: pd.DataFrame, info: ExperimentInfo,
+                   as_of: date) -> dict[str, float | None]:
+    """New users per day of each arm as of ``as_of``: the growth of its cumulative users over
+    the last :data:`GROWTH_DAYS` days (all of them on the first day). None when unknown."""
+    arms = [arm.key for arm in info.arms]
+    if health_table.empty:
+        return dict.fromkeys(arms)
+    table = health_table[(health_table["day"] <= as_of) & health_table["arm"].notna()]
+    per_arm = table.pivot_table(index="day", columns="arm", values="users", aggfunc="sum")
+    per_arm = per_arm.reindex(columns=arms).fillna(0).sort_index()
+    if per_arm.empty:
+        return dict.fromkeys(arms)
+    last = per_arm.index[-1]
+    earlier = [d for d in per_arm.index if (last - d).days >= GROWTH_DAYS]
+    if earlier:
+        start = earlier[-1]
+        span = (last - start).days
+        grown = per_arm.loc[last] - per_arm.loc[start]
     else:
-        out["srm_flagged"] = bool(srm.flagged)
-    whole = table[table["arm"].isna() & (table["day"] == as_of)]
-    if len(whole):
-        row = whole.iloc[0]
-        crossover = stats.crossover_health(int(row["users"]), int(row["crossover_users"]))
-        out["crossover_users"] = int(row["crossover_users"])
-        out["crossover_share"] = _finite(crossover.share)
-        out["crossover_status"] = crossover.status.value if crossover.status else None
+        span = (last - per_arm.index[0]).days + 1
+        grown = per_arm.loc[last]
+    return {a: float(grown[a]) / span for a in arms}
+
+
+def _decisions(info: ExperimentInfo, tests: list[_Test], checklist: HealthChecklist,
+               growth: dict[str, float | None], level: float, correction: str,
+               target_effect: float) -> list[Decision]:
+    """One :func:`tracker.stats.decision.decide` per treatment arm, from the scorecard's own
+    rows: each primary's relative lift with the interval shown beside its verdict (drawn at
+    the corrected level) and its adjusted p-value, each guardrail's non-inferiority test, the
+    health checklist, and for power the users, user-level variances and new users per day of
+    the two arms. The family planned for is every corrected test (primaries x treatments)."""
+    family = sum(1 for t in tests if t.row["primary"])
+    label = {"holm": "Holm", "bh": "Benjamini-Hochberg"}.get(correction, correction)
+    out = []
+    for arm in (a.key for a in info.arms if a.key != info.control):
+        mine = [t for t in tests if t.row["arm"] == arm]
+        primaries = [_primary_result(t, growth, info.control) for t in mine if t.row["primary"]]
+        if not primaries:
+            continue
+        guards = [GuardrailResult.from_test(_name(t.row["metric"], t.row["k"]), t.guardrail)
+                  for t in mine if t.guardrail is not None]
+        out.append(decide(arm, primaries, guards, checklist, alpha=1 - level,
+                          target_effect=target_effect, correction=label,
+                          family_size=max(family, len(primaries))))
     return out
+
+
+def _primary_result(test: _Test, growth: dict[str, float | None], control: str
+                    ) -> PrimaryResult:
+    """A primary row as the decision reads it: the shown relative lift and interval (the
+    difference's, in metric units, when the relative one is unbounded) and the sample."""
+    r = test.row
+    rates = (growth.get(r["arm"]), growth.get(control))
+    per_day = None if None in rates else sum(rates)
+    sample = ArmSample.from_stats(test.treatment, test.control, per_day)
+    relative = r["decided_on"] == "relative_lift" or r["lift_ci_low"] is None
+    prefix = "relative_lift" if relative else "lift"
+    return PrimaryResult(_name(r["metric"], r["k"]), r[prefix], r[f"{prefix}_ci_low"],
+                         r[f"{prefix}_ci_high"], r["p_value_adjusted"],
+                         higher_is_better=r["direction"] != "lower", sample=sample,
+                         relative=relative)
 
 
 @dataclass(frozen=True)
@@ -267,6 +441,7 @@ class _Test:
     row: dict[str, Any]
     treatment: stats.MeanStats
     control: stats.MeanStats
+    guardrail: stats.NonInferiority | None = None
 
 
 def _comparison(intervals: str, treatment: stats.MeanStats, control: stats.MeanStats,
@@ -299,15 +474,20 @@ def _adjust_intervals(test: _Test, level: float, intervals: str) -> None:
 
 
 def _metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, intervals: str,
-                 primary: tuple[str, ...], guardrails: dict[str, float], tests: list[_Test]
-                 ) -> list[dict[str, Any]]:
+                 roles: Roles, tests: list[_Test]) -> list[dict[str, Any]]:
+    """The rows of every metric and arm, ordered by role (primary, guardrail, secondary),
+    then catalogue group and order, then k; each user-level comparison is added to
+    ``tests``."""
+    primary, guardrails = roles.primary, roles.guardrails
     control = info.control
     arm_keys = [arm.key for arm in info.arms]
     out = []
     keys = rows[["metric", "k"]].drop_duplicates()
     order = {m: i for i, m in enumerate(METRIC_ORDER)}  # catalogue groups, then entries
+    ranks = {role: i for i, role in enumerate(ROLE_ORDER)}
     keys = sorted(((m, None if pd.isna(k) else int(k)) for m, k in keys.itertuples(index=False)),
-                  key=lambda mk: (order.get(mk[0], len(order)), mk[0], mk[1] or 0))
+                  key=lambda mk: (ranks[roles.role(_name(*mk))], order.get(mk[0], len(order)),
+                                  mk[0], mk[1] or 0))
     for metric, k in keys:
         mine = rows[(rows["metric"] == metric)
                     & (rows["k"].isna() if k is None else rows["k"] == k)]
@@ -321,7 +501,8 @@ def _metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, interva
             r = by_arm[arm]
             row: dict[str, Any] = {"metric": metric, "k": k, "arm": arm,
                                    "control": arm == control, "kind": r.kind,
-                                   **_described(metric), "users": int(r.users)}
+                                   **_described(metric), "users": int(r.users),
+                                   "role": roles.role(_name(metric, k))}
             if r.kind == "set":
                 row.update(mean=_finite(r.mean), ci_low=None, ci_high=None,
                            reason="set_metric")
@@ -350,8 +531,8 @@ def _metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, interva
                     p_value=_finite(result.p_value), p_value_adjusted=None,
                     primary=_name(metric, k) in primary, reason=result.reason.value,
                 )
-                tests.append(_Test(row, mean_stats, control_stats))
                 margin = guardrails.get(_name(metric, k))
+                guard = None
                 if margin is not None:
                     guard = stats.non_inferiority(
                         mean_stats, control_stats, margin=margin, relative=True,
@@ -359,6 +540,7 @@ def _metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, interva
                     row.update(guardrail_margin=margin,
                                guardrail_p_value=_finite(guard.p_value),
                                guardrail_ok=guard.non_inferior)
+                tests.append(_Test(row, mean_stats, control_stats, guard))
             out.append(row)
     return out
 
@@ -419,22 +601,18 @@ def shown_interval(r: dict[str, Any], *, digits: int = 1, with_point: bool = Tru
     return f"{shown}[{fmt.format(low)}, {fmt.format(high)}]"
 
 
-def render_table(card: Scorecard, only: tuple[str, ...] | None = None) -> str:
-    """The scorecard for a terminal (``only``: these metric names, e.g. ``"ndcg@10"``)."""
+def render_table(card: Scorecard, only: tuple[str, ...] | None = None, *,
+                 decisions: bool = True) -> str:
+    """The scorecard for a terminal (``only``: these metric names, e.g. ``"ndcg@10"``): the
+    decision per treatment arm first (unless ``decisions`` is False), then the health
+    checklist, then the rows grouped by role (primary, guardrails, secondary) and catalogue
+    group."""
     lines = [f"Experiment {card.experiment} — "
              + (f"{'cumulative through' if card.cumulative else 'day'} {card.as_of}"
                 if card.as_of else "no rolled-up data yet (run `tracker rollup`)")]
-    h = card.health
-    srm = "n/a" if h["srm_p_value"] is None else f"p = {format_p(h['srm_p_value'])}"
-    lines.append(
-        f"Health: SRM {srm}"
-        + (f" MISMATCH ({h['srm_deviation']})" if h["srm_flagged"] else "") + "; users "
-        + ", ".join(f"{a} {n}" for a, n in h["users"].items())
-        + f"; crossover {h['crossover_users']}"
-        + (f" ({h['crossover_share']:.2%}, {h['crossover_status']})"
-           if h["crossover_share"] is not None else "")
-        + f"; provisional days {len(h['provisional_days'])}"
-        + (f"; data lag {h['data_lag_hours']} h" if h["data_lag_hours"] is not None else ""))
+    if decisions:
+        lines += render_decisions(card)
+    lines += render_health(card)
     rows = [r for r in card.metrics
             if only is None or _name(r["metric"], r["k"]) in only]
     if not rows:
@@ -448,10 +626,64 @@ def render_table(card: Scorecard, only: tuple[str, ...] | None = None) -> str:
     header = (f"{'metric':<20}{'arm':<14}{'users':>7}  {'mean':>9} {'interval':<21}"
               f"{'lift':>9} {'relative lift interval':<26}{'p':>10}{'p adj':>10}  verdict")
     lines += [header, "-" * len(header)]
-    for group, members in _by_group(rows):
-        lines.append(f"[{group}]")
-        lines += [_table_line(r) for r in members]
+    for role, members in _consecutive(rows, lambda r: ROLE_LABELS[r.get("role", "secondary")]):
+        lines.append(f"== {role} ==")
+        for group, grouped in _by_group(members):
+            lines.append(f"[{group}]")
+            lines += [_table_line(r) for r in grouped]
     return "\n".join(lines)
+
+
+ROLE_LABELS = {"primary": "Primary", "guardrail": "Guardrails", "secondary": "Secondary"}
+OUTCOME_LABELS = {"ship": "ship", "do_not_ship": "do not ship",
+                  "keep_running": "keep running", "no_detectable_effect": "no detectable effect"}
+
+
+def decision_line(decision: dict[str, Any], health_status: str | None = None) -> str:
+    """One arm's decision in a sentence: "Decision: personalised — ship: <reasons>; health
+    passing" (the health words only when ``health_status`` is given)."""
+    outcome = OUTCOME_LABELS.get(decision["outcome"], decision["outcome"])
+    reasons = list(decision["reasons"])
+    if health_status is not None and not any(r.startswith("health:") for r in reasons):
+        reasons.append("health passing" if health_status == "pass"
+                       else f"health {health_status} (see the checklist)")
+    return f"Decision: {decision['arm']} — {outcome}: " + "; ".join(reasons)
+
+
+def render_decisions(card: Scorecard) -> list[str]:
+    """A line per treatment arm's decision (none in a daily view, which does not decide)."""
+    if card.as_of is None or not card.cumulative:
+        return []
+    if not card.decisions:
+        return ["Decision: none (no primary metric has results)"]
+    return [decision_line(d, card.health.get("status")) for d in card.decisions]
+
+
+def render_health(card: Scorecard) -> list[str]:
+    """The health checklist compactly: the overall status with the passing checks named and
+    the users per arm on one line, then one line per check that is not passing."""
+    h = card.health
+    if "checklist" not in h:
+        return []
+    items = h["checklist"]
+    passing = [i["check"] for i in items if i["status"] == "pass"]
+    users = ", ".join(f"{a} {n}" for a, n in h["users"].items())
+    out = [f"Health: {h['status']}" + (f" ({', '.join(passing)} pass)" if passing else "")
+           + f"; users {users}"]
+    out += [f"  {i['status']:<5} {i['check']}: {i['message']}" for i in items
+            if i["status"] != "pass"]
+    return out
+
+
+def _consecutive(rows: list[dict[str, Any]], label) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Runs of consecutive rows sharing ``label(row)``, in order."""
+    out: list[tuple[str, list[dict[str, Any]]]] = []
+    for r in rows:
+        name = label(r)
+        if not out or out[-1][0] != name:
+            out.append((name, []))
+        out[-1][1].append(r)
+    return out
 
 
 LOWER_MARK = "↓"
@@ -460,13 +692,8 @@ LOWER_MARK = "↓"
 def _by_group(rows: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
     """Consecutive rows of one catalogue group, with the group's label ("Other" for a metric
     missing from the catalogue); rows arrive ordered by group."""
-    out: list[tuple[str, list[dict[str, Any]]]] = []
-    for r in rows:
-        label = catalog.Group(r["group"]).label if r["group"] else "Other"
-        if not out or out[-1][0] != label:
-            out.append((label, []))
-        out[-1][1].append(r)
-    return out
+    return _consecutive(rows, lambda r: catalog.Group(r["group"]).label if r["group"]
+                        else "Other")
 
 
 def _num(value: float | None, pattern: str = "{:.4f}") -> str:
@@ -498,6 +725,8 @@ def report(engine, experiment: str, *, cumulative: bool = True, **options) -> Sc
 
     with transaction(engine) as conn:
         info = get_experiment(conn, experiment)
+    daily = None if cumulative else read.health_table(engine, experiment, cumulative=False)
     return scorecard(info, read.metric_table(engine, experiment, cumulative),
                      read.health_table(engine, experiment, cumulative=True),
-                     read.day_table(engine, experiment), cumulative=cumulative, **options)
+                     read.day_table(engine, experiment), cumulative=cumulative,
+                     daily_health=daily, **options)

@@ -229,16 +229,21 @@ class Tracker:
     def scorecard(self, experiment: str, *, metrics: Iterable[str] = (),
                   ks: Iterable[int] = (), cumulative: bool = True, **options):
         """The rows of ``tracker report EXPERIMENT --format json`` as a DataFrame, one per
-        (metric, k, arm), with the same fields (``group``, ``direction``, ``verdict``, ...).
+        (metric, k, arm), with the same fields (``role``, ``group``, ``direction``,
+        ``verdict``, ...). ``frame.attrs["decisions"]`` holds the report's decision per
+        treatment arm and ``frame.attrs["health"]`` its health (``status``, ``checklist``,
+        ...), as in the JSON.
 
         ``metrics`` and ``ks`` filter like ``--metric`` and ``--k``; ``options`` are those of
         :func:`tracker.report.scorecard` (``as_of``, ``level``, ``intervals``, ``primary``,
-        ``guardrails``, ...).
+        ``guardrails``, ``target_effect``, ...); roles default to the experiment's.
         """
         from tracker.report import report, select
 
         card = report(self.engine, experiment, cumulative=cumulative, **options)
-        return select(card, metrics, ks).to_frame()
+        frame = select(card, metrics, ks).to_frame()
+        frame.attrs.update(decisions=card.decisions, health=card.health)
+        return frame
 
     def health_table(self, experiment: str, cumulative: bool = False):
         """Users, impressions and crossover users per arm and day, as a DataFrame."""

@@ -1,5 +1,8 @@
-"""One experiment: health banner, scorecard with lift and intervals, metrics over time per arm,
-users per arm against the expected split, downloads."""
+"""One experiment, in the order an experimenter reads it: the decision per treatment arm and
+the health checklist first; then the results table (primary metrics, guardrails, then the
+rest by catalogue group, each row's interval as a bar centred on zero); then each metric over
+time, users per arm against the declared split, every number in one table, downloads. One
+colour per arm everywhere (control grey)."""
 
 from __future__ import annotations
 
@@ -47,14 +50,20 @@ chosen = None if as_of == "latest complete" else next(d for d in all_days
                                                       if d.isoformat() == as_of)
 card = data.card(key, chosen, cumulative, intervals, 0.95)
 
-components.health_banner(card)
-st.subheader(f"Scorecard — {'cumulative through' if cumulative else 'day'} {card.as_of}")
-st.caption(f"95% {kind} intervals; p adjusted ({card.correction}) over primary metrics "
-           f"{', '.join(card.primary)}; ▲/▼ significant after correction; set-level metrics "
-           f"({', '.join(catalog.names(kind=catalog.Kind.SET))}) are one value per arm, with "
-           "no test and no verdict.")
-frame = components.scorecard_frame(card, k)
-components.scorecard_tables(frame)
+colours = components.arm_colours([arm.key for arm in info.arms], info.control)
+components.decisions_and_health(card, colours)
+
+st.subheader(f"Results — {'cumulative through' if cumulative else 'day'} {card.as_of}")
+st.caption(f"{int(card.level * 100)}% {kind} intervals of the relative change against "
+           f"{info.control} (in metric units, marked abs., when the relative one is "
+           f"unbounded); primaries corrected ({card.correction}) and drawn at the matching "
+           "level; bars green when better, red when worse, grey when inconclusive, in the "
+           "metric's direction (↑ higher is better, ↓ lower is better). Set-level metrics are "
+           "one value per arm: no test, no verdict. Definitions: the "
+           "[metric glossary](glossary).")
+components.results(card, k, colours, info.control)
+with st.expander("Every number of the scorecard (table)"):
+    components.scorecard_table(components.scorecard_frame(card, k))
 st.download_button("Download scorecard (CSV)", card.to_csv(), f"{key}-scorecard.csv",
                    "text/csv")
 
@@ -67,11 +76,11 @@ entry = catalog.CATALOG.get(metric)
 metric_k = k if entry is None or entry.takes_k else None
 values, lifts = data.series(key, metric, metric_k, cumulative, intervals, 0.95)
 label = metric if metric_k is None else f"{metric}@{metric_k}"
-components.metric_chart(values, label)
+components.metric_chart(values, label, colours)
 st.markdown(f"**Lift of {label} against {info.control} over time**")
-components.lift_chart(lifts)
+components.lift_chart(lifts, colours)
 st.download_button("Download time series (CSV)", values.to_csv(index=False),
                    f"{key}-{label}-{window}.csv", "text/csv")
 
 st.subheader("Users per arm")
-components.users_chart(data.users_over_time(key))
+components.users_chart(data.users_over_time(key), colours)

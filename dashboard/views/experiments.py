@@ -1,12 +1,12 @@
-"""Every experiment: status, dates, arms, users so far, latest complete day, health, and the
-headline metric's lift."""
+"""Every experiment on one screen (no sideways scrolling at 1280 px): status, dates, users so
+far, latest complete day, health (the checklist's status and its worst item), the decision
+per treatment arm, and the first primary metric's lift; the key links to the experiment."""
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
-from dashboard import data
+from dashboard import components, data
 
 st.title("Experiments")
 problem = data.schema_problem()
@@ -20,26 +20,9 @@ if not summaries:
             f"run `tracker demo` to simulate one. Database: {data.where()}")
     st.stop()
 
-rows = []
-for s in summaries:
-    info = s.info
-    badge = ("no rollup yet" if s.latest_final_day is None and not s.users else
-             "SRM alert" if s.srm_flagged else
-             f"crossover {s.crossover_status}" if s.crossover_status in ("warn", "alert") else
-             "stale" if s.data_lag_hours is not None and s.data_lag_hours > 48 else "ok")
-    lift = ", ".join(f"{arm} {value:+.2%}" for arm, value in s.headline_lift.items()
-                     if value is not None)
-    rows.append({
-        "experiment": info.key, "name": info.name, "status": info.status,
-        "starts": info.starts_at.date().isoformat() if info.starts_at else "",
-        "ends": info.ends_at.date().isoformat() if info.ends_at else "",
-        "arms": ", ".join(a.key + (" (control)" if a.key == info.control else "")
-                          for a in info.arms),
-        "users": s.users,
-        "latest complete day": s.latest_final_day.isoformat() if s.latest_final_day else "",
-        "health": badge, "headline": s.headline or "", "lift": lift,
-    })
-st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+st.caption("Decision and health as of each experiment's latest complete day (cumulative, "
+           "fixed-horizon): the same as `tracker report`. Open an experiment for its results.")
+st.markdown(components.experiments_html(summaries), unsafe_allow_html=True)
 for s in summaries:
     st.page_link("views/experiment.py", label=f"Open {s.info.key}",
                  query_params={"experiment": s.info.key}, icon=":material/insights:")

@@ -15,8 +15,10 @@ from pathlib import Path
 
 from websockets.sync.client import connect
 
+WIDTH = 1280
+"""The window width the dashboard must fit (a laptop screen): no horizontal scrolling."""
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--window-size=1400,2600"]
+         f"--window-size={WIDTH},1000"]
 
 
 def chromium() -> str | None:
@@ -100,8 +102,22 @@ class Browser:
     def text(self) -> str:
         return self.evaluate("document.body.innerText") or ""
 
-    def screenshot(self, path: Path) -> None:
-        data = self.call("Page.captureScreenshot", format="png",
-                         captureBeyondViewport=True)["data"]
+    def page_height(self) -> int:
+        """The height of the whole page: Streamlit scrolls inside its main container, so the
+        document alone is only as tall as the window."""
+        return int(self.evaluate(
+            "Math.max(document.documentElement.scrollHeight, ...Array.from(document."
+            "querySelectorAll('[data-testid=\"stMain\"], [data-testid=\"stAppViewContainer\"]'"
+            "), e => e.scrollHeight))") or 0)
+
+    def screenshot(self, path: Path, width: int = WIDTH) -> None:
+        """A full-page PNG at ``width`` CSS pixels: the window is resized to the page's height
+        first, so everything below the fold is in the picture."""
+        height = max(self.page_height(), 600)
+        self.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                  deviceScaleFactor=1, mobile=False, screenWidth=width, screenHeight=height)
+        time.sleep(3)  # let Streamlit and Vega re-lay out at the new size
+        data = self.call("Page.captureScreenshot", format="png")["data"]
+        self.call("Emulation.clearDeviceMetricsOverride")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))

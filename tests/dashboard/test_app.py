@@ -4,10 +4,10 @@ no exception, and the scorecard shows exactly the numbers of ``tracker report --
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pandas as pd
 import pytest
 import streamlit as st
 from click.testing import CliRunner
@@ -16,8 +16,11 @@ from streamlit.testing.v1 import AppTest
 from dashboard import components
 from tests.conftest import fresh_database
 from tracker.cli import main
-from tracker.demo import DemoConfig, load
+from tracker.demo import ARMS, DemoConfig, load
 from tracker.metrics import catalog
+from tracker.report import report
+from tracker.store.db import create_engine, transaction
+from tracker.store.experiments import get_experiment
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 SMALL = DemoConfig(days=3, users=300, items=300, start=datetime(2026, 11, 1, tzinfo=UTC))
@@ -29,6 +32,15 @@ def _app(url: str, monkeypatch) -> AppTest:
     st.cache_data.clear()
     st.cache_resource.clear()
     return AppTest.from_file(str(APP), default_timeout=120)
+
+
+def card_info(url: str):
+    engine = create_engine(url)
+    try:
+        with transaction(engine) as conn:
+            return get_experiment(conn, SMALL.key)
+    finally:
+        engine.dispose()
 
 
 def _clean(at: AppTest) -> None:
@@ -43,12 +55,26 @@ def demo_url(tracker, db_url):
     return db_url
 
 
-def test_experiments_page_lists_the_experiment_with_its_arms(demo_url, monkeypatch):
+def _card(url: str):
+    """The scorecard ``tracker report`` computes (cumulative, latest complete day)."""
+    engine = create_engine(url)
+    try:
+        return report(engine, SMALL.key)
+    finally:
+        engine.dispose()
+
+
+def test_experiments_page_shows_each_arms_decision_and_the_health_status(demo_url,
+                                                                         monkeypatch):
     at = _app(demo_url, monkeypatch).run()
     _clean(at)
-    table = at.dataframe[0].value
-    row = table[table["experiment"] == SMALL.key].iloc[0]
-    assert "personalised" in row["arms"] and row["users"] > 0 and row["health"]
+    card = _card(demo_url)
+    table = next(m.value for m in at.markdown if "tr-list" in m.value)
+    assert f"<b>{SMALL.key}</b>" in table
+    for decision in card.decisions:
+        label = components.OUTCOMES[decision["outcome"]][0]
+        assert re.search(rf"{decision['arm']} <span[^>]*>[^<]*{label}</span>", table)
+    assert components.health_badge(card.health["status"]) in table
 
 
 def test_experiment_page_scorecard_equals_the_report_json(demo_url, monkeypatch):
@@ -69,12 +95,38 @@ def test_experiment_page_scorecard_equals_the_report_json(demo_url, monkeypatch)
             f"{r['mean']:.4f}", "" if r["control"] or p is None
             else "<1e-16" if p < 1e-16 else f"{p:.3g}")
     shown = {}
-    for frame in at.dataframe[:3]:  # the three metric groups
+    for frame in at.dataframe[:1]:  # every number, in the expander under the results
         for row in frame.value.itertuples(index=False):
             arm = row.arm.replace(" (control)", "")
             shown[(row.metric, arm)] = (row.value, row.p)
     assert shown == expected
     assert any(SMALL.key in s.value or "cumulative" in s.value for s in at.subheader)
+
+
+def test_experiment_page_shows_the_decision_and_the_health_checklist_first(demo_url,
+                                                                           monkeypatch):
+    at = _app(demo_url, monkeypatch).run()
+    at.switch_page("views/experiment.py").run()
+    _clean(at)
+    headings = [s.value for s in at.subheader]
+    assert headings[0] == "Decision" and headings[1].startswith("Results"), headings
+    blocks = [m.value for m in at.markdown]
+    first = {kind: next(i for i, b in enumerate(blocks) if kind in b)
+             for kind in ("tr-decision", "tr-health", "tr-table")}
+    assert first["tr-decision"] < first["tr-health"] < first["tr-table"], first
+    card = _card(demo_url)
+    arms = [a.key for a in card_info(demo_url).arms if a.key != "control"]
+    shown = [b for b in blocks if "tr-decision" in b]
+    assert len(shown) == len(card.decisions) == len(arms)
+    for decision, markup in zip(card.decisions, shown, strict=True):
+        assert f"<b>{decision['arm']}</b>" in markup
+        assert components.OUTCOMES[decision["outcome"]][0] in markup
+    health = blocks[first["tr-health"]]
+    shown = re.findall(r'title="(\w+)".*?<b>(\w+)</b>', health)
+    # the page's and the report's "now" differ by seconds: compare checks and statuses
+    assert shown == [(i["status"], i["check"]) for i in card.health["checklist"]]
+    titles = [b for b in blocks if b.startswith("**")]
+    assert titles[0] == "**Primary metrics**", titles
 
 
 def test_experiment_page_controls_daily_and_always_valid(demo_url, monkeypatch):
@@ -85,6 +137,8 @@ def test_experiment_page_controls_daily_and_always_valid(demo_url, monkeypatch):
     at.sidebar.radio[0].set_value(5).run()
     _clean(at)
     assert any("@5" in m for m in at.dataframe[0].value["metric"])
+    headings = [s.value for s in at.subheader]
+    assert headings[0] == "Decision" and headings[1].startswith("Results — day "), headings
 
 
 def test_glossary_page_renders_every_catalogue_entry_as_markdown(demo_url, monkeypatch):
@@ -106,7 +160,7 @@ def test_set_level_rows_show_no_verdict_and_direction_is_a_column(demo_url, monk
     at = _app(demo_url, monkeypatch).run()
     at.switch_page("views/experiment.py").run()
     _clean(at)
-    rows = pd.concat([frame.value for frame in at.dataframe[:3]])
+    rows = at.dataframe[0].value
     treated = rows[~rows["arm"].str.endswith("(control)")]
     coverage = treated[treated["metric"] == "coverage@10"]
     assert len(coverage) and (coverage["verdict"] == "— (set-level: no test)").all()
@@ -126,3 +180,50 @@ def test_empty_states_explain_themselves(tmp_path, db_url, tracker, monkeypatch)
     at.switch_page("views/experiment.py").run()
     _clean(at)
     assert "tracker rollup" in at.info[0].value
+
+
+def _encodings(spec, channel: str):
+    """Every ``channel`` encoding in a Vega-Lite spec, layers included."""
+    if isinstance(spec, dict):
+        if channel in spec.get("encoding", {}):
+            yield spec["encoding"][channel]
+        for value in spec.values():
+            yield from _encodings(value, channel)
+    elif isinstance(spec, list):
+        for value in spec:
+            yield from _encodings(value, channel)
+
+
+def _marks(spec):
+    if isinstance(spec, dict):
+        if isinstance(spec.get("mark"), dict):
+            yield spec["mark"]
+        for value in spec.values():
+            yield from _marks(value)
+    elif isinstance(spec, list):
+        for value in spec:
+            yield from _marks(value)
+
+
+def test_every_chart_gives_each_arm_one_colour_and_counts_days(demo_url, monkeypatch):
+    at = _app(demo_url, monkeypatch).run()
+    at.switch_page("views/experiment.py").run()
+    _clean(at)
+    specs = [json.loads(e.proto.spec) for e in at.main
+             if getattr(e, "type", "") == "vega_lite_chart"]
+    assert len(specs) == 3  # metric, lift, users
+    expected = components.arm_colours(list(ARMS), "control")
+    assert expected["control"] == components.CONTROL_COLOUR
+    for spec in specs:
+        for colour in _encodings(spec, "color"):
+            scale = colour["scale"]
+            assert dict(zip(scale["domain"], scale["range"], strict=True)).items() \
+                <= expected.items()
+        for x in _encodings(spec, "x"):
+            if x.get("type") == "temporal":
+                assert x["timeUnit"] == "utcyearmonthdate"
+                assert x["axis"]["tickCount"]["interval"] == "day"
+    split = [m for m in _marks(specs[2]) if m["type"] == "rule"]
+    assert split and split[0]["strokeDash"] and split[0]["strokeWidth"] >= 2
+    bands = [m for spec in specs[:2] for m in _marks(spec) if m["type"] == "area"]
+    assert len(bands) == 2 and all(m["opacity"] >= 0.2 for m in bands)

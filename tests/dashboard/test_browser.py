@@ -1,8 +1,11 @@
 """The real thing: ``tracker dashboard`` serving the demo data to headless Chromium.
 
-Loads the experiment page, waits for the charts, saves a screenshot to
-``.ci/out/dashboard.png`` (a CI artifact), and checks that the page shows the experiment's
-arms and no error box. Chromium is Debian's package, installed by ``.ci/run``; outside CI the
+Loads the experiment page and the experiments list in a 1280-pixel-wide window, saves a
+full-page screenshot of each to ``.ci/out/dashboard-experiment.png`` and
+``.ci/out/dashboard-list.png`` (CI artifacts), and checks that each shows no error box and
+does not scroll sideways, that the experiment page puts the decision and the health checklist
+above the results, and that the list shows a decision per treatment arm and the health.
+Chromium is Debian's package, installed by ``.ci/run``; outside CI the
 test is skipped when it is missing.
 """
 
@@ -17,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.dashboard.browser import Browser, chromium, free_port, wait_for_http
+from tests.dashboard.browser import WIDTH, Browser, chromium, free_port, wait_for_http
 from tracker.demo import ARMS, DemoConfig, load
 
 ROOT = Path(__file__).resolve().parents[2]
-SHOT = ROOT / ".ci" / "out" / "dashboard.png"
+OUT = ROOT / ".ci" / "out"
 SMALL = DemoConfig(days=4, users=300, items=300, start=datetime(2026, 11, 1, tzinfo=UTC))
 
 if chromium() is None and not os.environ.get("CI"):
@@ -29,7 +32,11 @@ if chromium() is None and not os.environ.get("CI"):
                 allow_module_level=True)
 
 CHARTS_READY = ("document.querySelectorAll('.vega-embed canvas, .vega-embed svg').length >= 3"
-                " && document.body.innerText.includes('Scorecard')")
+                " && document.querySelector('.tr-table') !== null")
+OVERFLOW = ("[document.documentElement.scrollWidth, ...Array.from(document.querySelectorAll("
+            "'[data-testid=\"stMain\"], [data-testid=\"stMainBlockContainer\"]'), "
+            "e => e.scrollWidth - e.clientWidth + ' overflow')]")
+TOP = "(s => { const e = document.querySelector(s); return e && e.getBoundingClientRect().top; })"
 ERRORS = ("document.querySelectorAll('[data-testid=\"stException\"], "
           "[data-testid=\"stAlertContentError\"]').length")
 
@@ -47,14 +54,35 @@ def test_dashboard_in_a_real_browser(tracker, db_url):
         with Browser() as browser:
             browser.load(f"http://127.0.0.1:{port}/experiment?experiment={SMALL.key}",
                          CHARTS_READY, timeout=90)
-            browser.screenshot(SHOT)
             text = browser.text()
             assert all(arm in text for arm in ARMS), text[:2000]
             assert browser.evaluate(ERRORS) == 0, text[:2000]
-            browser.load(f"http://127.0.0.1:{port}/", f"document.body.innerText.includes("
-                         f"'{SMALL.key}')", timeout=60)
+            tops = {name: browser.evaluate(f"{TOP}('{selector}')") for name, selector in
+                    [("decision", ".tr-decision"), ("health", ".tr-health"),
+                     ("results", ".tr-table")]}
+            assert None not in tops.values(), tops
+            assert tops["decision"] < tops["health"] < tops["results"], tops
+            widths = browser.evaluate(OVERFLOW)
+            assert _fits(widths), widths
+            browser.screenshot(OUT / "dashboard-experiment.png")
+
+            browser.load(f"http://127.0.0.1:{port}/", "document.querySelector('.tr-list') "
+                         "!== null", timeout=60)
             assert browser.evaluate(ERRORS) == 0
+            listed = browser.evaluate("document.querySelector('.tr-list').innerText")
+            assert SMALL.key in listed and all(arm in listed for arm in ARMS[1:]), listed
+            assert any(word in listed for word in ("healthy", "warnings", "failing")), listed
+            widths = browser.evaluate(OVERFLOW)
+            assert _fits(widths), widths
+            browser.screenshot(OUT / "dashboard-list.png")
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(30)
-    assert SHOT.stat().st_size > 10_000
+    for name in ("dashboard-experiment.png", "dashboard-list.png"):
+        assert (OUT / name).stat().st_size > 10_000
+
+
+def _fits(widths: list) -> bool:
+    """The document is at most :data:`WIDTH` wide and no main container scrolls sideways."""
+    document, *inner = widths
+    return document <= WIDTH and all(int(w.split()[0]) <= 0 for w in inner)

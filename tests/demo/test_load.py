@@ -4,6 +4,7 @@ accepted, retried sends are recognised, and loading again stores nothing new."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
@@ -12,7 +13,7 @@ from click.testing import CliRunner
 
 from tests.helpers import count
 from tracker.cli import main
-from tracker.demo import DemoConfig, experiment_spec, load, simulate
+from tracker.demo import GUARDRAILS, PRIMARY, DemoConfig, experiment_spec, load, simulate
 from tracker.errors import AlreadyExists
 
 SMALL = DemoConfig(days=3, users=300, items=400, start=datetime(2026, 11, 1, tzinfo=UTC))
@@ -78,3 +79,30 @@ def test_demo_command_simulates_rolls_up_and_prints_the_main_metrics(empty_url):
     assert "0 rejected" in result.stdout and "tracker report demo-home-recs" in result.stdout
     again = CliRunner().invoke(main, args, env={"TRACKER_DATABASE_URL": empty_url})
     assert again.exit_code == 0 and ": 0 stored" in again.stdout
+
+
+def test_demo_declares_its_roles_and_ends_with_a_decision_per_treatment_arm(empty_url):
+    env = {"TRACKER_DATABASE_URL": empty_url}
+    result = CliRunner().invoke(main, ["demo", "--days", "2", "--users", "300"], env=env)
+    assert result.exit_code == 0, result.output
+    last = result.stdout.rstrip("\n").splitlines()[-2:]
+    assert [line.split(" — ")[0] for line in last] == ["Decision: personalised",
+                                                       "Decision: diverse"]
+    outcomes = ("ship:", "do not ship:", "keep running:", "no detectable effect:")
+    for line in last:
+        assert line.split(" — ")[1].startswith(outcomes), line
+    assert sum(line.startswith("Decision:") for line in result.stdout.splitlines()) == 2
+    card = json.loads(CliRunner().invoke(
+        main, ["report", "demo-home-recs", "--format", "json"], env=env).stdout)
+    assert card["primary"] == list(PRIMARY) and card["guardrails"] == GUARDRAILS
+    assert [d["arm"] for d in card["decisions"]] == ["personalised", "diverse"]
+
+
+def test_loading_again_declares_the_roles_on_a_demo_experiment_stored_without_them(tracker):
+    spec = experiment_spec(SMALL)
+    del spec["primary"], spec["guardrails"]
+    tracker.create_experiment(spec.pop("key"), **spec)
+    assert tracker.experiment(SMALL.key).roles is None
+    load(tracker, dataclasses.replace(SMALL, days=1))
+    roles = tracker.experiment(SMALL.key).roles
+    assert roles.primary == PRIMARY and roles.guardrails == GUARDRAILS

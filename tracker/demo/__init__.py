@@ -3,6 +3,8 @@
 from tracker.demo.load import LoadSummary, load
 from tracker.demo.simulation import (
     ARMS,
+    GUARDRAILS,
+    PRIMARY,
     RELEVANCE,
     DayBatch,
     DemoConfig,
@@ -11,5 +13,5 @@ from tracker.demo.simulation import (
     simulate,
 )
 
-__all__ = ["ARMS", "RELEVANCE", "DayBatch", "DemoConfig", "LoadSummary", "assign_arm",
-           "experiment_spec", "load", "simulate"]
+__all__ = ["ARMS", "GUARDRAILS", "PRIMARY", "RELEVANCE", "DayBatch", "DemoConfig",
+           "LoadSummary", "assign_arm", "experiment_spec", "load", "simulate"]

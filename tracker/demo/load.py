@@ -47,6 +47,9 @@ def load(tracker, config: DemoConfig = DemoConfig(),
         tracker.create_experiment(spec.pop("key"), **spec)
     else:
         _check_same_setup(existing, spec)
+        if existing.roles is None:  # stored by a version that declared no roles
+            tracker.update_experiment(config.key, primary=list(spec["primary"]),
+                                      guardrails=spec["guardrails"])
         if config.start is None and existing.starts_at is not None:
             config = dataclasses.replace(config, start=existing.starts_at)
     summary = LoadSummary()

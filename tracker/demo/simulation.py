@@ -64,6 +64,12 @@ import numpy as np
 
 ARMS = ("control", "personalised", "diverse")
 RELEVANCE = {"click": 1, "play": 1, "save": 2, "purchase": 3}
+PRIMARY = ("ndcg@10", "hit_rate@10")
+"""The demo's success metrics: the ranking quality of the served lists and whether a user
+clicked one of the top 10."""
+GUARDRAILS = {"song_clicks": 0.05}
+"""The demo's guardrail: a model may not cost more than 5% of the clicks on recommended
+songs."""
 EVENTS = tuple(RELEVANCE)  # codes 0..3 in the arrays below
 
 _DAY_US = 86_400_000_000
@@ -136,6 +142,7 @@ def experiment_spec(config: DemoConfig) -> dict:
         "arms": dict(zip(ARMS, config.weights, strict=True)), "control": "control",
         "attribution_window": timedelta(hours=24), "relevance": dict(RELEVANCE),
         "timezone": "UTC", "cutoffs": (5, 10, 20), "starts_at": config.first_day(),
+        "primary": PRIMARY, "guardrails": dict(GUARDRAILS),
     }
 
 

@@ -180,8 +180,22 @@ class Decision:
                 "power": [p.to_dict() for p in self.power]}
 
 
-def _effect_text(value: float, relative: bool) -> str:
-    return f"{value:+.1%}" if relative else f"{value:+.4g}"
+def _effect_text(value: float, relative: bool, rounding: str = "nearest") -> str:
+    """An effect as printed: a relative one in % to 0.1 pp, else 4 significant digits.
+    ``rounding="down"`` / ``"up"`` round a relative interval's ends outwards, as the report's
+    table does, so the two print the same interval and an end never crosses 0 by rounding.
+
+    >>> _effect_text(0.02849, True), _effect_text(0.02849, True, "down")
+    ('+2.8%', '+2.8%')
+    >>> _effect_text(0.02851, True, "down"), _effect_text(0.3101, True, "up")
+    ('+2.8%', '+31.1%')
+    """
+    if not relative:
+        return f"{value:+.4g}"
+    if rounding != "nearest":
+        step = math.floor if rounding == "down" else math.ceil
+        value = step(value * 1000) / 1000
+    return f"{value:+.1%}"
 
 
 def _primary_text(p: PrimaryResult) -> str:
@@ -189,8 +203,8 @@ def _primary_text(p: PrimaryResult) -> str:
         return f"{p.metric} could not be compared"
     text = f"{p.metric} {_effect_text(p.estimate, p.relative)}"
     if p.ci_low is not None and p.ci_high is not None:
-        text += (f" [{_effect_text(p.ci_low, p.relative)}, "
-                 f"{_effect_text(p.ci_high, p.relative)}]")
+        text += (f" [{_effect_text(p.ci_low, p.relative, 'down')}, "
+                 f"{_effect_text(p.ci_high, p.relative, 'up')}]")
     return text
 
 

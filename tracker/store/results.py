@@ -102,6 +102,14 @@ def last_run(conn: sa.Connection, experiment_id: int) -> datetime | None:
                         .where(RollupState.experiment_id == experiment_id)).scalar()
 
 
+def latest_received(conn: sa.Connection, experiment_id: int) -> datetime | None:
+    """When the latest impression of the experiment was received (None before any). Only
+    impressions name an experiment: interactions belong to one once attributed, so an
+    experiment whose serving stopped looks stopped even while other events keep arriving."""
+    return conn.execute(sa.select(sa.func.max(Impression.received_at))
+                        .where(Impression.experiment_id == experiment_id)).scalar()
+
+
 def clear_state(conn: sa.Connection, experiment_id: int) -> None:
     """Forget what the rollup keeps of one experiment between runs (units, pairs,
     popularity, exposure), before a full rebuild; the results the report reads stay until
