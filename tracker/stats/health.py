@@ -196,7 +196,8 @@ def freshness_item(latest_received: datetime | None, now: datetime, *, running: 
         return HealthItem("freshness", CheckStatus.PASS,
                           f"data lag 0 h (the latest event was received {ahead:.1f} h after "
                           "this clock's now: clock skew between servers, shown as 0)")
-    text = f"data lag {lag:.1f} h (latest event received {latest_received.isoformat()})"
+    received = latest_received.isoformat(timespec="seconds")
+    text = f"data lag {lag:.1f} h (latest event received {received})"
     if not running:
         return HealthItem("freshness", CheckStatus.INFO, f"{text}; the experiment has stopped")
     if lag > dead_after_hours:
