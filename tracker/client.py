@@ -73,9 +73,11 @@ from tracker.ingest.validate import (
     check_id,
     check_instant,
     check_items,
+    check_optional_id,
     check_scores,
     check_value,
     raise_for,
+    shown_id,
 )
 from tracker.ingest.write import ON_INVALID
 from tracker.store.types import from_micros
@@ -190,9 +192,10 @@ def _interaction_event(record: Mapping[str, Any], limits: Limits, now_us: int
         event["value"] = value
     event["occurred_at"] = _iso(check_instant(get("occurred_at"), "occurred_at", now_us,
                                               limits))
-    if get("impression_id") is not None:
-        event["impression_id"] = check_id(get("impression_id"), "impression_id",
-                                          limits.max_id_length)
+    impression_id = check_optional_id(get("impression_id"), "impression_id",
+                                      limits.max_id_length)
+    if impression_id is not None:
+        event["impression_id"] = impression_id
     return event
 
 
@@ -371,8 +374,7 @@ class TrackerClient:
                 events.append(_wire(kind, record, self.limits, _now_us()))
             except Reject as reject:
                 raw_id = record.get(id_field) if isinstance(record, Mapping) else None
-                rejection = Rejection(index, raw_id if isinstance(raw_id, str) else None,
-                                      reject.field, reject.reason)
+                rejection = Rejection(index, shown_id(raw_id), reject.field, reject.reason)
                 if on_invalid == "all_or_nothing":
                     self._count(invalid=1)
                     raise ValidationError(f"{reject.reason} (record {index}; none was queued)",

@@ -371,3 +371,61 @@ def test_the_corpus_covers_every_field_with_rejections_and_acceptances():
         assert outcomes - {STORED}, (kind, field)
     assert not any(isinstance(c.value, float) and math.isnan(c.value) and c.expect == STORED
                    and c.field not in ("value", "impression_id") for c in CASES)
+
+
+# ------------------------------------------------------------------------- TrackerClient
+@pytest.fixture(scope="module")
+def live_client(stores):
+    """A TrackerClient posting to a real collector (uvicorn on a local port) over the
+    module's "client" database."""
+    from tests.collector.server import in_thread
+    from tracker.client import TrackerClient
+
+    tracker = stores("client")
+    keys = make_keys(tracker.settings.database_url)
+    with in_thread(tracker.settings) as base:
+        client = TrackerClient(base, keys.ingest, flush_interval=0.05, retry_base=0.01,
+                               retry_max=0.5)
+        yield tracker, client
+        client.close(10)
+
+
+@pytest.mark.parametrize("case", cases())
+def test_client_refuses_at_the_call_or_delivers_and_never_costs_a_neighbour(live_client, case):
+    """Through TrackerClient's bulk call and a live collector: the case's record is refused
+    at the call (naming the field), rejected by the collector (counted, its batch-mates
+    sent again), or stored; the valid neighbours are always stored; only ValidationError
+    is ever raised, and only for records that are not records at all."""
+    tracker, client = live_client
+    batch = records(case, "client")
+    log = client.log_impressions if case.kind == "impressions" else client.log_interactions
+    before = client.counters()
+    queued = log(batch)
+    assert client.flush(30)
+    after = client.counters()
+    assert after.failed == before.failed and after.dropped == before.dropped
+    neighbours = [batch[0][ID_FIELD[case.kind]], batch[2][ID_FIELD[case.kind]]]
+    assert stored_keys(tracker, case, neighbours) == set(neighbours)
+    assert [r.index for r in queued.rejected] in ([], [1])
+    assert all(r.id is None or len(r.id) <= 65 for r in queued.rejected)
+    refused_here = bool(queued.rejected)
+    refused_there = after.rejected - before.rejected
+    assert not (refused_here and refused_there) and refused_there <= 1
+    if case.whole_record:
+        assert refused_here
+        return
+    bad_id = queued.ids[1]  # as the client normalised it (an int id: its decimal text)
+    stored = (bad_id is not None and not refused_here and not refused_there
+              and stored_keys(tracker, case, [bad_id]) == {bad_id})
+    expect = case.expect
+    if case.field == ID_FIELD[case.kind] and case.value is None:
+        expect = STORED  # the client makes the id of a record that has none (uuid4)
+    if expect == STORED:
+        # stored, unless the value cannot travel as JSON at all (an int beyond 64 bits in the
+        # context): then it is refused at the call, never lost in a batch
+        assert stored or (refused_here and "JSON" in queued.rejected[0].reason), (
+            queued.rejected, refused_there)
+    else:
+        assert not stored
+        if refused_here and queued.rejected[0].field is not None:
+            assert queued.rejected[0].field.startswith(expect.split("[")[0])

@@ -233,6 +233,12 @@ def check_id(value: Any, field: str, limit: int) -> str:
     return check_text(value, field)
 
 
+
+def check_optional_id(value: Any, field: str, limit: int) -> str | None:
+    """An optional id: None when missing (None, or NaN/NaT as a DataFrame column holds a
+    missing value), else :func:`check_id`."""
+    return None if _is_missing(value) else check_id(value, field, limit)
+
 def check_key(value: Any, field: str) -> str:
     """An experiment or arm key as a record names it: a clean string."""
     if value is None:
@@ -522,11 +528,8 @@ class InteractionNormalizer:
         value = check_value(record.get("value"))
         occurred_at = check_instant(record.get("occurred_at"), "occurred_at", self.now_us,
                                     limits, micros_ok)
-        impression_key = record.get("impression_id")
-        if _is_missing(impression_key):  # NaN: a missing value in a DataFrame column
-            impression_key = None
-        else:
-            impression_key = check_id(impression_key, "impression_id", limits.max_id_length)
+        impression_key = check_optional_id(record.get("impression_id"), "impression_id",
+                                           limits.max_id_length)
         self._check_event(event, impression_key)
         return (key, user_id, item_id, event, value, occurred_at, self.now_us, impression_key)
 
