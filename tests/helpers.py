@@ -44,3 +44,17 @@ def stored_impressions(engine: sa.Engine) -> dict[str, dict]:
     with engine.connect() as conn:
         rows = conn.execute(sa.select(Impression.__table__)).mappings().all()
     return {row["impression_key"]: dict(row) for row in rows}
+
+
+def insert_plain_experiment(conn: sa.Connection, experiment_id: int, *, arms: bool = False
+                            ) -> None:
+    """Experiment ``old`` (with ``arms``: its arms a and b) in plain SQL, valid at every schema
+    revision: migration tests must not use code that expects the head."""
+    conn.execute(sa.text(
+        "INSERT INTO experiment (id, key, name, description, status, control_arm, "
+        "attribution_window_us, unknown_events, timezone, cutoffs, created_at) VALUES "
+        "(:id, 'old', 'old', '', 'running', 'a', 3600000000, 'reject', 'UTC', '[5]', 0)"),
+        {"id": experiment_id})
+    if arms:
+        conn.execute(sa.text("INSERT INTO arm (id, experiment_id, key, weight) VALUES "
+                             "(1, :id, 'a', 1), (2, :id, 'b', 1)"), {"id": experiment_id})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from tests.helpers import insert_plain_experiment
 from tests.rollup.scenario import create, dump, make_logs
 from tests.rollup.test_rollup import NOW
 from tracker import Tracker
@@ -26,10 +27,7 @@ def test_0006_keeps_watermarks_both_ways_and_a_reset_downgrades_to_no_row(empty_
     engine = create_engine(empty_url)
     schema.upgrade(engine, "0005")
     with engine.begin() as conn:  # plain SQL at 0005: the code expects the later schema
-        conn.execute(sa.text(
-            "INSERT INTO experiment (id, key, name, description, status, control_arm, "
-            "attribution_window_us, unknown_events, timezone, cutoffs, created_at) VALUES "
-            "(1000, 'old', 'old', '', 'running', 'a', 3600000000, 'reject', 'UTC', '[5]', 0)"))
+        insert_plain_experiment(conn, 1000)
         conn.execute(sa.text("INSERT INTO rollup_state (experiment_id, impressions_seen, "
                              "interactions_seen, updated_at) VALUES (1000, 7, 9, 0)"))
     schema.upgrade(engine, "0007")
@@ -100,10 +98,7 @@ def test_0008_upgrade_drops_state_written_in_the_old_format(empty_url):
     engine = create_engine(empty_url)
     schema.upgrade(engine, "0007")
     with engine.begin() as conn:  # plain SQL at 0007: one row of each old format
-        conn.execute(sa.text(
-            "INSERT INTO experiment (id, key, name, description, status, control_arm, "
-            "attribution_window_us, unknown_events, timezone, cutoffs, created_at) VALUES "
-            "(1000, 'old', 'old', '', 'running', 'a', 3600000000, 'reject', 'UTC', '[5]', 0)"))
+        insert_plain_experiment(conn, 1000)
         conn.execute(sa.text("INSERT INTO rollup_state (experiment_id, impressions_seen, "
                              "interactions_seen, updated_at) VALUES (1000, 7, 9, 0)"))
         blob = {"b": b"\x00" * 8}

@@ -11,7 +11,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from tests.helpers import T0, count, make_experiment
+from tests.helpers import T0, count, insert_plain_experiment, make_experiment
 from tracker import Tracker, install
 from tracker.errors import SchemaOutdated
 from tracker.store import schema
@@ -72,12 +72,7 @@ def test_data_survives_upgrading_through_every_revision(empty_url):
     schema.upgrade(engine, SCHEMA_HISTORY[0])
     # write with plain SQL at the first revision: the code may expect a later schema
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "INSERT INTO experiment (id, key, name, description, status, control_arm, "
-            "attribution_window_us, unknown_events, timezone, cutoffs, created_at) VALUES "
-            "(1, 'old', 'old', '', 'running', 'a', 3600000000, 'reject', 'UTC', '[5]', 0)"))
-        conn.execute(sa.text("INSERT INTO arm (id, experiment_id, key, weight) VALUES "
-                             "(1, 1, 'a', 1), (2, 1, 'b', 1)"))
+        insert_plain_experiment(conn, 1, arms=True)
     for revision in SCHEMA_HISTORY[1:]:
         schema.upgrade(engine, revision)
     assert schema.upgrade(engine) == SCHEMA_REVISION

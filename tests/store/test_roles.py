@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 import sqlalchemy as sa
 
-from tests.helpers import T0, make_experiment
+from tests.helpers import T0, insert_plain_experiment, make_experiment
 from tracker.errors import NotFound, ValidationError
 from tracker.store import schema
 from tracker.store.db import SCHEMA_HISTORY, create_engine
@@ -147,12 +147,7 @@ def test_experiments_stored_before_roles_have_none_and_downgrade_keeps_them(empt
     engine = create_engine(empty_url)
     schema.upgrade(engine, _BEFORE_ROLES)
     with engine.begin() as conn:
-        conn.execute(sa.text(
-            "INSERT INTO experiment (id, key, name, description, status, control_arm, "
-            "attribution_window_us, unknown_events, timezone, cutoffs, created_at) VALUES "
-            "(1, 'old', 'old', '', 'running', 'a', 3600000000, 'reject', 'UTC', '[5]', 0)"))
-        conn.execute(sa.text("INSERT INTO arm (id, experiment_id, key, weight) VALUES "
-                             "(1, 1, 'a', 1), (2, 1, 'b', 1)"))
+        insert_plain_experiment(conn, 1, arms=True)
     schema.upgrade(engine)
     from tracker import Tracker
 
