@@ -20,12 +20,12 @@ from tracker.demo import DemoConfig, load
 from tracker.report import LOWER_IS_BETTER
 
 
-def _log_known_users(tracker):
-    """Control: 4 users with hit_rate@2 values 1, 1, 0, 0; treatment: 4 users 1, 1, 1, 0."""
+def _log_hits(tracker, hits: dict[str, list[int]]) -> None:
+    """One impression of items a, b, c per user; a hit is a click on b (rank 2)."""
     create(tracker)
     imps, events = [], []
-    for arm, hits in (("control", [1, 1, 0, 0]), ("treatment", [1, 1, 1, 0])):
-        for u, hit in enumerate(hits):
+    for arm, values in hits.items():
+        for u, hit in enumerate(values):
             user = f"{arm}-{u}"
             imps.append({"impression_id": f"{user}-i", "experiment": "home", "arm": arm,
                          "user_id": user, "items": ["a", "b", "c"], "served_at": T0})
@@ -35,6 +35,11 @@ def _log_known_users(tracker):
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
     tracker.log_interactions(events, on_invalid="all_or_nothing")
     tracker.rollup("home", now=NOW)
+
+
+def _log_known_users(tracker):
+    """Control: 4 users with hit_rate@2 values 1, 1, 0, 0; treatment: 4 users 1, 1, 1, 0."""
+    _log_hits(tracker, {"control": [1, 1, 0, 0], "treatment": [1, 1, 1, 0]})
 
 
 def _json(url: str, *args: str) -> dict:

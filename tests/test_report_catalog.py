@@ -6,39 +6,18 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import timedelta
 
 import pandas as pd
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from tests.helpers import T0
-from tests.rollup.scenario import create
-from tests.rollup.test_rollup import NOW
-from tests.test_report import _json, _log_known_users
+from tests.test_report import _json, _log_hits, _log_known_users
 from tracker.cli import main
 from tracker.errors import ValidationError
 from tracker.metrics.catalog import CATALOG, GROUPS, Group
 from tracker.report import COLUMNS, ROLE_ORDER, format_p
 from tracker.store.rollup_tables import RollupMetric
-
-
-def _log_hits(tracker, hits: dict[str, list[int]]) -> None:
-    """One impression of items a, b, c per user; a hit is a click on b (rank 2)."""
-    create(tracker)
-    imps, events = [], []
-    for arm, values in hits.items():
-        for u, hit in enumerate(values):
-            user = f"{arm}-{u}"
-            imps.append({"impression_id": f"{user}-i", "experiment": "home", "arm": arm,
-                         "user_id": user, "items": ["a", "b", "c"], "served_at": T0})
-            if hit:
-                events.append({"event_id": f"{user}-e", "user_id": user, "item_id": "b",
-                               "event": "click", "occurred_at": T0 + timedelta(minutes=1)})
-    tracker.log_impressions(imps, on_invalid="all_or_nothing")
-    tracker.log_interactions(events, on_invalid="all_or_nothing")
-    tracker.rollup("home", now=NOW)
 
 
 def _run(url: str, *args: str):
