@@ -65,11 +65,13 @@ from tracker.config import Settings
 from tracker.errors import ValidationError
 from tracker.ingest.result import Rejection
 from tracker.ingest.validate import (
+    EVENT_TYPE_LENGTH,
     IMPRESSION_FIELDS,
     INTERACTION_FIELDS,
     Limits,
     Reject,
     check_context,
+    check_fields,
     check_id,
     check_instant,
     check_items,
@@ -121,9 +123,6 @@ class Queued:
     rejected: tuple[Rejection, ...]
 
 
-_EVENT_TYPE_LENGTH = 64  # as tracker.ingest.validate checks an interaction's event type
-
-
 def _now_us() -> int:
     return time.time_ns() // 1000
 
@@ -131,13 +130,6 @@ def _now_us() -> int:
 def _iso(micros: int) -> str:
     """An instant as ISO 8601 in UTC to the microsecond: the collector reads back exactly it."""
     return from_micros(micros).isoformat()
-
-
-def _check_fields(record: Mapping[str, Any], allowed: frozenset[str]) -> None:
-    extra = record.keys() - allowed
-    if extra:
-        raise Reject(None, f"unknown field(s) {', '.join(sorted(map(str, extra)))}; "
-                           f"expected {', '.join(sorted(allowed))}")
 
 
 def _own_id(value: Any, field: str, limits: Limits) -> str:
@@ -160,7 +152,7 @@ def _impression_event(record: Mapping[str, Any], limits: Limits, now_us: int) ->
     naive ``datetime`` or pandas ``Timestamp`` is UTC), ``context`` in canonical JSON form.
     Raises :class:`Reject` naming the field; whether the experiment and arm exist is left to
     the collector."""
-    _check_fields(record, IMPRESSION_FIELDS)
+    check_fields(record, IMPRESSION_FIELDS)
     get = record.get
     event = {"impression_id": _own_id(get("impression_id"), "impression_id", limits),
              "experiment": _key(get("experiment"), "experiment", limits),
@@ -181,12 +173,12 @@ def _interaction_event(record: Mapping[str, Any], limits: Limits, now_us: int
     """The interaction as the collector takes it, by the SDK's record rules (see
     :func:`_impression_event`; ``value`` a finite float, NaN meaning none). Whether the event
     type is in a relevance mapping is left to the collector."""
-    _check_fields(record, INTERACTION_FIELDS)
+    check_fields(record, INTERACTION_FIELDS)
     get = record.get
     event = {"event_id": _own_id(get("event_id"), "event_id", limits),
              "user_id": check_id(get("user_id"), "user_id", limits.max_id_length),
              "item_id": check_id(get("item_id"), "item_id", limits.max_id_length),
-             "event": check_id(get("event"), "event", _EVENT_TYPE_LENGTH)}
+             "event": check_id(get("event"), "event", EVENT_TYPE_LENGTH)}
     value = check_value(get("value"))
     if value is not None:
         event["value"] = value

@@ -72,6 +72,7 @@ IMPRESSION_COLUMNS = ("impression_key", "experiment_id", "arm_id", "user_id", "s
 INTERACTION_COLUMNS = ("event_key", "user_id", "item_id", "event_type", "value", "occurred_at",
                        "received_at", "impression_key")
 
+EVENT_TYPE_LENGTH = 64  # the interaction.event_type column
 _KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
 
 MAX_CONTEXT_DEPTH = 8
@@ -524,7 +525,7 @@ class InteractionNormalizer:
         key = check_id(key, "event_id", limits.max_id_length)
         user_id = check_id(record.get("user_id"), "user_id", limits.max_id_length)
         item_id = check_id(record.get("item_id"), "item_id", limits.max_id_length)
-        event = check_id(record.get("event"), "event", 64)
+        event = check_id(record.get("event"), "event", EVENT_TYPE_LENGTH)
         value = check_value(record.get("value"))
         occurred_at = check_instant(record.get("occurred_at"), "occurred_at", self.now_us,
                                     limits, micros_ok)
