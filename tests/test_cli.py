@@ -16,7 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.helpers import T0, count, impression, interaction, stored_impressions
-from tracker.cli import MAX_DURATION, _duration, _pairs, main
+from tracker.cli import main
+from tracker.cli.common import MAX_DURATION, parse_duration, parse_pairs
 from tracker.config import mask_password
 from tracker.store.db import SCHEMA_REVISION, create_engine
 
@@ -309,7 +310,7 @@ def test_a_catalog_file_that_is_not_utf8_is_a_usage_error_and_keeps_the_catalog(
 @given(text=st.text(max_size=30) | st.from_regex(r"\A[0-9]{1,25}(\.[0-9]{1,12})?[smhd]\Z"))
 def test_a_duration_is_positive_and_at_most_a_year_or_a_usage_error(text):
     try:
-        duration = _duration(text, "--window")
+        duration = parse_duration(text, "--window")
     except click.BadParameter as error:
         assert "up to 365d" in error.message
     else:
@@ -321,7 +322,7 @@ def test_a_duration_is_positive_and_at_most_a_year_or_a_usage_error(text):
                        max_size=4))
 def test_name_number_pairs_are_each_name_once_with_a_finite_number_or_a_usage_error(values):
     try:
-        pairs = _pairs(tuple(values), "--relevance", "EVENT=GRADE", default=1.0)
+        pairs = parse_pairs(tuple(values), "--relevance", "EVENT=GRADE", default=1.0)
     except click.BadParameter as error:
         assert "EVENT=GRADE" in error.message or "given twice" in error.message
     else:

@@ -46,12 +46,13 @@ def test_service_command_is_a_registered_tracker_command(name):
 
 
 def test_the_rollup_interval_is_configurable_and_parses():
-    from tracker.cli import _duration
+    from tracker.cli.common import parse_duration
 
     command = SERVICES["rollup"]["command"]
     assert command[:3] == ["tracker", "rollup", "--every"]
-    assert _duration(interpolate(command[3], {})).total_seconds() == 24 * 3600
-    assert _duration(interpolate(command[3], {"TRACKER_ROLLUP_INTERVAL": "6h"})).seconds == 21600
+    assert parse_duration(interpolate(command[3], {})).total_seconds() == 24 * 3600
+    six_hours = interpolate(command[3], {"TRACKER_ROLLUP_INTERVAL": "6h"})
+    assert parse_duration(six_hours).seconds == 21600
 
 
 def test_services_are_wired_as_documented():

@@ -25,8 +25,10 @@ def _pausing(bar, paused: Path, resume: Path):
 
 
 if __name__ == "__main__":
-    from tracker import cli
+    from tracker.cli import main
+    from tracker.cli import rollup as command
 
-    cli._progress_bar = _pausing(cli._progress_bar, Path(os.environ["TRACKER_TEST_PAUSED"]),
-                                 Path(os.environ["TRACKER_TEST_RESUME"]))
-    cli.main()
+    command._progress_bar = _pausing(command._progress_bar,
+                                     Path(os.environ["TRACKER_TEST_PAUSED"]),
+                                     Path(os.environ["TRACKER_TEST_RESUME"]))
+    main()

@@ -1,0 +1,5 @@
+"""``python -m tracker.cli``: the ``tracker`` command."""
+
+from tracker.cli import main
+
+main()

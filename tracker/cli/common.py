@@ -1,0 +1,113 @@
+"""What the commands share: settings and engine, option parsing, usage errors, tables."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+
+import click
+
+from tracker.config import Settings, mask_password
+from tracker.errors import ValidationError
+
+
+def settings_from_env() -> Settings:
+    """The TRACKER_* settings of the environment."""
+    return Settings.from_env()
+
+
+def open_engine():
+    """The tracker database's engine and the settings it was opened with."""
+    from tracker.store.db import create_engine
+
+    settings = settings_from_env()
+    return create_engine(settings.database_url, settings), settings
+
+
+def where(engine) -> str:
+    """The database URL for messages, password masked."""
+    return mask_password(engine.url.render_as_string(hide_password=False))
+
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+MAX_DURATION = timedelta(days=365)
+"""The longest ``--window`` or ``--every`` accepted."""
+
+
+def parse_duration(text: str, option: str | None = None,
+              maximum: timedelta = MAX_DURATION) -> timedelta:
+    """A positive duration such as ``30m``, ``24h`` or ``7d``, at most ``maximum``.
+
+    Anything else is a usage error (exit 2) that names ``option`` and the accepted form.
+    """
+    form = f"a positive number with a unit (s, m, h, d) up to {maximum.days}d, e.g. 30m, 24h, 7d"
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise click.BadParameter(f"{text!r}: expected {form}", param_hint=option)
+    unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match.group(2)]
+    amount = float(match.group(1))
+    if amount > maximum / timedelta(**{unit: 1}):  # checked before timedelta can overflow
+        raise click.BadParameter(f"{text!r}: expected {form}", param_hint=option)
+    duration = timedelta(**{unit: amount})
+    if duration <= timedelta(0):  # zero, or below timedelta's microsecond
+        raise click.BadParameter(f"{text!r}: expected {form}", param_hint=option)
+    return duration
+
+
+def parse_pairs(values: tuple[str, ...], option: str, form: str, *, default: float | None = None,
+           positive: bool = False) -> dict[str, float]:
+    """``NAME=NUMBER`` options as a dict, in the order given.
+
+    Each NAME is non-empty and given once; each NUMBER is finite and >= 0 (> 0 when
+    ``positive``). A bare ``NAME`` takes ``default`` (an error when there is none). A bad
+    value is a usage error naming ``option`` and the accepted ``form``.
+    """
+    out: dict[str, float] = {}
+    bound = "> 0" if positive else ">= 0"
+    for value in values:
+        name, sep, text = value.partition("=")
+        name = name.strip()
+        if not name or (not sep and default is None):
+            raise click.BadParameter(f"{value!r}: expected {form}", param_hint=option)
+        try:
+            number = float(text) if sep else float(default)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number) or number < 0 or (positive and number == 0):
+            raise click.BadParameter(f"{value!r}: expected {form} with a finite number {bound}",
+                                     param_hint=option)
+        if name in out:
+            raise click.BadParameter(f"{form.partition('=')[0].lower()} {name!r} given "
+                                     "twice; give each once",
+                                     param_hint=option)
+        out[name] = number
+    return out
+
+
+@contextmanager
+def options_for(**fields: str) -> Iterator[None]:
+    """A library :class:`ValidationError` about a field that one of the command's options
+    feeds (``field="--option"``) becomes a usage error on that option (exit 2)."""
+    try:
+        yield
+    except ValidationError as error:
+        if error.field not in fields:
+            raise
+        raise click.BadParameter(error.reason, param_hint=fields[error.field]) from None
+
+
+GUARDRAIL_FORM = "METRIC@K=LOSS (e.g. ndcg@10=0.02)"
+PRIMARY_HELP = ("A primary (success) metric, METRIC@K or METRIC for those without a cutoff "
+                 "(repeatable).")
+GUARDRAIL_HELP = ("A guardrail with the relative loss it tolerates, METRIC@K=LOSS, e.g. "
+                   "song_clicks=0.05 (repeatable).")
+
+
+def print_table(rows: list[tuple]) -> None:
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        click.echo("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
