@@ -11,7 +11,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from tracker.config import Settings, normalize_database_url
-from tracker.errors import ConfigError, ConflictError, ValidationError
+from tracker.errors import AlreadyExists, ConfigError, ConflictError, ValidationError
 from tracker.ingest import write
 from tracker.ingest.frames import frame_records
 from tracker.ingest.result import IngestResult
@@ -67,6 +67,7 @@ class Tracker:
         ends_at: datetime | None = None, timezone: str = "UTC",
         cutoffs: Sequence[int] = (5, 10, 20), unknown_events: str = "reject",
         primary: Sequence[str] = (), guardrails: Mapping[str, float] | None = None,
+        exist_ok: bool = False,
     ) -> ExperimentInfo:
         """Register an experiment and its arms.
 
@@ -78,6 +79,14 @@ class Tracker:
         a cutoff, k one of ``cutoffs``); ``guardrails``: metric name -> tolerated relative
         loss in [0, 1) (0.05 = 5 %). Every other metric is secondary; none given: the
         report's defaults apply.
+
+        ``exist_ok=True``: when ``key`` is already stored, return it unchanged instead of
+        raising AlreadyExists (a script may then run again). It must define the same
+        experiment: arms and their split, control, window, relevance, unknown-event policy,
+        time zone and cutoffs decide what its results mean, so a difference in any of them
+        raises AlreadyExists naming it. What may change after creation (name, description,
+        status, dates, roles: :meth:`update_experiment` and the lifecycle change them) is not
+        compared; the stored values stay.
         """
         fields = experiment_fields(
             key=key, arms=arms, control=control, attribution_window=attribution_window,
@@ -89,6 +98,11 @@ class Tracker:
                             cutoffs=fields["cutoffs"])
         fields["roles"] = roles.to_dict() if roles is not None else None
         with transaction(self.engine, write=True) as conn:
+            if exist_ok:
+                stored = registry.find_experiment(conn, key)
+                if stored is not None:
+                    _require_same_definition(stored, fields)
+                    return stored
             registry.insert_experiment(conn, **fields)
             return registry.get_experiment(conn, key)
 
@@ -250,6 +264,36 @@ class Tracker:
         from tracker.rollup.read import health_table
 
         return health_table(self.engine, experiment, cumulative)
+
+
+def _require_same_definition(stored: ExperimentInfo, fields: Mapping[str, Any]) -> None:
+    """Raise AlreadyExists naming each setting in which ``fields`` (checked values of a new
+    experiment) define another experiment than ``stored``. Weights compare as shares of their
+    total (1:1 is 0.5:0.5); the arms' order is not part of the definition."""
+
+    def shares(weights: Mapping[str, float]) -> dict[str, float]:
+        total = sum(weights.values())
+        return {arm: round(weight / total, 12) for arm, weight in weights.items()}
+
+    def grades(relevance: Mapping[str, float] | None) -> dict[str, float] | None:
+        return None if relevance is None else {e: float(g) for e, g in relevance.items()}
+
+    asked = {"arms": shares(fields["arms"]), "control": fields["control_arm"],
+             "attribution_window": timedelta(microseconds=fields["attribution_window_us"]),
+             "relevance": grades(fields["relevance"]),
+             "unknown_events": fields["unknown_events"], "timezone": fields["timezone"],
+             "cutoffs": tuple(fields["cutoffs"])}
+    have = {"arms": shares({a.key: a.weight for a in stored.arms}), "control": stored.control,
+            "attribution_window": stored.attribution_window,
+            "relevance": grades(stored.relevance), "unknown_events": stored.unknown_events,
+            "timezone": stored.timezone, "cutoffs": tuple(stored.cutoffs)}
+    differences = [f"{name} is {have[name]!r}, not {asked[name]!r}"
+                   for name in asked if asked[name] != have[name]]
+    if differences:
+        raise AlreadyExists(
+            f"experiment {stored.key!r} already exists with other settings: "
+            f"{'; '.join(differences)} (exist_ok returns an existing experiment only when it "
+            "is the one asked for; choose another key for a new experiment)")
 
 
 def _records(records: Any) -> tuple[Iterable[Mapping[str, Any]], bool]:

@@ -157,12 +157,18 @@ def _load(conn: sa.Connection, where) -> list[ExperimentInfo]:
     ]
 
 
-def get_experiment(conn: sa.Connection, key: str) -> ExperimentInfo:
+def find_experiment(conn: sa.Connection, key: str) -> ExperimentInfo | None:
+    """Experiment ``key``, or None when it is not stored."""
     found = _load(conn, Experiment.key == key)
-    if not found:
+    return found[0] if found else None
+
+
+def get_experiment(conn: sa.Connection, key: str) -> ExperimentInfo:
+    found = find_experiment(conn, key)
+    if found is None:
         raise NotFound(f"unknown experiment {key!r} (create it first: "
                        "`tracker experiments create` or Tracker.create_experiment)")
-    return found[0]
+    return found
 
 
 def list_experiments(conn: sa.Connection) -> list[ExperimentInfo]:
