@@ -44,12 +44,6 @@ def pytest_report_header(config):
     return f"tracker test database: {BACKEND}" + (f" ({PG_URL})" if PG_URL else "")
 
 
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "store: touches the database under test (runs on SQLite and PostgreSQL); "
-                   "applied automatically, see tests/conftest.py")
-
-
 def _imports_conftest(module_path: Path, cache: dict[Path, bool]) -> bool:
     if module_path not in cache:
         text = module_path.read_text(encoding="utf-8") if module_path.suffix == ".py" else ""
