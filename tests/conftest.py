@@ -31,13 +31,13 @@ from tracker.store.db import create_engine
 
 PG_URL = os.environ.get("TRACKER_TEST_DATABASE_URL")
 BACKEND = "postgresql" if PG_URL else "sqlite"
-_OPENED_BEFORE = pytest.StashKey[int]()
 
 
 # The fixtures that give a test the backend under test; fixtures built on them (a test's
 # fixture closure holds every fixture it uses, directly or not) count too.
 STORE_FIXTURES = frozenset({"empty_url", "db_url", "settings", "tracker", "engine"})
 _opened = 0  # databases fresh_database has opened, for the run-time check of the marker
+_OPENED_BEFORE = pytest.StashKey[int]()  # _opened when a test's setup began
 
 
 def pytest_report_header(config):
