@@ -57,6 +57,24 @@ def parse_duration(text: str, option: str | None = None,
     return duration
 
 
+_UNITS = (("d", 86_400_000_000), ("h", 3_600_000_000), ("m", 60_000_000), ("s", 1_000_000))
+
+
+def format_duration(duration: timedelta) -> str:
+    """A duration as :func:`parse_duration` reads it back: the largest unit that holds it a
+    whole number of times, days from two days on (``24h`` is how a day is usually given);
+    ``1.5s`` when not a whole number of seconds.
+
+    >>> [format_duration(timedelta(seconds=s)) for s in (86_400, 604_800, 1_800, 90, 5_400, 1.5)]
+    ['24h', '7d', '30m', '90s', '90m', '1.5s']
+    """
+    micros = duration // timedelta(microseconds=1)
+    for unit, size in _UNITS:
+        if micros and micros % size == 0 and (unit != "d" or micros > size):
+            return f"{micros // size}{unit}"
+    return f"{micros / 1_000_000:g}s"
+
+
 def parse_pairs(values: tuple[str, ...], option: str, form: str, *, default: float | None = None,
            positive: bool = False) -> dict[str, float]:
     """``NAME=NUMBER`` options as a dict, in the order given.
@@ -106,8 +124,8 @@ GUARDRAIL_HELP = ("A guardrail with the relative loss it tolerates, METRIC@K=LOS
                    "song_clicks=0.05 (repeatable).")
 
 
-def print_table(rows: list[tuple]) -> None:
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        click.echo("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+def print_table(headers: tuple[str, ...], rows: list[tuple]) -> None:
+    """``rows`` under ``headers``, through the one table renderer (:mod:`tracker.table`)."""
+    from tracker.table import Column, text_table
 
+    click.echo(text_table([Column(h) for h in headers], rows))

@@ -10,6 +10,7 @@ from tracker.cli.common import (
     GUARDRAIL_FORM,
     GUARDRAIL_HELP,
     PRIMARY_HELP,
+    format_duration,
     options_for,
     parse_duration,
     parse_pairs,
@@ -134,10 +135,10 @@ def experiments_list(fmt: str) -> None:
     if not found:
         click.echo("no experiments yet: create one with `tracker experiments create`")
         return
-    rows = [("KEY", "STATUS", "ARMS", "CONTROL", "WINDOW", "CREATED")]
-    rows += [(e.key, e.status, ",".join(a.key for a in e.arms), e.control,
-              str(e.attribution_window), e.created_at.strftime("%Y-%m-%d %H:%M")) for e in found]
-    print_table(rows)
+    print_table(("KEY", "STATUS", "ARMS", "CONTROL", "WINDOW", "CREATED"),
+                [(e.key, e.status, ",".join(a.key for a in e.arms), e.control,
+                  format_duration(e.attribution_window), e.created_at.strftime("%Y-%m-%d %H:%M"))
+                 for e in found])
 
 
 @experiments.command("show")
@@ -160,6 +161,8 @@ def experiments_show(key: str, fmt: str) -> None:
             value = ", ".join(f"{a.key} ({a.weight / total:.1%})" for a in found.arms)
         elif name == "roles":
             value = _roles_text(found.roles)
+        elif name == "attribution_window_seconds":  # as given: 24h
+            name, value = "attribution_window", format_duration(found.attribution_window)
         elif isinstance(value, dict):
             value = ", ".join(f"{k}={v:g}" for k, v in value.items())
         elif isinstance(value, list):

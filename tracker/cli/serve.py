@@ -109,10 +109,10 @@ def keys_list(fmt: str) -> None:
     if not found:
         click.echo("no API keys yet: create one with `tracker keys create NAME --scope ingest`")
         return
-    rows = [("ID", "NAME", "SCOPE", "CREATED", "REVOKED")]
-    rows += [(k.key_id, k.name, k.scope, k.created_at.strftime("%Y-%m-%d %H:%M"),
-              k.revoked_at.strftime("%Y-%m-%d %H:%M") if k.revoked_at else "-") for k in found]
-    print_table(rows)
+    print_table(("ID", "NAME", "SCOPE", "CREATED", "REVOKED"),
+                [(k.key_id, k.name, k.scope, k.created_at.strftime("%Y-%m-%d %H:%M"),
+                  k.revoked_at.strftime("%Y-%m-%d %H:%M") if k.revoked_at else "-")
+                 for k in found])
 
 
 @keys.command("revoke")
