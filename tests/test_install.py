@@ -89,7 +89,7 @@ def test_a_command_whose_extra_is_missing_says_which_to_install(tmp_path, blocke
         return
     done = tracker_without(blocked, cli(*args), tmp_path, env)
     assert done.returncode == 1, done.stderr[-3000:]
-    assert done.stderr.strip().splitlines()[-1] == f"error: {message}"
+    assert done.stderr.strip().splitlines()[-1] == f"Error: {message}"
     assert "Traceback" not in done.stderr
 
 

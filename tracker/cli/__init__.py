@@ -15,13 +15,14 @@ from tracker.errors import TrackerError
 
 
 class _Group(click.Group):
-    """Turns tracker's own errors into one clear line and exit code 1."""
+    """Turns tracker's own errors into one clear line and exit code 1, in click's style for
+    usage errors ("Error: ...", exit 2), so every failure reads the same."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except TrackerError as error:
-            click.echo(f"error: {error}", err=True)
+            click.echo(f"Error: {error}", err=True)
             ctx.exit(1)
 
 

@@ -1,4 +1,5 @@
-"""What the commands share: settings and engine, option parsing, usage errors, tables."""
+"""What the commands share: settings and engine, option parsing, usage errors, tables,
+progress."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ _UNITS = (("d", 86_400_000_000), ("h", 3_600_000_000), ("m", 60_000_000), ("s", 
 def format_duration(duration: timedelta) -> str:
     """A duration as :func:`parse_duration` reads it back: the largest unit that holds it a
     whole number of times, days from two days on (``24h`` is how a day is usually given);
-    ``1.5s`` when not a whole number of seconds.
+    ``1.5s`` when not a whole number of seconds (exact: it reads back as the same duration).
 
     >>> [format_duration(timedelta(seconds=s)) for s in (86_400, 604_800, 1_800, 90, 5_400, 1.5)]
     ['24h', '7d', '30m', '90s', '90m', '1.5s']
@@ -72,7 +73,8 @@ def format_duration(duration: timedelta) -> str:
     for unit, size in _UNITS:
         if micros and micros % size == 0 and (unit != "d" or micros > size):
             return f"{micros // size}{unit}"
-    return f"{micros / 1_000_000:g}s"
+    seconds, fraction = divmod(micros, 1_000_000)
+    return f"{seconds}.{fraction:06d}".rstrip("0") + "s"  # exact to the microsecond
 
 
 def parse_pairs(values: tuple[str, ...], option: str, form: str, *, default: float | None = None,
@@ -117,6 +119,47 @@ def options_for(**fields: str) -> Iterator[None]:
         raise click.BadParameter(error.reason, param_hint=fields[error.field]) from None
 
 
+def experiment_argument(param: str = "experiment", *, required: bool = True):
+    """The experiment a command acts on, named the same in every command: the positional
+    EXPERIMENT (its key), passed as ``param``."""
+    return click.argument(param, metavar="EXPERIMENT" if required else "[EXPERIMENT]",
+                          required=required)
+
+
+class FormatChoice(click.Choice):
+    """``--format``'s choices, plus older spellings (``aliases``) it still reads but does not
+    list: ``table`` is ``text``."""
+
+    def __init__(self, choices: tuple[str, ...], aliases: dict[str, str] | None = None):
+        super().__init__(choices)
+        self.aliases = {"table": "text", **(aliases or {})}
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value.lower() in self.aliases:
+            return self.aliases[value.lower()]
+        return super().convert(value, param, ctx)
+
+
+def format_option(*machine: str, aliases: dict[str, str] | None = None):
+    """``--format``, the same option in every command that prints results: ``text`` for
+    people (the default), or one of the ``machine`` formats (``json``, ``csv``)."""
+    return click.option("--format", "fmt", type=FormatChoice(("text", *machine), aliases),
+                        default="text", show_default=True,
+                        help="Output: text for people, or " + " or ".join(machine) + ".")
+
+
+def _deprecated_json(_ctx, _param, value: bool) -> bool:
+    if value:
+        click.echo("Warning: --json is deprecated; use --format json", err=True)
+    return value
+
+
+json_alias = click.option("--json", "as_json", is_flag=True, hidden=True,
+                          callback=_deprecated_json,
+                          help="Deprecated spelling of --format json (still read).")
+"""``--json``: the older spelling of ``--format json``, kept for scripts, hidden from help."""
+
+
 GUARDRAIL_FORM = "METRIC@K=LOSS (e.g. ndcg@10=0.02)"
 PRIMARY_HELP = ("A primary (success) metric, METRIC@K or METRIC for those without a cutoff "
                  "(repeatable).")
@@ -129,3 +172,45 @@ def print_table(headers: tuple[str, ...], rows: list[tuple]) -> None:
     from tracker.table import Column, text_table
 
     click.echo(text_table([Column(h) for h in headers], rows))
+
+
+class StepProgress:
+    """A job's progress on standard error, ``with StepProgress(label, total) as bar:
+    bar.advance(n, step)``.
+
+    On a terminal: rich's progress bar (redrawn in place). Anywhere else (cron mail,
+    container logs, a pipe): one plain line per step, ``label done/total step``, never a
+    carriage return, so each step is one line of the log.
+    """
+
+    def __init__(self, label: str, total: int, *, terminal: bool | None = None):
+        from rich.console import Console
+
+        self.label, self.total, self.done = label, total, 0
+        console = Console(stderr=True)
+        self._bar = None
+        if console.is_terminal if terminal is None else terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TextColumn("{task.fields[step]}"),
+                                 console=console)
+            self._task = self._bar.add_task(label, total=total, step="")
+
+    def __enter__(self) -> StepProgress:
+        if self._bar is not None:
+            self._bar.start()
+        return self
+
+    def advance(self, n: int = 1, step: object = "") -> None:
+        """``n`` more units done; ``step`` names the latest one (a day, a file part)."""
+        self.done += n
+        if self._bar is not None:
+            self._bar.update(self._task, advance=n, step=str(step))
+        else:
+            click.echo(f"{self.label} {self.done}/{self.total} {step}".rstrip(), err=True)
+
+    def __exit__(self, *exc) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
