@@ -1,6 +1,10 @@
 """The scorecard of an experiment as of a day: what ``tracker report`` prints and the
 dashboard shows (both call :func:`scorecard`, so they cannot disagree).
 
+Building it is :mod:`tracker.report.card` (with the metric rows in :mod:`~tracker.report.rows`
+and health and decisions in :mod:`~tracker.report.decisions`); :mod:`~tracker.report.render`
+prints it for a terminal. Everything public is importable from here.
+
 For each metric and cutoff: every arm's mean over users with its interval; for every
 treatment arm the difference against control (``lift``) and the relative lift, each with its
 interval, the two-sided Welch p-value (fixed-horizon, uncorrected) and the p-value after the
@@ -32,7 +36,7 @@ The JSON form (:meth:`Scorecard.to_dict`) is a stable interface:
   ``outcome`` (ship | do_not_ship | keep_running | no_detectable_effect), ``reasons`` (most
   decisive first) and ``power`` per primary (``mde``, ``mde_absolute``, ``target``,
   ``powered``, ``days_to_target``, ``note``): :func:`tracker.stats.decision.decide` on the
-  rows' own comparisons (see :func:`arm_decisions`);
+  rows' own comparisons (see :func:`tracker.report.decisions.arm_decisions`);
 - ``health``: ``status`` (pass | warn | fail, the checklist's worst item) and ``checklist``
   (``[{check, status, message}]``, :func:`tracker.stats.health.health_checklist`: srm,
   sample, crossover, freshness, rollup, provisional); ``srm_p_value`` (chi-square),
