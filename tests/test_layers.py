@@ -26,8 +26,10 @@ ALLOWED = {
     "tracker/ingest": ({"numpy", "pandas", "pyarrow", "sqlalchemy"},
                        {"tracker.ingest", "tracker.store", "tracker.config", "tracker.errors",
                         "tracker.metrics.registry"}),
-    # the rollup reads a day's lists as Arrow tables and stores unit totals as JSON + bytes
-    "tracker/rollup": ({"numpy", "pandas", "pyarrow", "orjson", "sqlalchemy", "threadpoolctl"},
+    # the rollup reads a day's lists as Arrow tables and stores unit totals as JSON + bytes;
+    # filelock: one rollup at a time on SQLite
+    "tracker/rollup": ({"numpy", "pandas", "pyarrow", "orjson", "sqlalchemy", "threadpoolctl",
+                        "filelock"},
                        {"tracker.rollup", "tracker.store", "tracker.metrics", "tracker.config",
                         "tracker.errors"}),
     # the demo: a pure simulation, loaded through a Tracker passed in (duck typed)
