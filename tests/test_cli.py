@@ -17,7 +17,13 @@ from hypothesis import strategies as st
 
 from tests.helpers import T0, count, impression, interaction, stored_impressions
 from tracker.cli import main
-from tracker.cli.common import MAX_DURATION, format_duration, parse_duration, parse_pairs
+from tracker.cli.common import (
+    MAX_DURATION,
+    StepProgress,
+    format_duration,
+    parse_duration,
+    parse_pairs,
+)
 from tracker.config import mask_password
 from tracker.store.db import SCHEMA_REVISION, create_engine
 
@@ -490,3 +496,12 @@ def test_import_progress_off_a_terminal_is_one_plain_line_per_step(db_url):
     assert "\r" not in result.stderr
     assert result.stderr.splitlines() == [f"importing impressions {n}/200"
                                           for n in (50, 100, 150, 200)]
+
+
+def test_progress_on_a_terminal_is_a_bar_redrawn_in_place(capsys):
+    with StepProgress("days", 2, terminal=True) as bar:
+        bar.advance(1, "2026-11-01")
+        bar.advance(1, "2026-11-02")
+    err = capsys.readouterr().err
+    assert "2/2" in err and "━" in err  # rich's bar, complete
+    assert "days 1/2 2026-11-01\n" not in err  # not the plain lines of a log
