@@ -115,9 +115,64 @@ class Tracker:
         with transaction(self.engine) as conn:
             return registry.get_experiment(conn, key)
 
-    def experiments(self) -> list[ExperimentInfo]:
+    def experiments(self, *, include_archived: bool = False) -> list[ExperimentInfo]:
+        """The experiments, archived ones only with ``include_archived``."""
         with transaction(self.engine) as conn:
-            return registry.list_experiments(conn)
+            return registry.list_experiments(conn, include_archived=include_archived)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start_experiment(self, key: str) -> ExperimentInfo:
+        """Make a draft or stopped experiment running (it takes impressions again)."""
+        return self._move(key, "running")
+
+    def stop_experiment(self, key: str) -> ExperimentInfo:
+        """Stop a running experiment: its new impressions are rejected; interactions still
+        come in, so the rollup finishes the attribution windows of the lists served."""
+        return self._move(key, "stopped")
+
+    def archive_experiment(self, key: str) -> ExperimentInfo:
+        """Archive a stopped experiment whose impressions are all rolled up: it leaves the
+        default lists, and a rollup of every experiment skips it once its days are final.
+        Raises :class:`~tracker.errors.InvalidTransition` from any other status."""
+        return self._move(key, "archived")
+
+    def _move(self, key: str, status: str) -> ExperimentInfo:
+        from tracker import lifecycle
+
+        lifecycle.change_status(self.engine, key, status)
+        return self.experiment(key)
+
+    def delete_experiment(self, key: str):
+        """Delete experiment ``key``: its arms, catalog, impressions, results and rollup
+        state (interactions stay: they belong to users). Returns the rows removed per table
+        (:class:`tracker.lifecycle.ExperimentRemoval`). Raises
+        :class:`~tracker.errors.Busy` (nothing deleted) while a rollup of it runs."""
+        from tracker import lifecycle
+
+        return lifecycle.delete_experiment(self.engine, key)
+
+    def delete_user(self, user_id: str, *, now: datetime | None = None):
+        """Erase ``user_id``'s impressions and interactions in every experiment (GDPR Art.
+        17) and mark the rolled-up days they entered for recomputation by the next rollup.
+        Returns what was removed per experiment (:class:`tracker.lifecycle.UserErasure`)."""
+        from tracker import lifecycle
+
+        return lifecycle.delete_user(self.engine, self.settings, user_id, now=now)
+
+    def expire_logs(self, older_than: timedelta | None = None, *, now: datetime | None = None,
+                    dry_run: bool = False):
+        """Delete raw impressions and interactions older than ``older_than`` (default:
+        ``TRACKER_RETENTION_DAYS``); the rollup's results of those days stay. Returns the
+        rows removed (:class:`tracker.lifecycle.LogExpiry`)."""
+        from tracker import lifecycle
+
+        if older_than is None:
+            if self.settings.retention_days is None:
+                raise ConfigError("no age given and TRACKER_RETENTION_DAYS is not set: say "
+                                  "how old the logs to expire are, e.g. 90 days")
+            older_than = timedelta(days=self.settings.retention_days)
+        return lifecycle.expire_logs(self.engine, self.settings, older_than, now=now,
+                                     dry_run=dry_run)
 
     def declare_catalog(self, experiment: str, items: Iterable[str] | None) -> int:
         """Declare the item catalog of ``experiment`` (every item it could recommend),

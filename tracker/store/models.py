@@ -129,7 +129,7 @@ class Interaction(Base):
 metadata = Base.metadata
 
 # Tables defined in sibling modules register on this same metadata when imported.
-from tracker.store import keys, rollup_tables  # noqa: E402, F401
+from tracker.store import keys, log_expiry, rollup_tables  # noqa: E402, F401
 
 
 class CatalogItem(Base):
