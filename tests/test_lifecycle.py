@@ -259,6 +259,9 @@ def test_expired_logs_keep_their_results_and_their_days_are_never_recomputed(tra
         {t: before[t] for t in ("rollup_metric", "rollup_day")}
     with pytest.raises(ExpiredLogs, match="full rebuild"):
         tracker.rollup("home", full=True, now=NOW)
+    with pytest.raises(ExpiredLogs, match="catalog declaration"):  # it asks for a rebuild
+        tracker.declare_catalog("home", ["i1"])
+    assert tracker.catalog("home") == []
     assert dump(tracker.engine)["rollup_metric"] == before["rollup_metric"]
 
 

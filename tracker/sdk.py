@@ -22,6 +22,7 @@ from tracker.ingest.validate import (
     experiment_fields,
     experiment_update_fields,
 )
+from tracker.rollup.retention import recomputable
 from tracker.store import experiments as registry
 from tracker.store.db import create_engine, require_current_schema, transaction
 from tracker.store.experiments import ExperimentInfo
@@ -183,7 +184,9 @@ class Tracker:
         items plus any item seen in the experiment's impressions and interactions (without a
         declaration, only the latter); Gini counts the catalog's unexposed items at 0. The
         next rollup recomputes every day of the experiment. Raises
-        :class:`ValidationError` on a bad id (nothing changes).
+        :class:`ValidationError` on a bad id, :class:`~tracker.errors.ExpiredLogs` when
+        days of the experiment can no longer be recomputed (``tracker logs expire``); then
+        nothing changes.
         """
         limit = min(self.settings.max_id_length, ID_LENGTH)
         if items is None:
@@ -205,6 +208,10 @@ class Tracker:
             declared = list(unique)
         with transaction(self.engine, write=True) as conn:
             info = registry.get_experiment(conn, experiment)
+            # a declaration makes the next rollup rebuild every day: refused (ExpiredLogs)
+            # when some of them can no longer be recomputed
+            recomputable(conn, info, set(), rebuild=True,
+                         popularity_days=self.settings.rollup_popularity_days)
             registry.replace_catalog(conn, info.id, declared)
         return len(declared)
 
