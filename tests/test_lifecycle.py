@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, date, datetime, timedelta
 
 import pandas as pd
@@ -219,6 +220,33 @@ def test_new_rows_after_erasing_the_newest_ones_are_still_rolled_up(tracker):
     assert dump(tracker.engine) == incremental
 
 
+def test_an_erasure_waits_for_a_running_rollup_then_marks_its_days(tracker):
+    # a rollup that read the user's rows before they went publishes its days afterwards:
+    # the marks must come after it, or they would be overwritten
+    imps, _ = _logged(tracker)
+    tracker.rollup(now=NOW)
+    info = tracker.experiment("home")
+    done = threading.Event()
+
+    def erase() -> None:
+        tracker.delete_user(imps[0]["user_id"], now=NOW)
+        done.set()
+
+    with rollup_lock(tracker.engine, info.id, "home"):
+        worker = threading.Thread(target=erase)
+        worker.start()
+        assert not done.wait(1.0)
+        assert imps[0]["user_id"] not in _raw_users(tracker.engine)  # the rows went first
+        with tracker.engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT count(*) FROM rollup_day "
+                                        "WHERE computed_at < closes_at")).scalar_one() == 0
+    worker.join(60)
+    assert done.is_set()
+    with tracker.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM rollup_day "
+                                    "WHERE computed_at < closes_at")).scalar_one() > 0
+
+
 def test_erasing_an_unknown_user_removes_nothing(tracker):
     _logged(tracker)
     tracker.rollup(now=NOW)
@@ -299,7 +327,7 @@ def test_expiry_drops_the_per_user_state_no_run_reads_and_keeps_the_results(trac
     assert dump(tracker.engine)["rollup_metric"] == before["rollup_metric"]
 
 
-def test_expiry_waits_for_the_rollup_of_older_impressions(tracker):
+def test_expiry_refuses_while_older_impressions_are_not_rolled_up(tracker):
     _logged(tracker)
     with pytest.raises(ExpiredLogs, match="run `tracker rollup` first"):
         tracker.expire_logs(timedelta(days=1), now=NOW)
