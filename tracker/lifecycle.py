@@ -112,15 +112,10 @@ class ExperimentRemoval:
         return f"deleted experiment {self.experiment!r}: {removed}"
 
 
-def experiment_rows(engine: sa.Engine, key: str) -> dict[str, int]:
-    """The rows deleting experiment ``key`` would remove, for the confirmation question."""
+def experiment_rows(engine: sa.Engine, key: str) -> store.ExperimentRows:
+    """What deleting experiment ``key`` would remove, for the confirmation question."""
     with transaction(engine) as conn:
-        info = get_experiment(conn, key)
-        impressions = conn.execute(sa.text(
-            "SELECT count(*) FROM impression WHERE experiment_id = :e"), {"e": info.id})
-        days = conn.execute(sa.text(
-            "SELECT count(*) FROM rollup_day WHERE experiment_id = :e"), {"e": info.id})
-        return {"impression": int(impressions.scalar_one()), "rollup_day": int(days.scalar_one())}
+        return store.experiment_rows(conn, get_experiment(conn, key).id)
 
 
 def delete_experiment(engine: sa.Engine, key: str) -> ExperimentRemoval:

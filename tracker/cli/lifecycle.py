@@ -65,8 +65,8 @@ def experiments_delete(key: str, yes: bool) -> None:
 
     engine, _ = open_engine()
     rows = lifecycle.experiment_rows(engine, key)
-    confirm(f"deleting experiment {key!r} removes {rows['impression']} impressions and the "
-            f"results of {rows['rollup_day']} days", yes)
+    confirm(f"deleting experiment {key!r} removes {rows.impressions} impressions and the "
+            f"results of {rows.days} days", yes)
     click.echo(lifecycle.delete_experiment(engine, key).describe())
 
 

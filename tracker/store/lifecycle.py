@@ -71,6 +71,22 @@ def set_status(conn: sa.Connection, experiment_id: int, status: str) -> None:
                  .values(status=status))
 
 
+@dataclass(frozen=True)
+class ExperimentRows:
+    """An experiment's logged impressions and rolled-up days."""
+
+    impressions: int
+    days: int
+
+
+def experiment_rows(conn: sa.Connection, experiment_id: int) -> ExperimentRows:
+    return ExperimentRows(
+        int(conn.execute(sa.select(sa.func.count()).where(
+            Impression.experiment_id == experiment_id)).scalar_one()),
+        int(conn.execute(sa.select(sa.func.count()).where(
+            RollupDay.experiment_id == experiment_id)).scalar_one()))
+
+
 def delete_experiment(conn: sa.Connection, experiment_id: int) -> dict[str, int]:
     """Remove one experiment and every row that names it; returns rows removed per table
     (``impression``, the ``rollup_*`` tables, ``catalog_item``, ``arm``)."""
