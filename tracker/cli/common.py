@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -214,3 +215,14 @@ class StepProgress:
         if self._bar is not None:
             self._bar.stop()
 
+
+def confirm(question: str, yes: bool, *, action: str = "delete", lost: str = "This cannot "
+            "be undone.") -> None:
+    """Ask ``question`` before a destructive ``action``: ``--yes`` skips it, and without a
+    terminal on standard input it is a usage error (exit 2) naming ``--yes``."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise click.UsageError(f"{question}; refusing without a terminal to ask on: add --yes "
+                               f"to {action} (back the database up first)")
+    click.confirm(f"{question}. {lost} {action.capitalize()}?", abort=True, err=True)

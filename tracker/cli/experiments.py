@@ -124,12 +124,13 @@ def _roles_text(roles) -> str:
 
 @experiments.command("list")
 @format_option("json")
-def experiments_list(fmt: str) -> None:
-    """List every experiment."""
+@click.option("--all", "include_archived", is_flag=True, help="Include archived experiments.")
+def experiments_list(fmt: str, include_archived: bool) -> None:
+    """List the experiments (archived ones with --all)."""
     from tracker.sdk import Tracker
 
     with Tracker() as t:
-        found = t.experiments()
+        found = t.experiments(include_archived=include_archived)
     if fmt == "json":
         click.echo(json.dumps([e.to_dict() for e in found], indent=2))
         return

@@ -63,6 +63,18 @@ def _every(_ctx, _param, value: str | None) -> float | None:
     return None if value is None else parse_duration(value).total_seconds()
 
 
+def _expire(engine, settings) -> None:
+    """TRACKER_RETENTION_DAYS set: after a successful run of every experiment, expire the
+    raw logs older than that (:func:`tracker.lifecycle.expire_logs`)."""
+    from datetime import timedelta
+
+    from tracker.lifecycle import expire_logs
+
+    days = timedelta(days=settings.retention_days)
+    click.echo(f"retention ({settings.retention_days} days): "
+               f"{expire_logs(engine, settings, days).describe()}", err=True)
+
+
 @click.command("rollup")
 @experiment_argument(required=False)
 @click.option("--experiment", "experiment_option", metavar="EXPERIMENT", hidden=True,
@@ -108,6 +120,8 @@ def rollup_cmd(experiment: str | None, experiment_option: str | None, full: bool
             click.echo(f"skipped: {busy}", err=True)
             return
         full = False  # a scheduled loop rebuilds at most once
+        if experiment is None and until is None and settings.retention_days is not None:
+            _expire(engine, settings)  # after a successful run of every experiment
         if as_json:
             click.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
             return

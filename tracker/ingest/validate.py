@@ -432,12 +432,20 @@ def _walk_context(value: Mapping, max_depth: int, max_bytes: int) -> None:
         stack.extend((child, depth + 1, p) for child, p in children)
 
 
+CLOSED_STATUSES = ("stopped", "archived")
+"""Experiment statuses that take no new impressions (interactions still come in: they may
+answer impressions served before the stop, until the attribution windows close)."""
+
+
 class ImpressionNormalizer:
     """Turns impression records into store rows, or rejections."""
 
     def __init__(self, experiments: list[ExperimentInfo], limits: Limits, now_us: int,
                  require_id: bool):
-        self.arms = {(e.key, a.key): (e.id, a.id) for e in experiments for a in e.arms}
+        # stopped and archived experiments take no impressions: their arms are not offered,
+        # so the columnar path sends their records to this one, which says why
+        self.arms = {(e.key, a.key): (e.id, a.id) for e in experiments
+                     if e.status not in CLOSED_STATUSES for a in e.arms}
         self.experiments = {e.key: e for e in experiments}
         self.limits = limits
         self.now_us = now_us
@@ -457,6 +465,10 @@ class ImpressionNormalizer:
         if ids is None:
             if experiment not in self.experiments:
                 raise Reject("experiment", f"unknown experiment {shown(experiment)}")
+            status = self.experiments[experiment].status
+            if status in CLOSED_STATUSES:
+                raise Reject("experiment", f"experiment {shown(experiment)} is {status}: it "
+                                           "takes no new impressions")
             known = ", ".join(a.key for a in self.experiments[experiment].arms)
             raise Reject("arm", f"experiment {shown(experiment)} has no arm {shown(arm)} "
                                 f"(arms: {known})")
@@ -496,7 +508,7 @@ class InteractionNormalizer:
         self.by_id = {e.id: e for e in experiments}
         self.impression_experiments = impression_experiments
         active = [e for e in experiments
-                  if e.relevance is not None and e.status in ("draft", "running")]
+                  if e.relevance is not None and e.status in ("draft", "running", "stopped")]
         self.known_events = set().union(*(e.relevance.keys() for e in active))
         self.reject_unknown = any(e.unknown_events == "reject" for e in active)
 

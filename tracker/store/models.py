@@ -90,7 +90,8 @@ class Impression(Base):
     impression_key: Mapped[str] = mapped_column(sa.String(ID_LENGTH), unique=True)
     # No FOREIGN KEY on these two: ingest checks them against the registry (the only writer),
     # and per-row FK triggers cut PostgreSQL COPY throughput about 3x (measured, see
-    # benchmarks/README.md). Experiments and arms are never deleted by tracker.
+    # benchmarks/README.md). An experiment is deleted only together with its impressions
+    # (tracker.store.lifecycle.delete_experiment).
     experiment_id: Mapped[int] = mapped_column(sa.Integer)
     arm_id: Mapped[int] = mapped_column(sa.Integer)
     user_id: Mapped[str] = mapped_column(sa.String(ID_LENGTH))
@@ -129,7 +130,7 @@ class Interaction(Base):
 metadata = Base.metadata
 
 # Tables defined in sibling modules register on this same metadata when imported.
-from tracker.store import keys, rollup_tables  # noqa: E402, F401
+from tracker.store import keys, log_expiry, rollup_tables  # noqa: E402, F401
 
 
 class CatalogItem(Base):
