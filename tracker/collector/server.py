@@ -8,6 +8,10 @@ in size (``MAX_HEADER_BYTES``: more is a 400 and the connection is closed). uvic
 bounds neither: ``timeout_keep_alive`` starts only after a response, h11's
 ``h11_max_incomplete_event_size`` bounds the size of partial headers but not their duration,
 and with httptools (the parser uvicorn[standard] picks) 200 MB of headers were buffered.
+
+With several workers, ``/metrics`` adds up every worker's series through the folder
+``PROMETHEUS_MULTIPROC_DIR`` names (:func:`tracker.collector.telemetry.multiprocess_dir`:
+a temporary folder per server start unless the variable names one).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from tracker.collector.telemetry import multiprocess_dir
 from tracker.config import Settings
 
 try:  # uvicorn[standard] brings httptools, the faster parser; h11 is the fallback
@@ -96,14 +101,17 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
           workers: int | None = None) -> None:
     """Serve the collector until interrupted (SIGINT/SIGTERM finish the requests in flight).
 
-    Each worker process builds its own app from the ``TRACKER_*`` environment.
+    Each worker process builds its own app from the ``TRACKER_*`` environment; their
+    ``/metrics`` series meet in the multiprocess folder, ready before the first one starts.
     """
     import uvicorn
 
-    uvicorn.run(
-        "tracker.collector.app:create_app", factory=True,
-        host=host or settings.collector_host, port=port or settings.collector_port,
-        workers=workers or settings.collector_workers, http=http_protocol(settings),
-        access_log=False,  # the collector writes its own JSON access log (no secrets)
-        server_header=False, timeout_graceful_shutdown=30, log_level="info",
-    )
+    workers = workers or settings.collector_workers
+    with multiprocess_dir(workers):
+        uvicorn.run(
+            "tracker.collector.app:create_app", factory=True,
+            host=host or settings.collector_host, port=port or settings.collector_port,
+            workers=workers, http=http_protocol(settings),
+            access_log=False,  # the collector writes its own JSON access log (no secrets)
+            server_header=False, timeout_graceful_shutdown=30, log_level="info",
+        )
