@@ -3,7 +3,7 @@
 Slow clients cannot hold connections: a request's headers must arrive within
 ``TRACKER_COLLECTOR_READ_TIMEOUT`` seconds of the connection opening (or of the previous
 response on a kept-alive connection), else the connection is closed; its body then has the
-same time again (``tracker.collector.app`` answers 408 and closes). Headers are also bounded
+same time again (``tracker.collector.bodies`` answers 408 and closes). Headers are also bounded
 in size (``MAX_HEADER_BYTES``: more is a 400 and the connection is closed). uvicorn alone
 bounds neither: ``timeout_keep_alive`` starts only after a response, h11's
 ``h11_max_incomplete_event_size`` bounds the size of partial headers but not their duration,
@@ -30,6 +30,12 @@ except ImportError:  # pragma: no cover - tracker depends on uvicorn[standard]
 
 MAX_HEADER_BYTES = 64 * 1024
 """The most bytes a request line and headers may take (nginx allows 32 KiB, h11 16 KiB)."""
+
+WORKER_HEALTHCHECK_SECONDS = 30
+"""How long uvicorn waits for a worker process to answer its health ping before it kills and
+replaces it. uvicorn's default, 5 s, also bounds a worker's start (a spawned process imports
+tracker, FastAPI and pandas before it can answer): on a loaded host (2 cores, load 14) every
+replacement worker was killed before it answered, so the server never got its second worker."""
 
 
 class HeaderDeadlineProtocol(_Http):
@@ -114,4 +120,5 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
             workers=workers, http=http_protocol(settings),
             access_log=False,  # the collector writes its own JSON access log (no secrets)
             server_header=False, timeout_graceful_shutdown=30, log_level="info",
+            timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
         )
