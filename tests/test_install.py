@@ -23,8 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 # Everything the extras bring, their own dependencies included.
-EXTRA_MODULES = ("fastapi", "starlette", "pydantic", "uvicorn", "streamlit", "altair",
-                 "psycopg", "adbc_driver_postgresql", "adbc_driver_manager")
+EXTRA_MODULES = ("fastapi", "starlette", "pydantic", "uvicorn", "prometheus_client",
+                 "streamlit", "altair", "psycopg", "adbc_driver_postgresql",
+                 "adbc_driver_manager")
 
 
 def tracker_without(modules: tuple[str, ...], code: str, cwd: Path,
@@ -63,6 +64,10 @@ MISSING = [
     pytest.param(("uvicorn",), ["serve"], {},
                  "tracker serve needs the server extra (uvicorn not installed): "
                  "pip install 'recsys-tracker[server]'", id="serve-without-uvicorn-names-server"),
+    pytest.param(("prometheus_client",), ["serve"], {},
+                 "tracker serve needs the server extra (prometheus_client not installed): "
+                 "pip install 'recsys-tracker[server]'",
+                 id="serve-without-prometheus-client-names-server"),
     pytest.param(("streamlit",), ["dashboard"], {},
                  "tracker dashboard needs the dashboard extra (streamlit not installed): "
                  "pip install 'recsys-tracker[dashboard]'",

@@ -244,7 +244,7 @@ class Settings:
     collector_workers: int = field(
         default=1,
         metadata={"var": _Var("TRACKER_COLLECTOR_WORKERS", _positive_int,
-                              "collector worker processes (each has its own /metrics)")},
+                              "collector worker processes (/metrics adds them up)")},
     )
     collector_max_batch: int = field(
         default=5000,

@@ -283,8 +283,8 @@ class Tracker:
 
     def metric_table(self, experiment: str, cumulative: bool = False):
         """Per (day, arm, metric, k) sufficient statistics and means, as a DataFrame
-        (see :func:`tracker.rollup.read.metric_table` for the columns)."""
-        from tracker.rollup.read import metric_table
+        (see :func:`tracker.store.computed.metric_table` for the columns)."""
+        from tracker.store.computed import metric_table
 
         return metric_table(self.engine, experiment, cumulative)
 
@@ -309,7 +309,7 @@ class Tracker:
 
     def health_table(self, experiment: str, cumulative: bool = False):
         """Users, impressions and crossover users per arm and day, as a DataFrame."""
-        from tracker.rollup.read import health_table
+        from tracker.store.computed import health_table
 
         return health_table(self.engine, experiment, cumulative)
 

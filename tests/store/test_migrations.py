@@ -16,7 +16,7 @@ from tracker import Tracker, install
 from tracker.errors import SchemaOutdated
 from tracker.store import schema
 from tracker.store.db import SCHEMA_HISTORY, SCHEMA_REVISION, create_engine
-from tracker.store.models import metadata
+from tracker.store.tables import metadata
 
 VERSIONS = install.shipped(install.MIGRATIONS) / "versions"
 

@@ -119,7 +119,7 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
               daily_health: pd.DataFrame | None = None,
               latest_received: datetime | None = None,
               now: datetime | None = None) -> Scorecard:
-    """Build the scorecard from the rollup's tables (see :mod:`tracker.rollup.read`).
+    """Build the scorecard from the rollup's tables (see :mod:`tracker.store.computed`).
 
     ``as_of``: the day to report (default: the latest day whose results are final, else the
     latest day; a day without results is a ValidationError naming the days with results).
@@ -213,7 +213,7 @@ def _check_roles_have_tests(info: ExperimentInfo, rows: list[dict[str, Any]], ro
 
 def report(engine, experiment: str, *, cumulative: bool = True, **options) -> Scorecard:
     """Read the rollup's tables of ``experiment`` and build its :func:`scorecard`."""
-    from tracker.rollup import read
+    from tracker.store import computed as read
     from tracker.store.db import transaction
     from tracker.store.experiments import get_experiment
 

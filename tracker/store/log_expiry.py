@@ -7,7 +7,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from tracker.store.models import Base
+from tracker.store.base import Base
 from tracker.store.types import EpochMicros
 
 
