@@ -1,7 +1,7 @@
 """Every read the dashboard makes, cached; pages and components never query anything.
 
 The dashboard opens the database read-only and computes nothing heavy: it reads the rollup's
-tables through :mod:`tracker.rollup.read` and the scorecard through
+tables through :mod:`tracker.store.computed` and the scorecard through
 :func:`tracker.report.report` (the very function behind ``tracker report``, so the two
 cannot show different numbers); per-day intervals come from :mod:`tracker.stats`.
 """
@@ -14,11 +14,11 @@ from datetime import date
 import pandas as pd
 import streamlit as st
 
-import tracker.rollup.read as read
 import tracker.stats as stats
 from tracker.config import Settings
 from tracker.errors import SchemaOutdated
 from tracker.report import Scorecard, report
+from tracker.store import computed
 from tracker.store.db import create_engine, require_current_schema, transaction
 from tracker.store.experiments import ExperimentInfo, get_experiment, list_experiments
 
@@ -47,7 +47,7 @@ def where() -> str:
 @st.cache_data(ttl=TTL)
 def experiments() -> list[ExperimentInfo]:
     with transaction(engine()) as conn:
-        return list_experiments(conn)
+        return list_experiments(conn, include_archived=False)
 
 
 @st.cache_data(ttl=TTL)
@@ -58,17 +58,17 @@ def experiment(key: str) -> ExperimentInfo:
 
 @st.cache_data(ttl=TTL)
 def metric_table(key: str, cumulative: bool) -> pd.DataFrame:
-    return read.metric_table(engine(), key, cumulative)
+    return computed.metric_table(engine(), key, cumulative)
 
 
 @st.cache_data(ttl=TTL)
 def health_table(key: str, cumulative: bool) -> pd.DataFrame:
-    return read.health_table(engine(), key, cumulative)
+    return computed.health_table(engine(), key, cumulative)
 
 
 @st.cache_data(ttl=TTL)
 def day_table(key: str) -> pd.DataFrame:
-    return read.day_table(engine(), key)
+    return computed.day_table(engine(), key)
 
 
 @st.cache_data(ttl=TTL)

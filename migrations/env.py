@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from tracker.store.models import metadata
+from tracker.store.tables import metadata
 
 config = context.config
 

@@ -17,7 +17,13 @@ from hypothesis import strategies as st
 
 from tests.helpers import T0, count, impression, interaction, stored_impressions
 from tracker.cli import main
-from tracker.cli.common import MAX_DURATION, parse_duration, parse_pairs
+from tracker.cli.common import (
+    MAX_DURATION,
+    StepProgress,
+    format_duration,
+    parse_duration,
+    parse_pairs,
+)
 from tracker.config import mask_password
 from tracker.store.db import SCHEMA_REVISION, create_engine
 
@@ -366,3 +372,136 @@ def test_experiments_update_refuses_bad_roles_and_keeps_the_stored_ones(db_url, 
     assert message in result.stderr
     shown = json.loads(run(db_url, "experiments", "show", "home", "--format", "json").stdout)
     assert shown["roles"] == {"primary": ["ndcg@10"], "guardrails": {}}
+
+
+# ---------------------------------------------------------------------------- one CLI style
+def _commands(group: click.Group = main, path: tuple[str, ...] = ()):
+    """Every command of the CLI with its path, e.g. (("experiments", "show"), command)."""
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            yield from _commands(command, (*path, name))
+        else:
+            yield (*path, name), command
+
+
+def test_every_command_names_the_experiment_alike_and_formats_with_one_option():
+    named = set()
+    for path, command in _commands():
+        usage = CliRunner().invoke(main, [*path, "--help"]).output.splitlines()[0]
+        params = {p.name: p for p in command.params}
+        experiment = [p for p in command.params
+                      if isinstance(p, click.Argument) and p.name in ("experiment", "key")]
+        if experiment:
+            named.add(path)
+            assert "EXPERIMENT" in usage and " KEY" not in usage, usage
+        if "fmt" in params and path[0] != "import" or path[-1] == "impressions":
+            option = params["fmt"]
+            assert option.opts == ["--format"] and option.default == "text", path
+            assert {"text", "json"} <= set(option.type.choices), path
+        visible = [o for p in command.params if isinstance(p, click.Option) and not p.hidden
+                   for o in p.opts]
+        assert "--json" not in visible and "--experiment" not in visible, path
+    assert {("report",), ("rollup",), ("experiments", "show"), ("experiments", "create"),
+            ("experiments", "update"), ("experiments", "catalog")} <= named
+
+
+def test_usage_lines_show_optional_arguments_in_brackets():
+    catalog = CliRunner().invoke(main, ["experiments", "catalog", "--help"]).output
+    assert catalog.splitlines()[0].endswith("catalog [OPTIONS] EXPERIMENT [FILE]")
+    rollup = CliRunner().invoke(main, ["rollup", "--help"]).output
+    assert rollup.splitlines()[0].endswith("rollup [OPTIONS] [EXPERIMENT]")
+
+
+def test_our_errors_and_clicks_usage_errors_read_alike(db_url):
+    _create(db_url)
+    ours = run(db_url, "experiments", "show", "nope", code=1).stderr
+    usage = run(db_url, "report", "home", "--level", "95", code=2).stderr
+    assert ours.startswith("Error: ") and "Error: " in usage
+
+
+def test_windows_are_shown_as_given(db_url):
+    _create(db_url)  # --window 2h
+    listed = run(db_url, "experiments", "list").output.splitlines()
+    assert listed[0].split() == ["KEY", "STATUS", "ARMS", "CONTROL", "WINDOW", "CREATED"]
+    assert listed[1].split()[4] == "2h"
+    shown = run(db_url, "experiments", "show", "home").output
+    assert "attribution_window: 2h" in shown and "7200" not in shown
+    json_window = json.loads(run(db_url, "experiments", "show", "home", "--format", "json")
+                             .stdout)["attribution_window_seconds"]
+    assert json_window == 7200.0  # the JSON form is a stable interface: seconds stay
+
+
+@pytest.mark.parametrize(("given", "shown"), [
+    pytest.param("24h", "24h", id="a-day-in-hours-as-given"),
+    pytest.param("7d", "7d", id="days"),
+    pytest.param("30m", "30m", id="minutes"),
+    pytest.param("90s", "90s", id="seconds-not-a-whole-minute"),
+    pytest.param("1.5h", "90m", id="fraction-of-an-hour-in-minutes"),
+    pytest.param("0.5s", "0.5s", id="below-a-second"),
+])
+def test_format_duration_shows_a_window_in_the_unit_it_is_given_in(given, shown):
+    assert format_duration(parse_duration(given)) == shown
+
+
+@given(st.integers(1, 365 * 86_400_000_000))
+def test_format_duration_reads_back_as_the_same_duration(micros):
+    duration = timedelta(microseconds=micros)
+    assert parse_duration(format_duration(duration)) == duration
+
+
+def test_rollup_takes_the_experiment_as_argument_and_the_old_option_still(tracker, db_url):
+    from tests.test_report import _log_known_users
+
+    _log_known_users(tracker)
+    tracker.create_experiment("other", {"a": 1, "b": 1})
+    new = json.loads(run(db_url, "rollup", "home", "--format", "json").stdout)
+    assert [s["experiment"] for s in new] == ["home"]
+    old = run(db_url, "rollup", "--experiment", "other", "--json")
+    assert [s["experiment"] for s in json.loads(old.stdout)] == ["other"]
+    assert "--json is deprecated; use --format json" in old.stderr
+    both = run(db_url, "rollup", "home", "--experiment", "other", code=2)
+    assert "two experiments given" in both.output
+
+
+def test_import_prints_json_with_format_and_keeps_the_old_spellings(db_url):
+    run(db_url, "experiments", "create", "home-recs-v2", "--arm", "control", "--arm",
+        "two-tower", "--unknown-events", "zero")
+    path = str(EXAMPLES / "impressions.csv")
+    assert json.loads(run(db_url, "import", "impressions", path, "--format", "json")
+                      .stdout)["stored"] == 200
+    old = run(db_url, "import", "impressions", path, "--json")
+    assert json.loads(old.stdout)["duplicates"] == 200
+    assert "--json is deprecated" in old.stderr
+    renamed = run(db_url, "import", "impressions", path, "--format", "csv")
+    assert "0 stored, 200 duplicates" in renamed.stdout
+    assert "use --input-format csv" in renamed.stderr
+    assert "0 stored" in run(db_url, "import", "impressions", path, "--input-format",
+                             "csv").stdout
+
+
+def test_format_table_is_still_read_as_text(db_url):
+    _create(db_url)
+    assert (run(db_url, "experiments", "list", "--format", "table").output
+            == run(db_url, "experiments", "list").output)
+
+
+def test_import_progress_off_a_terminal_is_one_plain_line_per_step(db_url):
+    run(db_url, "experiments", "create", "home-recs-v2", "--arm", "control", "--arm",
+        "two-tower")
+    result = CliRunner().invoke(main, ["import", "impressions", str(EXAMPLES /
+                                                                    "impressions.csv")],
+                                env={"TRACKER_DATABASE_URL": db_url,
+                                     "TRACKER_BATCH_SIZE": "50"})
+    assert result.exit_code == 0, result.output
+    assert "\r" not in result.stderr
+    assert result.stderr.splitlines() == [f"importing impressions {n}/200"
+                                          for n in (50, 100, 150, 200)]
+
+
+def test_progress_on_a_terminal_is_a_bar_redrawn_in_place(capsys):
+    with StepProgress("days", 2, terminal=True) as bar:
+        bar.advance(1, "2026-11-01")
+        bar.advance(1, "2026-11-02")
+    err = capsys.readouterr().err
+    assert "2/2" in err and "━" in err  # rich's bar, complete
+    assert "days 1/2 2026-11-01\n" not in err  # not the plain lines of a log

@@ -148,6 +148,32 @@ def test_retry_after_is_honoured_and_backoff_grows(settings, home):
     assert gaps[3] >= 0.4                    # 0.8 * [0.5, 1]
 
 
+@pytest.mark.parametrize(("attempt", "retry_after", "low", "high"), [
+    pytest.param(1, None, 0.1, 0.2, id="first-retry-within-half-to-all-of-the-base"),
+    pytest.param(4, None, 0.8, 1.6, id="doubling-per-retry"),
+    pytest.param(40, None, 2.5, 5.0, id="capped-at-retry-max-with-no-overflow"),
+    pytest.param(1, 3.0, 3.0, 3.0, id="retry-after-longer-than-the-backoff-is-waited"),
+    pytest.param(1, 60.0, 5.0, 5.0, id="retry-after-capped-at-retry-max"),
+])
+def test_the_backoff_is_bounded_and_jittered_and_waits_for_retry_after(attempt, retry_after,
+                                                                       low, high):
+    import tenacity
+
+    from tracker.client import _Retryable
+
+    c = TrackerClient("http://127.0.0.1:9", "key", retry_base=0.2, retry_max=5.0,
+                      settings=Settings())
+    try:
+        state = tenacity.RetryCallState(c._retrying, fn=None, args=(), kwargs={})
+        state.attempt_number = attempt
+        state.outcome = tenacity.Future.construct(attempt, _Retryable(retry_after), True)
+        waits = [c._wait(state) for _ in range(300)]
+    finally:
+        c.close(timeout=0)
+    assert all(low <= w <= high for w in waits)
+    assert high == low or max(waits) - min(waits) > (high - low) / 3  # jittered
+
+
 @pytest.mark.parametrize("status", [400, 401, 403, 404])
 def test_other_client_errors_are_not_retried(settings, home, status):
     app = faulty(settings, [(status, {})])

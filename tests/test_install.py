@@ -23,8 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 # Everything the extras bring, their own dependencies included.
-EXTRA_MODULES = ("fastapi", "starlette", "pydantic", "uvicorn", "streamlit", "altair",
-                 "psycopg", "adbc_driver_postgresql", "adbc_driver_manager")
+EXTRA_MODULES = ("fastapi", "starlette", "pydantic", "uvicorn", "prometheus_client",
+                 "streamlit", "altair", "psycopg", "adbc_driver_postgresql",
+                 "adbc_driver_manager")
 
 
 def tracker_without(modules: tuple[str, ...], code: str, cwd: Path,
@@ -63,6 +64,10 @@ MISSING = [
     pytest.param(("uvicorn",), ["serve"], {},
                  "tracker serve needs the server extra (uvicorn not installed): "
                  "pip install 'recsys-tracker[server]'", id="serve-without-uvicorn-names-server"),
+    pytest.param(("prometheus_client",), ["serve"], {},
+                 "tracker serve needs the server extra (prometheus_client not installed): "
+                 "pip install 'recsys-tracker[server]'",
+                 id="serve-without-prometheus-client-names-server"),
     pytest.param(("streamlit",), ["dashboard"], {},
                  "tracker dashboard needs the dashboard extra (streamlit not installed): "
                  "pip install 'recsys-tracker[dashboard]'",
@@ -89,7 +94,7 @@ def test_a_command_whose_extra_is_missing_says_which_to_install(tmp_path, blocke
         return
     done = tracker_without(blocked, cli(*args), tmp_path, env)
     assert done.returncode == 1, done.stderr[-3000:]
-    assert done.stderr.strip().splitlines()[-1] == f"error: {message}"
+    assert done.stderr.strip().splitlines()[-1] == f"Error: {message}"
     assert "Traceback" not in done.stderr
 
 

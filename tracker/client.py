@@ -24,11 +24,11 @@ collector's ``/v1/impressions`` and ``/v1/interactions``.
 - **Queue full**: ``on_full="drop"`` (default) drops the new event and counts it in
   ``counters().dropped``; ``on_full="block"`` waits up to ``block_timeout`` seconds for room,
   then drops and counts.
-- **Retries**: connection errors, timeouts, 5xx, 429 and 503 are retried with exponential
-  backoff and jitter (``retry_base`` doubling up to ``retry_max`` seconds, each delay drawn
-  from [½, 1] of that), waiting at least the server's ``Retry-After``; other 4xx are not
-  retried. Every event carries its id (made here with :func:`uuid.uuid4` when absent), so a
-  resent batch is stored once: the collector answers ``duplicates`` for the repeats.
+- **Retries** (:mod:`tenacity`): connection errors, timeouts, 5xx, 429 and 503 are retried
+  with exponential backoff and jitter (``retry_base`` doubling up to ``retry_max`` seconds,
+  each delay drawn from [½, 1] of that), waiting at least the server's ``Retry-After``;
+  other 4xx are not retried. Every event carries its id (made here with :func:`uuid.uuid4`
+  when absent), so a resent batch is stored once: the collector answers ``duplicates``.
 - **Invalid events** (422): the collector refuses the whole batch and lists the invalid
   events by index; the client counts those as ``rejected`` and resends the rest. A 422 that
   lists none is answered by splitting the batch in halves until each invalid event is alone
@@ -48,7 +48,6 @@ import atexit
 import contextlib
 import logging
 import queue
-import random
 import threading
 import time
 import uuid
@@ -60,6 +59,7 @@ from typing import Any
 
 import httpx
 import orjson
+import tenacity
 
 from tracker.config import Settings
 from tracker.errors import ValidationError
@@ -248,7 +248,15 @@ def _retry_after(value: str | None) -> float | None:
 
 
 class _Giveup(Exception):
-    pass
+    """close()'s deadline came: the batch is given up (counted ``failed``)."""
+
+
+class _Retryable(Exception):
+    """A connection error or a retryable status; ``retry_after``: the server's wait, if any."""
+
+    def __init__(self, retry_after: float | None):
+        super().__init__(retry_after)
+        self.retry_after = retry_after
 
 
 class TrackerClient:
@@ -277,6 +285,11 @@ class TrackerClient:
         self.block_timeout = block_timeout
         self.retry_base = retry_base
         self.retry_max = retry_max
+        half_base, half_max = retry_base / 2, retry_max / 2
+        self._backoff = (tenacity.wait_exponential(multiplier=half_base, max=half_max)
+                         + tenacity.wait_random_exponential(multiplier=half_base, max=half_max))
+        self._retrying = tenacity.Retrying(retry=tenacity.retry_if_exception_type(_Retryable),
+                                           wait=self._wait, sleep=self._sleep, reraise=True)
         self.close_timeout = close_timeout
         self.last_error: str | None = None
         self.limits = Limits.from_settings(settings or Settings.from_env())
@@ -538,37 +551,42 @@ class TrackerClient:
 
     def _post(self, kind: str, events: list[_Wire]) -> tuple[int, dict]:
         """POST until an answer that is not retryable; raises _Giveup after close's deadline."""
-        url = self.endpoint + _PATHS[kind]
-        body = _batch_body(events)
-        attempt = 0
-        while True:
-            if self._expired():
-                raise _Giveup
-            wait = None
-            try:
-                response = self._http.post(url, content=body)
-            except httpx.HTTPError as error:  # connection refused/reset, timeout, ...
-                self.last_error = f"{type(error).__name__}: {error}"
-            else:
-                status = response.status_code
-                if status < 500 and status not in _RETRY_STATUSES:
-                    try:
-                        data = response.json()
-                    except ValueError:
-                        data = {}
-                    if status != 200:
-                        message = data.get("message") if isinstance(data, dict) else None
-                        self.last_error = f"HTTP {status}: {message or response.text[:200]}"
-                    return status, data if isinstance(data, dict) else {}
-                self.last_error = f"HTTP {status}: {response.text[:200]}"
-                wait = _retry_after(response.headers.get("retry-after"))
-            delay = min(self.retry_max, self.retry_base * 2 ** min(attempt, 30))
-            delay *= random.uniform(0.5, 1.0)
-            if wait is not None:
-                delay = max(delay, min(wait, self.retry_max))
-            attempt += 1
-            self._pause(delay)
-            self._count(retries=1)
+        return self._retrying(self._attempt, self.endpoint + _PATHS[kind], _batch_body(events))
+
+    def _attempt(self, url: str, body: bytes) -> tuple[int, dict]:
+        """One POST: the status and JSON body of an answer that is not retryable; raises
+        :class:`_Retryable` (with the server's Retry-After) for one that is."""
+        if self._expired():
+            raise _Giveup
+        try:
+            response = self._http.post(url, content=body)
+        except httpx.HTTPError as error:  # connection refused/reset, timeout, ...
+            self.last_error = f"{type(error).__name__}: {error}"
+            raise _Retryable(None) from error
+        status = response.status_code
+        if status >= 500 or status in _RETRY_STATUSES:
+            self.last_error = f"HTTP {status}: {response.text[:200]}"
+            raise _Retryable(_retry_after(response.headers.get("retry-after")))
+        try:
+            data = response.json()
+        except ValueError:
+            data = {}
+        if status != 200:
+            message = data.get("message") if isinstance(data, dict) else None
+            self.last_error = f"HTTP {status}: {message or response.text[:200]}"
+        return status, data if isinstance(data, dict) else {}
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        """Exponential backoff with equal jitter, ``[1/2, 1]`` of ``retry_base * 2**n`` capped
+        at ``retry_max`` (tenacity's fixed half plus its random half), and at least the
+        server's Retry-After (itself capped at ``retry_max``)."""
+        delay = self._backoff(state)
+        retry_after = state.outcome.exception().retry_after if state.outcome else None
+        return delay if retry_after is None else max(delay, min(retry_after, self.retry_max))
+
+    def _sleep(self, seconds: float) -> None:  # tenacity's sleep: a retry follows
+        self._pause(seconds)
+        self._count(retries=1)
 
     def _pause(self, seconds: float) -> None:
         """Sleep before a retry; raises _Giveup when close()'s deadline comes first."""

@@ -224,6 +224,13 @@ class Settings:
         metadata={"var": _Var("TRACKER_ROLLUP_CHUNK_CELLS", _positive_int,
                               "impressions x list length the rollup holds in memory at once")},
     )
+    retention_days: int | None = field(
+        default=None,
+        metadata={"var": _Var("TRACKER_RETENTION_DAYS", _positive_int,
+                              "expire raw impressions and interactions older than this many "
+                              "days after each successful `tracker rollup` of every "
+                              "experiment (stored results stay); unset: keep them forever")},
+    )
     collector_host: str = field(
         default="127.0.0.1",
         metadata={"var": _Var("TRACKER_COLLECTOR_HOST", _host,
@@ -237,7 +244,7 @@ class Settings:
     collector_workers: int = field(
         default=1,
         metadata={"var": _Var("TRACKER_COLLECTOR_WORKERS", _positive_int,
-                              "collector worker processes (each has its own /metrics)")},
+                              "collector worker processes (/metrics adds them up)")},
     )
     collector_max_batch: int = field(
         default=5000,

@@ -91,6 +91,15 @@ class Busy(TrackerError):
     """Another process holds the lock this operation needs (e.g. a rollup already running)."""
 
 
+class InvalidTransition(TrackerError):
+    """An experiment cannot go from its status to the one asked (archive a running one,
+    restart an archived one)."""
+
+
+class ExpiredLogs(TrackerError):
+    """The raw logs an operation needs were expired (``tracker logs expire``)."""
+
+
 def shorten(value: object, limit: int = 64, *, say_length: bool = True) -> str:
     """``value`` as text (a string as is, anything else by ``repr``) cut to its first ``limit``
     characters, so that no message or response echoes a rejected value whole (a 300 MB id is

@@ -22,7 +22,7 @@ from tracker.errors import MissingExtra, TrackerError
 DISTRIBUTION = "recsys-tracker"
 
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "server": ("fastapi", "uvicorn"),
+    "server": ("fastapi", "uvicorn", "prometheus_client"),
     "dashboard": ("streamlit",),
     "postgres": ("psycopg", "adbc_driver_postgresql"),
 }

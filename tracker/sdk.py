@@ -22,6 +22,7 @@ from tracker.ingest.validate import (
     experiment_fields,
     experiment_update_fields,
 )
+from tracker.rollup.retention import recomputable
 from tracker.store import experiments as registry
 from tracker.store.db import create_engine, require_current_schema, transaction
 from tracker.store.experiments import ExperimentInfo
@@ -129,9 +130,64 @@ class Tracker:
         with transaction(self.engine) as conn:
             return registry.get_experiment(conn, key)
 
-    def experiments(self) -> list[ExperimentInfo]:
+    def experiments(self, *, include_archived: bool = False) -> list[ExperimentInfo]:
+        """The experiments, archived ones only with ``include_archived``."""
         with transaction(self.engine) as conn:
-            return registry.list_experiments(conn)
+            return registry.list_experiments(conn, include_archived=include_archived)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start_experiment(self, key: str) -> ExperimentInfo:
+        """Make a draft or stopped experiment running (it takes impressions again)."""
+        return self._move(key, "running")
+
+    def stop_experiment(self, key: str) -> ExperimentInfo:
+        """Stop a running experiment: its new impressions are rejected; interactions still
+        come in, so the rollup finishes the attribution windows of the lists served."""
+        return self._move(key, "stopped")
+
+    def archive_experiment(self, key: str) -> ExperimentInfo:
+        """Archive a stopped experiment whose impressions are all rolled up: it leaves the
+        default lists, and a rollup of every experiment skips it once its days are final.
+        Raises :class:`~tracker.errors.InvalidTransition` from any other status."""
+        return self._move(key, "archived")
+
+    def _move(self, key: str, status: str) -> ExperimentInfo:
+        from tracker import lifecycle
+
+        lifecycle.change_status(self.engine, key, status)
+        return self.experiment(key)
+
+    def delete_experiment(self, key: str):
+        """Delete experiment ``key``: its arms, catalog, impressions, results and rollup
+        state (interactions stay: they belong to users). Returns the rows removed per table
+        (:class:`tracker.lifecycle.ExperimentRemoval`). Raises
+        :class:`~tracker.errors.Busy` (nothing deleted) while a rollup of it runs."""
+        from tracker import lifecycle
+
+        return lifecycle.delete_experiment(self.engine, key)
+
+    def delete_user(self, user_id: str, *, now: datetime | None = None):
+        """Erase ``user_id``'s impressions and interactions in every experiment (GDPR Art.
+        17) and mark the rolled-up days they entered for recomputation by the next rollup.
+        Returns what was removed per experiment (:class:`tracker.lifecycle.UserErasure`)."""
+        from tracker import lifecycle
+
+        return lifecycle.delete_user(self.engine, self.settings, user_id, now=now)
+
+    def expire_logs(self, older_than: timedelta | None = None, *, now: datetime | None = None,
+                    dry_run: bool = False):
+        """Delete raw impressions and interactions older than ``older_than`` (default:
+        ``TRACKER_RETENTION_DAYS``); the rollup's results of those days stay. Returns the
+        rows removed (:class:`tracker.lifecycle.LogExpiry`)."""
+        from tracker import lifecycle
+
+        if older_than is None:
+            if self.settings.retention_days is None:
+                raise ConfigError("no age given and TRACKER_RETENTION_DAYS is not set: say "
+                                  "how old the logs to expire are, e.g. 90 days")
+            older_than = timedelta(days=self.settings.retention_days)
+        return lifecycle.expire_logs(self.engine, self.settings, older_than, now=now,
+                                     dry_run=dry_run)
 
     def declare_catalog(self, experiment: str, items: Iterable[str] | None) -> int:
         """Declare the item catalog of ``experiment`` (every item it could recommend),
@@ -142,7 +198,9 @@ class Tracker:
         items plus any item seen in the experiment's impressions and interactions (without a
         declaration, only the latter); Gini counts the catalog's unexposed items at 0. The
         next rollup recomputes every day of the experiment. Raises
-        :class:`ValidationError` on a bad id (nothing changes).
+        :class:`ValidationError` on a bad id, :class:`~tracker.errors.ExpiredLogs` when
+        days of the experiment can no longer be recomputed (``tracker logs expire``); then
+        nothing changes.
         """
         limit = min(self.settings.max_id_length, ID_LENGTH)
         if items is None:
@@ -164,6 +222,10 @@ class Tracker:
             declared = list(unique)
         with transaction(self.engine, write=True) as conn:
             info = registry.get_experiment(conn, experiment)
+            # a declaration makes the next rollup rebuild every day: refused (ExpiredLogs)
+            # when some of them can no longer be recomputed
+            recomputable(conn, info, set(), rebuild=True,
+                         popularity_days=self.settings.rollup_popularity_days)
             registry.replace_catalog(conn, info.id, declared)
         return len(declared)
 
@@ -235,8 +297,8 @@ class Tracker:
 
     def metric_table(self, experiment: str, cumulative: bool = False):
         """Per (day, arm, metric, k) sufficient statistics and means, as a DataFrame
-        (see :func:`tracker.rollup.read.metric_table` for the columns)."""
-        from tracker.rollup.read import metric_table
+        (see :func:`tracker.store.computed.metric_table` for the columns)."""
+        from tracker.store.computed import metric_table
 
         return metric_table(self.engine, experiment, cumulative)
 
@@ -261,7 +323,7 @@ class Tracker:
 
     def health_table(self, experiment: str, cumulative: bool = False):
         """Users, impressions and crossover users per arm and day, as a DataFrame."""
-        from tracker.rollup.read import health_table
+        from tracker.store.computed import health_table
 
         return health_table(self.engine, experiment, cumulative)
 

@@ -30,7 +30,7 @@ st.caption(f"{info.key} · {info.status} · control: {info.control} · attributi
 
 days = data.day_table(key)
 if days.empty:
-    st.info(f"No rollup for {key} yet: run `tracker rollup --experiment {key}` "
+    st.info(f"No rollup for {key} yet: run `tracker rollup {key}` "
             "(or wait for the scheduled rollup).")
     st.stop()
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import uvicorn
+from prometheus_client.parser import text_string_to_metric_families
 
 from tracker.config import Settings
 from tracker.store.db import create_engine, transaction
@@ -28,6 +29,23 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+Samples = dict[tuple[str, frozenset], float]
+
+
+def scrape(base: str, request_id: str | None = None) -> Samples:
+    """``/metrics`` as {(sample name, its labels): value}, read by prometheus_client's parser
+    (``request_id``: sent as ``X-Request-ID``, to find the answer in the access log)."""
+    headers = {"X-Request-ID": request_id} if request_id else None
+    text = httpx.get(base + "/metrics", headers=headers, timeout=10).text
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def sample(samples: Samples, name: str, **labels: str) -> float:
+    """One sample's value (KeyError: the scrape does not hold it)."""
+    return samples[(name, frozenset(labels.items()))]
 
 
 @dataclass

@@ -8,8 +8,9 @@ from datetime import timedelta
 import httpx
 import pytest
 import sqlalchemy as sa
+from prometheus_client.parser import text_string_to_metric_families
 
-from tests.collector.server import in_thread
+from tests.collector.server import in_thread, sample, scrape
 from tests.helpers import T0, count, impression, interaction, stored_impressions
 
 
@@ -197,31 +198,34 @@ def test_database_down_answers_503_with_retry_after(tmp_path):
         health = httpx.get(base + "/health", timeout=30)
         events = httpx.post(base + "/v1/impressions", json=[wire(impression(0))],
                             headers=headers, timeout=30)
-        metrics = httpx.get(base + "/metrics").text
+        metrics = scrape(base)
     assert health.status_code == 503 and health.headers["retry-after"] == "3"
     assert (events.status_code, events.json()["error"]) == (503, "database_unavailable")
     assert events.headers["retry-after"] == "3"
-    assert "tracker_collector_database_unavailable_total 1" in metrics
+    assert sample(metrics, "tracker_collector_database_unavailable_total") == 1
 
 
 def test_metrics_count_events_and_latency_in_prometheus_format(collector):
     post(collector, "impressions", [wire(impression(i)) for i in range(3)])
     post(collector, "impressions", [wire(impression(i)) for i in range(4)])
     post(collector, "impressions", [wire(impression(0, experiment="nope"))])
-    text = httpx.get(collector.base + "/metrics").text
-    lines = set(text.splitlines())
-    assert 'tracker_collector_events_total{kind="impressions",outcome="stored"} 4' in lines
-    assert 'tracker_collector_events_total{kind="impressions",outcome="duplicate"} 3' in lines
-    assert 'tracker_collector_events_total{kind="impressions",outcome="rejected"} 1' in lines
-    assert ('tracker_collector_requests_total{route="/v1/impressions",method="POST",'
-            'status="422"} 1') in lines
-    assert ('tracker_collector_request_duration_seconds_count{route="/v1/impressions"} 3'
-            in lines)
-    assert "# TYPE tracker_collector_request_duration_seconds histogram" in lines
-    buckets = [line for line in lines if line.startswith(
-        'tracker_collector_request_duration_seconds_bucket{route="/v1/impressions",le="+Inf"}')]
-    assert buckets == ['tracker_collector_request_duration_seconds_bucket'
-                       '{route="/v1/impressions",le="+Inf"} 3']
+    answer = httpx.get(collector.base + "/metrics")
+    assert answer.headers["content-type"].startswith("text/plain; version=")
+    families = {f.name: f for f in text_string_to_metric_families(answer.text)}
+    assert families["tracker_collector_request_duration_seconds"].type == "histogram"
+    assert families["tracker_collector_events"].type == "counter"
+    metrics = scrape(collector.base)
+    events = "tracker_collector_events_total"
+    assert sample(metrics, events, kind="impressions", outcome="stored") == 4
+    assert sample(metrics, events, kind="impressions", outcome="duplicate") == 3
+    assert sample(metrics, events, kind="impressions", outcome="rejected") == 1
+    assert sample(metrics, events, kind="interactions", outcome="conflict") == 0  # shown at 0
+    requests = "tracker_collector_requests_total"
+    assert sample(metrics, requests, route="/v1/impressions", method="POST", status="422") == 1
+    assert sample(metrics, requests, route="/v1/impressions", method="POST", status="200") == 2
+    latency = "tracker_collector_request_duration_seconds"
+    assert sample(metrics, latency + "_count", route="/v1/impressions") == 3
+    assert sample(metrics, latency + "_bucket", route="/v1/impressions", le="+Inf") == 3
 
 
 def test_openapi_documents_the_endpoints_bodies_and_bearer_auth(collector):
@@ -251,7 +255,7 @@ def test_times_are_stored_in_utc_as_sent(collector):
 
 def test_an_unexpected_error_is_a_json_500_with_the_request_id_and_the_server_goes_on(
         collector, monkeypatch):
-    import tracker.collector.app as app_module
+    import tracker.collector.routes as app_module
 
     def boom(*args, **kwargs):
         raise RuntimeError("boom")

@@ -171,7 +171,8 @@ def test_a_bad_line_is_one_rejection_named_by_file_and_line_and_its_neighbours_a
 def test_json_output_says_where_each_rejection_is(home, tmp_path):
     path = tmp_path / "x.jsonl"
     path.write_bytes(truncated_jsonl().content)
-    out = json.loads(run(home, "import", "impressions", str(path), "--json", code=2).stdout)
+    out = json.loads(run(home, "import", "impressions", str(path), "--format", "json",
+                         code=2).stdout)
     assert [(r["index"], r["where"]) for r in out["rejected"]] == [(1, "line 3")]
     assert (out["stored"], out["errors"]) == (2, [])
 
@@ -225,10 +226,10 @@ UNREADABLE = [
     pytest.param("x.jsonl", b"[" + json_line(0).encode() + b"]", [],
                  "the content looks like a JSON array (a .json file), not JSON Lines",
                  id="json-array-named-jsonl"),
-    pytest.param("x.txt", csv_text([0]).encode(), ["--format", "parquet"],
+    pytest.param("x.txt", csv_text([0]).encode(), ["--input-format", "parquet"],
                  "not a Parquet file (it does not start with PAR1; it looks like text)",
                  id="format-parquet-on-csv-content"),
-    pytest.param("x.txt", csv_text([0]).encode(), ["--format", "jsonl"],
+    pytest.param("x.txt", csv_text([0]).encode(), ["--input-format", "jsonl"],
                  "the content looks like text starting with 'impression_id,experiment,arm,",
                  id="format-jsonl-on-csv-content"),
 ]
@@ -240,7 +241,7 @@ def test_a_file_that_cannot_be_read_is_named_with_what_is_wrong_and_stores_nothi
     path = tmp_path / name
     path.write_bytes(content)
     result = run(home, "import", "impressions", str(path), *options, code=2)
-    assert f"error: {path}: " in result.stderr and says in result.stderr, result.stderr
+    assert f"Error: {path}: " in result.stderr and says in result.stderr, result.stderr
     assert "impressions: 0 received, 0 stored, 0 duplicates, 0 conflicts, 0 rejected; " \
            "nothing stored" in result.stdout
     assert stored_ids(home) == set()
@@ -249,7 +250,8 @@ def test_a_file_that_cannot_be_read_is_named_with_what_is_wrong_and_stores_nothi
 def test_a_file_error_in_json_output_is_listed_under_errors(home, tmp_path):
     path = tmp_path / "x.csv"
     path.write_bytes(b"")
-    out = json.loads(run(home, "import", "impressions", str(path), "--json", code=2).stdout)
+    out = json.loads(run(home, "import", "impressions", str(path), "--format", "json",
+                         code=2).stdout)
     assert out["stored"] == 0 and out["errors"] == [f"{path}: the file is empty (0 bytes); "
                                                     "nothing to import"]
 
@@ -268,7 +270,7 @@ def test_a_parquet_row_group_that_cannot_be_decoded_is_named_and_the_others_are_
         data[start:start + 16] = b"\xff" * 16
     path.write_bytes(bytes(data))
     result = run(home, "import", "impressions", str(path), code=2)
-    assert f"error: {path} row group 1 (rows 4-6): cannot be read" in result.stderr
+    assert f"Error: {path} row group 1 (rows 4-6): cannot be read" in result.stderr
     assert "3 stored" in result.stdout
     assert stored_ids(home) == {"imp-0", "imp-1", "imp-2"}
 
@@ -407,7 +409,7 @@ def test_interactions_csv_header_is_checked_against_the_interaction_fields(home,
     path.write_text("event_id,user_id,item_id,event,served_at\ne1,u1,i1,click,"
                     "2026-11-01T12:00:00Z\n")
     result = run(home, "import", "interactions", str(path), code=2)
-    assert (f"error: {path}: line 1: unknown header column(s) served_at; missing occurred_at. "
+    assert (f"Error: {path}: line 1: unknown header column(s) served_at; missing occurred_at. "
             "Interactions have the columns event, event_id, item_id, occurred_at, user_id and "
             "optionally impression_id, value") in result.stderr
     assert stored_events(home) == set()

@@ -200,6 +200,15 @@ BAD_EXPERIMENTS = [
     pytest.param({"status": "paused"}, "status", id="unknown-status"),
     pytest.param({"unknown_events": "ignore"}, "unknown_events", id="unknown-policy"),
     pytest.param({"starts_at": T0, "ends_at": T0}, "ends_at", id="ends-before-start"),
+    pytest.param({"arms": {"a": 1, "b c": 1}}, "arms", id="arm-key-with-space"),
+    pytest.param({"arms": {"a": 1, "b": True}}, "arms", id="bool-weight"),
+    pytest.param({"attribution_window": "1h"}, "attribution_window", id="window-as-text"),
+    pytest.param({"relevance": {}}, "relevance", id="empty-relevance"),
+    pytest.param({"relevance": {"x" * 65: 1}}, "relevance", id="event-type-too-long"),
+    pytest.param({"cutoffs": ["ten"]}, "cutoffs", id="cutoff-not-a-number"),
+    pytest.param({"name": "n" * 201}, "name", id="name-too-long"),
+    pytest.param({"arms": {"a": 1}, "timezone": "Mars/Olympus"}, "arms",
+                 id="the-first-bad-field-in-order-is-named"),
 ]
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from tracker import metrics
 from tracker.metrics import batch
+from tracker.metrics.batch import judging, scoring
 
 NAMES = ["ndcg@3", "map@3", "mrr@3", "hit_rate@2", "precision@3", "recall@3", "roc_auc@3",
          "r_precision", "song_clicks"]
@@ -17,7 +18,7 @@ NAMES = ["ndcg@3", "map@3", "mrr@3", "hit_rate@2", "precision@3", "recall@3", "r
 @pytest.fixture(params=["by-row", "global-sort"])
 def judge_path(request, monkeypatch):
     """Run a test once with each way judge sorts keys."""
-    monkeypatch.setattr(batch, "ROW_SORT_WASTE", 10**9 if request.param == "by-row" else 0)
+    monkeypatch.setattr(judging, "ROW_SORT_WASTE", 10**9 if request.param == "by-row" else 0)
     return request.param
 
 
@@ -105,9 +106,9 @@ def test_a_pair_judged_twice_keeps_its_largest_grade(judge_path):
 @pytest.mark.parametrize("seed", range(4))
 def test_both_ways_of_sorting_agree(seed, graded, monkeypatch):
     lists = random_encoded(seed, graded=graded)
-    monkeypatch.setattr(batch, "ROW_SORT_WASTE", 10**9)
+    monkeypatch.setattr(judging, "ROW_SORT_WASTE", 10**9)
     by_row = metrics.evaluate_encoded(lists, NAMES)
-    monkeypatch.setattr(batch, "ROW_SORT_WASTE", 0)
+    monkeypatch.setattr(judging, "ROW_SORT_WASTE", 0)
     by_sort = metrics.evaluate_encoded(lists, NAMES)
     for name in NAMES:
         np.testing.assert_allclose(by_row[name], by_sort[name], rtol=0, atol=1e-12,
@@ -131,7 +132,7 @@ def test_blocks_cover_the_lists_in_order_whatever_the_order_of_judgements(monkey
     unsorted = metrics.EncodedLists(lists.items, lists.truth_row[shuffled],
                                     lists.truth_item[shuffled], lists.truth_grade[shuffled])
     expected = metrics.evaluate_encoded(lists, NAMES)
-    monkeypatch.setattr(batch, "BLOCK_RANKS", 1)  # blocks of 64 lists
+    monkeypatch.setattr(scoring, "BLOCK_RANKS", 1)  # blocks of 64 lists
     assert len(list(unsorted.blocks(batch.block_rows(8)))) == 8
     got = metrics.evaluate_encoded(unsorted, NAMES)
     for name in NAMES:
@@ -224,7 +225,7 @@ def test_served_positions_in_small_blocks_and_any_order(monkeypatch):
     unsorted = metrics.ServedPositions(located.lengths, located.truth_row[shuffled],
                                        located.truth_position[shuffled],
                                        located.truth_grade[shuffled])
-    monkeypatch.setattr(batch, "BLOCK_RANKS", 1)  # blocks of 64 lists
+    monkeypatch.setattr(scoring, "BLOCK_RANKS", 1)  # blocks of 64 lists
     got = metrics.evaluate_encoded(unsorted, NAMES)
     for name in NAMES:
         np.testing.assert_allclose(got[name], expected[name], rtol=0, atol=1e-12,
@@ -263,7 +264,7 @@ def test_hit_patterns_give_exactly_what_the_hit_matrix_gives(seed, monkeypatch):
     patterned = batch.judge(lists)
     assert patterned.hit_bits is not None and patterned.dense_hit is None
     pattern_values = metrics.evaluate_encoded(lists, NAMES)
-    monkeypatch.setattr(batch, "PATTERN_WIDTH", 0)  # every list judged as a matrix
+    monkeypatch.setattr(judging, "PATTERN_WIDTH", 0)  # every list judged as a matrix
     dense = batch.judge(lists)
     assert dense.hit_bits is None
     np.testing.assert_array_equal(patterned.hit, dense.hit)
@@ -291,7 +292,7 @@ def test_a_judged_batch_holds_hits_one_way():
 @pytest.mark.parametrize("graded", [True, False], ids=["graded", "binary"])
 def test_worker_threads_give_the_values_of_one_thread(graded, monkeypatch):
     lists = random_encoded(11, n=3000, graded=graded)
-    monkeypatch.setattr(batch, "BLOCK_RANKS", 1)  # blocks of 64 lists: many per thread
+    monkeypatch.setattr(scoring, "BLOCK_RANKS", 1)  # blocks of 64 lists: many per thread
     one = metrics.evaluate_encoded(lists, NAMES, workers=1)
     for workers in (2, 3):
         many = metrics.evaluate_encoded(lists, NAMES, workers=workers)
@@ -306,8 +307,8 @@ def test_workers_must_be_a_positive_integer():
 
 
 def test_large_batches_use_threads_and_small_ones_do_not(monkeypatch):
-    monkeypatch.setattr(batch.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(scoring.os, "cpu_count", lambda: 8)
     assert batch.default_workers(batch.PARALLEL_LISTS - 1) == 1
     assert batch.default_workers(batch.PARALLEL_LISTS) == batch.MAX_WORKERS
-    monkeypatch.setattr(batch.os, "cpu_count", lambda: None)
+    monkeypatch.setattr(scoring.os, "cpu_count", lambda: None)
     assert batch.default_workers(10**7) == 1

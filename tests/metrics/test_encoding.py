@@ -153,3 +153,46 @@ def test_int_lists_read_through_marshal_score_as_the_general_path_does():
     assert encoding._int32_lists([tuple(row) for row in served]) is None
     for name in names:
         assert fast[name] == pytest.approx(general[name], abs=1e-12), name
+
+
+# ------------------------------------------ the numpy steps every encoder shares (codes)
+
+codes_of = st.lists(st.integers(-1, 5), max_size=40).map(lambda c: np.array(c, dtype=np.int64))
+
+
+@settings(max_examples=100, deadline=None)
+@given(keys=st.lists(st.integers(-(2**62), 2**62), max_size=50))
+def test_distinct_is_the_sorted_set_of_the_keys(keys):
+    assert encoding.distinct(np.array(keys, dtype=np.int64)).tolist() == sorted(set(keys))
+
+
+@settings(max_examples=100, deadline=None)
+@given(sizes=st.lists(st.integers(0, 5), max_size=6))
+def test_split_codes_gives_each_stream_its_codes(sizes):
+    streams = [np.arange(n, dtype=np.int64) + 10 * i for i, n in enumerate(sizes)]
+    joined = np.concatenate(streams) if streams else np.zeros(0, dtype=np.int64)
+    got = encoding.split_codes(joined, sizes)
+    assert [g.tolist() for g in got] == [s.tolist() for s in streams]
+
+
+def test_split_codes_refuses_sizes_that_do_not_add_up():
+    with pytest.raises(ValueError, match="stream sizes add up to 2, but 3 codes given"):
+        encoding.split_codes(np.array([0, 1, 2]), [1, 1])
+
+
+@settings(max_examples=100, deadline=None)
+@given(vocabulary=st.lists(st.text(max_size=3), min_size=6, max_size=6, unique=True),
+       codes=codes_of)
+def test_renumbered_codes_compare_as_their_ids_do(vocabulary, codes):
+    order = np.array(sorted(range(6), key=vocabulary.__getitem__))
+    new = encoding.renumber(codes, order)
+    assert np.array_equal(new < 0, codes < 0)  # missing stays missing
+    ids = [vocabulary[c] for c in codes.tolist() if c >= 0]
+    assert [sorted(vocabulary)[c] for c in new.tolist() if c >= 0] == ids
+
+
+@settings(max_examples=100, deadline=None)
+@given(codes=codes_of, mapping=st.lists(st.integers(0, 99), min_size=6, max_size=6))
+def test_remap_moves_codes_into_another_vocabulary_and_keeps_missing(codes, mapping):
+    got = encoding.remap(codes, np.array(mapping))
+    assert got.tolist() == [mapping[c] if c >= 0 else -1 for c in codes.tolist()]

@@ -7,28 +7,35 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 
-def _pausing(bar, paused: Path, resume: Path):
-    """``bar`` (the command's progress callback), pausing once after the first day."""
+def _pausing(progress, paused: Path, resume: Path):
+    """``progress`` (the command's progress context), its callback pausing once after the
+    first day."""
 
-    def progress(stage: str, done: int, total: int, day) -> None:
-        bar(stage, done, total, day)
-        if stage == "day" and not paused.exists():
-            paused.touch()
-            deadline = time.monotonic() + 60
-            while not resume.exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
+    @contextmanager
+    def pausing():
+        with progress() as bar:
+            def step(stage: str, done: int, total: int, day) -> None:
+                bar(stage, done, total, day)
+                if stage == "day" and not paused.exists():
+                    paused.touch()
+                    deadline = time.monotonic() + 60
+                    while not resume.exists() and time.monotonic() < deadline:
+                        time.sleep(0.05)
 
-    return progress
+            yield step
+
+    return pausing
 
 
 if __name__ == "__main__":
     from tracker.cli import main
     from tracker.cli import rollup as command
 
-    command._progress_bar = _pausing(command._progress_bar,
+    command.rollup_progress = _pausing(command.rollup_progress,
                                      Path(os.environ["TRACKER_TEST_PAUSED"]),
                                      Path(os.environ["TRACKER_TEST_RESUME"]))
     main()

@@ -66,10 +66,15 @@ def test_rollup_command_reports_what_it_did_and_then_that_nothing_is_new(tracker
     tracker.log_interactions(events, on_invalid="all_or_nothing")
     first = _run(db_url, "rollup")
     assert "home:" in first.stdout and "day(s) recomputed" in first.stdout
-    assert "[" in first.stderr  # the progress bar
-    again = json.loads(_run(db_url, "rollup", "--experiment", "home", "--json").stdout)
+    # not a terminal (cron, containers): one plain line per day and stage, no carriage return
+    assert "\r" not in first.stderr
+    dates = sorted({str(r["served_at"].date()) for r in imps})
+    steps = [[stage, f"{i}/{len(dates)}", day] for stage in ("days", "cumulative")
+             for i, day in enumerate(dates, 1)]
+    assert [line.split() for line in first.stderr.splitlines()] == steps
+    again = json.loads(_run(db_url, "rollup", "home", "--format", "json").stdout)
     assert again[0]["days_recomputed"] == [] and again[0]["new_impressions"] == 0
-    full = json.loads(_run(db_url, "rollup", "--full", "--json").stdout)
+    full = json.loads(_run(db_url, "rollup", "--full", "--format", "json").stdout)
     assert full[0]["full"] and full[0]["impressions_read"] == len(imps)
 
 

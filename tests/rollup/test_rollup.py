@@ -345,6 +345,35 @@ def test_a_second_rollup_of_the_same_experiment_says_busy(tracker):
     tracker.rollup("home", now=NOW)  # released afterwards
 
 
+def test_a_rollup_lock_held_by_another_process_makes_this_one_busy(tracker, tmp_path):
+    """The lock is the operating system's (filelock; PostgreSQL: an advisory lock), so a
+    rollup in another process blocks this one, and its end (here: the process dies
+    without releasing) frees the lock."""
+    import subprocess
+    import sys
+
+    if tracker.engine.dialect.name != "sqlite":
+        pytest.skip("the advisory lock's sessions are covered by test_operations")
+    create(tracker)
+    info = tracker.experiment("home")
+    holder = ("import sys, sqlalchemy as sa\n"
+              "from tracker.rollup.lock import rollup_lock\n"
+              f"engine = sa.create_engine({tracker.engine.url.render_as_string(False)!r})\n"
+              f"with rollup_lock(engine, {info.id}, 'home'):\n"
+              "    print('held', flush=True)\n"
+              "    sys.stdin.readline()\n"
+              "    import os; os._exit(0)\n")
+    with subprocess.Popen([sys.executable, "-c", holder], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as process:
+        assert process.stdout.readline().strip() == "held"
+        with pytest.raises(Busy, match="already running"):
+            tracker.rollup("home", now=NOW)
+        process.stdin.write("\n")
+        process.stdin.flush()
+    assert process.returncode == 0
+    tracker.rollup("home", now=NOW)  # the dead process's lock is gone
+
+
 def test_full_equals_incremental_and_until_leaves_the_state(tracker):
     create(tracker)
     imps, events = make_logs(seed=8, days=3)

@@ -10,18 +10,19 @@ from __future__ import annotations
 import click
 
 from tracker import __version__
-from tracker.cli import config, db, experiments, imports, report, rollup, serve
+from tracker.cli import config, db, experiments, imports, lifecycle, report, rollup, serve
 from tracker.errors import TrackerError
 
 
 class _Group(click.Group):
-    """Turns tracker's own errors into one clear line and exit code 1."""
+    """Turns tracker's own errors into one clear line and exit code 1, in click's style for
+    usage errors ("Error: ...", exit 2), so every failure reads the same."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except TrackerError as error:
-            click.echo(f"error: {error}", err=True)
+            click.echo(f"Error: {error}", err=True)
             ctx.exit(1)
 
 
@@ -36,5 +37,5 @@ def main() -> None:
 
 for _command in (config.config_cmd, db.db, experiments.experiments, imports.import_,
                  rollup.rollup_cmd, report.report_cmd, report.demo_cmd, serve.dashboard_cmd,
-                 serve.serve_cmd, serve.keys):
+                 serve.serve_cmd, serve.keys, lifecycle.users, lifecycle.logs):
     main.add_command(_command)

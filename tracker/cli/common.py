@@ -1,9 +1,11 @@
-"""What the commands share: settings and engine, option parsing, usage errors, tables."""
+"""What the commands share: settings and engine, option parsing, usage errors, tables,
+progress."""
 
 from __future__ import annotations
 
 import math
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -57,6 +59,25 @@ def parse_duration(text: str, option: str | None = None,
     return duration
 
 
+_UNITS = (("d", 86_400_000_000), ("h", 3_600_000_000), ("m", 60_000_000), ("s", 1_000_000))
+
+
+def format_duration(duration: timedelta) -> str:
+    """A duration as :func:`parse_duration` reads it back: the largest unit that holds it a
+    whole number of times, days from two days on (``24h`` is how a day is usually given);
+    ``1.5s`` when not a whole number of seconds (exact: it reads back as the same duration).
+
+    >>> [format_duration(timedelta(seconds=s)) for s in (86_400, 604_800, 1_800, 90, 5_400, 1.5)]
+    ['24h', '7d', '30m', '90s', '90m', '1.5s']
+    """
+    micros = duration // timedelta(microseconds=1)
+    for unit, size in _UNITS:
+        if micros and micros % size == 0 and (unit != "d" or micros > size):
+            return f"{micros // size}{unit}"
+    seconds, fraction = divmod(micros, 1_000_000)
+    return f"{seconds}.{fraction:06d}".rstrip("0") + "s"  # exact to the microsecond
+
+
 def parse_pairs(values: tuple[str, ...], option: str, form: str, *, default: float | None = None,
            positive: bool = False) -> dict[str, float]:
     """``NAME=NUMBER`` options as a dict, in the order given.
@@ -99,6 +120,47 @@ def options_for(**fields: str) -> Iterator[None]:
         raise click.BadParameter(error.reason, param_hint=fields[error.field]) from None
 
 
+def experiment_argument(param: str = "experiment", *, required: bool = True):
+    """The experiment a command acts on, named the same in every command: the positional
+    EXPERIMENT (its key), passed as ``param``."""
+    return click.argument(param, metavar="EXPERIMENT" if required else "[EXPERIMENT]",
+                          required=required)
+
+
+class FormatChoice(click.Choice):
+    """``--format``'s choices, plus older spellings (``aliases``) it still reads but does not
+    list: ``table`` is ``text``."""
+
+    def __init__(self, choices: tuple[str, ...], aliases: dict[str, str] | None = None):
+        super().__init__(choices)
+        self.aliases = {"table": "text", **(aliases or {})}
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value.lower() in self.aliases:
+            return self.aliases[value.lower()]
+        return super().convert(value, param, ctx)
+
+
+def format_option(*machine: str, aliases: dict[str, str] | None = None):
+    """``--format``, the same option in every command that prints results: ``text`` for
+    people (the default), or one of the ``machine`` formats (``json``, ``csv``)."""
+    return click.option("--format", "fmt", type=FormatChoice(("text", *machine), aliases),
+                        default="text", show_default=True,
+                        help="Output: text for people, or " + " or ".join(machine) + ".")
+
+
+def _deprecated_json(_ctx, _param, value: bool) -> bool:
+    if value:
+        click.echo("Warning: --json is deprecated; use --format json", err=True)
+    return value
+
+
+json_alias = click.option("--json", "as_json", is_flag=True, hidden=True,
+                          callback=_deprecated_json,
+                          help="Deprecated spelling of --format json (still read).")
+"""``--json``: the older spelling of ``--format json``, kept for scripts, hidden from help."""
+
+
 GUARDRAIL_FORM = "METRIC@K=LOSS (e.g. ndcg@10=0.02)"
 PRIMARY_HELP = ("A primary (success) metric, METRIC@K or METRIC for those without a cutoff "
                  "(repeatable).")
@@ -106,8 +168,61 @@ GUARDRAIL_HELP = ("A guardrail with the relative loss it tolerates, METRIC@K=LOS
                    "song_clicks=0.05 (repeatable).")
 
 
-def print_table(rows: list[tuple]) -> None:
-    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        click.echo("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+def print_table(headers: tuple[str, ...], rows: list[tuple]) -> None:
+    """``rows`` under ``headers``, through the one table renderer (:mod:`tracker.table`)."""
+    from tracker.table import Column, text_table
 
+    click.echo(text_table([Column(h) for h in headers], rows))
+
+
+class StepProgress:
+    """A job's progress on standard error, ``with StepProgress(label, total) as bar:
+    bar.advance(n, step)``.
+
+    On a terminal: rich's progress bar (redrawn in place). Anywhere else (cron mail,
+    container logs, a pipe): one plain line per step, ``label done/total step``, never a
+    carriage return, so each step is one line of the log.
+    """
+
+    def __init__(self, label: str, total: int, *, terminal: bool | None = None):
+        from rich.console import Console
+
+        self.label, self.total, self.done = label, total, 0
+        console = Console(stderr=True)
+        self._bar = None
+        if console.is_terminal if terminal is None else terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TextColumn("{task.fields[step]}"),
+                                 console=console)
+            self._task = self._bar.add_task(label, total=total, step="")
+
+    def __enter__(self) -> StepProgress:
+        if self._bar is not None:
+            self._bar.start()
+        return self
+
+    def advance(self, n: int = 1, step: object = "") -> None:
+        """``n`` more units done; ``step`` names the latest one (a day, a file part)."""
+        self.done += n
+        if self._bar is not None:
+            self._bar.update(self._task, advance=n, step=str(step))
+        else:
+            click.echo(f"{self.label} {self.done}/{self.total} {step}".rstrip(), err=True)
+
+    def __exit__(self, *exc) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def confirm(question: str, yes: bool, *, action: str = "delete", lost: str = "This cannot "
+            "be undone.") -> None:
+    """Ask ``question`` before a destructive ``action``: ``--yes`` skips it, and without a
+    terminal on standard input it is a usage error (exit 2) naming ``--yes``."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise click.UsageError(f"{question}; refusing without a terminal to ask on: add --yes "
+                               f"to {action} (back the database up first)")
+    click.confirm(f"{question}. {lost} {action.capitalize()}?", abort=True, err=True)

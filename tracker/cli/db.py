@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 import click
 
-from tracker.cli.common import open_engine, options_for, where
+from tracker.cli.common import confirm, open_engine, options_for, where
 
 if TYPE_CHECKING:
     from tracker.store.schema import TableRows
@@ -56,15 +55,12 @@ def downgrade(revision: str, yes: bool) -> None:
 def _confirm_dropping(tables: list[TableRows], revision: str, yes: bool) -> None:
     """Ask before dropping ``tables`` (:class:`~tracker.store.schema.TableRows` holding rows):
     ``--yes`` skips the question; with no terminal on standard input it is a usage error."""
-    if not tables or yes:
+    if not tables:
         return
     listing = ", ".join(f"{t.table} ({t.rows} row{'s' if t.rows != 1 else ''})"
                         for t in tables)
     question = f"downgrading to {revision!r} drops tables holding rows: {listing}"
-    if not sys.stdin.isatty():
-        raise click.UsageError(f"{question}; refusing without a terminal to ask on: add --yes "
-                               "to drop them (back the database up first)")
-    click.confirm(f"{question}. Their rows are lost. Drop them?", abort=True, err=True)
+    confirm(question, yes, action="drop them", lost="Their rows are lost.")
 
 
 @db.command()

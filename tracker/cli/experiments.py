@@ -10,6 +10,9 @@ from tracker.cli.common import (
     GUARDRAIL_FORM,
     GUARDRAIL_HELP,
     PRIMARY_HELP,
+    experiment_argument,
+    format_duration,
+    format_option,
     options_for,
     parse_duration,
     parse_pairs,
@@ -24,7 +27,7 @@ def experiments() -> None:
 
 
 @experiments.command("create")
-@click.argument("key")
+@experiment_argument("key")
 @click.option("--arm", "arms", multiple=True, required=True,
               help="ARM=WEIGHT (repeat for each arm; the weight defaults to 1).")
 @click.option("--control", help="The control arm (default: the first --arm).")
@@ -45,11 +48,11 @@ def experiments() -> None:
 @click.option("--guardrail", "guardrails", multiple=True, metavar="METRIC@K=LOSS",
               help=GUARDRAIL_HELP)
 @click.option("--exist-ok", is_flag=True,
-              help="Succeed without changes when KEY already exists (for scripts).")
+              help="Succeed without changes when EXPERIMENT already exists (for scripts).")
 def experiments_create(key, arms, control, window, relevance, unknown_events, name,
                        description, timezone, cutoffs, status, primary, guardrails,
                        exist_ok) -> None:
-    """Register experiment KEY with its arms and, optionally, its metric roles (the other
+    """Register EXPERIMENT (its key) with its arms and, optionally, its metric roles (the other
     metrics are secondary)."""
     from tracker.errors import AlreadyExists
     from tracker.sdk import Tracker
@@ -62,7 +65,7 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
     weights = parse_pairs(arms, "--arm", "ARM=WEIGHT", default=1.0, positive=True)
     grades = parse_pairs(relevance, "--relevance", "EVENT=GRADE", default=1.0)
     attribution_window = parse_duration(window, "--window")
-    with Tracker() as t, options_for(key="KEY", arms="--arm", control="--control",
+    with Tracker() as t, options_for(key="EXPERIMENT", arms="--arm", control="--control",
                                   attribution_window="--window", relevance="--relevance",
                                   timezone="--timezone", cutoffs="--cutoffs", name="--name"):
         try:
@@ -82,7 +85,7 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
 
 
 @experiments.command("update")
-@click.argument("key")
+@experiment_argument("key")
 @click.option("--primary", multiple=True, metavar="METRIC@K",
               help=PRIMARY_HELP + " Replaces the primary metrics.")
 @click.option("--guardrail", "guardrails", multiple=True, metavar="METRIC@K=LOSS",
@@ -94,7 +97,7 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
 @click.option("--ends-at", metavar="ISO", help="New end instant, e.g. 2026-12-01T00:00:00Z.")
 def experiments_update(key, primary, guardrails, clear_roles, name, description,
                        ends_at) -> None:
-    """Change experiment KEY's metric roles, name, description or end. Options left out
+    """Change EXPERIMENT's metric roles, name, description or end. Options left out
     stay as they are; arms, window, relevance, cutoffs and time zone cannot change."""
     from tracker.sdk import Tracker
 
@@ -120,32 +123,31 @@ def _roles_text(roles) -> str:
 
 
 @experiments.command("list")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
-              show_default=True)
-def experiments_list(fmt: str) -> None:
-    """List every experiment."""
+@format_option("json")
+@click.option("--all", "include_archived", is_flag=True, help="Include archived experiments.")
+def experiments_list(fmt: str, include_archived: bool) -> None:
+    """List the experiments (archived ones with --all)."""
     from tracker.sdk import Tracker
 
     with Tracker() as t:
-        found = t.experiments()
+        found = t.experiments(include_archived=include_archived)
     if fmt == "json":
         click.echo(json.dumps([e.to_dict() for e in found], indent=2))
         return
     if not found:
         click.echo("no experiments yet: create one with `tracker experiments create`")
         return
-    rows = [("KEY", "STATUS", "ARMS", "CONTROL", "WINDOW", "CREATED")]
-    rows += [(e.key, e.status, ",".join(a.key for a in e.arms), e.control,
-              str(e.attribution_window), e.created_at.strftime("%Y-%m-%d %H:%M")) for e in found]
-    print_table(rows)
+    print_table(("KEY", "STATUS", "ARMS", "CONTROL", "WINDOW", "CREATED"),
+                [(e.key, e.status, ",".join(a.key for a in e.arms), e.control,
+                  format_duration(e.attribution_window), e.created_at.strftime("%Y-%m-%d %H:%M"))
+                 for e in found])
 
 
 @experiments.command("show")
-@click.argument("key")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
-              show_default=True)
+@experiment_argument("key")
+@format_option("json")
 def experiments_show(key: str, fmt: str) -> None:
-    """Show one experiment's settings."""
+    """Show EXPERIMENT's settings."""
     from tracker.sdk import Tracker
 
     with Tracker() as t:
@@ -160,6 +162,8 @@ def experiments_show(key: str, fmt: str) -> None:
             value = ", ".join(f"{a.key} ({a.weight / total:.1%})" for a in found.arms)
         elif name == "roles":
             value = _roles_text(found.roles)
+        elif name == "attribution_window_seconds":  # as given: 24h
+            name, value = "attribution_window", format_duration(found.attribution_window)
         elif isinstance(value, dict):
             value = ", ".join(f"{k}={v:g}" for k, v in value.items())
         elif isinstance(value, list):
@@ -168,11 +172,11 @@ def experiments_show(key: str, fmt: str) -> None:
 
 
 @experiments.command("catalog")
-@click.argument("key")
-@click.argument("items_file", metavar="FILE", required=False, type=click.File("r"))
+@experiment_argument("key")
+@click.argument("items_file", metavar="[FILE]", required=False, type=click.File("r"))
 @click.option("--clear", is_flag=True, help="Remove the declared catalog.")
 def experiments_catalog(key: str, items_file, clear: bool) -> None:
-    """Declare the item catalog of experiment KEY: one item id per line of FILE (- for
+    """Declare the item catalog of EXPERIMENT: one item id per line of FILE (- for
     standard input), replacing any declared before. Coverage is then over these items plus
     any seen in the logs; without one, over the items seen. Without FILE or --clear, print
     the declared catalog's size."""

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from tracker.cli.common import StepProgress, format_option, json_alias
+
 
 @click.group("import")
 def import_() -> None:
@@ -27,9 +29,8 @@ def _import(kind: str, path: Path, fmt: str | None, show_rejected: int, as_json:
         sys.exit(2)
     with Tracker() as t:
         log = t.log_impressions if kind == "impressions" else t.log_interactions
-        with click.progressbar(length=records.size_hint(), label=f"importing {kind}",
-                               file=sys.stderr) as bar:
-            result = log(records, progress=bar.update)
+        with StepProgress(f"importing {kind}", records.size_hint()) as bar:
+            result = log(records, progress=bar.advance)
     _import_report(result, records, show_rejected, as_json, None)
     if result.rejected or result.conflict_ids or records.problems:
         sys.exit(2)
@@ -49,13 +50,13 @@ def _import_report(result, records, show_rejected: int, as_json: bool,
         click.echo(json.dumps(out, indent=2))
         return
     for problem in problems:
-        click.echo(f"error: {problem}", err=True)
+        click.echo(f"Error: {problem}", err=True)
     click.echo(result.summary() + ("; nothing stored" if error else ""))
     for rejection in result.rejected[:show_rejected]:
         click.echo(f"  rejected {records.describe(rejection)}")
     if len(result.rejected) > show_rejected:
         click.echo(f"  ... and {len(result.rejected) - show_rejected} more rejected "
-                   "(--show-rejected N or --json for all)")
+                   "(--show-rejected N, or --format json for all)")
     if result.conflict_ids:
         click.echo(f"  conflicts (already stored with a different payload, kept): "
                    f"{', '.join(result.conflict_ids[:10])}")
@@ -73,15 +74,26 @@ names the file and the line, record or row.
 """
 
 
+_OLD_INPUT_FORMATS = {name: f"input:{name}" for name in ("csv", "jsonl", "parquet")}
+"""``--format csv`` once named the file's format (now ``--input-format``): still read."""
+
+
 def _import_command(kind: str, one: str, fields: str):
     @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-    @click.option("--format", "fmt", type=click.Choice(["csv", "json", "jsonl", "parquet"]),
-                  help="File format (default: from the extension).")
+    @click.option("--input-format", "input_format",
+                  type=click.Choice(["csv", "json", "jsonl", "parquet"]),
+                  help="The file's format (default: from the extension).")
     @click.option("--show-rejected", default=20, show_default=True, type=click.IntRange(min=0),
                   help="How many rejected records to print.")
-    @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
-    def command(file: Path, fmt: str | None, show_rejected: int, as_json: bool) -> None:
-        _import(kind, file, fmt, show_rejected, as_json)
+    @format_option("json", aliases=_OLD_INPUT_FORMATS)
+    @json_alias
+    def command(file: Path, input_format: str | None, show_rejected: int, fmt: str,
+                as_json: bool) -> None:
+        if fmt.startswith("input:"):
+            click.echo(f"Warning: --format {fmt[6:]} is deprecated; use --input-format "
+                       f"{fmt[6:]}", err=True)
+            input_format, fmt = input_format or fmt[6:], "text"
+        _import(kind, file, input_format, show_rejected, as_json or fmt == "json")
 
     command.__doc__ = _IMPORT_HELP.format(kind=kind, one=one, fields=fields)
     return import_.command(kind)(command)

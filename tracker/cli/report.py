@@ -6,7 +6,15 @@ import json
 
 import click
 
-from tracker.cli.common import GUARDRAIL_FORM, open_engine, options_for, parse_pairs, where
+from tracker.cli.common import (
+    GUARDRAIL_FORM,
+    experiment_argument,
+    format_option,
+    open_engine,
+    options_for,
+    parse_pairs,
+    where,
+)
 
 
 def _level(_ctx, _param, value: float) -> float:
@@ -19,13 +27,12 @@ def _level(_ctx, _param, value: float) -> float:
 
 
 @click.command("report")
-@click.argument("experiment")
+@experiment_argument()
 @click.option("--day", "day", type=click.DateTime(["%Y-%m-%d"]),
               help="Report as of this day (default: the latest day whose results are final).")
 @click.option("--daily", is_flag=True,
               help="That day alone instead of cumulative from the experiment's start.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
-              show_default=True)
+@format_option("json", "csv")
 @click.option("--level", type=float, default=0.95, show_default=True, callback=_level,
               help="Confidence level, strictly between 0 and 1.")
 @click.option("--sequential", is_flag=True,

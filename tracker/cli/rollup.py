@@ -3,30 +3,82 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from typing import TYPE_CHECKING
 
 import click
 
-from tracker.cli.common import open_engine, parse_duration
+from tracker.cli.common import (
+    StepProgress,
+    experiment_argument,
+    format_option,
+    json_alias,
+    open_engine,
+    parse_duration,
+)
 from tracker.errors import TrackerError
 
+if TYPE_CHECKING:
+    from tracker.rollup.engine import Progress
 
-def _progress_bar(stage: str, done: int, total: int, day) -> None:
-    width = 30
-    filled = width * done // max(total, 1)
-    label = "days" if stage == "day" else "cumulative"
-    click.echo(f"\r  {label:<10} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {day}",
-               nl=done == total, err=True)
+
+class _Stages:
+    """The rollup's progress callback (``stage, done, total, day``): one
+    :class:`~tracker.cli.common.StepProgress` per stage of each experiment ("days", then
+    "cumulative"), the previous one ended when the next begins."""
+
+    def __init__(self) -> None:
+        self._bar: StepProgress | None = None
+        self._stage: str | None = None
+
+    def __call__(self, stage: str, done: int, total: int, day) -> None:
+        if self._bar is None or stage != self._stage or done <= self._bar.done:
+            self.close()
+            label = "days" if stage == "day" else "cumulative"
+            self._bar, self._stage = StepProgress(f"  {label:<10}", total).__enter__(), stage
+        self._bar.advance(done - self._bar.done, day)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+            self._bar = None
+
+
+@contextmanager
+def rollup_progress() -> Iterator[Progress]:
+    """The progress callback of one ``tracker rollup`` run (tests/rollup/paused_cli.py wraps
+    it to pause a run)."""
+    stages = _Stages()
+    try:
+        yield stages
+    finally:
+        stages.close()
 
 
 def _every(_ctx, _param, value: str | None) -> float | None:
-    """``--every``: a duration (see :func:`_duration`) in seconds, parsed before anything runs;
-    a bad one is a usage error naming the option ("Invalid value for '--every'")."""
+    """``--every``: a duration (:func:`~tracker.cli.common.parse_duration`) in seconds,
+    parsed before anything runs; a bad one is a usage error naming the option ("Invalid
+    value for '--every'")."""
     return None if value is None else parse_duration(value).total_seconds()
 
 
+def _expire(engine, settings) -> None:
+    """TRACKER_RETENTION_DAYS set: after a successful run of every experiment, expire the
+    raw logs older than that (:func:`tracker.lifecycle.expire_logs`)."""
+    from datetime import timedelta
+
+    from tracker.lifecycle import expire_logs
+
+    days = timedelta(days=settings.retention_days)
+    click.echo(f"retention ({settings.retention_days} days): "
+               f"{expire_logs(engine, settings, days).describe()}", err=True)
+
+
 @click.command("rollup")
-@click.option("--experiment", "experiment", metavar="KEY",
-              help="Roll up this experiment only (default: every experiment).")
+@experiment_argument(required=False)
+@click.option("--experiment", "experiment_option", metavar="EXPERIMENT", hidden=True,
+              help="Older spelling of the EXPERIMENT argument (still read).")
 @click.option("--full", is_flag=True,
               help="Forget the experiment's results and rebuild them from the raw logs.")
 @click.option("--until", type=click.DateTime(["%Y-%m-%d"]),
@@ -34,31 +86,42 @@ def _every(_ctx, _param, value: str | None) -> float | None:
 @click.option("--every", "every", metavar="DURATION", callback=_every,
               help="Keep running: roll up, then wait this long (e.g. 24h, 30m), until SIGTERM "
                    "or SIGINT (exit 0); a failed run is reported and retried after a backoff.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
-def rollup_cmd(experiment: str | None, full: bool, until, every: float | None,
-               as_json: bool) -> None:
-    """Turn new impressions and interactions into per-arm daily and cumulative metrics.
+@format_option("json")
+@json_alias
+def rollup_cmd(experiment: str | None, experiment_option: str | None, full: bool, until,
+               every: float | None, fmt: str, as_json: bool) -> None:
+    """Turn new impressions and interactions into per-arm daily and cumulative metrics, of
+    EXPERIMENT or, without it, of every experiment.
 
     Incremental: only the days touched by rows logged since the last run are recomputed
     (late interactions included). A run with nothing new changes nothing. When another
     rollup of the same experiment is running, this one says so and exits without changes.
+    Progress goes to standard error: a bar on a terminal, else a line per day.
     """
     from tracker.errors import Busy
     from tracker.rollup.engine import run_rollup
     from tracker.rollup.schedule import run_every
 
+    if experiment and experiment_option and experiment != experiment_option:
+        raise click.UsageError(f"two experiments given ({experiment!r} and --experiment "
+                               f"{experiment_option!r}): give EXPERIMENT once")
+    experiment = experiment or experiment_option
+    as_json = as_json or fmt == "json"
     engine, settings = open_engine()
 
     def once() -> None:
         nonlocal full
         try:
-            summaries = run_rollup(engine, settings, experiment, full=full,
-                                   until=until.date() if until else None,
-                                   progress=None if as_json else _progress_bar)
+            with nullcontext() if as_json else rollup_progress() as progress:
+                summaries = run_rollup(engine, settings, experiment, full=full,
+                                       until=until.date() if until else None,
+                                       progress=progress)
         except Busy as busy:
             click.echo(f"skipped: {busy}", err=True)
             return
         full = False  # a scheduled loop rebuilds at most once
+        if experiment is None and until is None and settings.retention_days is not None:
+            _expire(engine, settings)  # after a successful run of every experiment
         if as_json:
             click.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
             return

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import click
 
-from tracker.cli.common import open_engine, options_for, print_table, settings_from_env
+from tracker.cli.common import (
+    format_option,
+    open_engine,
+    options_for,
+    print_table,
+    settings_from_env,
+)
 from tracker.config import mask_password
 
 
@@ -92,8 +98,7 @@ def keys_create(name: str, scope: str) -> None:
 
 
 @keys.command("list")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
-              show_default=True)
+@format_option("json")
 def keys_list(fmt: str) -> None:
     """List API keys (ids, names, scopes, revocation; never the secrets)."""
     from tracker.store.db import require_current_schema, transaction
@@ -109,10 +114,10 @@ def keys_list(fmt: str) -> None:
     if not found:
         click.echo("no API keys yet: create one with `tracker keys create NAME --scope ingest`")
         return
-    rows = [("ID", "NAME", "SCOPE", "CREATED", "REVOKED")]
-    rows += [(k.key_id, k.name, k.scope, k.created_at.strftime("%Y-%m-%d %H:%M"),
-              k.revoked_at.strftime("%Y-%m-%d %H:%M") if k.revoked_at else "-") for k in found]
-    print_table(rows)
+    print_table(("ID", "NAME", "SCOPE", "CREATED", "REVOKED"),
+                [(k.key_id, k.name, k.scope, k.created_at.strftime("%Y-%m-%d %H:%M"),
+                  k.revoked_at.strftime("%Y-%m-%d %H:%M") if k.revoked_at else "-")
+                 for k in found])
 
 
 @keys.command("revoke")

@@ -3,11 +3,15 @@
 Slow clients cannot hold connections: a request's headers must arrive within
 ``TRACKER_COLLECTOR_READ_TIMEOUT`` seconds of the connection opening (or of the previous
 response on a kept-alive connection), else the connection is closed; its body then has the
-same time again (``tracker.collector.app`` answers 408 and closes). Headers are also bounded
+same time again (``tracker.collector.bodies`` answers 408 and closes). Headers are also bounded
 in size (``MAX_HEADER_BYTES``: more is a 400 and the connection is closed). uvicorn alone
 bounds neither: ``timeout_keep_alive`` starts only after a response, h11's
 ``h11_max_incomplete_event_size`` bounds the size of partial headers but not their duration,
 and with httptools (the parser uvicorn[standard] picks) 200 MB of headers were buffered.
+
+With several workers, ``/metrics`` adds up every worker's series through the folder
+``PROMETHEUS_MULTIPROC_DIR`` names (:func:`tracker.collector.telemetry.multiprocess_dir`:
+a temporary folder per server start unless the variable names one).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from tracker.collector.telemetry import multiprocess_dir
 from tracker.config import Settings
 
 try:  # uvicorn[standard] brings httptools, the faster parser; h11 is the fallback
@@ -25,6 +30,12 @@ except ImportError:  # pragma: no cover - tracker depends on uvicorn[standard]
 
 MAX_HEADER_BYTES = 64 * 1024
 """The most bytes a request line and headers may take (nginx allows 32 KiB, h11 16 KiB)."""
+
+WORKER_HEALTHCHECK_SECONDS = 30
+"""How long uvicorn waits for a worker process to answer its health ping before it kills and
+replaces it. uvicorn's default, 5 s, also bounds a worker's start (a spawned process imports
+tracker, FastAPI and pandas before it can answer): on a loaded host (2 cores, load 14) every
+replacement worker was killed before it answered, so the server never got its second worker."""
 
 
 class HeaderDeadlineProtocol(_Http):
@@ -96,14 +107,18 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
           workers: int | None = None) -> None:
     """Serve the collector until interrupted (SIGINT/SIGTERM finish the requests in flight).
 
-    Each worker process builds its own app from the ``TRACKER_*`` environment.
+    Each worker process builds its own app from the ``TRACKER_*`` environment; their
+    ``/metrics`` series meet in the multiprocess folder, ready before the first one starts.
     """
     import uvicorn
 
-    uvicorn.run(
-        "tracker.collector.app:create_app", factory=True,
-        host=host or settings.collector_host, port=port or settings.collector_port,
-        workers=workers or settings.collector_workers, http=http_protocol(settings),
-        access_log=False,  # the collector writes its own JSON access log (no secrets)
-        server_header=False, timeout_graceful_shutdown=30, log_level="info",
-    )
+    workers = workers or settings.collector_workers
+    with multiprocess_dir(workers):
+        uvicorn.run(
+            "tracker.collector.app:create_app", factory=True,
+            host=host or settings.collector_host, port=port or settings.collector_port,
+            workers=workers, http=http_protocol(settings),
+            access_log=False,  # the collector writes its own JSON access log (no secrets)
+            server_header=False, timeout_graceful_shutdown=30, log_level="info",
+            timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
+        )

@@ -81,7 +81,7 @@ def detect_format(path: Path, fmt: str | None) -> str:
     found = _SUFFIXES.get(path.suffix.lower())
     if found is None:
         raise FileError(f"cannot tell the format of {path.name}: name it .csv, .json, .jsonl, "
-                        f".ndjson or .parquet, or use --format ({', '.join(FORMATS)})")
+                        f".ndjson or .parquet, or use --input-format ({', '.join(FORMATS)})")
     return found
 
 

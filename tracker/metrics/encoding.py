@@ -1,6 +1,23 @@
-"""From Python lists of item ids (any hashable) to :class:`~tracker.metrics.batch.EncodedLists`.
+"""Ids to integer codes: the project's one id encoder.
 
-One pass over the ids, never a loop per list:
+**The code contract**, shared by everything that encodes ids (this module for the metric
+functions, :mod:`tracker.rollup.codes` for the rollup's Arrow columns): codes are int64
+>= 0; ``-1`` is a missing id (a null) or padding after a list's last item (:func:`pad`);
+several streams encoded together share one code space (equal ids, one code); a vocabulary
+maps code ``c`` back to its id; "sorted" codes follow the order of the ids. Every step after
+the hashing is a numpy routine of this module: :func:`factorize` / :func:`dense_codes`,
+:func:`distinct`, :func:`split_codes`, :func:`renumber`, :func:`remap`, :func:`pad`.
+
+Only the hashing differs by input, for speed: Python ids of any hashable kind are hashed
+here (numpy and the standard library only, as ``tracker.metrics`` imports nothing else);
+the rollup's string columns come from the database as Arrow arrays and are hashed by
+Arrow's C hash tables, about 5x faster than any Python-level pass (2M string ids, 200k
+distinct: 0.26 s CPU against 1.3 s for :func:`factorize` on the same ids as Python
+strings, 1.8 s for ``np.unique`` on a fixed-width string array), and then handed to the
+routines here. ``tracker.rollup.codes`` is that Arrow adapter and nothing more.
+
+From Python lists of item ids to :class:`~tracker.metrics.batch.EncodedLists`, in one
+pass over the ids, never a loop per list:
 
 - a list of lists of Python ints in the int32 range (the common shape) is serialised by
   ``marshal`` in C and its fixed-size records read by numpy (:func:`_int32_lists`);
@@ -17,7 +34,7 @@ from __future__ import annotations
 
 import marshal
 import operator
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain, count, repeat
 from typing import Any
 
@@ -135,9 +152,54 @@ def dense_codes(streams: list[_Ids]) -> tuple[list[np.ndarray], int]:
     codes = factorize(streams)
     if not codes:
         return [], 0
-    sizes = np.cumsum([c.size for c in codes])[:-1]
     vocabulary, inverse = np.unique(np.concatenate(codes), return_inverse=True)
-    return np.split(inverse.astype(np.int64), sizes), vocabulary.size
+    return split_codes(inverse.astype(np.int64), [c.size for c in codes]), vocabulary.size
+
+
+def distinct(keys: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (a sort: several times faster than ``np.unique``'s hashing
+    on millions of int64 keys).
+
+    >>> distinct(np.array([3, 1, 3, 2])).tolist()
+    [1, 2, 3]
+    """
+    keys = np.sort(keys)
+    return keys[np.r_[True, keys[1:] != keys[:-1]]] if keys.size else keys
+
+
+def split_codes(codes: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
+    """The codes of several streams encoded back to back, one array per stream.
+
+    >>> [c.tolist() for c in split_codes(np.array([0, 1, 0, 2]), [3, 0, 1])]
+    [[0, 1, 0], [], [2]]
+    """
+    if sum(sizes) != codes.size:
+        raise ValueError(f"stream sizes add up to {sum(sizes)}, but {codes.size} codes given")
+    return np.split(codes, np.cumsum(sizes)[:-1]) if len(sizes) else []
+
+
+def renumber(codes: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Codes renumbered in the order of their ids: ``order`` lists a vocabulary's codes
+    sorted by id (an argsort of the vocabulary); code ``order[r]`` becomes ``r``. Missing
+    codes (-1) stay -1.
+
+    >>> renumber(np.array([0, 1, 2, -1, 0]), order=np.array([2, 0, 1])).tolist()
+    [1, 2, 0, -1, 1]
+    """
+    rank = np.empty(order.size + 1, dtype=np.int64)
+    rank[order] = np.arange(order.size, dtype=np.int64)
+    rank[-1] = -1  # code -1 indexes the last slot
+    return rank[codes]
+
+
+def remap(codes: np.ndarray, mapping: np.ndarray) -> np.ndarray:
+    """Codes of one vocabulary in another's code space: code ``c`` becomes ``mapping[c]``;
+    missing codes (-1) stay -1.
+
+    >>> remap(np.array([1, -1, 0]), mapping=np.array([7, 4])).tolist()
+    [4, -1, 7]
+    """
+    return np.append(mapping.astype(np.int64, copy=False), -1)[codes]
 
 
 def _shift_non_negative(arrays: list[np.ndarray]) -> list[np.ndarray]:
@@ -147,9 +209,8 @@ def _shift_non_negative(arrays: list[np.ndarray]) -> list[np.ndarray]:
     high = max(int(a.max()) for a in arrays if a.size)
     if high - low < 2**62:
         return [a - low for a in arrays]
-    sizes = np.cumsum([a.size for a in arrays])[:-1]
     _, inverse = np.unique(np.concatenate(arrays), return_inverse=True)
-    return np.split(inverse.astype(np.int64), sizes)
+    return split_codes(inverse.astype(np.int64), [a.size for a in arrays])
 
 
 def _as_int64(ids: Callable[[], Iterable[Any]] | np.ndarray, size: int) -> np.ndarray | None:

@@ -81,15 +81,15 @@ def ideal_dcg(judged: Judged, k: int, gain: Gain) -> np.ndarray:
     if judged.n_lists * most <= IDEAL_MATRIX_WASTE * max(row.size, 1) and not np.any(
         row[1:] < row[:-1]
     ):
-        key = ("ideal_dcg_prefix", gain)  # one sort serves every k
-        if key not in judged._cache:
+        def ideal_prefix() -> np.ndarray:
             column = np.arange(row.size) - (np.cumsum(n_relevant) - n_relevant)[row]
             best = np.zeros((judged.n_lists, most), dtype=np.float64)
             best[row, column] = grade
             best.sort(axis=1)
             best = best[:, ::-1]  # each list's grades, best first
-            judged._cache[key] = np.cumsum(_gain(best, gain) * discounts(most), axis=1)
-        prefix = judged._cache[key]
+            return np.cumsum(_gain(best, gain) * discounts(most), axis=1)
+
+        prefix = judged.memo(("ideal_dcg_prefix", gain), ideal_prefix)  # one sort, every k
         return prefix[:, min(k, most) - 1] if most else np.zeros(judged.n_lists)
     order = np.lexsort((-grade, row))
     row, grade = row[order], grade[order]

@@ -1,6 +1,6 @@
 """The incremental rollup: attribution, per-impression metrics, unit-day outcomes, arm-day
-sufficient statistics (daily and cumulative), and the read API over them.
+sufficient statistics (daily and cumulative).
 
-Entry points: :func:`tracker.rollup.engine.run_rollup` (``tracker rollup``) and
-:mod:`tracker.rollup.read` (``Tracker.metric_table``).
+Entry point: :func:`tracker.rollup.engine.run_rollup` (``tracker rollup``). The results are
+read through :mod:`tracker.store.computed` (``Tracker.metric_table``).
 """

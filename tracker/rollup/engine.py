@@ -46,7 +46,7 @@ from threadpoolctl import threadpool_limits
 
 from tracker.config import Settings
 from tracker.errors import NotFound
-from tracker.rollup import queries
+from tracker.rollup import queries, retention
 from tracker.rollup.aggregate import (
     CodedTotals,
     UnitTotals,
@@ -69,10 +69,10 @@ from tracker.rollup.exposure import Exposure, catalog_size, set_metric_rows
 from tracker.rollup.lock import HeldLock, rollup_lock
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.popularity import DayPairs, Popularity, window_popularity
-from tracker.store import results
+from tracker.store import lifecycle, results
 from tracker.store.arrow import ArrowReader
 from tracker.store.db import require_current_schema, transaction
-from tracker.store.experiments import ExperimentInfo, get_experiment, list_experiments
+from tracker.store.experiments import ExperimentInfo, get_experiment
 from tracker.store.experiments import catalog as declared_items
 from tracker.store.types import to_micros
 
@@ -155,7 +155,7 @@ def run_rollup(engine: sa.Engine, settings: Settings, experiment: str | None = N
         if experiment is not None:
             targets = [get_experiment(conn, experiment)]
         else:
-            targets = list_experiments(conn)
+            targets = lifecycle.rollup_targets(conn)  # archived ones only with work left
     if experiment is not None and not targets:
         raise NotFound(f"no experiment {experiment!r}")
     summaries = []
@@ -184,6 +184,8 @@ def _run_one(engine: sa.Engine, settings: Settings, info: ExperimentInfo, lock: 
                                        settings.rollup_popularity_days)
         now_us = to_micros(clock)
         touched |= {d for d, closes, computed in known if computed < closes <= now_us}
+        touched = retention.recomputable(conn, info, touched, rebuild=watermarks is None,
+                                         popularity_days=settings.rollup_popularity_days)
     rebuild = watermarks is None
     if rebuild:  # the watermarks go first: a run killed from here on leaves a rebuild to do
         with transaction(engine, write=True) as conn:

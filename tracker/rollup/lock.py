@@ -6,9 +6,10 @@ rollup never leaves a stale lock. A run checks that connection before it commits
 (:meth:`HeldLock.confirm`): a run whose lock connection was dropped (e.g. by
 ``pg_terminate_backend``) commits nothing. Releasing never hides the run's own error: when
 the connection is already gone (and the lock with it), the failed release is logged, not
-raised. SQLite: an exclusive ``flock`` on a file next to the database
-(``<db>.rollup-<experiment id>.lock``); the kernel drops it when the process dies. An
-in-memory SQLite database is private to its process: no lock is needed.
+raised. SQLite: an exclusive lock (:mod:`filelock`: ``flock`` on POSIX, ``msvcrt.locking`` on
+Windows) on a file next to the database (``<db>.rollup-<experiment id>.lock``); the operating
+system drops it when the process dies. An in-memory SQLite database is private to its
+process: no lock is needed.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import sqlalchemy as sa
+from filelock import FileLock, Timeout
 from sqlalchemy import exc
 
 from tracker.config import sqlite_path
@@ -71,18 +72,16 @@ def rollup_lock(engine: sa.Engine, experiment_id: int, experiment_key: str
     if path is None:
         yield HeldLock(experiment_key)
         return
-    import fcntl
-
-    lock_path = Path(f"{path}.rollup-{experiment_id}.lock")
-    with open(lock_path, "a+") as handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise busy from None
-        try:
-            yield HeldLock(experiment_key)
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    # not thread_local: a run's lock is the process's; blocking=False: busy at once, no wait
+    lock = FileLock(f"{path}.rollup-{experiment_id}.lock", thread_local=False)
+    try:
+        lock.acquire(blocking=False)
+    except Timeout:
+        raise busy from None
+    try:
+        yield HeldLock(experiment_key)
+    finally:
+        lock.release()
 
 
 @contextmanager

@@ -43,7 +43,7 @@ that survive daily peeking.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scipy import stats as sps
 
@@ -117,6 +117,11 @@ class Contrast:
     n_total: int
     reason: Reason
     lift_reason: Reason
+
+    @property
+    def testable(self) -> bool:
+        """Whether the difference has a variance and degrees of freedom to test it with."""
+        return self.difference is not None and self.variance is not None and self.df is not None
 
 
 def welch_df(a: float, b: float, n_a: int, n_b: int) -> float:
@@ -235,6 +240,24 @@ def decided_on(relative: Effect) -> Decided:
     return Decided.RELATIVE_LIFT if relative.reason is Reason.OK else Decided.DIFFERENCE
 
 
+def comparison_of(
+    pair: Contrast,
+    level: float,
+    kind: IntervalKind,
+    critical: float | None = None,
+    p_value: float | None = None,
+    statistic: float | None = None,
+    df: float | None = None,
+) -> Comparison:
+    """The :class:`Comparison` of ``pair`` whose intervals use ``critical`` (Student's
+    quantile, or a sequential boundary); without ``critical``, no interval and no test."""
+    relative = relative_effect(pair, critical)
+    return Comparison(
+        effect(pair.difference, pair.variance, pair.reason, critical), relative,
+        p_value, statistic, df, level, kind, decided_on(relative),
+    )
+
+
 def compare(treatment: ArmStats, control: ArmStats, *, level: float = 0.95) -> Comparison:
     """Fixed-horizon comparison: Welch's test, its difference interval, Fieller's lift interval.
 
@@ -251,20 +274,14 @@ def compare(treatment: ArmStats, control: ArmStats, *, level: float = 0.95) -> C
     """
     level = check_level(level)
     pair = contrast(treatment, control)
-    if pair.difference is None or pair.variance is None or pair.df is None:
-        relative = relative_effect(pair, None)
-        return Comparison(
-            effect(pair.difference, pair.variance, pair.reason, None), relative,
-            None, None, None, level, IntervalKind.FIXED_HORIZON, decided_on(relative),
-        )
+    if not pair.testable:
+        return comparison_of(pair, level, IntervalKind.FIXED_HORIZON)
+    assert pair.difference is not None and pair.variance is not None
     t_crit = float(sps.t.ppf(0.5 + level / 2, pair.df))
     statistic = pair.difference / math.sqrt(pair.variance)
     p_value = float(2 * sps.t.sf(abs(statistic), pair.df))
-    relative = relative_effect(pair, t_crit)
-    return Comparison(
-        effect(pair.difference, pair.variance, pair.reason, t_crit), relative,
-        p_value, statistic, pair.df, level, IntervalKind.FIXED_HORIZON, decided_on(relative),
-    )
+    return comparison_of(pair, level, IntervalKind.FIXED_HORIZON, t_crit, p_value, statistic,
+                         pair.df)
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,37 +358,36 @@ def non_inferiority(
         reason = pair.lift_reason
         if reason is Reason.OK and (pair.control.estimate or 0.0) < 0:
             reason = Reason.NON_POSITIVE_MEAN
-    estimate = pair.lift if relative else pair.difference
     variance = pair.lift_variance if relative else pair.variance
-    std_error = None if variance is None else math.sqrt(variance)
+    untested = NonInferiority(
+        pair.lift if relative else pair.difference, None, None,
+        None if variance is None else math.sqrt(variance), None, None, pair.df, float(margin),
+        relative, higher_is_better, level, None, reason,
+    )
     if reason is not Reason.OK or pair.df is None:
-        return NonInferiority(
-            estimate, None, None, std_error, None, None, pair.df, float(margin), relative,
-            higher_is_better, level, None, reason,
-        )
+        return untested
+    return _test_non_inferiority(pair, untested)
+
+
+def _test_non_inferiority(pair: Contrast, untested: NonInferiority) -> NonInferiority:
+    """:func:`non_inferiority` of a testable ``pair``: ``untested`` with the test's
+    statistic, p-value, one-sided bound and verdict filled in."""
     t, c = pair.treatment, pair.control
     assert t.estimate is not None and c.estimate is not None
     assert t.variance is not None and c.variance is not None
-    rho = _null_ratio(margin, higher_is_better) if relative else 1.0
-    shift = 0.0 if relative else (margin if higher_is_better else -margin)
+    margin, relative, better_up = untested.margin, untested.relative, untested.higher_is_better
+    rho = _null_ratio(margin, better_up) if relative else 1.0
+    shift = 0.0 if relative else (margin if better_up else -margin)
     a, b = t.variance, rho * rho * c.variance
     if a + b <= 0:  # margin 1 (ρ₀ = 0) against a constant treatment: nothing to test
-        return NonInferiority(
-            estimate, None, None, std_error, None, None, None, float(margin), relative,
-            higher_is_better, level, None, Reason.ZERO_VARIANCE,
-        )
+        return replace(untested, df=None, reason=Reason.ZERO_VARIANCE)
     df = welch_df(a, b, t.n, c.n)
     statistic = (t.estimate - rho * c.estimate + shift) / math.sqrt(a + b)
-    t_crit = float(sps.t.ppf(level, df))
-    if higher_is_better:
-        p_value = float(sps.t.sf(statistic, df))
-    else:
-        p_value = float(sps.t.cdf(statistic, df))
-    ci_low, ci_high = _one_sided_bound(pair, t_crit, relative, higher_is_better)
-    return NonInferiority(
-        estimate, ci_low, ci_high, std_error, p_value, statistic, df, float(margin), relative,
-        higher_is_better, level, p_value < 1 - level, Reason.OK,
-    )
+    t_crit = float(sps.t.ppf(untested.level, df))
+    p_value = float(sps.t.sf(statistic, df) if better_up else sps.t.cdf(statistic, df))
+    ci_low, ci_high = _one_sided_bound(pair, t_crit, relative, better_up)
+    return replace(untested, ci_low=ci_low, ci_high=ci_high, p_value=p_value,
+                   statistic=statistic, df=df, non_inferior=p_value < 1 - untested.level)
 
 
 def _one_sided_bound(

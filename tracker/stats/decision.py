@@ -304,16 +304,7 @@ def decide(
     at α / family_size. ``target_effect``: the relative effect the experiment must be able to
     detect.
     """
-    if not primaries:
-        raise ValueError("a decision needs at least one primary metric (declare one with "
-                         "`tracker experiments update KEY --primary METRIC@K`)")
-    if not (0 < alpha < 1) or not (alpha < power < 1) or not target_effect > 0:
-        raise ValueError(f"need 0 < alpha < power < 1 and target_effect > 0, got alpha="
-                         f"{alpha!r}, power={power!r}, target_effect={target_effect!r}")
-    family = len(primaries) if family_size is None else family_size
-    if family < len(primaries):
-        raise ValueError(f"family_size {family} is smaller than the {len(primaries)} primaries")
-
+    family = _check_decision_inputs(primaries, alpha, power, target_effect, family_size)
     directions = {p.metric: significant_direction(p, alpha) for p in primaries}
     powers = tuple(primary_power(p, alpha=alpha / family, power=power, target=target_effect)
                    for p in primaries)
@@ -328,10 +319,7 @@ def decide(
     small_sample = [i for i in health.items if i.blocks_ship and i.status is not CheckStatus.FAIL]
 
     def primary_reason(p: PrimaryResult) -> str:
-        verdict = {1: "significantly better", -1: "significantly worse",
-                   0: "not significant"}[directions[p.metric]]
-        p_text = "" if p.p_value_adjusted is None else f" (p {p.p_value_adjusted:.3g})"
-        return f"{_primary_text(p)}, {verdict} after {correction}{p_text}"
+        return _primary_reason(p, directions[p.metric], correction)
 
     if failing_health or worse or failed:
         reasons = ([f"health: {i.message}" for i in failing_health]
@@ -350,3 +338,26 @@ def decide(
         return Decision(arm, Outcome.KEEP_RUNNING, tuple(reasons), powers)
     reasons = [primary_reason(p) for p in primaries] + [pw.note for pw in powers]
     return Decision(arm, Outcome.NO_DETECTABLE_EFFECT, tuple(reasons), powers)
+
+
+def _check_decision_inputs(primaries: Sequence[PrimaryResult], alpha: float, power: float,
+                           target_effect: float, family_size: int | None) -> int:
+    """The family size :func:`decide` plans power with; ValueError on inputs it cannot use."""
+    if not primaries:
+        raise ValueError("a decision needs at least one primary metric (declare one with "
+                         "`tracker experiments update KEY --primary METRIC@K`)")
+    if not (0 < alpha < 1) or not (alpha < power < 1) or not target_effect > 0:
+        raise ValueError(f"need 0 < alpha < power < 1 and target_effect > 0, got alpha="
+                         f"{alpha!r}, power={power!r}, target_effect={target_effect!r}")
+    family = len(primaries) if family_size is None else family_size
+    if family < len(primaries):
+        raise ValueError(f"family_size {family} is smaller than the {len(primaries)} primaries")
+    return family
+
+
+def _primary_reason(p: PrimaryResult, direction: int, correction: str) -> str:
+    """A primary's effect and verdict after the correction, as a decision's reason."""
+    verdict = {1: "significantly better", -1: "significantly worse",
+               0: "not significant"}[direction]
+    p_text = "" if p.p_value_adjusted is None else f" (p {p.p_value_adjusted:.3g})"
+    return f"{_primary_text(p)}, {verdict} after {correction}{p_text}"

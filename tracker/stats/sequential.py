@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 
-from tracker.stats.compare import Comparison, contrast, decided_on, effect, relative_effect
+from tracker.stats.compare import Comparison, comparison_of, contrast
 from tracker.stats.results import IntervalKind, check_level
 from tracker.stats.sufficient import ArmStats
 
@@ -124,21 +124,17 @@ def compare_sequential(
     tuning_n = _check_tuning(tuning_n)
     alpha = 1.0 - level
     pair = contrast(treatment, control)
-    if pair.difference is None or pair.variance is None or pair.df is None:
-        relative = relative_effect(pair, None)
-        return Comparison(
-            effect(pair.difference, pair.variance, pair.reason, None), relative,
-            None, None, None, level, IntervalKind.SEQUENTIAL, decided_on(relative),
-        )
+    if not pair.testable:
+        return comparison_of(pair, level, IntervalKind.SEQUENTIAL)
+    assert pair.difference is not None and pair.variance is not None
     n = float(pair.n_total)
     r2 = rho_squared(tuning_alpha, tuning_n)
-    multiplier = _multiplier(n, alpha, r2)
     statistic = pair.difference / math.sqrt(pair.variance)
-    # log E = ρ² S² / (2 (Nρ² + 1)) − ½ log(Nρ² + 1) with S² = N z²; p = min(1, 1/E).
+    return comparison_of(pair, level, IntervalKind.SEQUENTIAL, _multiplier(n, alpha, r2),
+                         _always_valid_p(n, r2, statistic), statistic)
+
+
+def _always_valid_p(n: float, r2: float, statistic: float) -> float:
+    """p = min(1, 1/E) with log E = ρ² S² / (2 (Nρ² + 1)) − ½ log(Nρ² + 1), S² = N z²."""
     log_e = r2 * n * statistic**2 / (2.0 * (n * r2 + 1.0)) - 0.5 * math.log1p(n * r2)
-    p_value = 1.0 if log_e <= 0 else math.exp(-log_e)
-    relative = relative_effect(pair, multiplier)
-    return Comparison(
-        effect(pair.difference, pair.variance, pair.reason, multiplier), relative,
-        p_value, statistic, None, level, IntervalKind.SEQUENTIAL, decided_on(relative),
-    )
+    return 1.0 if log_e <= 0 else math.exp(-log_e)

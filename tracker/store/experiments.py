@@ -171,8 +171,11 @@ def get_experiment(conn: sa.Connection, key: str) -> ExperimentInfo:
     return found
 
 
-def list_experiments(conn: sa.Connection) -> list[ExperimentInfo]:
-    return _load(conn, sa.true())
+def list_experiments(conn: sa.Connection, *,
+                     include_archived: bool = True) -> list[ExperimentInfo]:
+    """Every experiment, or (``include_archived=False``, the default lists) all but the
+    archived ones."""
+    return _load(conn, sa.true() if include_archived else Experiment.status != "archived")
 
 
 def find_impression_experiments(conn: sa.Connection, impression_keys: list[str]) -> dict[str, int]:

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
 from tracker.errors import NotFound, ValidationError
-from tracker.store.models import KEY_LENGTH, Base, _in
+from tracker.store.base import KEY_LENGTH, Base, one_of
 from tracker.store.types import EpochMicros, from_micros
 
 SCOPES = ("ingest", "read")
@@ -43,7 +43,7 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(EpochMicros)
     revoked_at: Mapped[datetime | None] = mapped_column(EpochMicros)
 
-    __table_args__ = (sa.CheckConstraint(_in("scope", SCOPES), name="scope"),)
+    __table_args__ = (sa.CheckConstraint(one_of("scope", SCOPES), name="scope"),)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 ORM classes hold columns and constraints only; the functions of this package return plain
 dataclasses, never these rows. The schema changes only through ``migrations/`` (a test checks
-that these models and the migrated schema agree).
+that the tables of :mod:`tracker.store.tables` and the migrated schema agree).
 """
 
 from __future__ import annotations
@@ -11,30 +11,13 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
+from tracker.store.base import ID_LENGTH, KEY_LENGTH, Base, one_of
 from tracker.store.types import BIG_ID, ITEM_LIST, JSON_DOC, SCORE_LIST, EpochMicros
-
-NAMING_CONVENTION = {
-    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
 
 EXPERIMENT_STATUSES = ("draft", "running", "stopped", "archived")
 UNKNOWN_EVENT_POLICIES = ("reject", "zero")
-KEY_LENGTH = 200  # experiment and arm keys
-ID_LENGTH = 256  # client ids: impression, event, user, item (config may lower the limit)
-
-
-class Base(DeclarativeBase):
-    metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
-
-
-def _in(column: str, values: tuple[str, ...]) -> str:
-    return f"{column} IN ({', '.join(repr(v) for v in values)})"
 
 
 class Experiment(Base):
@@ -59,8 +42,8 @@ class Experiment(Base):
     created_at: Mapped[datetime] = mapped_column(EpochMicros)
 
     __table_args__ = (
-        sa.CheckConstraint(_in("status", EXPERIMENT_STATUSES), name="status"),
-        sa.CheckConstraint(_in("unknown_events", UNKNOWN_EVENT_POLICIES), name="unknown_events"),
+        sa.CheckConstraint(one_of("status", EXPERIMENT_STATUSES), name="status"),
+        sa.CheckConstraint(one_of("unknown_events", UNKNOWN_EVENT_POLICIES), name="unknown_events"),
         sa.CheckConstraint("attribution_window_us > 0", name="attribution_window_positive"),
     )
 
@@ -90,7 +73,8 @@ class Impression(Base):
     impression_key: Mapped[str] = mapped_column(sa.String(ID_LENGTH), unique=True)
     # No FOREIGN KEY on these two: ingest checks them against the registry (the only writer),
     # and per-row FK triggers cut PostgreSQL COPY throughput about 3x (measured, see
-    # benchmarks/README.md). Experiments and arms are never deleted by tracker.
+    # benchmarks/README.md). An experiment is deleted only together with its impressions
+    # (tracker.store.lifecycle.delete_experiment).
     experiment_id: Mapped[int] = mapped_column(sa.Integer)
     arm_id: Mapped[int] = mapped_column(sa.Integer)
     user_id: Mapped[str] = mapped_column(sa.String(ID_LENGTH))
@@ -124,12 +108,6 @@ class Interaction(Base):
         sa.Index(None, "impression_key"),
         sa.Index(None, "occurred_at"),  # the rollup's item popularity before a day
     )
-
-
-metadata = Base.metadata
-
-# Tables defined in sibling modules register on this same metadata when imported.
-from tracker.store import keys, rollup_tables  # noqa: E402, F401
 
 
 class CatalogItem(Base):

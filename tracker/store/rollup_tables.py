@@ -38,7 +38,7 @@ from datetime import date, datetime
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from tracker.store.models import Base
+from tracker.store.base import Base
 from tracker.store.types import EpochMicros
 
 METRIC_KINDS = ("user", "set")

@@ -1,4 +1,7 @@
-"""The one read API over the rollup's results, shared by the report, the dashboard and users.
+"""The read API of the computed tables (what the rollup wrote), shared by the report, the
+dashboard and users (``Tracker.metric_table`` / ``health_table``). It lives in the store, not in
+the rollup: reading the results needs no attribution or metric code, and the dashboard, which
+reads only computed tables, imports nothing of :mod:`tracker.rollup`.
 
 :func:`metric_table` returns one row per (day, arm, metric, k) with the sufficient statistics
 and the mean; :func:`health_table` the users, impressions and crossover users per arm and

@@ -1,0 +1,337 @@
+"""Experiment lifecycle, user erasure and log retention (tracker.lifecycle), on both databases."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, date, datetime, timedelta
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+import sqlalchemy as sa
+
+from tests.helpers import T0, count
+from tests.rollup.scenario import create, dump, make_logs
+from tracker.errors import Busy, ExpiredLogs, InvalidTransition, ValidationError
+from tracker.rollup.lock import rollup_lock
+
+NOW = datetime(2026, 11, 20, tzinfo=UTC)  # long after the logs: every day final
+
+
+def _logged(tracker, key: str = "home", seed: int = 3, days: int = 3, users: str = "",
+            **options):
+    """An experiment with logs; ``users``: a prefix that keeps its users apart."""
+    create(tracker, key, **options)
+    imps, events = make_logs(seed, days=days, key=key)
+    for record in imps + events:
+        record["user_id"] = users + record["user_id"]
+    assert not tracker.log_impressions(imps).rejected
+    assert not tracker.log_interactions(events).rejected
+    return imps, events
+
+
+def _blob_users(engine: sa.Engine, table: str) -> set[str]:
+    """Every user id held in the Arrow state blobs of ``table`` (read with pyarrow alone)."""
+    found: set[str] = set()
+    with engine.connect() as conn:
+        for (data,) in conn.execute(sa.text(f"SELECT data FROM {table}")):
+            column = pa.ipc.open_stream(pa.py_buffer(bytes(data))).read_all()["user_id"]
+            found |= {str(v) for v in column.to_pylist()}
+    return found
+
+
+def _raw_users(engine: sa.Engine) -> set[str]:
+    with engine.connect() as conn:
+        return set(conn.execute(sa.text(
+            "SELECT user_id FROM impression UNION SELECT user_id FROM interaction")).scalars())
+
+
+# ---------------------------------------------------------------------------- statuses
+def test_a_stopped_experiment_rejects_impressions_and_still_takes_its_interactions(tracker):
+    create(tracker, relevance={"like": 1})  # the only experiment mapping "like"
+    create(tracker, "other")
+    tracker.stop_experiment("home")
+    records = [
+        {"impression_id": "a", "experiment": "home", "arm": "control", "user_id": "u1",
+         "items": ["i1"], "served_at": T0},
+        {"impression_id": "b", "experiment": "other", "arm": "control", "user_id": "u1",
+         "items": ["i1"], "served_at": T0},
+    ]
+    for source in (records, pd.DataFrame(records)):  # the per-record and the columnar path
+        result = tracker.log_impressions(source)
+        assert [(r.id, r.field) for r in result.rejected] == [("a", "experiment")]
+        assert "'home' is stopped: it takes no new impressions" in result.rejected[0].reason
+    with pytest.raises(ValidationError, match="is stopped"):
+        tracker.log_impression(**dict(records[0], impression_id="a2"))
+    assert count(tracker.engine, "impression") == 1  # the neighbour
+    # its event types still come in: they answer the lists served before the stop
+    tracker.log_interaction(user_id="u1", item_id="i1", event="like", occurred_at=T0)
+    assert count(tracker.engine, "interaction") == 1
+
+
+def test_a_restarted_experiment_takes_impressions_again(tracker):
+    create(tracker)
+    tracker.stop_experiment("home")
+    assert tracker.start_experiment("home").status == "running"
+    tracker.log_impression(experiment="home", arm="control", user_id="u", items=["i"],
+                           served_at=T0)
+    assert count(tracker.engine, "impression") == 1
+
+
+@pytest.mark.parametrize(("start", "target", "message"), [
+    pytest.param("running", "archived", "stop it first", id="archive-a-running-one"),
+    pytest.param("draft", "archived", "a draft never ran", id="archive-a-draft"),
+    pytest.param("draft", "stopped", "nothing to stop", id="stop-a-draft"),
+    pytest.param("archived", "running", "archived experiment is final", id="restart-an-archived"),
+    pytest.param("archived", "stopped", "archived, which is final", id="stop-an-archived"),
+])
+def test_transitions_that_make_no_sense_are_refused(tracker, start, target, message):
+    create(tracker, status=start)
+    move = {"running": tracker.start_experiment, "stopped": tracker.stop_experiment,
+            "archived": tracker.archive_experiment}[target]
+    with pytest.raises(InvalidTransition, match=message):
+        move("home")
+    assert tracker.experiment("home").status == start
+
+
+def test_asking_for_the_status_it_has_changes_nothing(tracker):
+    create(tracker, status="stopped")
+    assert tracker.stop_experiment("home").status == "stopped"
+
+
+def test_archiving_needs_the_impressions_rolled_up_and_hides_it_from_the_lists(tracker):
+    _logged(tracker)
+    create(tracker, "other")
+    tracker.stop_experiment("home")
+    with pytest.raises(InvalidTransition, match="tracker rollup home"):
+        tracker.archive_experiment("home")
+    tracker.rollup("home", now=NOW)
+    assert tracker.archive_experiment("home").status == "archived"
+    assert [e.key for e in tracker.experiments()] == ["other"]
+    assert [e.key for e in tracker.experiments(include_archived=True)] == ["home", "other"]
+    assert tracker.experiment("home").status == "archived"  # still readable by key
+
+
+def test_the_rollup_of_every_experiment_skips_an_archived_one_until_it_has_work(tracker):
+    imps, _ = _logged(tracker)
+    tracker.rollup(now=NOW)
+    tracker.stop_experiment("home")
+    tracker.archive_experiment("home")
+    assert tracker.rollup(now=NOW) == []
+    tracker.delete_user(imps[0]["user_id"], now=NOW)  # marks days of the archived experiment
+    (summary,) = tracker.rollup(now=NOW)
+    assert summary.experiment == "home" and summary.days_recomputed
+    assert tracker.rollup(now=NOW) == []
+    assert [s.experiment for s in tracker.rollup("home", now=NOW)] == ["home"]  # named: runs
+
+
+# ---------------------------------------------------------------------------- delete experiment
+def test_deleting_an_experiment_removes_its_rows_and_leaves_the_others(tracker):
+    _logged(tracker)
+    _logged(tracker, "other", seed=4)
+    tracker.rollup(now=NOW)
+    other_before = {t: rows for t, rows in dump(tracker.engine).items()}
+    home_id = tracker.experiment("home").id
+    with tracker.engine.connect() as conn:
+        own = conn.execute(sa.text("SELECT count(*) FROM impression WHERE experiment_id = :e"),
+                           {"e": home_id}).scalar_one()
+    interactions = count(tracker.engine, "interaction")
+    removal = tracker.delete_experiment("home")
+    assert removal.rows["impression"] == own and removal.rows["arm"] == 2
+    assert removal.rows["rollup_day"] == 4 and removal.rows["rollup_metric"] > 0
+    assert [e.key for e in tracker.experiments(include_archived=True)] == ["other"]
+    assert count(tracker.engine, "interaction") == interactions  # they belong to users
+    with tracker.engine.connect() as conn:
+        for table in ("impression", "rollup_day", "rollup_metric", "rollup_units",
+                      "rollup_state", "rollup_pairs", "arm", "catalog_item"):
+            left = conn.execute(sa.text(f"SELECT count(*) FROM {table} "
+                                        "WHERE experiment_id = :e"), {"e": home_id})
+            assert left.scalar_one() == 0, table
+    after = dump(tracker.engine)
+    for table, rows in other_before.items():
+        assert after[table] == [r for r in rows if dict(r)["experiment_id"] != home_id]
+
+
+def test_an_experiment_is_not_deleted_while_its_rollup_runs(tracker):
+    _logged(tracker)
+    info = tracker.experiment("home")
+    with rollup_lock(tracker.engine, info.id, "home"), pytest.raises(Busy):
+        tracker.delete_experiment("home")
+    assert tracker.experiment("home").key == "home"
+
+
+# ---------------------------------------------------------------------------- erasure
+def test_erasing_a_user_then_rolling_up_equals_a_full_rollup_without_them(tracker):
+    imps, events = _logged(tracker)
+    _logged(tracker, "other", seed=5, users="other-")
+    tracker.rollup(now=NOW)
+    user = imps[0]["user_id"]
+    assert user in _blob_users(tracker.engine, "rollup_units")
+    erasure = tracker.delete_user(user, now=NOW)
+    assert erasure.impressions == sum(r["user_id"] == user for r in imps)
+    assert erasure.interactions == sum(r["user_id"] == user for r in events)
+    parts = {p.experiment: p for p in erasure.experiments}
+    assert parts["home"].impressions == erasure.impressions and parts["home"].days_marked
+    # their clicks counted in the other experiment's item popularity (surprisal) too
+    assert parts["other"].impressions == 0 and parts["other"].days_marked
+    for summary in tracker.rollup(now=NOW):
+        assert set(parts[summary.experiment].days_marked) <= set(summary.days_recomputed)
+    incremental = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=NOW)
+    tracker.rollup("other", full=True, now=NOW)
+    assert dump(tracker.engine) == incremental
+    assert user not in _raw_users(tracker.engine)
+    for table in ("rollup_units", "rollup_pairs"):
+        assert user not in _blob_users(tracker.engine, table), table
+
+
+def test_an_erasure_recomputes_a_day_whose_windows_are_still_open(tracker):
+    imps, _ = _logged(tracker, days=1)
+    early = max(r["served_at"] for r in imps) + timedelta(minutes=1)  # windows still open
+    tracker.rollup(now=early)
+    user = imps[0]["user_id"]
+    tracker.delete_user(user, now=early)
+    (summary,) = tracker.rollup(now=early)
+    assert {r["served_at"].date() for r in imps if r["user_id"] == user} <= \
+        set(summary.days_recomputed)
+    assert user not in _blob_users(tracker.engine, "rollup_units")
+    table = tracker.metric_table("home")
+    assert table[table["day"] == max(table["day"])]["provisional"].all()  # still open
+    incremental = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=early)
+    assert dump(tracker.engine) == incremental
+
+
+def test_new_rows_after_erasing_the_newest_ones_are_still_rolled_up(tracker):
+    # SQLite hands a new row the highest id + 1: erasing the newest rows must not make the
+    # rollup take the next ones for already seen
+    create(tracker)
+    first = {"impression_id": "a", "experiment": "home", "arm": "control", "user_id": "keep",
+             "items": ["i1", "i2"], "served_at": T0}
+    tracker.log_impressions([first, dict(first, impression_id="b", user_id="gone")])
+    tracker.rollup(now=NOW)
+    tracker.delete_user("gone", now=NOW)
+    tracker.log_impressions([dict(first, impression_id="c", user_id="new")])
+    tracker.rollup(now=NOW)
+    health = tracker.health_table("home")
+    assert health[health["arm"] == "control"]["users"].tolist() == [2]  # keep and new
+    incremental = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=NOW)
+    assert dump(tracker.engine) == incremental
+
+
+def test_an_erasure_waits_for_a_running_rollup_then_marks_its_days(tracker):
+    # a rollup that read the user's rows before they went publishes its days afterwards:
+    # the marks must come after it, or they would be overwritten
+    imps, _ = _logged(tracker)
+    tracker.rollup(now=NOW)
+    info = tracker.experiment("home")
+    done = threading.Event()
+
+    def erase() -> None:
+        tracker.delete_user(imps[0]["user_id"], now=NOW)
+        done.set()
+
+    with rollup_lock(tracker.engine, info.id, "home"):
+        worker = threading.Thread(target=erase)
+        worker.start()
+        assert not done.wait(1.0)
+        assert imps[0]["user_id"] not in _raw_users(tracker.engine)  # the rows went first
+        with tracker.engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT count(*) FROM rollup_day "
+                                        "WHERE computed_at < closes_at")).scalar_one() == 0
+    worker.join(60)
+    assert done.is_set()
+    with tracker.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM rollup_day "
+                                    "WHERE computed_at < closes_at")).scalar_one() > 0
+
+
+def test_erasing_an_unknown_user_removes_nothing(tracker):
+    _logged(tracker)
+    tracker.rollup(now=NOW)
+    before = dump(tracker.engine)
+    erasure = tracker.delete_user("nobody", now=NOW)
+    assert (erasure.impressions, erasure.interactions, erasure.experiments) == (0, 0, ())
+    assert dump(tracker.engine) == before
+    with pytest.raises(ValidationError, match="non-empty string"):
+        tracker.delete_user("")
+
+
+# ---------------------------------------------------------------------------- retention
+def _days(tracker, key: str = "home") -> dict[date, float]:
+    table = tracker.metric_table(key)
+    rows = table[(table["metric"] == "hit_rate") & (table["k"] == 5)]
+    return dict(zip(rows["day"], rows["sum"], strict=True))
+
+
+def test_expired_logs_keep_their_results_and_their_days_are_never_recomputed(tracker):
+    imps, events = _logged(tracker, days=3)
+    tracker.rollup(now=NOW)
+    before = dump(tracker.engine)
+    # cutoff inside the second day: days 1-2 lose logs; with a 28-day popularity window no
+    # day of these logs can be recomputed any more
+    cutoff = T0 + timedelta(days=1)
+    expiry = tracker.expire_logs(NOW - cutoff, now=NOW)
+    assert expiry.impressions == sum(r["served_at"] < cutoff for r in imps)
+    assert expiry.interactions == sum(r["occurred_at"] < cutoff for r in events)
+    after = dump(tracker.engine)
+    for table in ("rollup_metric", "rollup_health", "rollup_day"):
+        assert after[table] == before[table], table  # the report reads the same
+    # a late click on an expired day changes nothing
+    tracker.log_interaction(user_id=imps[0]["user_id"], item_id=imps[0]["items"][0],
+                            event="purchase", occurred_at=imps[0]["served_at"])
+    (summary,) = tracker.rollup(now=NOW)
+    assert summary.days_recomputed == []
+    assert {t: dump(tracker.engine)[t] for t in ("rollup_metric", "rollup_day")} == \
+        {t: before[t] for t in ("rollup_metric", "rollup_day")}
+    with pytest.raises(ExpiredLogs, match="full rebuild"):
+        tracker.rollup("home", full=True, now=NOW)
+    with pytest.raises(ExpiredLogs, match="catalog declaration"):  # it asks for a rebuild
+        tracker.declare_catalog("home", ["i1"])
+    assert tracker.catalog("home") == []
+    assert dump(tracker.engine)["rollup_metric"] == before["rollup_metric"]
+
+
+def test_days_after_the_horizon_are_still_rolled_up(tracker):
+    # a short popularity window: the third day and later stay recomputable
+    tracker.settings = tracker.settings.replace(rollup_popularity_days=1)
+    imps, events = _logged(tracker, days=4)
+    tracker.rollup(now=NOW)
+    tracker.expire_logs(NOW - (T0 + timedelta(days=1)), now=NOW)
+    last = max((r for r in imps if r["served_at"].date() == T0.date() + timedelta(days=3)),
+               key=lambda r: r["served_at"])
+    late = {"event_id": "late", "user_id": last["user_id"], "item_id": last["items"][0],
+            "event": "purchase", "occurred_at": last["served_at"] + timedelta(minutes=1)}
+    early = {"event_id": "early", "user_id": imps[0]["user_id"],
+             "item_id": imps[0]["items"][0], "event": "purchase",
+             "occurred_at": imps[0]["served_at"] + timedelta(minutes=1)}
+    tracker.log_interactions([late, early])
+    (summary,) = tracker.rollup(now=NOW)
+    horizon = T0.date() + timedelta(days=3)  # first whole day (T0+2d) + 1 popularity day
+    assert summary.days_recomputed and min(summary.days_recomputed) >= horizon
+
+
+def test_expiry_drops_the_per_user_state_no_run_reads_and_keeps_the_results(tracker):
+    imps, _ = _logged(tracker, days=3)
+    tracker.rollup(now=NOW)
+    before = dump(tracker.engine)
+    tracker.expire_logs(timedelta(days=1), now=NOW)  # everything
+    assert count(tracker.engine, "impression") == 0
+    with tracker.engine.connect() as conn:
+        kept = conn.execute(sa.text("SELECT day, cumulative FROM rollup_units")).all()
+    # only the cumulative units of the last day (where a next cumulative pass would start)
+    assert [(pd.Timestamp(d).date(), bool(c)) for d, c in kept] == \
+        [(max(r["served_at"] for r in imps).date(), True)]
+    assert count(tracker.engine, "rollup_pairs") == 0
+    assert dump(tracker.engine)["rollup_metric"] == before["rollup_metric"]
+
+
+def test_expiry_refuses_while_older_impressions_are_not_rolled_up(tracker):
+    _logged(tracker)
+    with pytest.raises(ExpiredLogs, match="run `tracker rollup` first"):
+        tracker.expire_logs(timedelta(days=1), now=NOW)
+    assert count(tracker.engine, "impression") > 0
+    preview = (tracker.rollup(now=NOW), tracker.expire_logs(timedelta(days=1), now=NOW,
+                                                            dry_run=True))[1]
+    assert preview.dry_run and preview.impressions == count(tracker.engine, "impression")

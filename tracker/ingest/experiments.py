@@ -1,0 +1,241 @@
+"""The rules for experiments: a new experiment's settings, metric roles, later changes.
+
+Each function returns checked column values or raises
+:class:`~tracker.errors.ValidationError` naming the field, what was wrong and what is
+accepted. The store (:mod:`tracker.store.experiments`) writes what these return.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, NoReturn
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import numpy as np
+
+from tracker.errors import ValidationError
+from tracker.metrics.registry import parse_metric
+from tracker.store.experiments import ExperimentInfo, Roles
+from tracker.store.models import EXPERIMENT_STATUSES, KEY_LENGTH, UNKNOWN_EVENT_POLICIES
+from tracker.store.types import to_micros
+
+_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
+
+
+def experiment_fields(*, key: str, arms: Mapping[str, float], control: str | None,
+                      attribution_window: timedelta | float | int,
+                      relevance: Mapping[str, float] | None, name: str | None,
+                      description: str, status: str, starts_at: datetime | None,
+                      ends_at: datetime | None, timezone: str, cutoffs: Any,
+                      unknown_events: str, max_items: int, now_us: int) -> dict[str, Any]:
+    """Checked column values for a new experiment; raises ValidationError naming the field."""
+    if not _is_key(key):
+        _fail("key", f"{key!r} is not a valid experiment key: 1-{KEY_LENGTH} characters of "
+                     "letters, digits, '.', '_', ':', '-', starting with a letter or digit")
+    control = _check_arms(arms, control)
+    window_us = _check_window(attribution_window)
+    relevance = _check_relevance(relevance)
+    _check_choice("status", status, EXPERIMENT_STATUSES)
+    _check_choice("unknown_events", unknown_events, UNKNOWN_EVENT_POLICIES)
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError, TypeError):
+        _fail("timezone", f"{timezone!r} is not an IANA time zone name (e.g. 'Europe/Berlin')")
+    cutoff_list = _check_cutoffs(cutoffs, max_items)
+    start_us = to_micros(starts_at) if starts_at is not None else None
+    end_us = to_micros(ends_at) if ends_at is not None else None
+    if start_us is not None and end_us is not None and end_us <= start_us:
+        _fail("ends_at", "must be after starts_at")
+    if name is not None and (not isinstance(name, str) or len(name) > KEY_LENGTH):
+        _fail("name", f"must be a string of at most {KEY_LENGTH} characters")
+    return {
+        "key": key, "name": name or key, "description": description or "", "status": status,
+        "starts_at": start_us, "ends_at": end_us, "control_arm": control,
+        "attribution_window_us": window_us, "relevance": relevance,
+        "unknown_events": unknown_events, "timezone": timezone, "cutoffs": cutoff_list,
+        "created_at": now_us, "arms": {a: float(w) for a, w in arms.items()},
+    }
+
+
+def _fail(field: str, reason: str) -> NoReturn:
+    raise ValidationError(reason, field=field)
+
+
+def _is_key(value: Any) -> bool:
+    """An experiment or arm key: 1-KEY_LENGTH letters, digits, '.', '_', ':', '-', starting
+    with a letter or digit."""
+    return isinstance(value, str) and bool(_KEY_RE.match(value)) and len(value) <= KEY_LENGTH
+
+
+def _is_finite_number(value: Any) -> bool:
+    """A finite number (not a bool); the callers say which range."""
+    return (not isinstance(value, bool) and isinstance(value, (int, float))
+            and math.isfinite(value))
+
+
+def _check_choice(field: str, value: Any, choices: Sequence[str]) -> None:
+    if value not in choices:
+        _fail(field, f"{value!r} is not one of {', '.join(choices)}")
+
+
+def _check_arms(arms: Any, control: str | None) -> str:
+    """The control arm (the first arm when not given) of valid arms with weights > 0."""
+    if not isinstance(arms, Mapping) or len(arms) < 2:
+        _fail("arms", "an experiment needs at least two arms, e.g. {'control': 0.5, 'new': 0.5}")
+    for arm, weight in arms.items():
+        if not _is_key(arm):
+            _fail("arms", f"{arm!r} is not a valid arm key (letters, digits, '.', '_', ':', '-')")
+        if not _is_finite_number(weight) or weight <= 0:
+            _fail("arms", f"arm {arm!r} has weight {weight!r}; weights must be numbers > 0")
+    if control is None:
+        control = next(iter(arms))
+    if control not in arms:
+        _fail("control", f"control arm {control!r} is not one of the arms ({', '.join(arms)})")
+    return control
+
+
+def _check_window(window: Any) -> int:
+    """The attribution window in microseconds: a timedelta or a number of seconds, > 0."""
+    if isinstance(window, timedelta):
+        window_us = window // timedelta(microseconds=1)
+    elif isinstance(window, (int, float)) and not isinstance(window, bool):
+        window_us = int(window * 1_000_000)
+    else:
+        _fail("attribution_window", "must be a timedelta or a number of seconds")
+    if window_us <= 0:
+        _fail("attribution_window", "must be positive")
+    return window_us
+
+
+def _check_relevance(relevance: Any) -> dict[str, float] | None:
+    """Event types (1-64 characters) to grades >= 0, or None (every event has grade 1)."""
+    if relevance is None:
+        return None
+    if not isinstance(relevance, Mapping) or not relevance:
+        _fail("relevance", "must map event types to grades, e.g. {'click': 1, 'save': 2}")
+    relevance = dict(relevance)
+    for event, grade in relevance.items():
+        if not isinstance(event, str) or not event or len(event) > 64:
+            _fail("relevance", f"event type {event!r} must be a string of 1-64 characters")
+        if not _is_finite_number(grade) or grade < 0:
+            _fail("relevance", f"grade of {event!r} is {grade!r}; grades are numbers >= 0")
+    return relevance
+
+
+def _check_cutoffs(cutoffs: Any, max_items: int) -> list[int]:
+    """Distinct cutoffs in increasing order, each between 1 and ``max_items``."""
+    try:
+        cutoff_list = sorted({int(k) for k in cutoffs})
+    except (TypeError, ValueError):
+        _fail("cutoffs", "must be a list of whole numbers, e.g. [5, 10, 20]")
+    if not cutoff_list or cutoff_list[0] < 1 or cutoff_list[-1] > max_items:
+        _fail("cutoffs", f"need at least one cutoff, each between 1 and {max_items}")
+    return cutoff_list
+
+
+# ---------------------------------------------------------------------------- roles
+
+def check_role_metric(name: Any, field: str, cutoffs: Sequence[int]) -> str:
+    """The canonical name of a metric given a role: a metric of the registry
+    (:func:`tracker.metrics.registry.parse_metric`), written ``METRIC@K`` for those with a
+    cutoff and ``METRIC`` for the others, whose k is one of the experiment's ``cutoffs``."""
+    try:
+        parsed = parse_metric(name)
+    except ValueError as exc:
+        raise ValidationError(f"{exc}; this experiment's cutoffs: "
+                              f"{', '.join(map(str, cutoffs))}", field=field) from None
+    if parsed.k is not None and parsed.k not in cutoffs:
+        shown = ", ".join(f"{parsed.metric}@{k}" for k in cutoffs)
+        raise ValidationError(f"{name!r}: k = {parsed.k} is not one of the experiment's "
+                              f"cutoffs; accepted: {shown}", field=field)
+    return str(parsed)
+
+
+def check_loss(name: str, loss: Any) -> float:
+    """A guardrail's tolerated relative loss: a number in [0, 1) (0.05 tolerates a 5 % loss;
+    0 tolerates none)."""
+    if (isinstance(loss, bool) or not isinstance(loss, (int, float, np.floating))
+            or not math.isfinite(loss) or not 0 <= loss < 1):
+        raise ValidationError(f"guardrail {name!r} tolerates a loss of {loss!r}; a loss is a "
+                              "relative share in [0, 1), e.g. 0.05 for 5 %", field="guardrails")
+    return float(loss)
+
+
+def check_roles(*, primary: Iterable[str], guardrails: Mapping[str, Any],
+                cutoffs: Sequence[int]) -> Roles | None:
+    """Checked metric roles of an experiment with ``cutoffs``; None when both are empty (no
+    roles: the report's defaults apply). Names are canonicalised and a primary named twice is
+    kept once; a metric is never both primary and guardrail. Raises ValidationError naming
+    the bad value and what is accepted."""
+    if isinstance(primary, (str, bytes, Mapping)):
+        raise ValidationError(f"primary metrics must be a list of names such as "
+                              f"['ndcg@10'], got {primary!r}", field="primary")
+    if not isinstance(guardrails, Mapping):
+        raise ValidationError(f"guardrails must map metric names to tolerated losses, e.g. "
+                              f"{{'song_clicks': 0.05}}, got {guardrails!r}", field="guardrails")
+    names = tuple(dict.fromkeys(check_role_metric(n, "primary", cutoffs) for n in primary))
+    guards: dict[str, float] = {}
+    for name, loss in guardrails.items():
+        canonical = check_role_metric(name, "guardrails", cutoffs)
+        if canonical in guards:
+            raise ValidationError(f"guardrail {canonical!r} is given twice", field="guardrails")
+        guards[canonical] = check_loss(canonical, loss)
+    both = [n for n in names if n in guards]
+    if both:
+        raise ValidationError(f"{', '.join(map(repr, both))} cannot be both primary and "
+                              "guardrail: choose one role per metric", field="guardrails")
+    if not names and not guards:
+        return None
+    return Roles(names, guards)
+
+
+def experiment_update_fields(info: ExperimentInfo, *, primary: Iterable[str] | None,
+                             guardrails: Mapping[str, Any] | None, name: str | None,
+                             description: str | None,
+                             ends_at: datetime | str | None) -> dict[str, Any]:
+    """Checked column values that change experiment ``info``; None leaves a setting as it
+    is. ``primary`` and ``guardrails`` each replace that role's list (``[]`` / ``{}`` empties
+    it; both empty: no roles). Arms, window, relevance, cutoffs and time zone are not
+    offered: changing them would change what the stored results mean."""
+    values: dict[str, Any] = {}
+    if primary is not None or guardrails is not None:
+        current = info.roles or Roles()
+        roles = check_roles(
+            primary=current.primary if primary is None else primary,
+            guardrails=current.guardrails if guardrails is None else guardrails,
+            cutoffs=info.cutoffs)
+        values["roles"] = roles.to_dict() if roles is not None else None
+    if name is not None:
+        if not isinstance(name, str) or not name or len(name) > KEY_LENGTH:
+            raise ValidationError(f"{name!r}: a name is a string of 1-{KEY_LENGTH} characters",
+                                  field="name")
+        values["name"] = name
+    if description is not None:
+        if not isinstance(description, str):
+            raise ValidationError(f"must be text, got {type(description).__name__}",
+                                  field="description")
+        values["description"] = description
+    if ends_at is not None:
+        values["ends_at"] = _check_end(info, ends_at)
+    return values
+
+
+def _check_end(info: ExperimentInfo, ends_at: datetime | str) -> int:
+    """Microseconds of a new end instant (naive = UTC), after the experiment's start."""
+    if isinstance(ends_at, str):
+        try:
+            ends_at = datetime.fromisoformat(ends_at)
+        except ValueError:
+            raise ValidationError(f"{ends_at!r} is not an ISO 8601 date-time, e.g. "
+                                  "2026-12-01T00:00:00Z", field="ends_at") from None
+    if not isinstance(ends_at, datetime):
+        raise ValidationError(f"must be a datetime or an ISO 8601 string, got "
+                              f"{type(ends_at).__name__}", field="ends_at")
+    end_us = to_micros(ends_at)
+    if info.starts_at is not None and end_us <= to_micros(info.starts_at):
+        raise ValidationError(f"{ends_at.isoformat()} must be after the experiment's start "
+                              f"({info.starts_at.isoformat()})", field="ends_at")
+    return end_us

@@ -1,0 +1,226 @@
+"""Building the scorecard: :class:`Scorecard`, :func:`scorecard` from the rollup's tables,
+:func:`report` from the database, :func:`select` of rows (see :mod:`tracker.report`)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime
+from typing import Any
+
+import pandas as pd
+
+from tracker import stats
+from tracker.errors import ValidationError
+from tracker.metrics import catalog
+from tracker.report.decisions import arm_decisions, users_per_day, view_health
+from tracker.report.rows import (
+    COLUMNS,
+    RowTest,
+    adjust_intervals,
+    adjust_p_values,
+    metric_name,
+    metric_rows,
+)
+from tracker.stats.decision import DEFAULT_TARGET_EFFECT
+from tracker.store.experiments import ExperimentInfo, Roles
+
+
+@dataclass(frozen=True)
+class Scorecard:
+    experiment: str
+    as_of: date | None
+    cumulative: bool
+    level: float
+    intervals: str
+    correction: str
+    primary: tuple[str, ...]
+    health: dict[str, Any]
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    guardrails: dict[str, float] = field(default_factory=dict)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    target_effect: float = DEFAULT_TARGET_EFFECT
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "experiment": self.experiment,
+            "as_of": self.as_of.isoformat() if self.as_of else None,
+            "cumulative": self.cumulative, "level": self.level, "intervals": self.intervals,
+            "correction": self.correction, "primary": list(self.primary),
+            "guardrails": dict(self.guardrails), "target_effect": self.target_effect,
+            "decisions": self.decisions, "health": self.health, "metrics": self.metrics,
+        }
+
+    def to_csv(self) -> str:
+        out = io.StringIO()
+        writer = csv.DictWriter(out, COLUMNS, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(self.metrics)
+        return out.getvalue()
+
+    def to_frame(self) -> pd.DataFrame:
+        """The metric rows of :meth:`to_dict` as a DataFrame: the :data:`COLUMNS`, then any
+        guardrail fields; a field a row lacks (control rows have no lift) is missing."""
+        extra = dict.fromkeys(c for row in self.metrics for c in row if c not in COLUMNS)
+        return pd.DataFrame(self.metrics, columns=[*COLUMNS, *extra])
+
+
+def select(card: Scorecard, metrics: Iterable[str] = (), ks: Iterable[int] = ()) -> Scorecard:
+    """The scorecard with only the rows of ``metrics`` (catalogue names such as ``"ndcg"``)
+    and of cutoffs ``ks``; empty means no filter on that side. Metrics without a cutoff
+    (``r_precision``, ``song_clicks``) are kept whatever ``ks`` says. P-values were adjusted
+    before: filtering never changes a number, only which rows are shown.
+
+    A name missing from the catalogue, or a cutoff the scorecard has no row at, raises
+    :class:`~tracker.errors.ValidationError` naming the ones that exist.
+    """
+    metrics, ks = tuple(metrics), tuple(ks)
+    for name in metrics:
+        try:
+            catalog.info(name)
+        except ValueError as error:
+            hint = (f" (name the metric alone, {name.split('@')[0]!r}, and choose its cutoff "
+                    "with k)" if "@" in str(name) else "")
+            raise ValidationError(f"{error}{hint}", field="metric") from None
+    present = sorted({r["k"] for r in card.metrics if r["k"] is not None})
+    for k in ks:
+        if present and k not in present:
+            raise ValidationError(f"no results at k = {k!r}; this scorecard's cutoffs are "
+                                  f"{', '.join(map(str, present))}", field="k")
+    rows = [r for r in card.metrics
+            if (not metrics or r["metric"] in metrics)
+            and (not ks or r["k"] is None or r["k"] in ks)]
+    return replace(card, metrics=rows)
+
+
+def roles_for(info: ExperimentInfo, primary: Iterable[str] | None = None,
+              guardrails: dict[str, float] | None = None) -> Roles:
+    """The roles one report uses: the experiment's stored roles, each side replaced by the
+    one given here (``--primary`` / ``--guardrail`` override for one report); primaries
+    default to NDCG and hit rate at the experiment's middle cutoff, guardrails to none."""
+    stored = info.roles or Roles()
+    chosen = tuple(primary) if primary else stored.primary
+    if not chosen:
+        cutoffs = list(info.cutoffs)
+        middle = cutoffs[len(cutoffs) // 2]
+        chosen = (f"ndcg@{middle}", f"hit_rate@{middle}")
+    return Roles(chosen, dict(guardrails) if guardrails else dict(stored.guardrails))
+
+
+def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd.DataFrame,
+              days: pd.DataFrame, *, as_of: date | None = None, cumulative: bool = True,
+              level: float = 0.95, intervals: str = "fixed_horizon",
+              correction: str = "holm", primary: tuple[str, ...] | None = None,
+              guardrails: dict[str, float] | None = None,
+              target_effect: float = DEFAULT_TARGET_EFFECT,
+              daily_health: pd.DataFrame | None = None,
+              latest_received: datetime | None = None,
+              now: datetime | None = None) -> Scorecard:
+    """Build the scorecard from the rollup's tables (see :mod:`tracker.store.computed`).
+
+    ``as_of``: the day to report (default: the latest day whose results are final, else the
+    latest day; a day without results is a ValidationError naming the days with results).
+    ``primary`` / ``guardrails``: override the experiment's stored roles for this report
+    (:func:`roles_for`); guardrails map a metric name to its tolerated relative loss (0.02 =
+    2%) and get a one-sided non-inferiority test per treatment arm (``guardrail_p_value``,
+    ``guardrail_ok``; not corrected for multiplicity). ``health_table`` is the cumulative
+    one; ``daily_health`` the daily one, which the health of a daily view (``cumulative``
+    False) describes. ``latest_received``: when the experiment's latest event arrived (the
+    data lag; default: ``days.attrs["latest_received"]``, set by the day table).
+    ``target_effect``: the relative effect each primary must be able to detect before
+    ``no_detectable_effect`` is said (the cumulative view decides; a daily view has no
+    decisions).
+    """
+    level = stats.results.check_level(level)
+    if intervals not in ("fixed_horizon", "sequential"):
+        raise ValueError(f"intervals must be 'fixed_horizon' or 'sequential', got {intervals!r}")
+    if not (isinstance(target_effect, int | float) and math.isfinite(target_effect)
+            and target_effect > 0):
+        raise ValidationError(f"target effect {target_effect!r}: expected a relative effect "
+                              "above 0, e.g. 0.05 for 5%", field="target_effect")
+    roles = roles_for(info, primary, guardrails)
+    as_of = _reported_day(metric_table, days, as_of)
+    view = health_table if cumulative or daily_health is None else daily_health
+    if latest_received is None:
+        latest_received = days.attrs.get("latest_received")
+    checked = view_health(info, view, days, as_of, now or datetime.now(UTC), latest_received,
+                          cumulative=cumulative or daily_health is None)
+    card = Scorecard(info.key, as_of, cumulative, level, intervals, correction, roles.primary,
+                     checked.fields, guardrails=dict(roles.guardrails),
+                     target_effect=float(target_effect))
+    if as_of is None:
+        return card
+    rows = metric_table[metric_table["day"] == as_of]
+    tests: list[RowTest] = []
+    card.metrics.extend(metric_rows(info, rows, level, intervals, roles, tests))
+    _check_roles_have_tests(info, card.metrics, roles,
+                            given=(*(primary or ()), *(guardrails or {})))
+    adjust_p_values(card.metrics, correction, level)
+    for test in tests:
+        adjust_intervals(test, level, intervals)
+    if cumulative:
+        growth = users_per_day(health_table, info, as_of)
+        card.decisions.extend(
+            d.to_dict() for d in arm_decisions(info, tests, checked.checklist, growth, level,
+                                               correction, float(target_effect)))
+    return card
+
+
+def _reported_day(metric_table: pd.DataFrame, days: pd.DataFrame,
+                  as_of: date | None) -> date | None:
+    """The day to report: ``as_of``, or the latest day whose results are final (else the
+    latest day; None without results). A day without results is a ValidationError naming
+    the days with results."""
+    available = sorted(set(metric_table["day"])) if not metric_table.empty else []
+    if as_of is None and available:
+        final = days[~days["provisional"]]["day"] if not days.empty else []
+        as_of = max(final) if len(final) else available[-1]
+    if as_of is not None and as_of not in available:
+        raise ValidationError(f"no results for {as_of}: " + (
+            f"the days with results run from {available[0]} to {available[-1]}" if available
+            else "no day has results yet (run `tracker rollup`)"), field="as_of")
+    return as_of
+
+
+def _check_roles_have_tests(info: ExperimentInfo, rows: list[dict[str, Any]], roles: Roles,
+                            given: tuple[str, ...]) -> None:
+    """Every primary and guardrail must name a per-user metric the scorecard has rows of
+    (only those are tested); a set-level metric (one value per arm) is named as such. A bad
+    name given for this report is an error on the flags (field ``primary``); one stored on the
+    experiment says how to change the experiment's roles (field ``roles``)."""
+    known = {metric_name(r["metric"], r["k"]) for r in rows if r["kind"] == "user"}
+    if not known:
+        return
+    set_level = {metric_name(r["metric"], r["k"]) for r in rows if r["kind"] == "set"}
+    bad = [name for name in (*roles.primary, *roles.guardrails) if name not in known]
+    if not bad:
+        return
+    shown = ", ".join(f"{n} (a set-level metric: one value per arm, no test)"
+                      if n in set_level else n for n in bad)
+    examples = ", ".join(sorted(known)[:6])
+    if all(n in given for n in bad):
+        raise ValidationError(f"unknown primary or guardrail metric(s) {shown}; expected "
+                              f"names such as {examples}", field="primary")
+    raise ValidationError(
+        f"the roles declared on experiment {info.key!r} name {shown}, which cannot be tested; "
+        f"expected per-user metrics such as {examples}: change them with `tracker experiments "
+        f"update {info.key} --primary METRIC@K` (or `--clear-roles`), or override them for "
+        "one report with --primary/--guardrail", field="roles")
+
+
+def report(engine, experiment: str, *, cumulative: bool = True, **options) -> Scorecard:
+    """Read the rollup's tables of ``experiment`` and build its :func:`scorecard`."""
+    from tracker.store import computed as read
+    from tracker.store.db import transaction
+    from tracker.store.experiments import get_experiment
+
+    with transaction(engine) as conn:
+        info = get_experiment(conn, experiment)
+    daily = None if cumulative else read.health_table(engine, experiment, cumulative=False)
+    return scorecard(info, read.metric_table(engine, experiment, cumulative),
+                     read.health_table(engine, experiment, cumulative=True),
+                     read.day_table(engine, experiment), cumulative=cumulative,
+                     daily_health=daily, **options)

@@ -1,0 +1,183 @@
+"""The metric rows of a scorecard: each arm's mean and interval, each treatment's comparison
+against control, the multiple-comparison correction and the verdicts (see :mod:`tracker.report`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from tracker import stats
+from tracker.metrics import catalog
+from tracker.store.experiments import ExperimentInfo, Roles
+
+METRIC_ORDER = catalog.display_order()
+LOWER_IS_BETTER = catalog.lower_is_better()
+COLUMNS = ("metric", "k", "arm", "control", "kind", "users", "mean", "ci_low", "ci_high",
+           "lift", "lift_ci_low", "lift_ci_high", "relative_lift", "relative_lift_ci_low",
+           "relative_lift_ci_high", "p_value", "p_value_adjusted", "primary", "verdict",
+           "reason", "group", "direction", "role")
+"""The fields of a metric row, in the order of the CSV and of :meth:`Scorecard.to_frame` (new
+fields go at the end, so CSV columns keep their positions)."""
+ROLE_ORDER = ("primary", "guardrail", "secondary")
+"""Rows come in this order of roles, then by catalogue group."""
+P_FLOOR = 1e-16
+"""Smaller p-values print as ``<1e-16``: below the spacing of doubles near 1 (2.2e-16) a
+p-value computed from a distribution's tail is not resolved, and ``0`` would be false."""
+
+
+def metric_name(metric: str, k: int | None) -> str:
+    return metric if k is None else f"{metric}@{k}"
+
+
+def finite(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+@dataclass(frozen=True)
+class RowTest:
+    """A treatment row and the statistics its comparison was computed from."""
+
+    row: dict[str, Any]
+    treatment: stats.MeanStats
+    control: stats.MeanStats
+    guardrail: stats.NonInferiority | None = None
+
+
+def comparison(intervals: str, treatment: stats.MeanStats, control: stats.MeanStats,
+                level: float, nominal: float) -> stats.Comparison:
+    """Fixed-horizon or always-valid comparison at ``level`` (sequences tuned for ``nominal``,
+    so their p-value does not depend on the level they are drawn at)."""
+    if intervals == "sequential":
+        return stats.compare_sequential(treatment, control, level=level, tuning_level=nominal)
+    return stats.compare(treatment, control, level=level)
+
+
+def shown_intervals(result: stats.Comparison) -> dict[str, Any]:
+    """Both intervals of a comparison (each excludes 0 iff its p-value < 1 - its level)."""
+    d, rel = result.difference, result.relative_lift
+    return {"lift_ci_low": finite(d.ci_low), "lift_ci_high": finite(d.ci_high),
+            "relative_lift_ci_low": finite(rel.ci_low),
+            "relative_lift_ci_high": finite(rel.ci_high),
+            "decided_on": result.decided_on.value, "interval_level": result.level}
+
+
+def adjust_intervals(test: RowTest, level: float, intervals: str) -> None:
+    """Redraw a corrected row's intervals at 1 - (1 - level) p / p_adjusted (see module doc)."""
+    row = test.row
+    p, adjusted = row["p_value"], row["p_value_adjusted"]
+    if p is None or adjusted is None or not 0 < p < adjusted:
+        return
+    corrected = 1 - (1 - level) * p / adjusted
+    result = comparison(intervals, test.treatment, test.control, corrected, level)
+    row.update(shown_intervals(result))
+
+
+def metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, intervals: str,
+                roles: Roles, tests: list[RowTest]) -> list[dict[str, Any]]:
+    """The rows of every metric and arm, ordered by role (primary, guardrail, secondary),
+    then catalogue group and order, then k; each user-level comparison is added to
+    ``tests``."""
+    control = info.control
+    out = []
+    for metric, k in _ordered_metrics(rows, roles):
+        mine = rows[(rows["metric"] == metric)
+                    & (rows["k"].isna() if k is None else rows["k"] == k)]
+        by_arm = {r.arm: r for r in mine.itertuples(index=False)}
+        if control not in by_arm:
+            continue
+        for arm in (a.key for a in info.arms if a.key in by_arm):
+            r, base = by_arm[arm], by_arm[control]
+            row: dict[str, Any] = {"metric": metric, "k": k, "arm": arm,
+                                   "control": arm == control, "kind": r.kind,
+                                   **_described(metric), "users": int(r.users),
+                                   "role": roles.role(metric_name(metric, k))}
+            if r.kind == "set":
+                _set_level(row, r, base)
+            else:
+                test = _user_level(row, r, base, level, intervals, roles)
+                if test is not None:
+                    tests.append(test)
+            out.append(row)
+    return out
+
+
+def _ordered_metrics(rows: pd.DataFrame, roles: Roles) -> list[tuple[str, int | None]]:
+    """The (metric, k) pairs of ``rows`` by role, then catalogue group and order, then k."""
+    order = {m: i for i, m in enumerate(METRIC_ORDER)}  # catalogue groups, then entries
+    ranks = {role: i for i, role in enumerate(ROLE_ORDER)}
+    keys = rows[["metric", "k"]].drop_duplicates()
+    return sorted(((m, None if pd.isna(k) else int(k)) for m, k in keys.itertuples(index=False)),
+                  key=lambda mk: (ranks[roles.role(metric_name(*mk))],
+                                  order.get(mk[0], len(order)), mk[0], mk[1] or 0))
+
+
+def _set_level(row: dict[str, Any], r, base) -> None:
+    """A set-level metric's row: one value per arm, so no interval, no test, no verdict."""
+    row.update(mean=finite(r.mean), ci_low=None, ci_high=None, reason="set_metric")
+    if row["control"]:
+        return
+    lift = None if base.mean is None else r.mean - base.mean
+    rel = lift / abs(base.mean) if lift is not None and base.mean else None
+    row.update(lift=finite(lift), lift_ci_low=None, lift_ci_high=None,
+               relative_lift=finite(rel), relative_lift_ci_low=None,
+               relative_lift_ci_high=None, p_value=None, p_value_adjusted=None,
+               primary=row["role"] == "primary", verdict=None)
+
+
+def _user_level(row: dict[str, Any], r, base, level: float, intervals: str,
+                roles: Roles) -> RowTest | None:
+    """A per-user metric's row: the arm's mean and interval; for a treatment arm its
+    comparison against control (and its guardrail test), returned as the row's test."""
+    name = metric_name(row["metric"], row["k"])
+    mean_stats = stats.MeanStats(int(r.users), float(r.sum), float(r.sum_sq))
+    estimate = stats.arm_estimate(mean_stats, level=level)
+    row.update(mean=finite(estimate.estimate), ci_low=finite(estimate.ci_low),
+               ci_high=finite(estimate.ci_high), reason=estimate.reason.value)
+    if row["control"]:
+        return None
+    control_stats = stats.MeanStats(int(base.users), float(base.sum), float(base.sum_sq))
+    result = comparison(intervals, mean_stats, control_stats, level, level)
+    row.update(lift=finite(result.difference.estimate),
+               relative_lift=finite(result.relative_lift.estimate),
+               **shown_intervals(result), p_value=finite(result.p_value),
+               p_value_adjusted=None, primary=name in roles.primary,
+               reason=result.reason.value)
+    margin = roles.guardrails.get(name)
+    guard = None
+    if margin is not None:
+        guard = stats.non_inferiority(
+            mean_stats, control_stats, margin=margin, relative=True,
+            higher_is_better=row["metric"] not in LOWER_IS_BETTER, level=level)
+        row.update(guardrail_margin=margin, guardrail_p_value=finite(guard.p_value),
+                   guardrail_ok=guard.non_inferior)
+    return RowTest(row, mean_stats, control_stats, guard)
+
+
+def _described(metric: str) -> dict[str, str | None]:
+    """The catalogue's ``group`` and ``direction`` of ``metric`` (None if not catalogued)."""
+    entry = catalog.CATALOG.get(metric)
+    if entry is None:
+        return {"group": None, "direction": None}
+    return {"group": entry.group.value, "direction": entry.direction.value}
+
+
+def adjust_p_values(rows: list[dict[str, Any]], correction: str, level: float) -> None:
+    tests = [r for r in rows if not r["control"] and r["kind"] == "user"]
+    adjusted = stats.adjust_primary([r["p_value"] for r in tests],
+                                    [r["primary"] for r in tests], method=correction)
+    for row, p in zip(tests, adjusted, strict=True):
+        row["p_value_adjusted"] = finite(p)
+        significant = p is not None and p < 1 - level
+        if row["direction"] is None:  # not in the catalogue: which way is better is unknown
+            row["verdict"] = None
+        elif not significant or row["lift"] is None:
+            row["verdict"] = "inconclusive"
+        else:
+            up = row["lift"] > 0
+            better = up != (row["metric"] in LOWER_IS_BETTER)
+            row["verdict"] = "better" if better else "worse"
+
+

@@ -1,0 +1,65 @@
+"""The retention horizon: the days the rollup may still recompute once raw logs expired.
+
+``tracker logs expire`` deletes raw impressions and interactions dated before a cutoff T
+(:mod:`tracker.store.lifecycle`). A day is recomputed from the raw logs: its impressions,
+the interactions that answer them (later than the impressions) and, for surprisal, the item
+popularity of the ``popularity_days`` days before it. So a day D can be recomputed exactly
+only when every instant of D and of those days lies at or after T:
+
+    first recomputable day R = H + popularity_days, H = the first day starting at or after T
+
+(in the experiment's time zone). Days before R keep the results computed while their logs
+were whole; the rollup never touches them again (:func:`recomputable`), and a rebuild that
+would have to forget them (``tracker rollup --full``, or the reset after a catalog
+declaration) is refused with :class:`~tracker.errors.ExpiredLogs`, leaving every stored
+result as it was.
+
+>>> from datetime import UTC, datetime
+>>> from tracker.store.types import to_micros
+>>> first_recomputable_day(to_micros(datetime(2026, 9, 1, tzinfo=UTC)), "UTC", 28)
+datetime.date(2026, 9, 29)
+>>> first_recomputable_day(to_micros(datetime(2026, 9, 1, 0, 0, 1, tzinfo=UTC)), "UTC", 28)
+datetime.date(2026, 9, 30)
+"""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+import sqlalchemy as sa
+
+from tracker.errors import ExpiredLogs
+from tracker.rollup.days import day_of, day_start
+from tracker.store import lifecycle
+from tracker.store.experiments import ExperimentInfo
+from tracker.store.types import from_micros
+
+
+def first_recomputable_day(expired_before_us: int, zone: str, popularity_days: int) -> date:
+    """The first day whose own logs and popularity window all lie at or after the cutoff."""
+    first_whole = day_of(expired_before_us, zone)
+    if day_start(first_whole, zone) < expired_before_us:
+        first_whole += timedelta(days=1)
+    return first_whole + timedelta(days=popularity_days)
+
+
+def recomputable(conn: sa.Connection, info: ExperimentInfo, touched: set[date], *,
+                 rebuild: bool, popularity_days: int) -> set[date]:
+    """The days of ``touched`` the rollup may recompute: all of them while logs never
+    expired, else those from :func:`first_recomputable_day` on. A ``rebuild`` (which
+    forgets every stored result of the experiment) of an experiment that has results
+    before that day raises :class:`ExpiredLogs`: they could not be computed again."""
+    cutoff = lifecycle.expired_before(conn)
+    if cutoff is None:
+        return touched
+    first = first_recomputable_day(cutoff, info.timezone, popularity_days)
+    if rebuild:
+        stored = lifecycle.first_rolled_up_day(conn, info.id)
+        if stored is not None and stored < first:
+            raise ExpiredLogs(
+                f"experiment {info.key!r}: raw logs before {from_micros(cutoff).isoformat()} "
+                f"were expired (tracker logs expire), so its days before {first} cannot be "
+                "recomputed, and a full rebuild (`rollup --full`, or the one a catalog "
+                "declaration or a migration asks for) would lose their results: refused, "
+                "every stored result is unchanged")
+    return {day for day in touched if day >= first}
