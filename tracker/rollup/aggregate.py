@@ -109,6 +109,18 @@ class UnitTotals:
         return cls(table["user_id"].combine_chunks(),
                    table["arm_id"].to_numpy().astype(np.int64), impressions, sums, counts)
 
+    def replacing_users(self, new: UnitTotals) -> UnitTotals:
+        """These totals with every row of the users of ``new`` replaced by ``new``'s rows
+        (the users' other rows dropped), sorted like :meth:`reduce`."""
+        if new.size == 0:
+            return self
+        keep = np.flatnonzero(~pc.is_in(self.users, value_set=new.users).to_numpy(
+            zero_copy_only=False))
+        kept = UnitTotals(self.users.take(pa.array(keep)), self.arms[keep],
+                          self.impressions[keep], _rows(self.sums, keep),
+                          _rows(self.counts, keep))
+        return UnitTotals.concat([kept, new], self.sums.shape[1]).reduce()
+
     def reduce(self) -> UnitTotals:
         """Add up rows of the same (user, arm); rows come out sorted by (user, arm)."""
         if self.size == 0:

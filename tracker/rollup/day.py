@@ -144,8 +144,9 @@ class DayScorer:
     :class:`ChunkPipeline`); user and item codes are the day's, shared by its chunks."""
 
     def __init__(self, run: RunContext, day: date, extent: queries.DayExtent,
-                 day_wide: bool) -> None:
+                 day_wide: bool, users: str | None = None) -> None:
         self.run, self.day, self.extent, self.day_wide = run, day, extent, day_wide
+        self.only = users  # an SQL condition on the users to read (None: every user)
         self.start, self.end = day_bounds(day, run.info.timezone)
         self.users, self.items = Vocabulary(), Vocabulary()
         # the memory bound is split between the chunks in flight
@@ -158,16 +159,21 @@ class DayScorer:
 
     def read_chunk(self, chunk: tuple[int, int]) -> ChunkTables:
         return ChunkTables(
-            self._read(queries.served_lists, *chunk, max(self.run.cutoffs)),
-            self._read(queries.keyed_interactions, *chunk),
+            self._read(queries.served_lists, *chunk, max(self.run.cutoffs), self.only),
+            self._read(queries.keyed_interactions, *chunk, self.only),
             None if self.day_wide else self._read(queries.window_interactions,
-                                                  self.run.window_us, chunk))
+                                                  self.run.window_us, chunk, self.only))
 
     def _whole_day_interactions(self) -> Interactions:
-        return Interactions.of(self._read(queries.window_interactions, self.run.window_us),
+        return Interactions.of(self._read(queries.window_interactions, self.run.window_us,
+                                          None, self.only),
                                self.run.info.relevance, self.users)
 
-    def score_chunk(self, tables: ChunkTables) -> ChunkResult:
+    def score_chunk(self, tables: ChunkTables) -> ChunkResult | None:
+        """The chunk scored (None when it holds no impression: a chunk of the users a
+        day is recomputed for may hold none)."""
+        if tables.lists.num_rows == 0:
+            return None
         run = self.run
         interactions = self._whole_day.result() if tables.timed is None else \
             Interactions.of(tables.timed, run.info.relevance, self.users)
@@ -189,7 +195,8 @@ class DayScorer:
                 self._whole_day = pipeline.side(self._whole_day_interactions)
             self._popular = pipeline.side(lambda: self.run.window.before(self.day))
             for result in pipeline.run(self._bounds()):
-                fold.add(result)
+                if result is not None:
+                    fold.add(result)
             popularity = self._popular.result()
         summary.impressions_read += fold.impressions
         summary.truth_pairs_read += fold.truth_pairs

@@ -48,6 +48,7 @@ from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cumulative import recompute_cumulative
 from tracker.rollup.day import RunContext, recompute_day
 from tracker.rollup.lock import HeldLock, rollup_lock
+from tracker.rollup.partial import recompute_users
 from tracker.rollup.plan import Ids, KnownDay, Plan, plan_run
 from tracker.rollup.published import DayResult, publish_daily
 from tracker.rollup.summary import Progress, RollupSummary
@@ -96,6 +97,7 @@ class _Start:
     """Where a run starts: its plan, the ids it will record, the generation it found."""
 
     plan: Plan
+    ids: Ids
     advance_to: results.StateRow
     rebuild: bool
 
@@ -117,9 +119,10 @@ class _Run:
         started = time.perf_counter()
         summary = RollupSummary(self.info.key, self.full)
         start = self._plan(summary)
-        ordered = start.plan.until(self.until).ordered
+        plan = start.plan.until(self.until)
+        ordered = plan.ordered
         declared = self._declared_catalog() if ordered else None
-        daily, recent = self._compute_days(ordered, declared, summary)
+        daily, recent = self._compute_days(plan, start.ids, declared, summary)
         summary.days_recomputed = ordered
         advance = self.until is None
         if ordered or advance or start.rebuild:
@@ -152,7 +155,7 @@ class _Run:
             if plan.stale_pairs:
                 with transaction(self.engine, write=True) as conn:
                     self._drop_stale_popularity(conn, plan.stale_pairs)
-        return _Start(plan, results.StateRow(top_impression, top_interaction, generation),
+        return _Start(plan, ids, results.StateRow(top_impression, top_interaction, generation),
                       watermarks is None)
 
     def _drop_stale_popularity(self, conn: sa.Connection, days: set[date]) -> None:
@@ -163,11 +166,13 @@ class _Run:
         results.delete_popularity(conn, self.info.id, {d + timedelta(days=i) for d in days
                                                        for i in range(1, reach + 1)})
 
-    def _compute_days(self, ordered: list[date], declared: pa.Array | None,
+    def _compute_days(self, plan: Plan, ids: Ids, declared: pa.Array | None,
                       summary: RollupSummary
                       ) -> tuple[dict[date, DayResult], dict[date, UnitTotals | None]]:
-        """Each day of ``ordered`` recomputed; the rows the report reads (published at the
-        end), and the unit totals of the last days (for the cumulative pass)."""
+        """Each day of the plan recomputed, whole or for its changed users; the rows the
+        report reads (published at the end), and the unit totals of the last days (for the
+        cumulative pass)."""
+        ordered = plan.ordered
         daily: dict[date, DayResult] = {}
         recent: dict[date, UnitTotals | None] = {}
         # one BLAS thread: the metric kernels' small matrix products gain nothing from a
@@ -179,7 +184,10 @@ class _Run:
             run = RunContext(self.engine, reader, self.settings, self.info, self.clock,
                              declared, window)
             for done, day in enumerate(ordered, 1):
-                daily[day] = recompute_day(run, day, summary)
+                users = plan.days[day]
+                partial = None if users is None else recompute_users(run, day, users, ids,
+                                                                     summary)
+                daily[day] = partial or recompute_day(run, day, summary)
                 recent[day] = daily[day].totals
                 if len(recent) > _KEEP_DAYS:
                     del recent[min(recent)]

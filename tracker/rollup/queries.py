@@ -226,6 +226,11 @@ def _chunk_literals(experiment_id: int, start: int, end: int, low: int, high: in
             f"AND imp.id >= {int(low)} AND imp.id <= {int(high)}")
 
 
+def _day_literals(experiment_id: int, start: int, end: int) -> str:
+    return (f"imp.experiment_id = {int(experiment_id)} "
+            f"AND imp.served_at >= {int(start)} AND imp.served_at < {int(end)}")
+
+
 def day_ids(reader: ArrowReader, experiment_id: int, start: int, end: int) -> np.ndarray:
     """The ids of one day's impressions, sorted (found through the (experiment, served_at)
     index)."""
@@ -246,17 +251,38 @@ def chunk_bounds(ids: np.ndarray, rows: int) -> list[tuple[int, int]]:
             for at in range(0, ids.size, max(rows, 1))]
 
 
+def changed_users(after: int, through: int, start: int, end: int, window_us: int) -> str:
+    """An SQL condition on ``imp.user_id`` (integers inlined): the users of an interaction
+    with an id in ``(after, through]`` that occurred in ``[start, end + window)`` or names
+    an impression. It holds for every user whose outcomes of the day ``[start, end)`` those
+    interactions change (and maybe a few more: recomputing an unchanged user changes
+    nothing), through the interactions' primary key."""
+    ids = f"it.id > {int(after)} AND it.id <= {int(through)}"
+    return ("(imp.user_id IN (SELECT it.user_id FROM interaction it WHERE "
+            f"{ids} AND it.occurred_at >= {int(start)} "
+            f"AND it.occurred_at < {int(end) + int(window_us)}) "
+            "OR imp.user_id IN (SELECT named.user_id FROM interaction it JOIN impression named "
+            f"ON named.impression_key = it.impression_key WHERE {ids} "
+            "AND it.impression_key IS NOT NULL))")
+
+
+def _only(users: str | None) -> str:
+    return f" AND {users}" if users else ""
+
+
 def served_lists(reader: ArrowReader, experiment_id: int, start: int, end: int, low: int,
-                 high: int, top: int) -> pa.Table:
+                 high: int, top: int, users: str | None = None) -> pa.Table:
     """A chunk's impressions (in no set order): ``id, arm, user, served``, ``items`` (the
     whole list) and ``baseline`` (null when the impression has none; on PostgreSQL only
-    its first ``top`` items)."""
+    its first ``top`` items). ``users``: only those of the users it selects
+    (:func:`changed_users`)."""
     if reader.engine.dialect.name == "postgresql":
         where = _chunk_literals(experiment_id, start, end, low, high)
         baseline = f"imp.baseline_items[1:{int(top)}]"
     else:
         where = _chunk_literals(experiment_id, start, end, low, high, by_id=True)
         baseline = "imp.baseline_items"
+    where += _only(users)
     return reader.read("SELECT imp.id, imp.arm_id, imp.user_id, imp.served_at, "
                        f"imp.items, {baseline} FROM impression imp WHERE {where}", LISTS)
 
@@ -280,25 +306,29 @@ def count_window_interactions(conn: sa.Connection, start: int, end: int,
 
 
 def window_interactions(reader: ArrowReader, experiment_id: int, start: int, end: int,
-                        window_us: int, chunk: tuple[int, int] | None = None) -> pa.Table:
+                        window_us: int, chunk: tuple[int, int] | None = None,
+                        users: str | None = None) -> pa.Table:
     """The interactions that may answer impressions served in ``[start, end)`` by time:
     naming no impression, occurred in ``[start, end + window)``; with ``chunk`` (an id
-    range), only those of users with an impression in it. Columns ``user, item, event,
+    range), only those of users with an impression in it; with ``users``, only those of
+    the day's users it selects (:func:`changed_users`). Columns ``user, item, event,
     at``."""
     postgresql = reader.engine.dialect.name == "postgresql"
     select = ("SELECT it.user_id, it.item_id, it.event_type, it.occurred_at FROM interaction it "
               f"WHERE {_window_filter(start, end, window_us, postgresql)}")
-    if chunk is not None:
-        where = _chunk_literals(experiment_id, start, end, *chunk)
-        select += f" AND it.user_id IN (SELECT imp.user_id FROM impression imp WHERE {where})"
+    if chunk is not None or users:
+        where = _chunk_literals(experiment_id, start, end, *chunk) if chunk is not None \
+            else _day_literals(experiment_id, start, end)
+        select += (" AND it.user_id IN (SELECT imp.user_id FROM impression imp "
+                   f"WHERE {where}{_only(users)})")
     return reader.read(select, INTERACTIONS)
 
 
 def keyed_interactions(reader: ArrowReader, experiment_id: int, start: int, end: int, low: int,
-                       high: int) -> pa.Table:
-    """Interactions that name one of a chunk's impressions, whatever their time: columns
-    ``impression`` (its id), ``item``, ``event``."""
-    where = _chunk_literals(experiment_id, start, end, low, high)
+                       high: int, users: str | None = None) -> pa.Table:
+    """Interactions that name one of a chunk's impressions (``users``: of the users it
+    selects), whatever their time: columns ``impression`` (its id), ``item``, ``event``."""
+    where = _chunk_literals(experiment_id, start, end, low, high) + _only(users)
     join, keyed = "JOIN", "it.impression_key IS NOT NULL"
     if reader.engine.dialect.name != "postgresql":
         # SQLite: ">= ''" (every text) rather than IS NOT NULL, which its planner takes for
