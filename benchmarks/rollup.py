@@ -71,7 +71,7 @@ WHERE imp.experiment_id = :experiment AND imp.served_at >= :start
 
 SQLITE_IMPRESSIONS = """
 WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < :n),
-r AS (SELECT x, abs(random()) % :slots AS r,
+r AS MATERIALIZED (SELECT x, abs(random()) % :slots AS r,
              :start + abs(random()) % :span AS served,
              CAST((abs(random()) % 1000000) / 1e6 * (abs(random()) % 1000000) / 1e6
                   * (abs(random()) % 1000000) / 1e6 * :catalog AS INTEGER) AS a,
