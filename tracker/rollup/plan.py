@@ -122,7 +122,7 @@ def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
     named = sorted({hour for experiment, hour in changed if experiment == info.id})
     _answered(conn, info, ids, plan, holding, timed)
     _named(conn, info, ids, plan, named)
-    plan.stale_pairs = fresh | _audience_days(conn, info, ids, holding, timed)
+    plan.stale_pairs = fresh | _audience_days(conn, info, ids, holding - fresh, timed)
     for day in plan.stale_pairs:  # the days whose popularity window holds it
         plan.whole(holding.intersection(
             day + timedelta(days=i) for i in range(1, popularity_days + 1)))
