@@ -4,6 +4,7 @@ a re-run with nothing new; peak memory of the rollup process.
 
     .venv/bin/python benchmarks/rollup.py                    # 1M a day, 30 days, both DBs
     .venv/bin/python benchmarks/rollup.py --impressions 200000 --history-days 7 --db sqlite
+    .venv/bin/python benchmarks/rollup.py --users 2000000 --active 10 --no-history  # sparse
 
 The logs are generated inside the database with SQL (generate_series / a recursive CTE), so
 the benchmark measures the rollup, not the ingest path (benchmarks/ingest.py does that):
@@ -46,11 +47,13 @@ SELECT 'd' || :tag || '-' || g, :experiment, (ARRAY[:arm0, :arm1, :arm2])[u % 3 
        'u' || u, served, served,
        ARRAY(SELECT 'i' || ((a + j * b) % :catalog) FROM generate_series(0, 9) j),
        ARRAY(SELECT 'i' || ((j * 7919) % :catalog) FROM generate_series(0, 9) j)
-FROM (SELECT g, floor(random() * :users)::int AS u,
-             :start + floor(random() * :span)::bigint AS served,
-             floor(power(random(), 3) * :catalog)::int AS a,
-             1 + floor(random() * (:catalog - 1))::int AS b
-      FROM generate_series(1, :n) g) s
+FROM (SELECT g, r * :spread + ((((r * 48271 + 1) % 2147483647) * :dayno) % 2147483647)
+                             % :spread AS u, served, a, b
+      FROM (SELECT g, floor(random() * :slots)::bigint AS r,
+                   :start + floor(random() * :span)::bigint AS served,
+                   floor(power(random(), 3) * :catalog)::int AS a,
+                   1 + floor(random() * (:catalog - 1))::int AS b
+            FROM generate_series(1, :n) g) r) s
 """
 
 PG_INTERACTIONS = """
@@ -68,11 +71,13 @@ WHERE imp.experiment_id = :experiment AND imp.served_at >= :start
 
 SQLITE_IMPRESSIONS = """
 WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < :n),
-s AS (SELECT x, abs(random()) % :users AS u,
+r AS MATERIALIZED (SELECT x, abs(random()) % :slots AS r,
              :start + abs(random()) % :span AS served,
              CAST((abs(random()) % 1000000) / 1e6 * (abs(random()) % 1000000) / 1e6
                   * (abs(random()) % 1000000) / 1e6 * :catalog AS INTEGER) AS a,
-             1 + abs(random()) % (:catalog - 1) AS b FROM g)
+             1 + abs(random()) % (:catalog - 1) AS b FROM g),
+s AS (SELECT x, r * :spread + ((((r * 48271 + 1) % 2147483647) * :dayno) % 2147483647)
+                              % :spread AS u, served, a, b FROM r)
 INSERT INTO impression (impression_key, experiment_id, arm_id, user_id, served_at,
                         received_at, items, baseline_items)
 SELECT 'd' || :tag || '-' || x, :experiment,
@@ -137,12 +142,17 @@ def setup(url: str) -> tuple[int, list[int]]:
 
 
 def generate_day(url: str, experiment: int, arms: list[int], day: date, n: int,
-                 users: int) -> float:
+                 users: int, active: int = 1) -> float:
+    """One day of ``n`` impressions of users among ``users``; ``active``: one user in that
+    many is active on a given day (a user's slot r holds users r*active .. r*active +
+    active - 1, one of them active that day by a hash of (r, day): about one in ``active``
+    of a day's users was active the day before too)."""
     start = int((datetime(day.year, day.month, day.day, tzinfo=UTC)
                  - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1_000_000)
     params = {"tag": day.strftime("%Y%m%d"), "experiment": experiment, "arm0": arms[0],
               "arm1": arms[1], "arm2": arms[2], "users": users, "start": start,
-              "span": DAY_US, "catalog": CATALOG, "n": n}
+              "span": DAY_US, "catalog": CATALOG, "n": n, "spread": active,
+              "slots": max(users // active, 1), "dayno": day.toordinal()}
     began = time.perf_counter()
     engine = create_engine(url)
     with engine.begin() as conn:
@@ -180,27 +190,32 @@ def timed_rollup(url: str) -> tuple[float, float, dict]:
 
 
 def scenario(kind: str, folder: Path, history_days: int, n: int, history_n: int,
-             users: int) -> dict:
-    name = f"bench_rollup_{history_days}d"
+             users: int, active: int = 1) -> dict:
+    name = f"bench_rollup_{history_days}d_{os.getpid()}"
     url = fresh_url(kind, folder, name)
     try:
         experiment, arms = setup(url)
         gen = 0.0
         for back in range(history_days, 0, -1):
             gen += generate_day(url, experiment, arms, NEW_DAY - timedelta(days=back),
-                                history_n, users)
+                                history_n, users, active)
         history_seconds, _, _ = timed_rollup(url) if history_days else (0.0, 0, {})
-        gen += generate_day(url, experiment, arms, NEW_DAY, n, users)
+        gen += generate_day(url, experiment, arms, NEW_DAY, n, users, active)
         seconds, peak, summary = timed_rollup(url)
         noop, _, noop_summary = timed_rollup(url)
+        part = (f", {summary['days_in_part']} for {summary['users_recomputed']:,} users only"
+                if summary.get("days_in_part") else "")
         print(f"  {kind:10} history {history_days:2d} day(s) x {history_n:,}: generated in "
               f"{gen:.0f} s, history rollup {history_seconds:.1f} s; new day of {n:,}: "
-              f"rollup {seconds:.2f} s (days recomputed: {len(summary['days_recomputed'])}, "
-              f"peak RSS {peak:.0f} MiB); re-run with nothing new {noop:.2f} s",
-              flush=True)
+              f"rollup {seconds:.2f} s (days recomputed: {len(summary['days_recomputed'])}"
+              f"{part}, impressions read {summary['impressions_read']:,}, "
+              f"peak RSS {peak:.0f} MiB); re-run with nothing new {noop:.2f} s", flush=True)
+        if history_days == 1:
+            print(f"  {kind:10} => next day / first day: {seconds / history_seconds:.2f}x",
+                  flush=True)
         assert noop_summary["days_recomputed"] == []
         return {"seconds": seconds, "peak": peak, "noop": noop,
-                "days": summary["days_recomputed"]}
+                "days": summary["days_recomputed"], "first": history_seconds}
     finally:
         drop(kind, name)
 
@@ -215,20 +230,25 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=200_000)
     parser.add_argument("--no-history", action="store_true",
                         help="only the new day on a 1-day history (skip the long history)")
+    parser.add_argument("--active", type=int, default=1,
+                        help="one user in ACTIVE is active on a given day (the sparse shape: "
+                             "--users 2000000 --active 10)")
     args = parser.parse_args()
     history_n = args.history_impressions or args.impressions
     kinds = ["postgresql", "sqlite"] if args.db == "both" else [args.db]
     print(f"rollup benchmark: new day {NEW_DAY} of {args.impressions:,} impressions x 10 "
-          f"items, ~1 interaction each, {args.users:,} users, 3 arms, k = 5, 10, 20; "
+          f"items, ~1 interaction each, {args.users:,} users (1 in {args.active} active a day), "
+          "3 arms, k = 5, 10, 20; "
           f"{os.cpu_count()} CPUs", flush=True)
     with tempfile.TemporaryDirectory(prefix="tracker-bench-") as tmp:
         folder = Path(tmp)
         for kind in kinds:
-            short = scenario(kind, folder, 1, args.impressions, history_n, args.users)
+            short = scenario(kind, folder, 1, args.impressions, history_n, args.users,
+                             args.active)
             if args.no_history:
                 continue
             long = scenario(kind, folder, args.history_days, args.impressions, history_n,
-                            args.users)
+                            args.users, args.active)
             print(f"  {kind:10} => new day on {args.history_days}-day history / on 1-day "
                   f"history: {long['seconds'] / short['seconds']:.2f}x", flush=True)
 

@@ -73,6 +73,10 @@ def test_experiment_create_errors_are_clear(db_url):
     _create(db_url)
     assert "already exists" in _create(db_url, code=1).stderr
     assert "left unchanged" in _create(db_url, "--exist-ok").output
+    # --exist-ok accepts the same experiment only: another window is still an error
+    differs = run(db_url, "experiments", "create", "home", "--arm", "control", "--arm",
+                  "treatment", "--window", "3h", "--exist-ok", code=1)
+    assert "already exists" in differs.stderr
     bad = run(db_url, "experiments", "create", "x", "--arm", "a", "--window", "soon", code=2)
     assert "expected a positive number with a unit" in bad.output
     missing = run(db_url, "experiments", "show", "nope", code=1)

@@ -9,23 +9,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("tracker", "dashboard")
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 60
-
-# Still over the limits when this test was added (issue 15), each being split by the helper
-# that owns it. The lists may only shrink: an entry back within its limit fails
-# test_pending_entries_are_still_over_the_limits until it is removed from here.
-PENDING_MODULES: set[str] = set()
-PENDING_FUNCTIONS = {  # (module, qualified name of the function)
-    ("tracker/rollup/columnar.py", "score_chunk"),  # 65
-    ("tracker/rollup/engine.py", "_run_one"),  # 61
-    ("tracker/rollup/engine.py", "_recompute_day"),  # 120: the engine in steps
-}
-
 
 def function_lengths(source: str) -> dict[str, int]:
     """Lines of every function and method in ``source``, by qualified name
@@ -85,18 +72,10 @@ def test_the_packages_are_found():
 
 
 def test_no_module_is_over_600_lines():
-    over = {path: n for path, n in long_modules().items() if path not in PENDING_MODULES}
+    over = long_modules()
     assert not over, f"modules over {MAX_MODULE_LINES} lines (split them by concern): {over}"
 
 
 def test_no_function_is_over_60_lines():
-    over = {key: n for key, n in long_functions().items() if key not in PENDING_FUNCTIONS}
+    over = long_functions()
     assert not over, f"functions over {MAX_FUNCTION_LINES} lines: {over}"
-
-
-@pytest.mark.parametrize("kind", ["modules", "functions"])
-def test_pending_entries_are_still_over_the_limits(kind):
-    pending, over = ((PENDING_MODULES, long_modules()) if kind == "modules"
-                     else (PENDING_FUNCTIONS, long_functions()))
-    done = sorted(pending - set(over))
-    assert not done, f"within the limits now: remove them from PENDING_{kind.upper()}: {done}"

@@ -62,11 +62,15 @@ def impression_values(imp: dict, truth: dict, cutoffs, popularity) -> dict:
     return values
 
 
-def popularity_before(interactions: list[dict], since: datetime, moment: datetime):
+def popularity_before(interactions: list[dict], since: datetime, moment: datetime,
+                      served_on: set[tuple], tz: ZoneInfo):
+    """Distinct users per item over ``[since, moment)``, counting an interaction only when
+    the experiment served its user on the interaction's day (``served_on``: (user, day))."""
     users_of = defaultdict(set)
     everyone = set()
     for it in interactions:
-        if since <= it["occurred_at"] < moment:
+        day = it["occurred_at"].astimezone(tz).date()
+        if since <= it["occurred_at"] < moment and (it["user_id"], day) in served_on:
             users_of[it["item_id"]].add(it["user_id"])
             everyone.add(it["user_id"])
     return {item: len(users) for item, users in users_of.items()}, len(everyone)
@@ -83,11 +87,13 @@ def rollup(impressions: list[dict], interactions: list[dict], *, window: timedel
     for imp in impressions:
         by_day[imp["served_at"].astimezone(tz).date()].append(imp)
     scored = {}  # impression id -> (day, values, truth)
+    served_on = {(imp["user_id"], imp["served_at"].astimezone(tz).date())
+                 for imp in impressions}
     for day, imps in by_day.items():
         start = datetime.combine(day, datetime.min.time(), tzinfo=tz)
         since = datetime.combine(day - timedelta(days=popularity_days), datetime.min.time(),
                                  tzinfo=tz)
-        popularity = popularity_before(interactions, since, start)
+        popularity = popularity_before(interactions, since, start, served_on, tz)
         for imp in imps:
             truth = ground_truth(imp, interactions, window, relevance)
             scored[imp["impression_id"]] = (day, impression_values(imp, truth, cutoffs,

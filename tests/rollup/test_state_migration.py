@@ -115,3 +115,26 @@ def test_0008_upgrade_drops_state_written_in_the_old_format(empty_url):
     assert _state_rows(engine) == dict.fromkeys(STATE, 0)
     assert _states(engine) == [(1000, None, None)]
     engine.dispose()
+
+
+def test_0009_drops_the_popularity_state_of_every_interaction_and_resets_watermarks(
+        empty_url):
+    engine = create_engine(empty_url)
+    schema.upgrade(engine, "0008")
+    with engine.begin() as conn:  # plain SQL at 0008: the code expects the later schema
+        insert_plain_experiment(conn, 1000)
+        conn.execute(sa.text("INSERT INTO rollup_state (experiment_id, impressions_seen, "
+                             "interactions_seen, updated_at) VALUES (1000, 7, 9, 0)"))
+        for table, key in (("rollup_pairs", "'2026-01-01'"),
+                           ("rollup_popularity", "'2026-01-02', 28"),
+                           ("rollup_units", "'2026-01-01', false, 0"),
+                           ("rollup_exposure", "'2026-01-01', false, 0")):
+            conn.execute(sa.text(f"INSERT INTO {table} VALUES (1000, {key}, :b)"),
+                         {"b": b"stored at 0008"})
+    schema.upgrade(engine)
+    assert _state_rows(engine) == {"rollup_units": 1, "rollup_pairs": 0,
+                                   "rollup_popularity": 0, "rollup_exposure": 1}
+    assert _states(engine) == [(1000, None, None)]  # the next run recomputes every day
+    schema.downgrade(engine, "0008")
+    assert _states(engine) == [(1000, None, None)]
+    engine.dispose()

@@ -54,7 +54,6 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
                        exist_ok) -> None:
     """Register EXPERIMENT (its key) with its arms and, optionally, its metric roles (the other
     metrics are secondary)."""
-    from tracker.errors import AlreadyExists
     from tracker.sdk import Tracker
 
     try:
@@ -68,16 +67,17 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
     with Tracker() as t, options_for(key="EXPERIMENT", arms="--arm", control="--control",
                                   attribution_window="--window", relevance="--relevance",
                                   timezone="--timezone", cutoffs="--cutoffs", name="--name"):
-        try:
-            created = t.create_experiment(
-                key, weights, control=control, attribution_window=attribution_window,
-                relevance=grades or None, name=name,
-                description=description, timezone=timezone, cutoffs=cutoff_list,
-                unknown_events=unknown_events, status=status, primary=primary,
-                guardrails=parse_pairs(guardrails, "--guardrail", GUARDRAIL_FORM))
-        except AlreadyExists:
-            if not exist_ok:
-                raise
+        existed = exist_ok and any(e.key == key for e in t.experiments(include_archived=True))
+        # with --exist-ok a stored experiment that defines something else (arms, split,
+        # window, relevance, ...) is still an error naming the differences
+        created = t.create_experiment(
+            key, weights, control=control, attribution_window=attribution_window,
+            relevance=grades or None, name=name,
+            description=description, timezone=timezone, cutoffs=cutoff_list,
+            unknown_events=unknown_events, status=status, primary=primary,
+            guardrails=parse_pairs(guardrails, "--guardrail", GUARDRAIL_FORM),
+            exist_ok=exist_ok)
+        if existed:
             click.echo(f"experiment {key!r} already exists; left unchanged")
             return
     click.echo(f"created experiment {created.key!r} with arms "

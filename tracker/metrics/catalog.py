@@ -158,7 +158,8 @@ _ENTRIES = (
         "How rarely the top k items were seen before: normalised self-information.",
         r"$\mathrm{surprisal@}k = \frac{1}{|R_k|} \sum_{j \in R_k} "
         r"\frac{-\log_2(u_j / N)}{\log_2 N}$, $u_j$ users of item $j$ before the day "
-        r"(at least 1), $N$ users",
+        r"(at least 1), $N$ users; in the rollup, the experiment's own users: an "
+        r"interaction counts on a day the experiment served its user",
         "Zhou et al., \"Solving the apparent diversity-accuracy dilemma of recommender "
         "systems\", PNAS 107(10), 2010; RePlay Surprisal"),
     MetricInfo(

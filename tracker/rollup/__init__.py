@@ -3,4 +3,20 @@ sufficient statistics (daily and cumulative).
 
 Entry point: :func:`tracker.rollup.engine.run_rollup` (``tracker rollup``). The results are
 read through :mod:`tracker.store.computed` (``Tracker.metric_table``).
+
+The modules, in the order a run uses them:
+
+- ``engine``: one run per experiment: plan, days, last transaction (``summary``: what it did).
+- ``plan``: which days, and which users of a day, new rows changed (``queries``: the SQL).
+- ``day``: one day read, scored and written, whole; ``partial``: for some of its users only,
+  over the stored rows of the others; ``pipeline``: read-ahead and scoring threads;
+  ``window``: the popularity before a day.
+- ``columnar``: one chunk, from Arrow tables to per-user totals (``codes``: ids to integer
+  codes; ``outcomes``: the metric kernels of ``tracker.metrics`` per impression).
+- ``aggregate``: per-user totals, arm statistics, health; ``exposure``: set-level inputs;
+  ``popularity``: item popularity for surprisal; ``state``: the stored formats.
+- ``published``: the rows the report reads; ``cumulative``: the cumulative pass.
+- ``retention``: the days expired logs leave recomputable.
+- ``days``: reporting days as UTC bounds; ``lock``: one run per experiment at a time;
+  ``schedule``: ``tracker rollup --every``.
 """

@@ -109,6 +109,18 @@ class UnitTotals:
         return cls(table["user_id"].combine_chunks(),
                    table["arm_id"].to_numpy().astype(np.int64), impressions, sums, counts)
 
+    def replacing_users(self, new: UnitTotals) -> UnitTotals:
+        """These totals with every row of the users of ``new`` replaced by ``new``'s rows
+        (the users' other rows dropped), sorted like :meth:`reduce`."""
+        if new.size == 0:
+            return self
+        keep = np.flatnonzero(~pc.is_in(self.users, value_set=new.users).to_numpy(
+            zero_copy_only=False))
+        kept = UnitTotals(self.users.take(pa.array(keep)), self.arms[keep],
+                          self.impressions[keep], _rows(self.sums, keep),
+                          _rows(self.counts, keep))
+        return UnitTotals.concat([kept, new], self.sums.shape[1]).reduce()
+
     def reduce(self) -> UnitTotals:
         """Add up rows of the same (user, arm); rows come out sorted by (user, arm)."""
         if self.size == 0:
@@ -221,7 +233,7 @@ def totals_of_parts(parts: list[CodedTotals], user_ids: pa.Array, columns: int) 
 
 
 @dataclass(frozen=True)
-class ArmStats:
+class ArmColumnStats:
     """Sufficient statistics of one arm for every layout column (arrays over columns)."""
 
     arm_id: int
@@ -236,7 +248,7 @@ class ArmStats:
 
 
 @dataclass(frozen=True)
-class Health:
+class HealthCounts:
     """Users and impressions per arm (crossover users included in each arm they were in),
     crossover users per arm, and the experiment's distinct users and crossover users."""
 
@@ -261,7 +273,7 @@ def crossover_mask(totals: UnitTotals) -> np.ndarray:
     return np.r_[same, False] | np.r_[False, same]
 
 
-def health(totals: UnitTotals) -> Health:
+def health(totals: UnitTotals) -> HealthCounts:
     crossed = crossover_mask(totals)
     arms = {}
     for arm in np.unique(totals.arms):
@@ -269,11 +281,11 @@ def health(totals: UnitTotals) -> Health:
         arms[int(arm)] = (int(rows.sum()), int(totals.impressions[rows].sum()),
                           int((rows & crossed).sum()))
     first = np.r_[True, ~_same_user_as_previous(totals)] if totals.size else crossed
-    return Health(arms, int(first.sum()), int(totals.impressions.sum()),
+    return HealthCounts(arms, int(first.sum()), int(totals.impressions.sum()),
                   int((first & crossed).sum()))
 
 
-def arm_stats(totals: UnitTotals, arm_ids: list[int]) -> list[ArmStats]:
+def arm_stats(totals: UnitTotals, arm_ids: list[int]) -> list[ArmColumnStats]:
     """Per arm, the sufficient statistics of every column over its non-crossover users."""
     keep = ~crossover_mask(totals)
     out = []
@@ -283,7 +295,7 @@ def arm_stats(totals: UnitTotals, arm_ids: list[int]) -> list[ArmStats]:
         present = counts > 0
         x = np.divide(sums, counts, out=np.zeros_like(sums), where=present)
         m = np.where(present, counts, 0.0)
-        out.append(ArmStats(
+        out.append(ArmColumnStats(
             arm_id=int(arm), users=present.sum(axis=0), sum=x.sum(axis=0),
             sum_sq=(x * x).sum(axis=0), impressions=m.sum(axis=0),
             impressions_sq=(m * m).sum(axis=0), ratio_sum=sums.sum(axis=0),
@@ -292,7 +304,7 @@ def arm_stats(totals: UnitTotals, arm_ids: list[int]) -> list[ArmStats]:
     return out
 
 
-def metric_rows(stats: list[ArmStats], layout: Layout) -> list[dict]:
+def metric_rows(stats: list[ArmColumnStats], layout: Layout) -> list[dict]:
     """``rollup_metric`` rows (without experiment, day, cumulative, provisional)."""
     rows = []
     for arm in stats:

@@ -1,5 +1,10 @@
-"""String ids (users, items) to integer codes with pyarrow's hash tables, one pass each.
+"""The Arrow adapter of the project's id encoder: string ids (users, items) from the
+database's Arrow columns to integer codes.
 
+Only the hashing lives here: Arrow's C hash tables (``dictionary_encode``, ``index_in``)
+are about 5x faster than any Python-level pass over string ids. The code contract (int64
+codes >= 0, -1 for a null, streams in one code space, sorted codes) and every numpy step
+after the hashing are :mod:`tracker.metrics.encoding`'s, which this module calls.
 Everything after this works on codes: numpy sorts, searches and counts integers, never
 Python strings.
 """
@@ -12,6 +17,10 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from tracker.metrics.encoding import distinct, remap, renumber, split_codes
+
+__all__ = ["Vocabulary", "distinct", "encode", "factorize", "sorted_codes", "take"]
 
 
 def encode(arrays: Sequence[pa.Array | pa.ChunkedArray]) -> tuple[list[np.ndarray], pa.Array]:
@@ -28,12 +37,7 @@ def encode(arrays: Sequence[pa.Array | pa.ChunkedArray]) -> tuple[list[np.ndarra
     encoded = pa.chunked_array(chunks, type=pa.string()).dictionary_encode().combine_chunks()
     indices = encoded.indices
     codes = (pc.fill_null(indices, -1) if indices.null_count else indices).to_numpy()
-    codes = codes.astype(np.int64)
-    out, at = [], 0
-    for array in arrays:
-        out.append(codes[at:at + len(array)])
-        at += len(array)
-    return out, encoded.dictionary
+    return split_codes(codes.astype(np.int64), [len(a) for a in arrays]), encoded.dictionary
 
 
 def factorize(values: np.ndarray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -57,20 +61,7 @@ def sorted_codes(values: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """
     (codes,), dictionary = encode([values])
     order = pc.array_sort_indices(dictionary).to_numpy()
-    rank = np.empty(order.size, dtype=np.int64)
-    rank[order] = np.arange(order.size, dtype=np.int64)
-    return dictionary.take(pa.array(order)), rank[codes]
-
-
-def distinct(keys: np.ndarray) -> np.ndarray:
-    """Sorted distinct values (a sort: several times faster than ``np.unique``'s hashing
-    on millions of int64 keys here).
-
-    >>> distinct(np.array([3, 1, 3, 2])).tolist()
-    [1, 2, 3]
-    """
-    keys = np.sort(keys)
-    return keys[np.r_[True, keys[1:] != keys[:-1]]] if keys.size else keys
+    return dictionary.take(pa.array(order)), renumber(codes, order)
 
 
 def take(dictionary: pa.Array, codes: np.ndarray) -> np.ndarray:
@@ -118,5 +109,5 @@ class Vocabulary:
     def encode(self, arrays: Sequence[pa.Array | pa.ChunkedArray]) -> list[np.ndarray]:
         """Like :func:`encode`, in this vocabulary's codes (-1 for null)."""
         codes, dictionary = encode(arrays)
-        mapping = np.append(self.codes_of(dictionary), -1)  # code -1 (null) stays -1
-        return [mapping[c] for c in codes]
+        mapping = self.codes_of(dictionary)
+        return [remap(c, mapping) for c in codes]

@@ -167,6 +167,44 @@ def grades_of(events: pa.Array, relevance: Mapping[str, float] | None) -> np.nda
     return table[index]
 
 
+@dataclass(frozen=True)
+class Truth:
+    """A chunk's ground truth: one row per (impression, item) with its highest grade, sorted
+    by impression (row of the chunk's lists)."""
+
+    rows: np.ndarray
+    items: np.ndarray  # item codes
+    grades: np.ndarray
+
+
+def _ground_truth(lists: pa.Table, imp_user: np.ndarray, interactions: Interactions,
+                  it_items: np.ndarray, keyed: pa.Table, keyed_items: np.ndarray,
+                  relevance: Mapping[str, float] | None, window: int, n_items: int) -> Truth:
+    """Time-window pairs (:func:`attribute`), plus the interactions that name an
+    impression; per (impression, item) the highest grade."""
+    imp_index, it_index = attribute(imp_user, lists["served"].to_numpy(), interactions.users,
+                                    interactions.at, window)
+    truth_row = imp_index
+    truth_item = it_items[it_index]
+    truth_grade = interactions.grades[it_index]
+    if keyed.num_rows:
+        ids = lists["id"].to_numpy()
+        by_id = np.argsort(ids)
+        keyed_grades = grades_of(keyed["event"], relevance)
+        keep = keyed_grades > 0
+        keyed_rows = by_id[np.searchsorted(ids, keyed["impression"].to_numpy()[keep],
+                                           sorter=by_id)]
+        truth_row = np.concatenate((truth_row, keyed_rows))
+        truth_item = np.concatenate((truth_item, keyed_items[keep]))
+        truth_grade = np.concatenate((truth_grade, keyed_grades[keep]))
+    pair = truth_row * max(n_items, 1) + truth_item
+    order = np.argsort(pair)
+    pair = pair[order]
+    first = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]]) if pair.size else pair
+    grades = np.maximum.reduceat(truth_grade[order], first) if first.size else truth_grade
+    return Truth(truth_row[order][first], truth_item[order][first], grades)
+
+
 def score_chunk(lists: pa.Table, interactions: Interactions, keyed: pa.Table,
                 popularity: Popularity, relevance: Mapping[str, float] | None, window: int,
                 cutoffs: Sequence[int], layout: Layout, items: Vocabulary,
@@ -191,32 +229,10 @@ def score_chunk(lists: pa.Table, interactions: Interactions, keyed: pa.Table,
     baseline = np.ascontiguousarray(pad(base_codes, base_lengths, top, fill=-2, min_width=1))
     has_baseline = lists["baseline"].is_valid().to_numpy(zero_copy_only=False)
 
-    # ground truth: time-window pairs, plus the interactions that name an impression
-    imp_index, it_index = attribute(imp_user, lists["served"].to_numpy(), interactions.users,
-                                    interactions.at, window)
-    truth_row = imp_index
-    truth_item = it_items[it_index]
-    truth_grade = interactions.grades[it_index]
-    if keyed.num_rows:
-        ids = lists["id"].to_numpy()
-        by_id = np.argsort(ids)
-        keyed_grades = grades_of(keyed["event"], relevance)
-        keep = keyed_grades > 0
-        keyed_rows = by_id[np.searchsorted(ids, keyed["impression"].to_numpy()[keep],
-                                           sorter=by_id)]
-        truth_row = np.concatenate((truth_row, keyed_rows))
-        truth_item = np.concatenate((truth_item, keyed_items[keep]))
-        truth_grade = np.concatenate((truth_grade, keyed_grades[keep]))
-    # one row per (impression, item), with its highest grade, sorted by impression
-    pair = truth_row * max(len(items), 1) + truth_item
-    order = np.argsort(pair)
-    pair = pair[order]
-    first = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]]) if pair.size else pair
-    truth_row, truth_item = truth_row[order][first], truth_item[order][first]
-    truth_grade = np.maximum.reduceat(truth_grade[order], first) if first.size \
-        else truth_grade
-    positions = ServedPositions(lengths, truth_row, first_positions(served, truth_row, truth_item),
-                                truth_grade)
+    truth = _ground_truth(lists, imp_user, interactions, it_items, keyed, keyed_items,
+                          relevance, window, len(items))
+    positions = ServedPositions(lengths, truth.rows,
+                                first_positions(served, truth.rows, truth.items), truth.grades)
 
     # surprisal: Σ ln(users of the item) over the top k (never-seen items count 1 user)
     ln_users = popularity.ln_users(items.ids)
@@ -229,9 +245,9 @@ def score_chunk(lists: pa.Table, interactions: Interactions, keyed: pa.Table,
                                         ln_sums, _overlaps(served_top, baseline, cutoffs),
                                         has_baseline)
     arms = lists["arm"].to_numpy()
-    catalog = distinct(np.concatenate((item_codes, truth_item)))
+    catalog = distinct(np.concatenate((item_codes, truth.items)))
     return ChunkResult(unit_totals_of_codes(imp_user, arms, values, defined),
-                       exposures(served, arms, cutoffs), catalog, n, int(truth_row.size))
+                       exposures(served, arms, cutoffs), catalog, n, int(truth.rows.size))
 
 
 def exposures(items: np.ndarray, arms: np.ndarray,

@@ -3,10 +3,19 @@
 The popularity of item j for day D is u_j, the number of distinct users who interacted with
 j in the ``popularity_days`` reporting days before D, and N the distinct users of any item
 in those days (the rule of :func:`tracker.metrics.surprisal`: the log before the day, no
-leakage). Distinct counts do not add up day by day, so each day keeps its set of distinct
+leakage). **The population is the experiment's own audience**: an interaction counts when
+the experiment served its user a list on the interaction's reporting day
+(:func:`tracker.rollup.queries.day_interaction_pairs`). So one experiment's surprisal never
+moves because another team's logs arrived; it depends only on rows dated before the day
+(so an incremental run and ``--full`` agree); and a day's pairs depend on that day's rows
+only, so they are kept per day. (Counting a user from their first impression on would need,
+for every interaction, a lookup of that user's impressions over the whole history.)
+
+Distinct counts do not add up day by day, so each day keeps its set of distinct
 (item, user) pairs (:class:`DayPairs`, one ``rollup_pairs`` row); the window's popularity is
 the union of a few such sets, computed in numpy, instead of a count over weeks of raw
-interactions. A day's pairs are rebuilt only after new interactions occurred in it.
+interactions. A day's pairs are rebuilt only after new rows changed them (interactions of
+the day's audience, or impressions served that day).
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ class DayPairs:
 
     def encode(self) -> memoryview:
         """A ``rollup_pairs`` value: the pairs as two dictionary-encoded string columns
-        (``pairs/1`` of :mod:`tracker.rollup.state`)."""
+        (``pairs/2`` of :mod:`tracker.rollup.state`)."""
         table = pa.table({
             "item_id": pa.DictionaryArray.from_arrays(pa.array(self.item_index, pa.int32()),
                                                       self.items),
@@ -75,7 +84,7 @@ class Popularity:
         return cls(pa.array([], type=pa.string()), np.zeros(0, dtype=np.int64), 0)
 
     def encode(self) -> memoryview:
-        """A ``rollup_popularity`` value (``popularity/1`` of :mod:`tracker.rollup.state`)."""
+        """A ``rollup_popularity`` value (``popularity/2`` of :mod:`tracker.rollup.state`)."""
         table = pa.table({"item_id": self.items, "users": pa.array(self.users, pa.int64())})
         return state.write(table, state.POPULARITY, n_users=str(self.n_users))
 

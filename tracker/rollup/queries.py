@@ -16,6 +16,8 @@ its time).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 import sqlalchemy as sa
@@ -34,26 +36,38 @@ def _day_filter(alias: str = "imp") -> str:
             f"AND {alias}.served_at < :end")
 
 
-def day_extent(conn: sa.Connection, experiment_id: int, start: int, end: int):
-    """(impressions, min id, max id, max served_at, longest list) of one day; on SQLite the
-    longest list is an upper bound (quotes / 2: exact unless an item holds an escaped
-    quote), read in id order."""
+@dataclass(frozen=True)
+class DayExtent:
+    """What one day of an experiment holds: its impressions, their id range, the last
+    serving time, and the longest list (on SQLite an upper bound: quotes / 2, exact unless
+    an item holds an escaped quote)."""
+
+    impressions: int
+    first_id: int | None
+    last_id: int | None
+    last_served: int | None
+    longest: int
+
+
+def day_extent(conn: sa.Connection, experiment_id: int, start: int, end: int) -> DayExtent:
+    """The :class:`DayExtent` of the experiment's impressions served in ``[start, end)``."""
     params = {"experiment": experiment_id, "start": start, "end": end}
     if is_postgresql(conn):
-        return conn.execute(sa.text(
+        count, low, high, last, longest = conn.execute(sa.text(
             "SELECT count(*), min(imp.id), max(imp.id), max(imp.served_at), "
             f"max(cardinality(imp.items)) FROM impression imp WHERE {_day_filter()}"
         ), params).one()
+        return DayExtent(int(count), low, high, last, int(longest or 0))
     count, low, high, last = conn.execute(sa.text(
         "SELECT count(*), min(imp.id), max(imp.id), max(imp.served_at) "
         f"FROM impression imp WHERE {_day_filter()}"), params).one()
     if not count:
-        return count, low, high, last, 0
+        return DayExtent(0, low, high, last, 0)
     longest = conn.execute(sa.text(
         "SELECT max(length(imp.items) - length(replace(imp.items, '\"', ''))) / 2 "
         f"FROM impression imp WHERE {_chunk_literals(experiment_id, start, end, low, high, True)}"
     )).scalar_one()
-    return count, low, high, last, longest
+    return DayExtent(int(count), low, high, last, int(longest or 0))
 
 
 def tune(conn: sa.Connection) -> None:
@@ -100,6 +114,48 @@ def changed_hours(conn: sa.Connection, after: int, through: int) -> list[tuple[i
         f"AND {_taken('imp.served_at')}"
     ), params).all()
     return [(None, int(h)) for h in rows] + [(int(e), int(h)) for e, h in named]
+
+
+def answered_users(conn: sa.Connection, experiment_id: int, start: int, end: int,
+                   window_us: int, after: int, through: int) -> list[str]:
+    """The users of the experiment's impressions served in ``[start, end)`` that an
+    interaction with an id in ``(after, through]`` naming no impression answers (the same
+    user, within ``[served_at, served_at + window]``): the users whose outcomes of that day
+    the new interactions change. One join, in the database."""
+    return list(conn.execute(sa.text(
+        "SELECT DISTINCT imp.user_id FROM impression imp JOIN interaction it "
+        "ON it.user_id = imp.user_id AND it.occurred_at >= imp.served_at "
+        "AND it.occurred_at <= imp.served_at + :window "
+        f"WHERE {_day_filter()} AND it.id > :after AND it.id <= :through "
+        "AND it.impression_key IS NULL"),
+        {"experiment": experiment_id, "start": start, "end": end, "window": window_us,
+         "after": after, "through": through}).scalars())
+
+
+def named_users(conn: sa.Connection, experiment_id: int, start: int, end: int, after: int,
+                through: int) -> list[str]:
+    """The users of the experiment's impressions served in ``[start, end)`` that an
+    interaction with an id in ``(after, through]`` names."""
+    return list(conn.execute(sa.text(
+        "SELECT DISTINCT imp.user_id FROM interaction it JOIN impression imp "
+        "ON imp.impression_key = it.impression_key "
+        f"WHERE {_day_filter()} AND it.id > :after AND it.id <= :through "
+        "AND it.impression_key IS NOT NULL"),
+        {"experiment": experiment_id, "start": start, "end": end, "after": after,
+         "through": through}).scalars())
+
+
+def audience_interacted(conn: sa.Connection, experiment_id: int, start: int, end: int,
+                        after: int, through: int) -> bool:
+    """Whether an interaction with an id in ``(after, through]`` occurred in ``[start,
+    end)`` by a user the experiment served in that same interval: one that counts in the
+    item popularity of the days after (:func:`day_interaction_pairs`)."""
+    return conn.execute(sa.text(
+        "SELECT 1 FROM interaction it WHERE it.id > :after AND it.id <= :through "
+        "AND it.occurred_at >= :start AND it.occurred_at < :end AND it.user_id IN "
+        f"(SELECT imp.user_id FROM impression imp WHERE {_day_filter()}) LIMIT 1"),
+        {"experiment": experiment_id, "start": start, "end": end, "after": after,
+         "through": through}).first() is not None
 
 
 def _impressions_of(experiment_id: int, after: int, through: int) -> tuple[str, dict]:
@@ -170,6 +226,11 @@ def _chunk_literals(experiment_id: int, start: int, end: int, low: int, high: in
             f"AND imp.id >= {int(low)} AND imp.id <= {int(high)}")
 
 
+def _day_literals(experiment_id: int, start: int, end: int) -> str:
+    return (f"imp.experiment_id = {int(experiment_id)} "
+            f"AND imp.served_at >= {int(start)} AND imp.served_at < {int(end)}")
+
+
 def day_ids(reader: ArrowReader, experiment_id: int, start: int, end: int) -> np.ndarray:
     """The ids of one day's impressions, sorted (found through the (experiment, served_at)
     index)."""
@@ -190,17 +251,40 @@ def chunk_bounds(ids: np.ndarray, rows: int) -> list[tuple[int, int]]:
             for at in range(0, ids.size, max(rows, 1))]
 
 
+def changed_users(after: int, through: int, start: int, end: int, window_us: int) -> str:
+    """An SQL condition on ``imp.user_id`` (integers inlined): the users of an interaction
+    with an id in ``(after, through]`` that occurred in ``[start, end + window)`` or names
+    an impression. It holds for every user whose outcomes of the day ``[start, end)`` those
+    interactions change (and maybe a few more: recomputing an unchanged user changes
+    nothing), through the interactions' primary key."""
+    # one IN over a UNION: PostgreSQL hashes it once (an OR of two IN subqueries ran one
+    # of them per impression)
+    ids = f"it.id > {int(after)} AND it.id <= {int(through)}"
+    return ("imp.user_id IN (SELECT it.user_id FROM interaction it WHERE "
+            f"{ids} AND it.occurred_at >= {int(start)} "
+            f"AND it.occurred_at < {int(end) + int(window_us)} "
+            "UNION SELECT named.user_id FROM interaction it JOIN impression named "
+            f"ON named.impression_key = it.impression_key WHERE {ids} "
+            "AND it.impression_key IS NOT NULL)")
+
+
+def _only(users: str | None) -> str:
+    return f" AND {users}" if users else ""
+
+
 def served_lists(reader: ArrowReader, experiment_id: int, start: int, end: int, low: int,
-                 high: int, top: int) -> pa.Table:
+                 high: int, top: int, users: str | None = None) -> pa.Table:
     """A chunk's impressions (in no set order): ``id, arm, user, served``, ``items`` (the
     whole list) and ``baseline`` (null when the impression has none; on PostgreSQL only
-    its first ``top`` items)."""
+    its first ``top`` items). ``users``: only those of the users it selects
+    (:func:`changed_users`)."""
     if reader.engine.dialect.name == "postgresql":
         where = _chunk_literals(experiment_id, start, end, low, high)
         baseline = f"imp.baseline_items[1:{int(top)}]"
     else:
         where = _chunk_literals(experiment_id, start, end, low, high, by_id=True)
         baseline = "imp.baseline_items"
+    where += _only(users)
     return reader.read("SELECT imp.id, imp.arm_id, imp.user_id, imp.served_at, "
                        f"imp.items, {baseline} FROM impression imp WHERE {where}", LISTS)
 
@@ -224,25 +308,29 @@ def count_window_interactions(conn: sa.Connection, start: int, end: int,
 
 
 def window_interactions(reader: ArrowReader, experiment_id: int, start: int, end: int,
-                        window_us: int, chunk: tuple[int, int] | None = None) -> pa.Table:
+                        window_us: int, chunk: tuple[int, int] | None = None,
+                        users: str | None = None) -> pa.Table:
     """The interactions that may answer impressions served in ``[start, end)`` by time:
     naming no impression, occurred in ``[start, end + window)``; with ``chunk`` (an id
-    range), only those of users with an impression in it. Columns ``user, item, event,
+    range), only those of users with an impression in it; with ``users``, only those of
+    the day's users it selects (:func:`changed_users`). Columns ``user, item, event,
     at``."""
     postgresql = reader.engine.dialect.name == "postgresql"
     select = ("SELECT it.user_id, it.item_id, it.event_type, it.occurred_at FROM interaction it "
               f"WHERE {_window_filter(start, end, window_us, postgresql)}")
-    if chunk is not None:
-        where = _chunk_literals(experiment_id, start, end, *chunk)
-        select += f" AND it.user_id IN (SELECT imp.user_id FROM impression imp WHERE {where})"
+    if chunk is not None or users:
+        where = _chunk_literals(experiment_id, start, end, *chunk) if chunk is not None \
+            else _day_literals(experiment_id, start, end)
+        select += (" AND it.user_id IN (SELECT imp.user_id FROM impression imp "
+                   f"WHERE {where}{_only(users)})")
     return reader.read(select, INTERACTIONS)
 
 
 def keyed_interactions(reader: ArrowReader, experiment_id: int, start: int, end: int, low: int,
-                       high: int) -> pa.Table:
-    """Interactions that name one of a chunk's impressions, whatever their time: columns
-    ``impression`` (its id), ``item``, ``event``."""
-    where = _chunk_literals(experiment_id, start, end, low, high)
+                       high: int, users: str | None = None) -> pa.Table:
+    """Interactions that name one of a chunk's impressions (``users``: of the users it
+    selects), whatever their time: columns ``impression`` (its id), ``item``, ``event``."""
+    where = _chunk_literals(experiment_id, start, end, low, high) + _only(users)
     join, keyed = "JOIN", "it.impression_key IS NOT NULL"
     if reader.engine.dialect.name != "postgresql":
         # SQLite: ">= ''" (every text) rather than IS NOT NULL, which its planner takes for
@@ -263,10 +351,16 @@ def keyed_interactions(reader: ArrowReader, experiment_id: int, start: int, end:
                        f"WHERE {keyed} AND {where}", KEYED)
 
 
-def day_interaction_pairs(reader: ArrowReader, start: int, end: int) -> pa.Table:
-    """``(item, user)`` of every interaction that occurred in ``[start, end)``, repeats
-    included (:class:`~tracker.rollup.popularity.DayPairs` removes them in numpy: several
-    times cheaper than the database's ``GROUP BY`` here)."""
+def day_interaction_pairs(reader: ArrowReader, experiment_id: int, start: int,
+                          end: int) -> pa.Table:
+    """``(item, user)`` of every interaction that occurred in ``[start, end)`` by a user the
+    experiment served in that same interval (the popularity population of
+    :mod:`tracker.rollup.popularity`), repeats included
+    (:class:`~tracker.rollup.popularity.DayPairs` removes them in numpy: several times
+    cheaper than the database's ``GROUP BY`` here)."""
+    served = ("SELECT imp.user_id FROM impression imp WHERE "
+              f"imp.experiment_id = {int(experiment_id)} AND imp.served_at >= {int(start)} "
+              f"AND imp.served_at < {int(end)}")
     return reader.read("SELECT it.item_id, it.user_id FROM interaction it "
-                       f"WHERE it.occurred_at >= {int(start)} AND it.occurred_at < {int(end)}",
-                       PAIRS)
+                       f"WHERE it.occurred_at >= {int(start)} AND it.occurred_at < {int(end)} "
+                       f"AND it.user_id IN ({served})", PAIRS)

@@ -17,9 +17,12 @@ The formats (columns in the order written; readers do not rely on it):
   impressions, ``count:<name>`` (float64; absent: equal to ``impressions``). ``<name>`` is
   ``metric@k``, or the bare metric for one without a cutoff (``sum:ndcg@10``,
   ``sum:r_precision``).
-- ``pairs/1``: ``item_id`` and ``user_id``, dictionary-encoded strings (int32 indices): one
-  row per distinct (item, user) pair of a day's interactions.
-- ``popularity/1``: ``item_id`` (string), ``users`` (int64); metadata ``tracker.n_users``.
+- ``pairs/2``: ``item_id`` and ``user_id``, dictionary-encoded strings (int32 indices): one
+  row per distinct (item, user) pair of a day's interactions by the users the experiment
+  served that day (``pairs/1`` held every interaction of the day: another population, never
+  read as this one).
+- ``popularity/2``: ``item_id`` (string), ``users`` (int64); metadata ``tracker.n_users``
+  (the union of ``pairs/2`` over a window).
 - ``exposure/1``: ``item_id`` (string, sorted, unique) and per cutoff ``top@<k>`` (int64:
   lists holding the item in their top k); the catalog row has no ``top@`` column.
 """
@@ -36,8 +39,8 @@ FORMAT = b"tracker.format"
 """The schema metadata key naming a stream's format and version."""
 
 UNITS = "units/1"
-PAIRS = "pairs/1"
-POPULARITY = "popularity/1"
+PAIRS = "pairs/2"  # 2: the experiment's audience only (1: every interaction)
+POPULARITY = "popularity/2"  # 2: over pairs/2
 EXPOSURE = "exposure/1"
 
 _FULL = "run `tracker rollup --full` to recompute the stored state"

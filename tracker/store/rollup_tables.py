@@ -18,9 +18,10 @@
   1 GiB a PostgreSQL value or a SQLite blob may hold. The cumulative rows of a day are the
   previous day's plus the day's: a new day reads one day's rows, whatever the history.
 - ``rollup_pairs``: per experiment and reporting day, the distinct (item, user) pairs of the
-  interactions that occurred that day: item popularity over the days before a day is their
-  union, read from a few rows instead of weeks of raw interactions. A day's row is dropped
-  whenever new interactions occurred in it, and rebuilt when needed.
+  interactions that occurred that day by users the experiment served that day: item
+  popularity over the days before a day is their union, read from a few rows instead of
+  weeks of raw interactions. A day's row is dropped
+  whenever new rows changed it, and rebuilt when needed.
 - ``rollup_popularity``: per experiment and day, the item popularity of the window before
   it (what surprisal reads), kept until a new interaction occurs in that window.
 - ``rollup_exposure``: item exposure per arm and day, daily and cumulative (arm 0: the
@@ -80,7 +81,7 @@ class RollupPairs(Base):
 
     experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
     day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
-    data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream, "pairs/1"
+    data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream, "pairs/2"
 
 
 class RollupPopularity(Base):
@@ -94,7 +95,7 @@ class RollupPopularity(Base):
     experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
     day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
     window_days: Mapped[int] = mapped_column(sa.Integer)
-    data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream, "popularity/1"
+    data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream, "popularity/2"
 
 
 class RollupExposure(Base):

@@ -1,0 +1,249 @@
+"""One day, recomputed from the raw logs (step 2 of :mod:`tracker.rollup.engine`): read,
+score, write.
+
+- **Read** the day's extent, then its impressions in chunks of ids bounded by
+  ``TRACKER_ROLLUP_CHUNK_CELLS``, each with the interactions that name one of them and those
+  that may answer them by time (the whole day's at once when they fit the bound, else each
+  chunk's users'); the popularity of the window before the day alongside
+  (:mod:`tracker.rollup.window`).
+- **Score** each chunk (:func:`tracker.rollup.columnar.score_chunk`) while the next is read
+  (:class:`tracker.rollup.pipeline.ChunkPipeline`), folding the chunks' per-user totals,
+  exposure and catalog as they come, in the day's codes.
+- **Write** the day's state (daily units, exposure, new popularity pairs) in one
+  transaction, and hand back the rows the report reads, which the run publishes at its end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+
+import numpy as np
+import pyarrow as pa
+import sqlalchemy as sa
+
+from tracker.config import Settings
+from tracker.rollup import queries
+from tracker.rollup.aggregate import CodedTotals, UnitTotals, health, totals_of_parts
+from tracker.rollup.codes import Vocabulary, distinct, take
+from tracker.rollup.columnar import ChunkResult, Interactions, score_chunk
+from tracker.rollup.days import day_bounds, in_range
+from tracker.rollup.exposure import Exposure, catalog_size
+from tracker.rollup.outcomes import Layout
+from tracker.rollup.pipeline import IN_FLIGHT, ChunkPipeline
+from tracker.rollup.published import DayResult, View, stats_rows
+from tracker.rollup.summary import RollupSummary
+from tracker.rollup.window import PopularityWindow, WindowPopularity
+from tracker.store import results
+from tracker.store.arrow import ArrowReader
+from tracker.store.db import transaction
+from tracker.store.experiments import ExperimentInfo
+from tracker.store.types import to_micros
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every day of one run shares."""
+
+    engine: sa.Engine
+    reader: ArrowReader
+    settings: Settings
+    info: ExperimentInfo
+    clock: datetime
+    declared: pa.Array | None  # the declared catalog (distinct ids), None without one
+    window: PopularityWindow
+
+    @property
+    def cutoffs(self) -> list[int]:
+        return list(self.info.cutoffs)
+
+    @property
+    def layout(self) -> Layout:
+        return Layout.for_cutoffs(self.cutoffs)
+
+    @property
+    def window_us(self) -> int:
+        """The attribution window, in microseconds."""
+        return int(self.info.attribution_window.total_seconds() * 1_000_000)
+
+
+@dataclass(frozen=True)
+class ChunkTables:
+    """One chunk's reads: its served lists, the interactions naming one of them, and
+    (None when the day's were read at once) those of its users that may answer them."""
+
+    lists: pa.Table
+    keyed: pa.Table
+    timed: pa.Table | None
+
+
+@dataclass(frozen=True)
+class DayScores:
+    """A day's per-user totals, exposure per arm, catalog items and window popularity."""
+
+    totals: UnitTotals
+    exposures: dict[int, Exposure]
+    catalog: np.ndarray  # item ids (served, or in a ground truth)
+    popularity: WindowPopularity
+
+
+def recompute_day(run: RunContext, day: date, summary: RollupSummary) -> DayResult:
+    """Recompute one day from the raw logs and replace its daily units and exposure (what
+    the cumulative pass reads); returns them with the rows the report reads."""
+    start, end = day_bounds(day, run.info.timezone)
+    with transaction(run.engine) as conn:
+        queries.tune(conn)
+        extent = queries.day_extent(conn, run.info.id, start, end)
+        # the day's interactions are read once when they fit the memory bound, else with
+        # each chunk (only the chunk's users')
+        day_wide = bool(extent.impressions) and queries.count_window_interactions(
+            conn, start, end, run.window_us) <= run.settings.rollup_chunk_cells
+    if not extent.impressions:
+        with transaction(run.engine, write=True) as conn:
+            results.delete_day_state(conn, run.info.id, day)
+        return DayResult.empty()
+    scores = DayScorer(run, day, extent, day_wide).score(summary)
+    with transaction(run.engine, write=True) as conn:
+        queries.tune(conn)
+        write_state(conn, run, day, scores)
+    return day_result(run, day, extent, scores.totals, scores.exposures, scores.catalog)
+
+
+def write_state(conn: sa.Connection, run: RunContext, day: date, scores: DayScores) -> None:
+    """Replace the day's units and exposure; store the popularity pairs read for it."""
+    info, cutoffs = run.info, run.cutoffs
+    results.delete_day_state(conn, info.id, day)
+    for other, pairs in sorted(scores.popularity.fresh_pairs.items()):
+        results.insert_pairs(conn, info.id, other, pairs.encode())
+    if scores.popularity.new:
+        results.insert_popularity(conn, info.id, day, run.settings.rollup_popularity_days,
+                                  scores.popularity.popularity.encode())
+    catalog = Exposure.of(scores.catalog, np.zeros((scores.catalog.size, 0)))
+    results.insert_exposure(conn, info.id, day, False,
+                            [(arm, e.encode(cutoffs)) for arm, e in
+                             sorted(scores.exposures.items())] + [(0, catalog.encode([]))])
+    results.insert_units(conn, info.id, day, False, scores.totals.encode(run.layout))
+
+
+def day_result(run: RunContext, day: date, extent: queries.DayExtent, totals: UnitTotals,
+               exposures: dict[int, Exposure], catalog: np.ndarray) -> DayResult:
+    """The day's rows the report reads and its status, computed now."""
+    now_us = to_micros(run.clock)
+    grace = int(run.settings.rollup_grace_seconds * 1_000_000)
+    closes_at = in_range(int(extent.last_served) + run.window_us + grace)  # stops at 9998
+    view = View(run.info, day, False, now_us < closes_at)
+    stats = stats_rows(view, totals, run.layout, exposures,
+                       catalog_size(catalog, run.declared))
+    status = dict(experiment_id=run.info.id, day=day, impressions=extent.impressions,
+                  users=int(health(totals).users), closes_at=closes_at, computed_at=now_us)
+    return DayResult(totals, stats, status)
+
+
+class DayScorer:
+    """Reads and scores one day's chunks (:meth:`read_chunk`, :meth:`score_chunk`, run by a
+    :class:`ChunkPipeline`); user and item codes are the day's, shared by its chunks."""
+
+    def __init__(self, run: RunContext, day: date, extent: queries.DayExtent,
+                 day_wide: bool, users: str | None = None) -> None:
+        self.run, self.day, self.extent, self.day_wide = run, day, extent, day_wide
+        self.only = users  # an SQL condition on the users to read (None: every user)
+        self.start, self.end = day_bounds(day, run.info.timezone)
+        self.users, self.items = Vocabulary(), Vocabulary()
+        # the memory bound is split between the chunks in flight
+        self.rows = max(1_000, run.settings.rollup_chunk_cells // IN_FLIGHT
+                        // max(extent.longest, 1))
+        self._whole_day = self._popular = None
+
+    def _read(self, query, *args):
+        return query(self.run.reader, self.run.info.id, self.start, self.end, *args)
+
+    def read_chunk(self, chunk: tuple[int, int]) -> ChunkTables:
+        return ChunkTables(
+            self._read(queries.served_lists, *chunk, max(self.run.cutoffs), self.only),
+            self._read(queries.keyed_interactions, *chunk, self.only),
+            None if self.day_wide else self._read(queries.window_interactions,
+                                                  self.run.window_us, chunk, self.only))
+
+    def _whole_day_interactions(self) -> Interactions:
+        return Interactions.of(self._read(queries.window_interactions, self.run.window_us,
+                                          None, self.only),
+                               self.run.info.relevance, self.users)
+
+    def score_chunk(self, tables: ChunkTables) -> ChunkResult | None:
+        """The chunk scored (None when it holds no impression: a chunk of the users a
+        day is recomputed for may hold none)."""
+        if tables.lists.num_rows == 0:
+            return None
+        run = self.run
+        interactions = self._whole_day.result() if tables.timed is None else \
+            Interactions.of(tables.timed, run.info.relevance, self.users)
+        return score_chunk(tables.lists, interactions, tables.keyed,
+                           self._popular.result().popularity, run.info.relevance,
+                           run.window_us, run.cutoffs, run.layout, self.items, self.users)
+
+    def _bounds(self) -> list[tuple[int, int]]:
+        extent = self.extent
+        if extent.impressions <= self.rows:
+            return [(extent.first_id, extent.last_id)]
+        return queries.chunk_bounds(self._read(queries.day_ids), self.rows)
+
+    def score(self, summary: RollupSummary) -> DayScores:
+        """Every chunk of the day read and scored, folded in chunk order."""
+        fold = DayFold()
+        with ChunkPipeline(self.read_chunk, self.score_chunk) as pipeline:
+            if self.day_wide:
+                self._whole_day = pipeline.side(self._whole_day_interactions)
+            self._popular = pipeline.side(lambda: self.run.window.before(self.day))
+            for result in pipeline.run(self._bounds()):
+                if result is not None:
+                    fold.add(result)
+            popularity = self._popular.result()
+        summary.impressions_read += fold.impressions
+        summary.truth_pairs_read += fold.truth_pairs
+        return DayScores(fold.totals(self.users.ids, len(self.run.layout)),
+                         fold.exposures(self.items.ids, len(self.run.cutoffs)),
+                         fold.catalog(self.items.ids), popularity)
+
+
+class DayFold:
+    """The chunks' results added up as they come (memory follows the day's users, not its
+    chunks)."""
+
+    def __init__(self) -> None:
+        self.parts: list[CodedTotals] = []
+        self.exposed: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self.catalogs: list[np.ndarray] = []
+        self.impressions = self.truth_pairs = 0
+
+    def add(self, result: ChunkResult) -> None:
+        self.parts.append(result.totals)
+        if len(self.parts) > IN_FLIGHT:
+            self.parts[:] = [CodedTotals.merge(self.parts)]
+        self.catalogs.append(result.catalog)
+        for arm, counts in result.exposures.items():
+            self.exposed.setdefault(arm, []).append(counts)
+        self.impressions += result.impressions
+        self.truth_pairs += result.truth_pairs
+
+    def totals(self, user_ids: pa.Array, columns: int) -> UnitTotals:
+        return totals_of_parts(self.parts, user_ids, columns)
+
+    def exposures(self, item_ids: pa.Array, cutoffs: int) -> dict[int, Exposure]:
+        return {arm: _exposure(pieces, item_ids, cutoffs)
+                for arm, pieces in self.exposed.items()}
+
+    def catalog(self, item_ids: pa.Array) -> np.ndarray:
+        codes = np.concatenate(self.catalogs) if self.catalogs else np.empty(0, np.int64)
+        return take(item_ids, distinct(codes))
+
+
+def _exposure(pieces: list[tuple[np.ndarray, np.ndarray]], ids: pa.Array,
+              cutoffs: int) -> Exposure:
+    """One arm's exposure from its chunks' (item codes, counts)."""
+    codes = np.concatenate([c for c, _ in pieces])
+    counts = np.concatenate([n for _, n in pieces]).reshape(codes.size, cutoffs)
+    present, index = np.unique(codes, return_inverse=True)
+    summed = np.zeros((present.size, cutoffs), dtype=np.int64)
+    for j in range(cutoffs):
+        summed[:, j] = np.bincount(index, weights=counts[:, j], minlength=present.size)
+    return Exposure.of(take(ids, present), summed)

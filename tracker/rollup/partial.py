@@ -1,0 +1,82 @@
+"""A day recomputed for some of its users only: the users whose outcomes new interactions
+changed (:mod:`tracker.rollup.plan`), when nothing else of the day changed.
+
+New interactions of a day already computed change the ground truth of some impressions and
+nothing else: not the served lists (so not the exposure), not the popularity before the day
+(the plan recomputes whole the days whose popularity or impressions changed). So the day's
+stored units are kept for every other user, and the changed users' impressions are read and
+scored again (the same chunks, the same kernels) and replace their rows; the catalog gains
+the items of their new ground truth (ground truths only grow with new interactions); the
+day's arm statistics are then computed again from the units, which costs a few numpy passes
+over one row per user. Every user's rows are still a function of the raw logs, never a
+delta: a run killed after writing the day and run again recomputes the same users from the
+same rows.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+import numpy as np
+import pyarrow as pa
+
+from tracker.rollup import queries
+from tracker.rollup.aggregate import UnitTotals
+from tracker.rollup.day import DayScorer, DayScores, RunContext, day_result, write_state
+from tracker.rollup.days import day_bounds
+from tracker.rollup.exposure import Exposure
+from tracker.rollup.plan import Ids
+from tracker.rollup.published import DayResult
+from tracker.rollup.summary import RollupSummary
+from tracker.store import results
+from tracker.store.db import transaction
+
+WHOLE_DAY_SHARE = 0.5
+"""Past this share of a day's users, the whole day is recomputed: reading it in id order
+costs less than selecting most of its users."""
+
+
+def recompute_users(run: RunContext, day: date, users: frozenset[str], ids: Ids,
+                    summary: RollupSummary) -> DayResult | None:
+    """Recompute ``users`` of ``day`` over the stored state of its other users; None when
+    the whole day is to be recomputed instead (no stored state, or most of its users)."""
+    start, end = day_bounds(day, run.info.timezone)
+    with transaction(run.engine) as conn:
+        queries.tune(conn)
+        extent = queries.day_extent(conn, run.info.id, start, end)
+        stored = results.units(conn, run.info.id, day, False)
+        exposed = results.exposure(conn, run.info.id, day, False)
+        day_wide = queries.count_window_interactions(
+            conn, start, end, run.window_us) <= run.settings.rollup_chunk_cells
+    if not extent.impressions or stored is None or 0 not in exposed:
+        return None
+    before = UnitTotals.decode(stored, run.layout)
+    if len(users) > WHOLE_DAY_SHARE * _distinct(before.users):
+        return None
+    only = queries.changed_users(ids.interactions_after, ids.interactions_through, start,
+                                 end, run.window_us)
+    scores = DayScorer(run, day, extent, day_wide, users=only).score(summary)
+    exposures = {arm: Exposure.decode(data, run.cutoffs)
+                 for arm, data in exposed.items() if arm}
+    catalog = Exposure.decode(exposed[0], []).items
+    merged = DayScores(before.replacing_users(scores.totals), exposures,
+                       _union(catalog, scores.catalog), scores.popularity)
+    with transaction(run.engine, write=True) as conn:
+        queries.tune(conn)
+        write_state(conn, run, day, merged)
+    summary.days_in_part += 1
+    summary.users_recomputed += _distinct(scores.totals.users)
+    return day_result(run, day, extent, merged.totals, exposures, merged.catalog)
+
+
+def _distinct(users: pa.Array) -> int:
+    return len(users.unique()) if len(users) else 0
+
+
+def _union(stored: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """The stored catalog items with the new ones, sorted and distinct (as stored)."""
+    if new.size == 0:
+        return stored
+    return np.asarray(pa.concat_arrays([pa.array(stored, pa.string()),
+                                        pa.array(new, pa.string())]).unique()
+                      .to_numpy(zero_copy_only=False), dtype=object)

@@ -1,0 +1,180 @@
+"""What one run recomputes: the days, and within a day the users, that changed since the
+last run (step 1 of :mod:`tracker.rollup.engine`).
+
+The watermarks are the highest impression and interaction ids already taken into account
+(ids, never event times: late rows carry old event times). From the rows above them:
+
+- **New impressions** touch the days they were served on (the whole day), and, because the
+  item popularity of a day counts the interactions of the users the experiment served on
+  each of the days before it (:mod:`tracker.rollup.popularity`), the days whose popularity
+  window holds such a day.
+- **A new interaction naming no impression** touches a day of this experiment only when its
+  user has an impression of the experiment on that day that it answers (the same user,
+  served within the attribution window before it): one join in the database, which also
+  gives the users whose outcomes change. It changes the popularity of the days after its own
+  day only when the experiment served its user on that day. An interaction of a user the
+  experiment never served touches nothing.
+- **A new interaction naming an impression** touches that impression's day and user.
+- **Days computed while provisional** whose windows have closed since (``computed_at <
+  closes_at <= now``) are recomputed whole; other features rely on this rule to have a day
+  recomputed (they set its ``computed_at`` back).
+
+Only days that hold impressions are ever touched, found from the distinct hours of the
+impressions (a full run: all of them; else the new ones, and the days computed before):
+the cost follows the days with data, never the calendar span between them. Rows dated
+outside the range :mod:`tracker.rollup.days` can place are counted and left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+
+import sqlalchemy as sa
+
+from tracker.rollup import queries
+from tracker.rollup.days import (
+    HOUR,
+    day_bounds,
+    day_of,
+    days_between,
+    days_of_hours,
+    in_range,
+)
+from tracker.store.experiments import ExperimentInfo
+
+
+@dataclass(frozen=True)
+class KnownDay:
+    """A day rolled up before: when its windows close and when it was computed (UTC
+    microseconds)."""
+
+    day: date
+    closes_at: int
+    computed_at: int
+
+
+@dataclass(frozen=True)
+class NewRows:
+    """What arrived since the watermarks, and what of it the rollup leaves out."""
+
+    impressions: int = 0
+    interactions: int = 0
+    ignored_impressions: int = 0  # dated outside the range the rollup takes
+    ignored_interactions: int = 0
+
+
+@dataclass
+class Plan:
+    """The days to recompute: each with the users whose outcomes changed (None: the whole
+    day), and the days whose stored popularity pairs new rows changed."""
+
+    days: dict[date, frozenset[str] | None] = field(default_factory=dict)
+    stale_pairs: set[date] = field(default_factory=set)
+    new: NewRows = NewRows()
+
+    def whole(self, days) -> None:
+        for day in days:
+            self.days[day] = None
+
+    def users(self, day: date, users) -> None:
+        """``users`` of ``day`` changed (nothing when empty; a whole day stays whole)."""
+        users = frozenset(users)
+        if not users or (day in self.days and self.days[day] is None):
+            return
+        self.days[day] = users | self.days.get(day, frozenset())
+
+    def until(self, last: date | None) -> Plan:
+        """The plan for the days up to ``last`` only (None: every day)."""
+        if last is None:
+            return self
+        return Plan({d: u for d, u in self.days.items() if d <= last}, self.stale_pairs,
+                    self.new)
+
+    def only(self, days: set[date]) -> Plan:
+        """The plan for ``days`` only (e.g. those the retention horizon leaves)."""
+        return Plan({d: u for d, u in self.days.items() if d in days}, self.stale_pairs,
+                    self.new)
+
+    @property
+    def ordered(self) -> list[date]:
+        return sorted(self.days)
+
+
+@dataclass(frozen=True)
+class Ids:
+    """An id range ``(after, through]`` of impressions and of interactions."""
+
+    impressions_after: int
+    impressions_through: int
+    interactions_after: int
+    interactions_through: int
+
+
+def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
+             known: list[KnownDay], now_us: int, popularity_days: int) -> Plan:
+    """The plan of a run over the rows of ``ids`` (``rebuild``: every day, whole)."""
+    plan = Plan(new=_new_rows(conn, info, ids))
+    fresh = days_of_hours(queries.served_hours(conn, info.id, ids.impressions_after,
+                                               ids.impressions_through), info.timezone)
+    plan.whole(fresh)
+    if rebuild:
+        return plan
+    holding = {k.day for k in known} | fresh
+    plan.whole(k.day for k in known if k.computed_at < k.closes_at <= now_us)
+    changed = queries.changed_hours(conn, ids.interactions_after, ids.interactions_through)
+    timed = sorted({hour for experiment, hour in changed if experiment is None})
+    named = sorted({hour for experiment, hour in changed if experiment == info.id})
+    _answered(conn, info, ids, plan, holding, timed)
+    _named(conn, info, ids, plan, named)
+    plan.stale_pairs = fresh | _audience_days(conn, info, ids, holding - fresh, timed)
+    for day in plan.stale_pairs:  # the days whose popularity window holds it
+        plan.whole(holding.intersection(
+            day + timedelta(days=i) for i in range(1, popularity_days + 1)))
+    return plan
+
+
+def _new_rows(conn: sa.Connection, info: ExperimentInfo, ids: Ids) -> NewRows:
+    return NewRows(
+        ids.impressions_through - ids.impressions_after,
+        ids.interactions_through - ids.interactions_after,
+        queries.untaken_impressions(conn, info.id, ids.impressions_after,
+                                    ids.impressions_through),
+        queries.untaken_interactions(conn, ids.interactions_after, ids.interactions_through))
+
+
+def _answered(conn: sa.Connection, info: ExperimentInfo, ids: Ids, plan: Plan,
+              holding: set[date], hours: list[int]) -> None:
+    """The users of each day whose impressions the new interactions naming none answer.
+
+    An interaction in the hour ``h`` may answer impressions served in ``[h - window, h +
+    1h)``: those days are candidates, and one join per candidate day finds its users."""
+    window = int(info.attribution_window.total_seconds() * 1_000_000)
+    zone = info.timezone
+    candidates = {day for hour in hours
+                  for day in days_between(day_of(in_range(hour - window), zone),
+                                          day_of(in_range(hour + HOUR - 1), zone))}
+    for day in sorted(holding & candidates):
+        if day in plan.days and plan.days[day] is None:
+            continue  # recomputed whole anyway
+        plan.users(day, queries.answered_users(conn, info.id, *day_bounds(day, zone), window,
+                                               ids.interactions_after,
+                                               ids.interactions_through))
+
+
+def _named(conn: sa.Connection, info: ExperimentInfo, ids: Ids, plan: Plan,
+           hours: list[int]) -> None:
+    """The users of the impressions that new interactions name, on their days."""
+    for day in sorted(days_of_hours(hours, info.timezone)):
+        plan.users(day, queries.named_users(conn, info.id, *day_bounds(day, info.timezone),
+                                            ids.interactions_after, ids.interactions_through))
+
+
+def _audience_days(conn: sa.Connection, info: ExperimentInfo, ids: Ids, holding: set[date],
+                   hours: list[int]) -> set[date]:
+    """The days in which a new interaction occurred by a user the experiment served that
+    day: their popularity pairs changed."""
+    days = holding & days_of_hours(hours, info.timezone)
+    return {day for day in days
+            if queries.audience_interacted(conn, info.id, *day_bounds(day, info.timezone),
+                                           ids.interactions_after, ids.interactions_through)}

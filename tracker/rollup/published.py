@@ -1,0 +1,94 @@
+"""The rows the report reads, built from a day's (or a period's) unit totals and exposure:
+``rollup_metric`` (a few per arm and metric, whatever the traffic), ``rollup_health`` and
+the day's ``rollup_day`` status. A run holds its days' rows and publishes them in its last
+transaction (:func:`publish_daily`), beside the cumulative rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+
+import sqlalchemy as sa
+
+from tracker.rollup.aggregate import UnitTotals, arm_stats, health, metric_rows
+from tracker.rollup.exposure import Exposure, set_metric_rows
+from tracker.rollup.outcomes import Layout
+from tracker.store import results
+from tracker.store.experiments import ExperimentInfo
+
+
+@dataclass(frozen=True)
+class StatsRows:
+    """The rows the report reads of one day and view: ``rollup_metric`` and
+    ``rollup_health`` (a few per arm and metric, whatever the traffic)."""
+
+    metrics: list[dict]
+    health: list[dict]
+
+
+@dataclass(frozen=True)
+class DayResult:
+    """One recomputed day: its unit totals, and the daily rows the report reads with the
+    day's ``rollup_day`` status (all None when the day has no impressions)."""
+
+    totals: UnitTotals | None
+    stats: StatsRows | None
+    status: dict | None
+
+    @classmethod
+    def empty(cls) -> DayResult:
+        return cls(None, None, None)
+
+
+@dataclass(frozen=True)
+class View:
+    """Which rows: an experiment's day, daily or cumulative, and whether provisional."""
+
+    info: ExperimentInfo
+    day: date
+    cumulative: bool
+    provisional: bool
+
+    @property
+    def base(self) -> dict:
+        return {"experiment_id": self.info.id, "day": self.day, "cumulative": self.cumulative,
+                "provisional": self.provisional}
+
+
+def stats_rows(view: View, totals: UnitTotals, layout: Layout,
+               exposures: dict[int, Exposure], catalog: int) -> StatsRows:
+    """The metric rows (per-user metrics from ``totals``, set metrics from ``exposures``
+    over a catalog of ``catalog`` items) and the health rows of one view."""
+    info, base = view.info, view.base
+    arm_ids = [arm.id for arm in info.arms]
+    state = health(totals)
+    users = {arm: state.arms.get(arm, (0, 0, 0))[0] for arm in arm_ids}
+    rows = [dict(base, **row) for row in metric_rows(arm_stats(totals, arm_ids), layout)]
+    rows += [dict(base, **row)
+             for row in set_metric_rows(exposures, catalog, list(info.cutoffs), users)]
+    health_rows = [dict(base, arm_id=arm, users=u, impressions=i, crossover_users=c)
+                   for arm, (u, i, c) in ((a, state.arms.get(a, (0, 0, 0))) for a in arm_ids)]
+    health_rows.append(dict(base, arm_id=0, users=state.users, impressions=state.impressions,
+                            crossover_users=state.crossover_users))
+    return StatsRows(rows, health_rows)
+
+
+def insert_stats(conn: sa.Connection, stats: StatsRows) -> None:
+    results.insert_metrics(conn, stats.metrics)
+    results.insert_health(conn, stats.health)
+
+
+def publish_daily(conn: sa.Connection, info: ExperimentInfo, daily: dict[date, DayResult],
+                  everything: bool) -> None:
+    """Replace the daily rows the report reads by the run's (all of the experiment's rows
+    when ``everything``): in the run's last transaction, with the cumulative rows and the
+    watermarks, so that the report never reads the daily rows of one run beside the
+    cumulative rows of another."""
+    if everything:
+        results.delete_results(conn, info.id)
+    else:
+        results.delete_daily_results(conn, info.id, daily)
+    for result in daily.values():
+        if result.status is not None:
+            insert_stats(conn, result.stats)
+            results.insert_day(conn, **result.status)
