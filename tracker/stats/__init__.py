@@ -26,7 +26,17 @@ from tracker.stats.compare import (
     contrast,
     non_inferiority,
 )
+from tracker.stats.covariates import CovariateMeanStats, CovariateRatioStats, CovariateStats
 from tracker.stats.crossover import CrossoverHealth, Health, crossover_health
+from tracker.stats.cuped import (
+    AdjustedComparison,
+    Adjustment,
+    adjusted_moments,
+    compare_adjusted,
+    compare_adjusted_sequential,
+    fit_adjustment,
+    variance_reduction,
+)
 from tracker.stats.decision import (
     ArmSample,
     Decision,
@@ -55,21 +65,27 @@ from tracker.stats.results import Decided, Effect, IntervalKind, Reason
 from tracker.stats.sequential import DEFAULT_TUNING_N, boundary_multiplier, compare_sequential
 from tracker.stats.srm import SrmResult, log_bayes_factor, sequential_srm, srm_test
 from tracker.stats.sufficient import ArmStats, MeanStats, RatioStats
+from tracker.stats.trend import Trend, TrendDirection, trend_test
 
 __all__ = [
     "DEFAULT_TUNING_N",
+    "AdjustedComparison",
+    "Adjustment",
     "ArmEstimate",
     "ArmSample",
     "ArmStats",
+    "CheckStatus",
     "Comparison",
     "Contrast",
     "Correction",
-    "Decision",
+    "CovariateMeanStats",
+    "CovariateRatioStats",
+    "CovariateStats",
     "CrossoverHealth",
     "Decided",
+    "Decision",
     "Effect",
     "GuardrailResult",
-    "CheckStatus",
     "Health",
     "HealthChecklist",
     "HealthItem",
@@ -82,15 +98,21 @@ __all__ = [
     "RatioStats",
     "Reason",
     "SrmResult",
+    "Trend",
+    "TrendDirection",
     "adjust_primary",
+    "adjusted_moments",
     "arm_estimate",
     "benjamini_hochberg",
     "boundary_multiplier",
     "compare",
+    "compare_adjusted",
+    "compare_adjusted_sequential",
     "compare_sequential",
     "contrast",
     "crossover_health",
     "decide",
+    "fit_adjustment",
     "health_checklist",
     "holm",
     "log_bayes_factor",
@@ -103,5 +125,7 @@ __all__ = [
     "ratio_estimate",
     "sequential_srm",
     "srm_test",
+    "trend_test",
     "users_for_effect",
+    "variance_reduction",
 ]
