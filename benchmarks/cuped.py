@@ -11,7 +11,7 @@ attributed to her first day, so the cumulative sums of a day are sums of daily o
 
 - persistent engagement e ~ Gamma(1, 1); per-list hit propensity q = min(0.9, 0.12 e)
   (× (1 + lift) in the treatment arm);
-- 20 % of users are new (no history at all); the others have 10 e expected
+- 20 % of users are new (no history at all; a second run has none); the others have 10 e expected
   interactions in the 14 pre-exposure days (Poisson) and Poisson(3 e) lists served;
 - in the experiment, 1 + Poisson(3 e) lists; each list is a hit with probability q, and
   its NDCG-like value is hit × Uniform(0.3, 1);
@@ -49,12 +49,14 @@ DAYS = 14
 METRICS = ("hit_rate", "ndcg")
 
 
-def simulate(rng: np.random.Generator, n: int, lift: float) -> dict[str, np.ndarray]:
+def simulate(
+    rng: np.random.Generator, n: int, lift: float, new_share: float = 0.2
+) -> dict[str, np.ndarray]:
     """Per-user outcomes and covariates of one arm (see the module docstring)."""
     engagement = rng.gamma(1.0, 1.0, n)
     q = np.minimum(0.9, 0.12 * engagement)
     q_arm = np.minimum(1.0, q * (1 + lift))
-    has_history = rng.random(n) >= 0.2
+    has_history = rng.random(n) >= new_share
     pre_count = np.where(has_history, rng.poisson(10 * engagement), 0).astype(float)
     pre_lists = np.where(has_history, rng.poisson(3 * engagement), 0)
     lists = 1 + rng.poisson(3 * engagement)
@@ -80,11 +82,14 @@ def arm_stats(users: dict[str, np.ndarray], metric: str, mask: np.ndarray) -> Co
     return CovariateMeanStats.from_values(users[metric][mask], x[mask])
 
 
-def run(rng: np.random.Generator, reps: int, users: int, lift: float) -> dict[str, np.ndarray]:
+def run(
+    rng: np.random.Generator, reps: int, users: int, lift: float, new_share: float
+) -> dict[str, np.ndarray]:
     """Per experiment and metric: p-values, lift-interval widths, always-valid rejections."""
     rows: dict[str, list] = {}
     for _ in range(reps):
-        t, c = simulate(rng, users // 2, lift), simulate(rng, users // 2, 0.0)
+        t = simulate(rng, users // 2, lift, new_share)
+        c = simulate(rng, users // 2, 0.0, new_share)
         for metric in METRICS:
             last = compare_adjusted(arm_stats(t, metric, t["day"] >= 0),
                                     arm_stats(c, metric, c["day"] >= 0))
@@ -115,13 +120,15 @@ def pct(x: float) -> str:
     return f"{100 * x:.2f}%"
 
 
-def width_and_power(rng: np.random.Generator, reps: int, users: int, lift: float) -> None:
-    aa, ab = run(rng, reps, users, 0.0), run(rng, reps, users, lift)
+def width_and_power(
+    rng: np.random.Generator, reps: int, users: int, lift: float, new_share: float
+) -> None:
+    aa, ab = run(rng, reps, users, 0.0, new_share), run(rng, reps, users, lift, new_share)
     low, high = band(ALPHA, reps)
-    print(f"{reps:,} A/A and {reps:,} A/B experiments x {users:,} users, {DAYS} daily looks; "
-          f"binomial 99 % band around 5 %: [{pct(low)}, {pct(high)}]")
+    print(f"\n{new_share:.0%} new users. {reps:,} A/A and {reps:,} A/B experiments x {users:,} "
+          f"users, {DAYS} daily looks; binomial 99 % band around 5 %: [{pct(low)}, {pct(high)}]")
     print("| metric | variance removed | lift-interval width, CUPED / raw | power +"
-          f"{lift:.0%}, raw | power, CUPED | A/A fixed, CUPED | A/A always-valid any day, "
+          f"{lift:.0%}, raw | power, CUPED | A/A fixed, CUPED (raw) | A/A always-valid any day, "
           "CUPED (raw) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for metric in METRICS:
@@ -130,7 +137,8 @@ def width_and_power(rng: np.random.Generator, reps: int, users: int, lift: float
         inside = "inside" if low <= fp <= high else "OUTSIDE"
         print(f"| {metric} | {np.mean(aa[f'{metric}/reduction']):.1%} | {ratio:.3f} "
               f"({1 - ratio:.1%} narrower) | {pct(np.mean(ab[f'{metric}/raw/p'] < ALPHA))} | "
-              f"{pct(np.mean(ab[f'{metric}/adj/p'] < ALPHA))} | {pct(fp)} ({inside} band) | "
+              f"{pct(np.mean(ab[f'{metric}/adj/p'] < ALPHA))} | {pct(fp)} ({inside} band) "
+              f"({pct(np.mean(aa[f'{metric}/raw/p'] < ALPHA))}) | "
               f"{pct(np.mean(aa[f'{metric}/adj/seq']))} ({pct(np.mean(aa[f'{metric}/raw/seq']))})"
               " |")
     print("A/B always-valid power by day 14, CUPED (raw): " + ", ".join(
@@ -196,7 +204,8 @@ def main() -> None:
         r = np.corrcoef(sample[metric][has], sample["pre_" + metric][has])[0, 1]
         print(f"{metric}: mean {sample[metric].mean():.4f}; correlation with its pre-period "
               f"value among users with pre-period lists ({has.mean():.0%}): {r:.3f}")
-    width_and_power(rng, args.reps, args.users, args.lift)
+    for new_share in (0.2, 0.0):
+        width_and_power(rng, args.reps, args.users, args.lift, new_share)
     trend_section(rng, args.trend_reps, args.trend_users)
     print(f"\nelapsed {time.perf_counter() - started:.0f} s")
 

@@ -208,6 +208,9 @@ def test_bad_inputs_say_what_is_wrong() -> None:
         CovariateMeanStats(2, 1.0, 1.0, (1.0, 1.0), ((1.0, 0.0), (1.0, 1.0)), (0.0, 0.0))
     with pytest.raises(ValueError, match="2 entries"):
         CovariateMeanStats(2, 1.0, 1.0, (1.0, 1.0), ((1.0, 0.0), (0.0, 1.0)), (0.0,))
+    with pytest.raises(ValueError, match="different covariates"):
+        CovariateMeanStats.from_values([1.0], [[1.0]]) + CovariateMeanStats.from_values(
+            [1.0], [[1.0, 2.0]])
     with pytest.raises(ValueError, match="one row per user"):
         CovariateMeanStats.from_values([1.0, 2.0], [[1.0]])
     with pytest.raises(ValueError, match="same covariates"):

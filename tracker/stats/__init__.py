@@ -16,6 +16,15 @@ Typical use by a report, for one metric::
     p_adjusted = adjust_primary(p_values, is_primary, method="holm")
     checklist = health_checklist(users=..., weights=..., now=..., latest_received=...)
     decision = decide(arm, primaries, guardrails, checklist)   # ship / do_not_ship / ...
+
+With pre-exposure covariates (:class:`CovariateMeanStats`, :class:`CovariateRatioStats`),
+CUPED narrows the same comparisons; θ is fitted once over all arms of the metric::
+
+    fit = fit_adjustment([covariate_stats[a] for a in arms])
+    adjusted = compare_adjusted(covariate_stats[arm], covariate_stats[control_arm],
+                                adjustment=fit)           # or compare_adjusted_sequential
+    adjusted.comparison, adjusted.variance_reduction     # .unadjusted for the raw result
+    trend = trend_test(days, daily_lifts, daily_variances)  # fading / growing / none
 """
 
 from tracker.stats.compare import (

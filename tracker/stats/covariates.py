@@ -13,6 +13,8 @@ sums over users, so disjoint sets of users merge by ``+``:
 True
 >>> (a + b).sum_xy
 (14.0,)
+>>> sum([a, b], CovariateMeanStats()) == a + b   # the default is the empty set of users
+True
 
 **Users without pre-period data** keep every covariate at 0 and get an
 indicator covariate that is 1 for them and 0 for the others (the
@@ -87,6 +89,14 @@ def _add(a: tuple, b: tuple) -> tuple:
     return tuple(np.add(a, b).tolist()) if a else ()
 
 
+def _add_empty(a: CovariateStats, b: CovariateStats) -> CovariateStats:
+    """``a + b`` when their covariate counts differ: only the empty default is neutral."""
+    for empty, other in ((a, b), (b, a)):
+        if empty.n == 0 and empty.k == 0:
+            return other
+    raise ValueError(f"cannot add sums of {a.k} and {b.k} covariates (different covariates)")
+
+
 def _covariate_matrix(covariates: ArrayLike, n: int) -> np.ndarray:
     x = np.asarray(covariates, dtype=float)
     if x.ndim == 1 and n == 0 and x.size == 0:
@@ -142,7 +152,7 @@ class CovariateMeanStats:
         if not isinstance(other, CovariateMeanStats):
             return NotImplemented
         if other.k != self.k:
-            raise ValueError(f"cannot add sums of {self.k} and {other.k} covariates")
+            return _add_empty(self, other)
         return CovariateMeanStats(
             self.n + other.n, self.sum_y + other.sum_y, self.sum_y2 + other.sum_y2,
             _add(self.sum_x, other.sum_x),
@@ -217,7 +227,7 @@ class CovariateRatioStats:
         if not isinstance(other, CovariateRatioStats):
             return NotImplemented
         if other.k != self.k:
-            raise ValueError(f"cannot add sums of {self.k} and {other.k} covariates")
+            return _add_empty(self, other)
         outcome = self.outcome + other.outcome
         return CovariateRatioStats(
             outcome.n, outcome.sum_y, outcome.sum_m, outcome.sum_y2, outcome.sum_m2,
