@@ -267,3 +267,21 @@ def test_absolute_difference_agrees_with_gbstats_for_the_same_theta(sequential) 
     assert r.comparison.p_value == pytest.approx(test.p_value, rel=1e-9, abs=1e-12)
     if not sequential:
         assert r.comparison.df == pytest.approx(test.dof, rel=1e-10)
+
+
+def test_ratio_linearisation_at_theta_zero_agrees_with_gbstats_ratio_statistic() -> None:
+    # gbstats 0.8.0 has no regression-adjusted ratio; at θ = 0 our linearised outcome's
+    # variance must be its delta-method RatioStatistic variance (per user, then / n).
+    rng = np.random.default_rng(31)
+    m = rng.poisson(3, 700) + 1.0
+    y = rng.binomial(m.astype(int), 0.15).astype(float)
+    x = rng.poisson(m)[:, None].astype(float)
+    s = CovariateRatioStats.from_values(y, m, x)
+    fit = dataclasses.replace(fit_adjustment([s]), theta=(0.0,))
+    num = gbstats.SampleMeanStatistic(n=700, sum=float(y.sum()), sum_squares=float(y @ y))
+    den = gbstats.SampleMeanStatistic(n=700, sum=float(m.sum()), sum_squares=float(m @ m))
+    gb = gbstats.RatioStatistic(n=700, m_statistic=num, d_statistic=den,
+                                m_d_sum_of_products=float(y @ m))
+    adj = adjusted_moments(s, fit)
+    assert adj.estimate == pytest.approx(gb.mean, rel=1e-12)
+    assert adj.variance * 700 == pytest.approx(gb.variance, rel=1e-10)
