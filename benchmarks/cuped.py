@@ -195,9 +195,14 @@ def main() -> None:
     parser.add_argument("--trend-reps", type=int, default=2000)
     parser.add_argument("--trend-users", type=int, default=5000, help="users per arm")
     parser.add_argument("--seed", type=int, default=20261124)
+    parser.add_argument("--trend-only", action="store_true", help="just the trend section")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
+    if args.trend_only:
+        trend_section(rng, args.trend_reps, args.trend_users)
+        print(f"\nelapsed {time.perf_counter() - started:.0f} s")
+        return
     sample = simulate(rng, 200_000, 0.0)
     for metric in METRICS:
         has = sample["no_pre"] == 0

@@ -16,12 +16,18 @@ multiplicative dispersion of Thompson & Sharp (1999), "Explaining
 heterogeneity in meta-analysis", Stat. Med. 18: the same users are measured on
 every day, so the days' estimates are correlated (a persistent user effect) and
 the v_d are only right up to a common factor; estimating φ from the residuals
-keeps the test's A/A error near its level where taking the v_d at face value
-(φ = 1) does not (measured in ``benchmarks/cuped.py``).
+keeps the test's A/A error at its level where taking the v_d at face value
+(φ = 1, a z test) does not: 5.20 % against 2.85 % in 2,000 simulated A/A
+experiments with persistent users (``benchmarks/cuped.py``; positively
+correlated days make face-value variances too large for a slope, and
+day-to-day heterogeneity would make them too small).
 
 When β is significant at ``level`` the effect is called **fading** (novelty)
-if β pulls the lift towards 0 — the fitted lift on the first day and β have
-opposite signs — and **growing** (primacy) otherwise.
+when the fitted lift on the last day is closer to 0 than on the first day,
+|α + β d_last| < |α + β d_first|, and **growing** (primacy) otherwise. (Comparing
+the first day's sign with β's instead would call most A/A false alarms
+"fading": a line through noise around 0 crosses 0 mid-way, so its ends have
+opposite signs.)
 
 Worked example: lifts 0.10, 0.08, 0.06, 0.05, 0.03 on days 0–4, each with
 variance 1e-4: d̄ = 2, Σ(d − d̄)² = 10, Σ (d − d̄) L = −0.17, so β = −0.017 per
@@ -116,9 +122,9 @@ def trend_test(
     std_error = math.sqrt(dispersion / sxx)
     q = float(sps.t.ppf(0.5 + level / 2, df))
     p_value = float(2 * sps.t.sf(abs(slope) / std_error, df))
-    start = intercept + slope * float(d.min())
+    first, last = (abs(intercept + slope * float(day)) for day in (d.min(), d.max()))
     direction = TrendDirection.NONE
     if p_value < 1 - level:
-        direction = TrendDirection.FADING if start * slope < 0 else TrendDirection.GROWING
+        direction = TrendDirection.FADING if last < first else TrendDirection.GROWING
     return Trend(slope, slope - q * std_error, slope + q * std_error, std_error, p_value, df,
                  intercept, dispersion, level, direction, Reason.OK)
