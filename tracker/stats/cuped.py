@@ -300,11 +300,13 @@ def compare_adjusted_sequential(
     The confidence sequence of :func:`tracker.stats.sequential.compare_sequential`
     with the adjusted difference and its variance in place of the raw ones:
     d^adj ± multiplier(N) · SE(d^adj), N = users of both arms, and the same
-    mixture e-value p-value. Valid at every look as long as θ's fitting error is
-    small against SE (it is O(1/N) in the variance), which is the asymptotic
-    regime the sequence assumes anyway (Waudby-Smith et al. 2023 §3 allow any
-    consistent variance estimator; GrowthBook applies its sequential test to
-    CUPED-adjusted estimates the same way). ``unadjusted`` is the raw sequence.
+    mixture e-value p-value. The adjusted difference is a mean of per-user
+    residuals plus a term from θ̂ − θ that is O(1/N) in the variance, so it is
+    asymptotically the kind of mean the asymptotic sequence is built for, with
+    a consistent variance estimate; gbstats runs its sequential test on
+    ``RegressionAdjustedStatistic`` arms the same way. Measured: A/A rejection
+    over 14 daily looks 0.4–0.8 % (``benchmarks/README.md``). ``unadjusted`` is
+    the raw sequence.
     """
     level = check_level(level)
     adjusted, unadjusted, fit = _contrasts(treatment, control, adjustment)
