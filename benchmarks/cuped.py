@@ -33,6 +33,7 @@ import argparse
 import time
 
 import numpy as np
+from calibration import band, pct  # benchmarks/ is on sys.path when run as a script
 from scipy import stats as sps
 
 from tracker.stats import (
@@ -107,17 +108,6 @@ def run(
                 rows.setdefault(f"{metric}/{key}/seq", []).append(seq_any[key])
             rows.setdefault(f"{metric}/reduction", []).append(last.variance_reduction)
     return {k: np.asarray(v, dtype=float) for k, v in rows.items()}
-
-
-def band(rate: float, trials: int, coverage: float = 0.99) -> tuple[float, float]:
-    """Central binomial band of the observed rate when the true rate is ``rate``."""
-    low = sps.binom.ppf((1 - coverage) / 2, trials, rate) / trials
-    high = sps.binom.ppf((1 + coverage) / 2, trials, rate) / trials
-    return float(low), float(high)
-
-
-def pct(x: float) -> str:
-    return f"{100 * x:.2f}%"
 
 
 def width_and_power(
