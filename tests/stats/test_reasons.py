@@ -21,6 +21,7 @@ from tracker.stats import (
     non_inferiority,
     sequential_srm,
     srm_test,
+    trend_test,
 )
 
 VARIED = MeanStats.from_values([0.0, 1.0, 3.0])
@@ -69,6 +70,8 @@ CASES = [
                  id="sequential-srm-before-any-user"),
     pytest.param(lambda: crossover_health(0, 0), Reason.NO_USERS, None,
                  id="crossover-before-any-user"),
+    pytest.param(lambda: trend_test([0, 1], [0.1, 0.05], [1e-4, 1e-4]), Reason.TOO_FEW_DAYS,
+                 None, id="trend-over-two-days"),
 ]
 
 

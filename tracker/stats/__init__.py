@@ -16,6 +16,15 @@ Typical use by a report, for one metric::
     p_adjusted = adjust_primary(p_values, is_primary, method="holm")
     checklist = health_checklist(users=..., weights=..., now=..., latest_received=...)
     decision = decide(arm, primaries, guardrails, checklist)   # ship / do_not_ship / ...
+
+With pre-exposure covariates (:class:`CovariateMeanStats`, :class:`CovariateRatioStats`),
+CUPED narrows the same comparisons; θ is fitted once over all arms of the metric::
+
+    fit = fit_adjustment([covariate_stats[a] for a in arms])
+    adjusted = compare_adjusted(covariate_stats[arm], covariate_stats[control_arm],
+                                adjustment=fit)           # or compare_adjusted_sequential
+    adjusted.comparison, adjusted.variance_reduction     # .unadjusted for the raw result
+    trend = trend_test(days, daily_lifts, daily_variances)  # fading / growing / none
 """
 
 from tracker.stats.compare import (
@@ -26,7 +35,17 @@ from tracker.stats.compare import (
     contrast,
     non_inferiority,
 )
+from tracker.stats.covariates import CovariateMeanStats, CovariateRatioStats, CovariateStats
 from tracker.stats.crossover import CrossoverHealth, Health, crossover_health
+from tracker.stats.cuped import (
+    AdjustedComparison,
+    Adjustment,
+    adjusted_moments,
+    compare_adjusted,
+    compare_adjusted_sequential,
+    fit_adjustment,
+    variance_reduction,
+)
 from tracker.stats.decision import (
     ArmSample,
     Decision,
@@ -55,21 +74,27 @@ from tracker.stats.results import Decided, Effect, IntervalKind, Reason
 from tracker.stats.sequential import DEFAULT_TUNING_N, boundary_multiplier, compare_sequential
 from tracker.stats.srm import SrmResult, log_bayes_factor, sequential_srm, srm_test
 from tracker.stats.sufficient import ArmStats, MeanStats, RatioStats
+from tracker.stats.trend import Trend, TrendDirection, trend_test
 
 __all__ = [
     "DEFAULT_TUNING_N",
+    "AdjustedComparison",
+    "Adjustment",
     "ArmEstimate",
     "ArmSample",
     "ArmStats",
+    "CheckStatus",
     "Comparison",
     "Contrast",
     "Correction",
-    "Decision",
+    "CovariateMeanStats",
+    "CovariateRatioStats",
+    "CovariateStats",
     "CrossoverHealth",
     "Decided",
+    "Decision",
     "Effect",
     "GuardrailResult",
-    "CheckStatus",
     "Health",
     "HealthChecklist",
     "HealthItem",
@@ -82,15 +107,21 @@ __all__ = [
     "RatioStats",
     "Reason",
     "SrmResult",
+    "Trend",
+    "TrendDirection",
     "adjust_primary",
+    "adjusted_moments",
     "arm_estimate",
     "benjamini_hochberg",
     "boundary_multiplier",
     "compare",
+    "compare_adjusted",
+    "compare_adjusted_sequential",
     "compare_sequential",
     "contrast",
     "crossover_health",
     "decide",
+    "fit_adjustment",
     "health_checklist",
     "holm",
     "log_bayes_factor",
@@ -103,5 +134,7 @@ __all__ = [
     "ratio_estimate",
     "sequential_srm",
     "srm_test",
+    "trend_test",
     "users_for_effect",
+    "variance_reduction",
 ]

@@ -147,7 +147,12 @@ def contrast(treatment: ArmStats, control: ArmStats) -> Contrast:
             "treatment and control must both be MeanStats or both RatioStats, got "
             f"{type(treatment).__name__} and {type(control).__name__}"
         )
-    t, c = moments(treatment), moments(control)
+    return contrast_of(moments(treatment), moments(control))
+
+
+def contrast_of(t: Moments, c: Moments) -> Contrast:
+    """:func:`contrast` of two arms already reduced to estimate and variance (the
+    regression-adjusted arms of :mod:`tracker.stats.cuped` come in this way)."""
     n_total = t.n + c.n
     if t.estimate is None or c.estimate is None:
         reason = next(r for r in _NO_ESTIMATE if r in (t.reason, c.reason))
@@ -272,8 +277,11 @@ def compare(treatment: ArmStats, control: ArmStats, *, level: float = 0.95) -> C
     >>> round(r.relative_lift.estimate, 2), r.relative_lift.ci_low < 0 < r.relative_lift.ci_high
     (0.4, True)
     """
-    level = check_level(level)
-    pair = contrast(treatment, control)
+    return fixed_horizon(contrast(treatment, control), check_level(level))
+
+
+def fixed_horizon(pair: Contrast, level: float) -> Comparison:
+    """Welch's test of ``pair`` and the intervals that invert it (the body of :func:`compare`)."""
     if not pair.testable:
         return comparison_of(pair, level, IntervalKind.FIXED_HORIZON)
     assert pair.difference is not None and pair.variance is not None

@@ -44,6 +44,8 @@ class Reason(StrEnum):
     #: The control mean is not distinguishable from 0 at this level, so the ratio's
     #: (Fieller) interval is unbounded: the lift has a point estimate but no interval.
     UNBOUNDED_RATIO = "unbounded_ratio"
+    #: A trend over days needs at least three days (two for the line, one for its error).
+    TOO_FEW_DAYS = "too_few_days"
 
 
 class Decided(StrEnum):

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 
-from tracker.stats.compare import Comparison, comparison_of, contrast
+from tracker.stats.compare import Comparison, Contrast, comparison_of, contrast
 from tracker.stats.results import IntervalKind, check_level
 from tracker.stats.sufficient import ArmStats
 
@@ -119,11 +119,23 @@ def compare_sequential(
     >>> r.interval_kind, r.relative_lift.ci_low < 0 < r.relative_lift.ci_high
     (<IntervalKind.SEQUENTIAL: 'sequential'>, True)
     """
+    return sequential_of(contrast(treatment, control), level=level, tuning_n=tuning_n,
+                         tuning_level=tuning_level)
+
+
+def sequential_of(
+    pair: Contrast,
+    *,
+    level: float = 0.95,
+    tuning_n: float = DEFAULT_TUNING_N,
+    tuning_level: float | None = None,
+) -> Comparison:
+    """:func:`compare_sequential` of a :class:`~tracker.stats.compare.Contrast` (e.g. of
+    regression-adjusted arms): N is ``pair.n_total``, σ̂² = N · ``pair.variance``."""
     level = check_level(level)
     tuning_alpha = 1.0 - (level if tuning_level is None else check_level(tuning_level))
     tuning_n = _check_tuning(tuning_n)
     alpha = 1.0 - level
-    pair = contrast(treatment, control)
     if not pair.testable:
         return comparison_of(pair, level, IntervalKind.SEQUENTIAL)
     assert pair.difference is not None and pair.variance is not None
