@@ -25,7 +25,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # Everything the extras bring, their own dependencies included.
 EXTRA_MODULES = ("fastapi", "starlette", "pydantic", "uvicorn", "prometheus_client",
                  "streamlit", "altair", "psycopg", "adbc_driver_postgresql",
-                 "adbc_driver_manager")
+                 "adbc_driver_manager", "pyspark", "py4j")
 
 
 def tracker_without(modules: tuple[str, ...], code: str, cwd: Path,
