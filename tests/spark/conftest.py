@@ -17,6 +17,8 @@ import pytest
 
 from tests.spark.support import SKIP_REASON
 
+ROOT = Path(__file__).resolve().parents[2]
+
 LOCAL_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
