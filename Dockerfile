@@ -8,14 +8,15 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # Build and install the wheel (not editable: it carries migrations/ and dashboard/ inside the
-# tracker package), then drop the sources. [all] = every service's extra: server (collector),
-# dashboard (Streamlit), postgres (psycopg, ADBC).
+# tracker package), then drop the sources. Every service's extra: server (collector),
+# dashboard (Streamlit), postgres (psycopg, ADBC); not spark (a 450 MB PySpark without Java
+# here: Spark jobs run on a Spark cluster, not in this image).
 WORKDIR /src
 COPY pyproject.toml setup.py README.md LICENSE ./
 COPY tracker ./tracker
 COPY migrations ./migrations
 COPY dashboard ./dashboard
-RUN pip install '/src[all]' \
+RUN pip install '/src[server,dashboard,postgres]' \
     && rm -rf /src \
     && useradd --system --uid 10001 --home-dir /app tracker
 

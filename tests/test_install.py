@@ -25,7 +25,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 # Everything the extras bring, their own dependencies included.
 EXTRA_MODULES = ("fastapi", "starlette", "pydantic", "uvicorn", "prometheus_client",
                  "streamlit", "altair", "psycopg", "adbc_driver_postgresql",
-                 "adbc_driver_manager")
+                 "adbc_driver_manager", "pyspark", "py4j")
 
 
 def tracker_without(modules: tuple[str, ...], code: str, cwd: Path,
@@ -129,3 +129,11 @@ def test_a_folder_in_neither_place_says_where_it_looked_and_what_to_do():
     message = str(raised.value)
     assert all(str(path) in message for path in missing.candidates())
     assert message.startswith("nowhere/ not found") and "reinstall recsys-tracker" in message
+
+
+@pytest.mark.skipif(BACKEND != "sqlite", reason="no database is reached: once")
+def test_importing_tracker_spark_without_pyspark_names_the_spark_extra(tmp_path):
+    done = tracker_without(("pyspark",), "import tracker.spark", tmp_path)
+    assert done.stderr.strip().splitlines()[-1] == (
+        "tracker.errors.MissingExtra: tracker.spark needs the spark extra (pyspark not "
+        "installed): pip install 'recsys-tracker[spark]'")

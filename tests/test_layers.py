@@ -45,6 +45,13 @@ ALLOWED = {
                   {"dashboard", "tracker.store", "tracker.stats", "tracker.report",
                    "tracker.metrics", "tracker.config", "tracker.errors"}),
     "migrations/versions": ({"alembic", "sqlalchemy"}, set()),
+    # the lake layout and the export into it: pyarrow from the store's Arrow reader, no Spark
+    "tracker/lake": ({"numpy", "pyarrow", "sqlalchemy"},
+                     {"tracker.lake", "tracker.store", "tracker.errors"}),
+    # the scale-out: the only package that imports pyspark (the spark extra)
+    "tracker/spark": ({"pyspark", "pyarrow", "numpy", "pandas"},
+                      {"tracker.spark", "tracker.lake", "tracker.metrics", "tracker.errors",
+                       "tracker.install"}),
 }
 
 
@@ -143,6 +150,17 @@ def test_the_store_has_no_import_cycle():
     graph = {f"tracker.store.{path.stem}": _module_level_imports(path, "tracker.store")
              for path in folder.glob("*.py") if path.stem != "__init__"}
     assert _cycle(graph) == []
+
+
+@pytest.mark.parametrize("path", [path for folder in ("tracker", "dashboard")
+                                  for path in sorted((ROOT / folder).rglob("*.py"))
+                                  if "spark" not in path.relative_to(ROOT).parts],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_only_tracker_spark_imports_pyspark(path: Path):
+    """The spark extra is optional: outside tracker/spark nothing imports pyspark, at module
+    level or inside a function."""
+    spark = [name for name in _imports(path) if name.split(".")[0] in ("pyspark", "py4j")]
+    assert not spark, f"{path.relative_to(ROOT)} imports {spark}"
 
 
 def test_the_contract_covers_the_code():

@@ -25,6 +25,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "server": ("fastapi", "uvicorn", "prometheus_client"),
     "dashboard": ("streamlit",),
     "postgres": ("psycopg", "adbc_driver_postgresql"),
+    "spark": ("pyspark",),
 }
 """Each extra of ``pyproject.toml`` (but ``all`` and ``dev``) and the modules it provides."""
 
@@ -43,7 +44,7 @@ def require(extra: str, needed_by: str) -> None:
     >>> require("no-such-extra", "x")
     Traceback (most recent call last):
     ...
-    ValueError: unknown extra 'no-such-extra'; the extras are server, dashboard, postgres
+    ValueError: unknown extra 'no-such-extra'; the extras are server, dashboard, postgres, spark
     """
     if extra not in EXTRAS:
         raise ValueError(f"unknown extra {extra!r}; the extras are {', '.join(EXTRAS)}")

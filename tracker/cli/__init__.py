@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 from tracker import __version__
-from tracker.cli import config, db, experiments, imports, lifecycle, report, rollup, serve
+from tracker.cli import config, db, experiments, export, imports, lifecycle, report, rollup, serve
 from tracker.errors import TrackerError
 
 
@@ -37,5 +37,5 @@ def main() -> None:
 
 for _command in (config.config_cmd, db.db, experiments.experiments, imports.import_,
                  rollup.rollup_cmd, report.report_cmd, report.demo_cmd, serve.dashboard_cmd,
-                 serve.serve_cmd, serve.keys, lifecycle.users, lifecycle.logs):
+                 serve.serve_cmd, serve.keys, lifecycle.users, lifecycle.logs, export.export_cmd):
     main.add_command(_command)

@@ -1,0 +1,132 @@
+"""``tracker export``: the database's logs as Parquet in the lake layout, on both databases."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from tests.lake.logs import IMPRESSIONS, INTERACTIONS, load
+from tracker.cli import main
+from tracker.errors import NotFound, TrackerError
+from tracker.lake import layout
+from tracker.lake.export import export_logs
+
+
+def rows_of(folder: Path) -> list[dict]:
+    """Every row of every Parquet file under ``folder``, as Python values."""
+    rows = []
+    for path in sorted(folder.rglob("*.parquet")):
+        rows += pq.read_table(path).to_pylist()
+    return rows
+
+
+def by_id(rows: list[dict], key: str) -> dict[str, dict]:
+    out = {row[key]: dict(row) for row in rows}
+    assert len(out) == len(rows), "an id written twice"
+    return out
+
+
+def expected_impressions(experiments: set[str]) -> dict[str, dict]:
+    return {r["impression_id"]: {**r, "context": r["context"]} for r in IMPRESSIONS
+            if r["experiment"] in experiments}
+
+
+@pytest.fixture
+def logged(tracker):
+    load(tracker)
+    return tracker
+
+
+@pytest.mark.parametrize("batch_rows", [2, 50_000], ids=["batches-of-two", "one-batch"])
+def test_every_field_comes_back_as_logged(logged, tmp_path, batch_rows):
+    done = export_logs(logged.engine, tmp_path / "imp", tmp_path / "int", batch_rows=batch_rows)
+    assert (done.impressions, done.interactions) == (len(IMPRESSIONS), len(INTERACTIONS))
+    assert done.experiments == ("exp-a", "exp-b")
+    got = by_id(rows_of(tmp_path / "imp"), "impression_id")
+    for key, record in expected_impressions({"exp-a", "exp-b"}).items():
+        row = got[key]
+        context = row.pop("context")
+        assert json.loads(context) == record["context"] if context is not None \
+            else record["context"] is None, key
+        assert row == {k: v for k, v in record.items() if k != "context"}, key
+    events = by_id(rows_of(tmp_path / "int"), "event_id")
+    assert events == {r["event_id"]: r for r in INTERACTIONS}
+
+
+def test_the_files_have_exactly_the_documented_schema(logged, tmp_path):
+    export_logs(logged.engine, tmp_path / "imp", tmp_path / "int")
+    for folder, schema in ((tmp_path / "imp", layout.IMPRESSIONS),
+                           (tmp_path / "int", layout.INTERACTIONS)):
+        files = sorted(folder.rglob("*.parquet"))
+        assert files
+        for path in files:
+            assert pq.read_schema(path).remove_metadata() == schema, path
+
+
+def test_one_folder_per_utc_day_and_one_file_per_experiment(logged, tmp_path):
+    export_logs(logged.engine, tmp_path / "imp", tmp_path / "int", batch_rows=2)
+    imp = sorted(str(p.relative_to(tmp_path / "imp")) for p in (tmp_path / "imp").rglob("*.*"))
+    # the last µs of 1 October is 1 October; the next µs, and 5 hours on, 2 October
+    assert imp == ["day=2026-10-01/part-0.parquet", "day=2026-10-01/part-1.parquet",
+                   "day=2026-10-02/part-0.parquet"]
+    interactions = sorted(str(p.relative_to(tmp_path / "int"))
+                          for p in (tmp_path / "int").rglob("*.*"))
+    assert interactions == ["day=2026-10-01/part-0.parquet", "day=2026-10-02/part-0.parquet",
+                            "day=2026-10-04/part-0.parquet", "day=2026-10-05/part-0.parquet"]
+    # the folders read as a hive-partitioned dataset too
+    dataset = ds.dataset(tmp_path / "imp", format="parquet", partitioning="hive")
+    assert dataset.to_table().num_rows == len(IMPRESSIONS)
+
+
+def test_one_experiment_exports_its_impressions_only_and_every_interaction(logged, tmp_path):
+    done = export_logs(logged.engine, tmp_path / "imp", tmp_path / "int", "exp-b")
+    assert done.experiments == ("exp-b",)
+    assert set(by_id(rows_of(tmp_path / "imp"), "impression_id")) == {"imp-b"}
+    assert len(rows_of(tmp_path / "int")) == len(INTERACTIONS)
+
+
+def test_a_non_empty_directory_is_refused_unless_overwrite(logged, tmp_path):
+    (tmp_path / "imp").mkdir()
+    keep = tmp_path / "imp" / "notes.txt"
+    keep.write_text("mine")
+    with pytest.raises(TrackerError, match="is not empty.*--overwrite"):
+        export_logs(logged.engine, tmp_path / "imp", tmp_path / "int")
+    assert keep.read_text() == "mine" and not (tmp_path / "int").exists()
+    export_logs(logged.engine, tmp_path / "imp", tmp_path / "int", overwrite=True)
+    assert not keep.exists()
+    assert len(rows_of(tmp_path / "imp")) == len(IMPRESSIONS)
+
+
+@pytest.mark.parametrize(("imp", "int_"), [("same", "same"), ("outer", "outer/inner")],
+                         ids=["same-directory", "one-inside-the-other"])
+def test_overlapping_directories_are_refused(logged, tmp_path, imp, int_):
+    with pytest.raises(TrackerError, match="must be apart"):
+        export_logs(logged.engine, tmp_path / imp, tmp_path / int_)
+
+
+def test_an_unknown_experiment_is_named(logged, tmp_path):
+    with pytest.raises(NotFound, match="nope"):
+        export_logs(logged.engine, tmp_path / "imp", tmp_path / "int", "nope")
+
+
+def test_an_empty_database_exports_no_file(tracker, tmp_path):
+    done = export_logs(tracker.engine, tmp_path / "imp", tmp_path / "int")
+    assert (done.impressions, done.interactions, done.impression_files) == (0, 0, 0)
+    assert not list(tmp_path.rglob("*.parquet"))
+
+
+def test_the_command_exports_one_experiment(logged, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACKER_DATABASE_URL", logged.settings.database_url)
+    args = ["export", "exp-a", "--impressions", str(tmp_path / "imp"),
+            "--interactions", str(tmp_path / "int"), "--format", "json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["impressions"] == 5
+    assert {r["experiment"] for r in rows_of(tmp_path / "imp")} == {"exp-a"}
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 1 and "is not empty" in again.output

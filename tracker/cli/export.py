@@ -1,0 +1,41 @@
+"""``tracker export``: the database's logs as Parquet in the lake layout
+(:mod:`tracker.lake.export`), the way from one machine to Spark."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+
+from tracker.cli.common import experiment_argument, format_option, open_engine
+
+_DIRECTORY = click.Path(file_okay=False, path_type=Path)
+
+
+@click.command("export")
+@experiment_argument(required=False)
+@click.option("--impressions", "impressions", type=_DIRECTORY, required=True, metavar="DIR",
+              help="Where the impressions go (an empty or new directory).")
+@click.option("--interactions", "interactions", type=_DIRECTORY, required=True,
+              metavar="DIR", help="Where the interactions go (an empty or new directory).")
+@click.option("--overwrite", is_flag=True,
+              help="Empty DIR first when it holds anything (refused otherwise).")
+@format_option("json")
+def export_cmd(experiment: str | None, impressions: Path, interactions: Path, overwrite: bool,
+               fmt: str) -> None:
+    """Write the logs as Parquet in the lake layout (README: "Lake layout and export"):
+    impressions of EXPERIMENT (default: of every experiment) and every interaction (they
+    belong to no experiment), one folder per UTC day, day=YYYY-MM-DD/part-N.parquet."""
+    from tracker.lake.export import export_logs
+
+    engine, _ = open_engine()
+    done = export_logs(engine, impressions, interactions, experiment, overwrite=overwrite)
+    if fmt == "json":
+        click.echo(json.dumps(asdict(done)))
+        return
+    click.echo(f"impressions: {done.impressions} rows in {done.impression_files} files "
+               f"({', '.join(done.experiments) or 'no experiment'}) -> {impressions}")
+    click.echo(f"interactions: {done.interactions} rows in {done.interaction_files} files "
+               f"-> {interactions}")

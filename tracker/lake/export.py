@@ -1,0 +1,269 @@
+"""The database's logs written in the lake layout (:mod:`tracker.lake.layout`): the way from
+one machine to Spark, and the data of the Spark tests.
+
+- **Bounded memory**: rows are read ``batch_rows`` at a time through the store's Arrow reader
+  (:class:`~tracker.store.arrow.ArrowReader`), in (time, id) order by keyset pagination, and
+  each batch is appended to the open Parquet file of its day; one file is open at a time.
+- **Layout**: ``DIR/day=YYYY-MM-DD/part-N.parquet``, the UTC day of ``served_at`` /
+  ``occurred_at``; ``N`` is the experiment's place in the export (0 when one is exported) for
+  impressions, 0 for interactions.
+- **Exact**: every field as stored. Lists come as ``text[]`` / ``float8[]`` from PostgreSQL
+  and as JSON text from SQLite (parsed in Arrow, scores written by ``repr``: exact). An
+  interaction's ``value`` on SQLite is read through the driver (SQLite prints a double to
+  text with 15 to 17 digits, which does not always read back as the same number).
+- **Interactions belong to no experiment**: all of them are exported even when one experiment
+  is, since the rollup reads every interaction (item popularity for novelty, attribution by
+  user and time).
+- A directory that holds anything is left alone unless ``overwrite`` (then emptied first).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import sqlalchemy as sa
+
+from tracker.errors import TrackerError
+from tracker.lake.layout import IMPRESSIONS, INTERACTIONS, TIMESTAMP
+from tracker.store.arrow import LIST, ArrowReader
+from tracker.store.db import transaction
+from tracker.store.experiments import get_experiment, list_experiments
+
+BATCH_ROWS = 50_000
+"""Rows read and written at a time (a Parquet row group each)."""
+
+_DAY_US = 86_400_000_000
+_SCORES = pa.list_(pa.float64())
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What :func:`export_logs` wrote: rows and files of each log, and the experiments."""
+
+    impressions: int
+    interactions: int
+    impression_files: int
+    interaction_files: int
+    experiments: tuple[str, ...]
+
+
+def export_logs(engine: sa.Engine, impressions: str | Path, interactions: str | Path,
+                experiment: str | None = None, *, overwrite: bool = False,
+                batch_rows: int = BATCH_ROWS) -> ExportResult:
+    """Write the impressions (of ``experiment``, or of every experiment) into
+    ``impressions`` and every interaction into ``interactions``, in the lake layout.
+
+    Raises :class:`~tracker.errors.TrackerError` when a directory holds anything and
+    ``overwrite`` is not set, or when the two directories overlap;
+    :class:`~tracker.errors.NotFound` for an unknown experiment.
+    """
+    if batch_rows < 1:
+        raise ValueError(f"batch_rows must be at least 1, got {batch_rows}")
+    imp_dir, int_dir = _prepared(Path(impressions), Path(interactions), overwrite)
+    with transaction(engine) as conn:
+        chosen = ([get_experiment(conn, experiment)] if experiment is not None
+                  else sorted(list_experiments(conn), key=lambda e: e.key))
+    imp_rows = imp_files = 0
+    with ArrowReader(engine) as reader:
+        for part, info in enumerate(chosen):
+            batches = _impression_batches(reader, info.id, info.key, batch_rows)
+            rows, files = _write_days(batches, imp_dir, "served_at", part)
+            imp_rows, imp_files = imp_rows + rows, imp_files + files
+        int_rows, int_files = _write_days(_interaction_batches(reader, batch_rows), int_dir,
+                                          "occurred_at", 0)
+    return ExportResult(imp_rows, int_rows, imp_files, int_files,
+                        tuple(info.key for info in chosen))
+
+
+def _prepared(impressions: Path, interactions: Path, overwrite: bool) -> tuple[Path, Path]:
+    """Both directories, existing and empty; refuse overlapping ones or (unless
+    ``overwrite``) one that holds anything."""
+    a, b = impressions.resolve(), interactions.resolve()
+    if a == b or a in b.parents or b in a.parents:
+        raise TrackerError(f"the impressions ({impressions}) and interactions "
+                           f"({interactions}) directories must be apart, neither inside the "
+                           "other")
+    for path in (impressions, interactions):
+        if path.exists() and not path.is_dir():
+            raise TrackerError(f"{path} is not a directory")
+        if path.is_dir() and any(path.iterdir()):
+            if not overwrite:
+                raise TrackerError(f"{path} is not empty: choose an empty directory, or "
+                                   "overwrite (--overwrite) to empty it first")
+            shutil.rmtree(path)
+        path.mkdir(parents=True, exist_ok=True)
+    return impressions, interactions
+
+
+# ------------------------------------------------------------------ reading
+
+
+def _keyset(table: str, time: str, where: str, after: tuple[int, int] | None,
+            batch_rows: int) -> str:
+    """The WHERE and ORDER BY of the next batch after ``after`` = (time, id): integers only
+    (never user input), safe to inline."""
+    clauses = [where] if where else []
+    if after is not None:
+        clauses.append(f"({table}.{time}, {table}.id) > ({int(after[0])}, {int(after[1])})")
+    condition = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+    return f"{condition}ORDER BY {table}.{time}, {table}.id LIMIT {int(batch_rows)}"
+
+
+def _pages(read: Callable[[tuple[int, int] | None], pa.Table], time: str,
+           batch_rows: int) -> Iterator[pa.Table]:
+    """The batches of ``read(after)``, each sorted by (time, id), until one comes short."""
+    after = None
+    while True:
+        table = read(after)
+        if table.num_rows == 0:
+            return
+        table = table.sort_by([(time, "ascending"), ("id", "ascending")])
+        yield table
+        if table.num_rows < batch_rows:
+            return
+        after = (table[time][-1].as_py(), table["id"][-1].as_py())
+
+
+def _impression_batches(reader: ArrowReader, experiment_id: int, key: str,
+                        batch_rows: int) -> Iterator[pa.Table]:
+    postgresql = reader.engine.dialect.name == "postgresql"
+    context = "imp.context::text" if postgresql else "imp.context"
+    columns = pa.schema([
+        pa.field("id", pa.int64(), False), pa.field("served_at", pa.int64(), False),
+        pa.field("impression_id", pa.string(), False), pa.field("arm", pa.string(), False),
+        pa.field("user_id", pa.string(), False), pa.field("items", LIST, False),
+        pa.field("scores", _SCORES if postgresql else pa.string(), True),
+        pa.field("baseline_items", LIST, True), pa.field("context", pa.string(), True)])
+    select = ("SELECT imp.id, imp.served_at, imp.impression_key, a.key, imp.user_id, "
+              f"imp.items, imp.scores, imp.baseline_items, {context} FROM impression imp "
+              "JOIN arm a ON a.id = imp.arm_id ")
+    where = f"imp.experiment_id = {int(experiment_id)}"
+
+    def read(after):
+        return reader.read(select + _keyset("imp", "served_at", where, after, batch_rows),
+                           columns)
+
+    for table in _pages(read, "served_at", batch_rows):
+        scores_column = table["scores"] if postgresql else _json_doubles(table["scores"])
+        yield pa.table({
+            "impression_id": table["impression_id"],
+            "experiment": pa.array([key] * table.num_rows, pa.string()),
+            "arm": table["arm"], "user_id": table["user_id"],
+            "served_at": table["served_at"].cast(TIMESTAMP), "items": table["items"],
+            "scores": scores_column, "baseline_items": table["baseline_items"],
+            "context": _no_json_null(table["context"]),
+        }, schema=IMPRESSIONS)
+
+
+def _interaction_batches(reader: ArrowReader, batch_rows: int) -> Iterator[pa.Table]:
+    postgresql = reader.engine.dialect.name == "postgresql"
+    fields = [pa.field("id", pa.int64(), False), pa.field("occurred_at", pa.int64(), False),
+              pa.field("event_id", pa.string(), False), pa.field("user_id", pa.string(), False),
+              pa.field("item_id", pa.string(), False), pa.field("event", pa.string(), False),
+              pa.field("impression_id", pa.string(), True)]
+    select = ("SELECT it.id, it.occurred_at, it.event_key, it.user_id, it.item_id, "
+              "it.event_type, it.impression_key")
+    if postgresql:  # ADBC reads float8 as double, exactly
+        fields.append(pa.field("value", pa.float64(), True))
+        select += ", it.value"
+    columns = pa.schema(fields)
+
+    def read(after):
+        return reader.read(f"{select} FROM interaction it "
+                           + _keyset("it", "occurred_at", "", after, batch_rows), columns)
+
+    for table in _pages(read, "occurred_at", batch_rows):
+        value = table["value"] if postgresql else _sqlite_values(reader.engine, table)
+        yield pa.table({
+            "event_id": table["event_id"], "user_id": table["user_id"],
+            "item_id": table["item_id"], "event": table["event"], "value": value,
+            "occurred_at": table["occurred_at"].cast(TIMESTAMP),
+            "impression_id": table["impression_id"],
+        }, schema=INTERACTIONS)
+
+
+def _sqlite_values(engine: sa.Engine, table: pa.Table) -> pa.Array:
+    """The ``value`` of a batch's interactions (SQLite), read through the driver: the
+    non-null values of the batch's time span, matched by id."""
+    ids = table["id"].to_numpy()
+    low, high = table["occurred_at"][0].as_py(), table["occurred_at"][-1].as_py()
+    with transaction(engine) as conn:
+        rows = conn.exec_driver_sql(
+            "SELECT id, value FROM interaction WHERE value IS NOT NULL "
+            f"AND occurred_at >= {int(low)} AND occurred_at <= {int(high)}").all()
+    out = np.full(ids.size, np.nan)
+    present = np.zeros(ids.size, dtype=bool)
+    if rows:
+        found = np.array([r[0] for r in rows], dtype=np.int64)
+        values = np.array([r[1] for r in rows], dtype=np.float64)
+        order = np.argsort(ids)
+        at = np.searchsorted(ids, found, sorter=order).clip(0, ids.size - 1)
+        hit = ids[order[at]] == found
+        out[order[at[hit]]] = values[hit]
+        present[order[at[hit]]] = True
+    return pa.array(out, pa.float64(), mask=~present)
+
+
+def _json_doubles(texts: pa.ChunkedArray) -> pa.Array:
+    """JSON arrays of numbers (SQLite's stored scores, written by ``repr``) as
+    ``list<double>``; null stays null.
+
+    >>> _json_doubles(pa.chunked_array([['[0.5, 1e-05]', '[]', None, '[3]']])).to_pylist()
+    [[0.5, 1e-05], [], None, [3.0]]
+    """
+    texts = texts.combine_chunks() if isinstance(texts, pa.ChunkedArray) else texts
+    if len(texts) == 0:
+        return pa.array([], _SCORES)
+    texts = pc.if_else(pc.equal(texts, "null"), pa.scalar(None, pa.string()), texts)
+    inner = pc.utf8_trim_whitespace(pc.utf8_slice_codeunits(texts, 1, -1))
+    empty = pc.equal(inner, "")
+    parts = pc.if_else(empty, pa.scalar(None, pa.string()), inner)
+    split = pc.split_pattern(parts, ",")
+    values = pc.utf8_trim_whitespace(split.flatten()).cast(pa.float64())
+    sizes = pc.if_else(empty, 0, pc.list_value_length(split)).fill_null(0)
+    offsets = np.concatenate([[0], np.cumsum(sizes.to_numpy(zero_copy_only=False))])
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values, type=_SCORES,
+                                    mask=texts.is_null())
+
+
+def _no_json_null(texts: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A context stored as JSON ``null`` is no context."""
+    return pc.if_else(pc.equal(texts, "null"), pa.scalar(None, pa.string()), texts)
+
+
+# ------------------------------------------------------------------ writing
+
+
+def _write_days(batches: Iterator[pa.Table], folder: Path, time: str,
+                part: int) -> tuple[int, int]:
+    """Append each batch (in time order) to the file of its UTC day, one file open at a
+    time; the rows and files written."""
+    rows = files = 0
+    writer, open_day = None, None
+    try:
+        for table in batches:
+            micros = table[time].cast(pa.int64()).to_numpy()
+            days = micros // _DAY_US
+            starts = np.concatenate([[0], np.flatnonzero(np.diff(days)) + 1, [days.size]])
+            for begin, end in zip(starts[:-1], starts[1:], strict=True):
+                day = int(days[begin])
+                if day != open_day:
+                    if writer is not None:
+                        writer.close()
+                    path = folder / f"day={np.datetime64(day, 'D')}" / f"part-{part}.parquet"
+                    path.parent.mkdir(exist_ok=True)
+                    writer, open_day = pq.ParquetWriter(path, table.schema), day
+                    files += 1
+                writer.write_table(table.slice(begin, end - begin))
+            rows += table.num_rows
+    finally:
+        if writer is not None:
+            writer.close()
+    return rows, files

@@ -1,0 +1,228 @@
+"""Reading the lake (:mod:`tracker.lake.layout`) into Spark, with the database's semantics.
+
+**Files.** Every file under the directory, partition folders (``day=.../``) allowed; names
+starting with ``_`` or ``.`` (``_SUCCESS``, ``.part.crc``, ``_temporary/``) are skipped, as
+Spark and Hadoop skip them. Each file's footer is checked in the driver before anything runs
+(pyarrow: local paths and the URIs ``pyarrow.fs`` knows): extra columns are ignored, an
+absent nullable column reads as null, and a missing required column, a column of another
+type, or a file that is not Parquet is a :class:`LakeError` naming the file and the column.
+A null in a required column fails the Spark job that meets it, naming the column and file.
+
+**Duplicates and conflicts** (as the database treats a client id, ``impression_id`` /
+``event_id``): rows with the same id and the same payload (every other column) count once;
+when an id comes with different payloads, one is kept and the id is reported as a conflict.
+The database keeps the payload stored first; a lake has no arrival order, so *first* here is
+a deterministic order that does not depend on file names, partitioning or the number of
+tasks: the earliest ``served_at`` / ``occurred_at``, then the smallest payload in Spark's
+ordering of the columns in layout order (strings by code point, lists element by element,
+nulls first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from tracker.errors import TrackerError
+from tracker.lake.layout import IDS, SCHEMAS, TIMES
+
+SAMPLE = 10
+"""How many conflicting ids a read reports by name."""
+
+
+class LakeError(TrackerError):
+    """A lake file that does not fit the layout: which file, which column, what is wrong."""
+
+
+@dataclass(frozen=True)
+class LakeLog:
+    """One log read from the lake: ``rows`` (a DataFrame with the layout's columns, one row
+    per id), how many rows the files held, how many repeated an id with the same payload
+    (dropped), and the ids that came with different payloads (``conflicts`` of them; the
+    first ``sample`` in id order)."""
+
+    rows: DataFrame
+    files: int
+    rows_read: int
+    duplicates: int
+    conflicts: int
+    conflict_sample: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Lake:
+    """Both logs of a lake."""
+
+    impressions: LakeLog
+    interactions: LakeLog
+
+
+def read_lake(spark: SparkSession, impressions: str | Path, interactions: str | Path, *,
+              sample: int = SAMPLE) -> Lake:
+    """The impressions and interactions under these directories, deduplicated (module
+    docstring). Counting duplicates and conflicts reads each log once."""
+    return Lake(read_log(spark, impressions, "impressions", sample=sample),
+                read_log(spark, interactions, "interactions", sample=sample))
+
+
+def read_log(spark: SparkSession, directory: str | Path, kind: str, *,
+             sample: int = SAMPLE) -> LakeLog:
+    """One log (``kind``: ``"impressions"`` or ``"interactions"``) under ``directory``."""
+    if kind not in SCHEMAS:
+        raise ValueError(f"kind must be one of {', '.join(SCHEMAS)}, got {kind!r}")
+    files = checked_files(directory, kind)
+    schema = spark_schema(SCHEMAS[kind])
+    if files:
+        raw = spark.read.schema(schema).parquet(*files)
+        raw = raw.select(*_required(SCHEMAS[kind]))
+    else:
+        raw = spark.createDataFrame([], schema)
+    return _deduplicated(raw, kind, len(files), sample)
+
+
+def lake_files(directory: str | Path) -> tuple[pafs.FileSystem, list[str]]:
+    """The file system of ``directory`` and every file under it (hidden ones skipped),
+    sorted; a :class:`LakeError` when it is no directory."""
+    text = str(directory)
+    if "://" in text:
+        fs, root = pafs.FileSystem.from_uri(text)
+    else:
+        fs, root = pafs.LocalFileSystem(), str(Path(text).resolve())
+    if fs.get_file_info(root).type != pafs.FileType.Directory:
+        raise LakeError(f"{directory}: no such directory")
+    found = fs.get_file_info(pafs.FileSelector(root, recursive=True))
+    files = [info.path for info in found if info.type == pafs.FileType.File
+             and not _hidden(info.path[len(root):])]
+    return fs, sorted(files)
+
+
+def _hidden(relative: str) -> bool:
+    return any(part.startswith(("_", ".")) for part in relative.split("/") if part)
+
+
+def checked_files(directory: str | Path, kind: str) -> list[str]:
+    """The files of one log, each checked against the layout (module docstring); their
+    paths as Spark reads them."""
+    fs, files = lake_files(directory)
+    for path in files:
+        try:
+            found = pq.read_schema(path, filesystem=fs)
+        except (pa.ArrowInvalid, OSError) as error:
+            raise LakeError(f"{path}: not a Parquet file ({error})") from None
+        _check_columns(path, found, kind)
+    if isinstance(fs, pafs.LocalFileSystem):
+        return files
+    return [f"{fs.type_name}://{path}" for path in files]
+
+
+def _check_columns(path: str, found: pa.Schema, kind: str) -> None:
+    layout = SCHEMAS[kind]
+    for field in layout:
+        if field.name not in found.names:
+            if field.nullable:
+                continue
+            required = ", ".join(f.name for f in layout if not f.nullable)
+            raise LakeError(f"{path}: required column {field.name!r} is missing ({kind} "
+                            f"need {required})")
+        problem = _type_problem(found.field(field.name).type, field.type)
+        if problem:
+            raise LakeError(f"{path}: column {field.name!r} {problem}")
+
+
+def _type_problem(found: pa.DataType, wanted: pa.DataType) -> str | None:
+    """Why a file's column type does not read as the layout's, or None when it does
+    (string or large string; list or large list; a timestamp in µs or ms with a time zone,
+    i.e. a UTC instant)."""
+    if pa.types.is_dictionary(found):
+        found = found.value_type
+    if pa.types.is_timestamp(wanted):
+        if not pa.types.is_timestamp(found) or found.unit not in ("ms", "us"):
+            return f"is {_named(found)}, expected a timestamp in microseconds, UTC ({wanted})"
+        if found.tz is None:
+            return (f"is {found}, a timestamp without time zone; expected a UTC instant "
+                    f"({wanted}, Parquet isAdjustedToUTC)")
+        return None
+    if pa.types.is_list(wanted):
+        if ((pa.types.is_list(found) or pa.types.is_large_list(found))
+                and _type_problem(found.value_type, wanted.value_type) is None):
+            return None
+        return f"is {_named(found)}, expected {_named(wanted)}"
+    if pa.types.is_string(wanted) and (pa.types.is_string(found)
+                                       or pa.types.is_large_string(found)):
+        return None
+    return None if found == wanted else f"is {_named(found)}, expected {_named(wanted)}"
+
+
+def _named(kind: pa.DataType) -> str:
+    """A type as the layout names it: ``list<string>`` whatever its element's field name.
+
+    >>> _named(pa.list_(pa.field("element", pa.float64())))
+    'list<double>'
+    """
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return f"list<{_named(kind.value_type)}>"
+    return str(kind)
+
+
+def spark_schema(schema: pa.Schema) -> T.StructType:
+    """The Spark schema of a layout schema (every field nullable: Spark reads a file's
+    absent column as null; the required ones are checked as they are read)."""
+    return T.StructType([T.StructField(f.name, _spark_type(f.type), True) for f in schema])
+
+
+def _spark_type(kind: pa.DataType) -> T.DataType:
+    if pa.types.is_list(kind):
+        return T.ArrayType(_spark_type(kind.value_type), True)
+    if pa.types.is_timestamp(kind):
+        return T.TimestampType()
+    if pa.types.is_floating(kind):
+        return T.DoubleType()
+    if pa.types.is_string(kind):
+        return T.StringType()
+    raise TypeError(f"no Spark type for {kind}")
+
+
+def _required(schema: pa.Schema) -> list:
+    """The columns in layout order, a required one failing the job at its first null with
+    the column and the file named (lazily: no extra pass over the data)."""
+    columns = []
+    for field in schema:
+        column = F.col(field.name)
+        if not field.nullable:
+            message = F.concat(F.lit(f"lake: required column {field.name!r} is null in "),
+                               F.input_file_name())
+            column = F.coalesce(column, F.raise_error(message))
+        columns.append(column.alias(field.name))
+    return columns
+
+
+def _deduplicated(raw: DataFrame, kind: str, files: int, sample: int) -> LakeLog:
+    """One row per id (the first, module docstring) and the counts of one pass."""
+    key, time = IDS[kind], TIMES[kind]
+    payload = [name for name in SCHEMAS[kind].names if name != key]
+    ordered = Window.partitionBy(key).orderBy(F.col(time).asc_nulls_first(),
+                                              *(F.col(c).asc_nulls_first() for c in payload))
+    ranked = (raw.withColumn("_row", F.row_number().over(ordered))
+                 .withColumn("_payload", F.dense_rank().over(ordered)))
+    counts = ranked.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(F.when((F.col("_row") > 1) & (F.col("_payload") == 1), 1).otherwise(0))
+        .alias("duplicates"),
+        F.count_distinct(F.when(F.col("_payload") > 1, F.col(key))).alias("conflicts"),
+    ).first()
+    conflicts = int(counts["conflicts"])
+    names: tuple[str, ...] = ()
+    if conflicts and sample > 0:
+        found = (ranked.where(F.col("_payload") == 2).select(key).distinct()
+                 .orderBy(key).limit(sample).collect())
+        names = tuple(row[key] for row in found)
+    rows = ranked.where(F.col("_row") == 1).drop("_row", "_payload")
+    return LakeLog(rows, files, int(counts["rows"]), int(counts["duplicates"] or 0),
+                   conflicts, names)
