@@ -43,7 +43,7 @@ ALLOWED = {
     # the dashboard reads computed tables and statistics, never raw logs or the ingest path
     "dashboard": ({"streamlit", "pandas", "altair"},
                   {"dashboard", "tracker.store", "tracker.stats", "tracker.report",
-                   "tracker.metrics", "tracker.config", "tracker.errors"}),
+                   "tracker.metrics", "tracker.config", "tracker.errors", "tracker.durations"}),
     "migrations/versions": ({"alembic", "sqlalchemy"}, set()),
     # the lake layout and the export into it: pyarrow from the store's Arrow reader, no Spark
     "tracker/lake": ({"numpy", "pyarrow", "sqlalchemy"},

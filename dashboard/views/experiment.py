@@ -9,6 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import components, data
+from tracker.durations import format_duration
 from tracker.metrics import catalog
 from tracker.report import LOWER_IS_BETTER, METRIC_ORDER
 
@@ -26,7 +27,7 @@ st.query_params["experiment"] = key
 info = data.experiment(key)
 st.title(info.name)
 st.caption(f"{info.key} · {info.status} · control: {info.control} · attribution window "
-           f"{info.attribution_window} · days in {info.timezone}")
+           f"{format_duration(info.attribution_window)} · days in {info.timezone}")
 
 days = data.day_table(key)
 if days.empty:

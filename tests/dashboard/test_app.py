@@ -127,6 +127,10 @@ def test_experiment_page_shows_the_decision_and_the_health_checklist_first(demo_
     assert shown == [(i["status"], i["check"]) for i in card.health["checklist"]]
     titles = [b for b in blocks if b.startswith("**")]
     assert titles[0] == "**Primary metrics**", titles
+    # the window as it is given (the demo's is a day), not timedelta's "1 day, 0:00:00"
+    hours = card_info(demo_url).attribution_window.total_seconds() / 3600
+    assert any(f"attribution window {hours:g}h ·" in c.value for c in at.caption), \
+        [c.value for c in at.caption]
 
 
 def test_experiment_page_controls_daily_and_always_valid(demo_url, monkeypatch):
