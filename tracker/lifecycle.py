@@ -35,13 +35,13 @@ dropped with the logs.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
 import sqlalchemy as sa
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from tracker.config import Settings
 from tracker.errors import Busy, ExpiredLogs, InvalidTransition, ValidationError
@@ -208,10 +208,7 @@ def delete_user(engine: sa.Engine, settings: Settings, user_id: str, *,
         if plan.marked or (plan.stale and info.id in rolled_up):
             with _waiting_lock(engine, info), transaction(engine, write=True) as conn:
                 store.mark_for_recompute(conn, info.id, plan.marked, now_us)
-                results.delete_pairs(conn, info.id, plan.stale)
-                results.delete_popularity(conn, info.id, {
-                    d + timedelta(days=i) for d in plan.stale
-                    for i in range(1, popularity_days + 1)})
+                results.drop_stale_popularity(conn, info.id, plan.stale, popularity_days)
         impressions = removed.impressions.get(info.id, 0)
         if impressions or plan.marked:
             parts.append(ErasedFrom(info.key, impressions, tuple(sorted(plan.marked))))
@@ -223,18 +220,12 @@ def _waiting_lock(engine: sa.Engine, info: ExperimentInfo,
                   wait: float = LOCK_WAIT_SECONDS) -> Iterator[None]:
     """The experiment's rollup lock, waiting up to ``wait`` seconds for a running rollup to
     finish (then :class:`Busy`)."""
-    deadline = time.monotonic() + wait
-    pause = 0.05
+    retrying = Retrying(retry=retry_if_exception_type(Busy), stop=stop_after_delay(wait),
+                        wait=wait_exponential(multiplier=0.05, max=5.0), reraise=True)
     with ExitStack() as stack:
-        while True:
-            try:
+        for attempt in retrying:
+            with attempt:
                 stack.enter_context(rollup_lock(engine, info.id, info.key))
-                break
-            except Busy:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(pause)
-                pause = min(pause * 2, 5.0)
         yield
 
 

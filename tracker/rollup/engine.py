@@ -35,7 +35,7 @@ from __future__ import annotations
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 
 import pyarrow as pa
 import sqlalchemy as sa
@@ -166,10 +166,8 @@ class _Run:
     def _drop_stale_popularity(self, conn: sa.Connection, days: set[date]) -> None:
         """The pairs of ``days`` and the popularity of the days whose window holds them:
         rebuilt when needed."""
-        reach = self.settings.rollup_popularity_days
-        results.delete_pairs(conn, self.info.id, days)
-        results.delete_popularity(conn, self.info.id, {d + timedelta(days=i) for d in days
-                                                       for i in range(1, reach + 1)})
+        results.drop_stale_popularity(conn, self.info.id, days,
+                                      self.settings.rollup_popularity_days)
 
     def _compute_days(self, plan: Plan, ids: Ids, declared: pa.Array | None,
                       summary: RollupSummary

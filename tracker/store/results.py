@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 
 import sqlalchemy as sa
 
@@ -301,3 +301,13 @@ def delete_popularity(conn: sa.Connection, experiment_id: int, days: Iterable[da
         conn.execute(sa.delete(RollupPopularity).where(
             RollupPopularity.experiment_id == experiment_id,
             RollupPopularity.day.in_(days[at:at + 500])))
+
+
+def drop_stale_popularity(conn: sa.Connection, experiment_id: int, days: Iterable[date],
+                          reach: int) -> None:
+    """Forget the interaction pairs of ``days`` and the popularity of the ``reach`` days
+    after each (whose window holds them): rebuilt by the rollup when it needs them."""
+    days = set(days)
+    delete_pairs(conn, experiment_id, days)
+    delete_popularity(conn, experiment_id, {d + timedelta(days=i) for d in days
+                                            for i in range(1, reach + 1)})
