@@ -56,6 +56,15 @@ class Unreadable:
         self.reason = reason
 
 
+def _client_id(record: Mapping[str, Any], field: str, required: bool, limits: Limits) -> str:
+    """The record's client id, or a new random one when it may be left out."""
+    key = record.get(field)
+    if key is None and not required:
+        from uuid import uuid4
+        key = uuid4().hex
+    return check_id(key, field, limits.max_id_length)
+
+
 CLOSED_STATUSES = ("stopped", "archived")
 """Experiment statuses that take no new impressions (interactions still come in: they may
 answer impressions served before the stop, until the attribution windows close)."""
@@ -78,11 +87,7 @@ class ImpressionNormalizer:
     def __call__(self, record: Mapping[str, Any], micros_ok: bool = False) -> tuple:
         limits = self.limits
         check_fields(record, IMPRESSION_FIELDS)
-        key = record.get("impression_id")
-        if key is None and not self.require_id:
-            from uuid import uuid4
-            key = uuid4().hex
-        key = check_id(key, "impression_id", limits.max_id_length)
+        key = _client_id(record, "impression_id", self.require_id, limits)
         experiment = check_key(record.get("experiment"), "experiment")
         arm = check_key(record.get("arm"), "arm")
         ids = self.arms.get((experiment, arm))
@@ -143,11 +148,7 @@ class InteractionNormalizer:
     def __call__(self, record: Mapping[str, Any], micros_ok: bool = False) -> tuple:
         limits = self.limits
         check_fields(record, INTERACTION_FIELDS)
-        key = record.get("event_id")
-        if key is None and not self.require_id:
-            from uuid import uuid4
-            key = uuid4().hex
-        key = check_id(key, "event_id", limits.max_id_length)
+        key = _client_id(record, "event_id", self.require_id, limits)
         user_id = check_id(record.get("user_id"), "user_id", limits.max_id_length)
         item_id = check_id(record.get("item_id"), "item_id", limits.max_id_length)
         event = check_id(record.get("event"), "event", EVENT_TYPE_LENGTH)
