@@ -295,12 +295,17 @@ class Tracker:
         return run_rollup(self.engine, self.settings, experiment, full=full, until=until,
                           now=now)
 
-    def metric_table(self, experiment: str, cumulative: bool = False):
+    def metric_table(self, experiment: str, cumulative: bool = False, *,
+                     view: str | None = None):
         """Per (day, arm, metric, k) sufficient statistics and means, as a DataFrame
-        (see :func:`tracker.store.computed.metric_table` for the columns)."""
-        from tracker.store.computed import metric_table
+        (see :func:`tracker.store.computed.metric_table` for the columns). ``view``:
+        ``"daily"`` (the default), ``"cumulative"`` (as ``cumulative=True``) or
+        ``"exposure_day"``: per (exposure_day, arm, metric, k), day 0 being each user's
+        first exposure day (:func:`tracker.store.computed.exposure_day_table`)."""
+        from tracker.store.computed import metric_view
 
-        return metric_table(self.engine, experiment, cumulative)
+        return metric_view(self.engine, experiment, view or
+                           ("cumulative" if cumulative else "daily"))
 
     def scorecard(self, experiment: str, *, metrics: Iterable[str] = (),
                   ks: Iterable[int] = (), cumulative: bool = True, **options):

@@ -57,17 +57,22 @@ ROLLUP_TABLES = {
     "rollup_units": "experiment_id, day, cumulative, part",
     "rollup_exposure": "experiment_id, day, cumulative, arm_id",
     "rollup_day": "experiment_id, day",
+    "rollup_first_seen": "experiment_id, day",
+    "rollup_exposure_day": "experiment_id, day, exposure_day, arm_id, metric, k",
 }
 
 
 SKIP = ("computed_at", "id")
 
 
-def dump(engine: sa.Engine) -> dict[str, list[tuple]]:
-    """Every rollup table's rows in key order, without computation times and surrogate ids."""
+def dump(engine: sa.Engine, without: tuple[str, ...] = ()) -> dict[str, list[tuple]]:
+    """Every rollup table's rows (but those ``without``) in key order, without computation
+    times and surrogate ids."""
     out = {}
     with engine.connect() as conn:
         for table, order in ROLLUP_TABLES.items():
+            if table in without:
+                continue
             rows = conn.execute(sa.text(f"SELECT * FROM {table} ORDER BY {order}")).mappings()
             out[table] = [tuple((k, v) for k, v in sorted(row.items()) if k not in SKIP)
                           for row in rows]

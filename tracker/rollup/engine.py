@@ -19,7 +19,8 @@ One run, per experiment:
    the report reads: a few per arm and metric) are kept for the end.
 3. **One last transaction** publishes those daily rows (:mod:`tracker.rollup.published`),
    recomputes the cumulative rows of every day from the first touched one on from the
-   unit-day rows (:mod:`tracker.rollup.cumulative`), and advances the watermarks if no
+   unit-day rows (:mod:`tracker.rollup.cumulative`) and the exposure-day rows
+   (:mod:`tracker.rollup.exposure_days`), and advances the watermarks if no
    catalog was declared since the run began (compare-and-set on the state's generation).
 
 Crash-safe: a run killed at any point leaves the results the report reads, daily and
@@ -47,6 +48,7 @@ from tracker.rollup import queries, retention
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cumulative import recompute_cumulative
 from tracker.rollup.day import RunContext, recompute_day
+from tracker.rollup.exposure_days import publish_exposure_days
 from tracker.rollup.lock import HeldLock, rollup_lock
 from tracker.rollup.partial import recompute_users
 from tracker.rollup.plan import Ids, KnownDay, Plan, plan_run
@@ -210,6 +212,8 @@ class _Run:
         with transaction(self.engine, write=True) as conn:
             queries.tune(conn)
             publish_daily(conn, self.info, daily, everything=start.rebuild)
+            publish_exposure_days(conn, self.info, min(daily) if daily else None, recent,
+                                  rebuild=start.rebuild)
             if daily:
                 recompute_cumulative(conn, self.info, min(daily), to_micros(self.clock),
                                      self.progress, recent=recent, declared=declared)

@@ -24,9 +24,11 @@ from __future__ import annotations
 import pandas as pd
 import sqlalchemy as sa
 
+from tracker.errors import ValidationError
 from tracker.store import results
 from tracker.store.db import require_current_schema, transaction
 from tracker.store.experiments import get_experiment
+from tracker.store.rollup_tables import RollupExposureDay
 
 METRIC_COLUMNS = ["day", "arm", "metric", "k", "kind", "users", "mean", "sum", "sum_sq",
                   "impressions", "impressions_sq", "ratio_sum", "ratio_sum_sq", "ratio_cross",
@@ -56,6 +58,53 @@ def metric_table(engine: sa.Engine, experiment: str, cumulative: bool = False) -
     users = frame["users"].where(frame["users"] > 0)
     frame["mean"] = (frame["sum"] / users).where(frame["kind"] == "user", frame["sum"])
     return frame[METRIC_COLUMNS].reset_index(drop=True)
+
+
+VIEWS = ("daily", "cumulative", "exposure_day")
+EXPOSURE_DAY_COLUMNS = ["exposure_day"] + METRIC_COLUMNS[1:]
+
+
+def metric_view(engine: sa.Engine, experiment: str, view: str) -> pd.DataFrame:
+    """:func:`metric_table` (``view`` daily or cumulative) or :func:`exposure_day_table`."""
+    if view not in VIEWS:
+        raise ValidationError(f"unknown view {view!r}: expected one of {', '.join(VIEWS)}",
+                              field="view")
+    if view == "exposure_day":
+        return exposure_day_table(engine, experiment)
+    return metric_table(engine, experiment, cumulative=view == "cumulative")
+
+
+def exposure_day_table(engine: sa.Engine, experiment: str) -> pd.DataFrame:
+    """Per-user metrics by days since exposure: one row per (exposure_day, arm, metric, k),
+    day 0 being each user's first day with an impression of the experiment, summed over the
+    calendar days (see :mod:`tracker.rollup.exposure_days`). The columns of
+    :func:`metric_table` with ``exposure_day`` (int) in place of ``day``; ``kind`` is always
+    ``"user"`` (set-level metrics have no exposure-day value); ``provisional`` when any of
+    the calendar days added up is."""
+    frame = _arm_frame(engine, experiment, _exposure_day_rows,
+                       ["exposure_day", "arm_id", "metric", "k", "users", "sum", "sum_sq",
+                        "impressions", "impressions_sq", "ratio_sum", "ratio_sum_sq",
+                        "ratio_cross", "provisional"])
+    frame["exposure_day"] = frame["exposure_day"].astype("int64")
+    frame["users"] = frame["users"].astype("int64")
+    frame["kind"] = "user"
+    frame["k"] = frame["k"].where(frame["k"] > 0).astype("Int64")
+    frame["mean"] = frame["sum"] / frame["users"].where(frame["users"] > 0)
+    return frame[EXPOSURE_DAY_COLUMNS].reset_index(drop=True)
+
+
+def _exposure_day_rows(conn: sa.Connection, experiment_id: int) -> list[tuple]:
+    """``rollup_exposure_day`` added up over calendar days, per (exposure day, arm, metric,
+    k): the sufficient statistics add."""
+    table = RollupExposureDay.__table__
+    keys = [table.c.exposure_day, table.c.arm_id, table.c.metric, table.c.k]
+    summed = [sa.func.sum(table.c[name]) for name in
+              ("users", "sum", "sum_sq", "impressions", "impressions_sq", "ratio_sum",
+               "ratio_sum_sq", "ratio_cross")]
+    provisional = sa.func.max(sa.case((table.c.provisional, 1), else_=0))
+    return [tuple(row) for row in conn.execute(
+        sa.select(*keys, *summed, provisional).where(table.c.experiment_id == experiment_id)
+        .group_by(*keys).order_by(*keys))]
 
 
 def health_table(engine: sa.Engine, experiment: str, cumulative: bool = False) -> pd.DataFrame:

@@ -28,6 +28,11 @@
   catalog).
 - ``rollup_metric``: the arm-day sufficient statistics, daily and cumulative.
 - ``rollup_health``: users, impressions and crossover users per arm (arm 0: the experiment).
+- ``rollup_first_seen``: per experiment and day, the users whose first unit row in the
+  experiment is that day (Arrow IPC, ``first_seen/1``); ``rollup_exposure_day``: the arm
+  sufficient statistics of one calendar day split by days since each user's first exposure
+  (the ``exposure_day`` view adds them up over calendar days;
+  :mod:`tracker.rollup.exposure_days`).
 
 The store knows no metric: ``metric`` is a name the rollup chose, ``k`` 0 when none.
 """
@@ -152,8 +157,43 @@ class RollupHealth(Base):
     provisional: Mapped[bool] = mapped_column(sa.Boolean)
 
 
+class RollupFirstSeen(Base):
+    __tablename__ = "rollup_first_seen"
+
+    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
+    data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream, "first_seen/1"
+
+
+class RollupExposureDay(Base):
+    """The sufficient statistics of ``rollup_metric`` (per-user metrics) of one calendar
+    ``day``, over the users whose first exposure was ``exposure_day`` days before it."""
+
+    __tablename__ = "rollup_exposure_day"
+
+    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
+    exposure_day: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    arm_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    metric: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    k: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    users: Mapped[int] = mapped_column(sa.BigInteger)
+    sum: Mapped[float] = mapped_column(sa.Double)
+    sum_sq: Mapped[float] = mapped_column(sa.Double)
+    impressions: Mapped[float] = mapped_column(sa.Double)
+    impressions_sq: Mapped[float] = mapped_column(sa.Double)
+    ratio_sum: Mapped[float] = mapped_column(sa.Double)
+    ratio_sum_sq: Mapped[float] = mapped_column(sa.Double)
+    ratio_cross: Mapped[float] = mapped_column(sa.Double)
+    provisional: Mapped[bool] = mapped_column(sa.Boolean)
+
+    __table_args__ = (
+        sa.CheckConstraint("exposure_day >= 0", name="exposure_day_not_negative"),
+    )
+
+
 ROLLUP_TABLES = (
     RollupState.__table__, RollupDay.__table__, RollupUnits.__table__, RollupPairs.__table__,
     RollupPopularity.__table__, RollupExposure.__table__, RollupMetric.__table__,
-    RollupHealth.__table__,
+    RollupHealth.__table__, RollupFirstSeen.__table__, RollupExposureDay.__table__,
 )
