@@ -157,7 +157,9 @@ def daily_series(rng: np.random.Generator, users: int, lifts: np.ndarray):
 def trend_section(rng: np.random.Generator, reps: int, users: int) -> None:
     scenarios = {"A/A (no effect)": np.zeros(DAYS),
                  "constant +10 %": np.full(DAYS, 0.10),
-                 "novelty: +30 % fading (0.8^day)": 0.30 * 0.8 ** np.arange(DAYS)}
+                 "novelty: +30 % fading (0.8^day)": 0.30 * 0.8 ** np.arange(DAYS),
+                 "novelty over a loss: -5 % + 30 % x 0.8^day":
+                     -0.05 + 0.30 * 0.8 ** np.arange(DAYS)}
     low, high = band(ALPHA, reps)
     print(f"\nTrend test: {reps:,} experiments per scenario x {users:,} users per arm, "
           f"{DAYS} days since exposure; 99 % band around 5 %: [{pct(low)}, {pct(high)}]")

@@ -100,6 +100,23 @@ def test_records_have_the_logging_api_fields_and_a_valid_shape(demo):
     assert {e["event"] for e in events} == set(RELEVANCE)
 
 
+def _days_since_exposure(imps: list[dict]) -> list[int]:
+    first: dict[str, object] = {}
+    for imp in imps:
+        day = imp["served_at"].date()
+        first[imp["user_id"]] = min(first.get(imp["user_id"], day), day)
+    return [(imp["served_at"].date() - first[imp["user_id"]]).days for imp in imps]
+
+
+def _ctr(imps, attributed, keep) -> dict[str, float]:
+    shown, clicks = Counter(), Counter()
+    for imp, ranks, days in zip(imps, attributed, _days_since_exposure(imps), strict=True):
+        if keep(days):
+            shown[imp["arm"]] += 1
+            clicks[imp["arm"]] += sum(ranks)
+    return {arm: clicks[arm] / shown[arm] for arm in ARMS}
+
+
 def test_the_personalised_arm_is_truly_better_and_the_diverse_arm_covers_more(demo, attributed):
     _, imps, _ = demo
     shown, clicks, hits, distinct = Counter(), Counter(), Counter(), defaultdict(set)
@@ -113,9 +130,20 @@ def test_the_personalised_arm_is_truly_better_and_the_diverse_arm_covers_more(de
     hit_rate = {arm: hits[arm] / shown[arm] for arm in ARMS}
     assert ctr["personalised"] > 1.2 * ctr["control"]
     assert hit_rate["personalised"] > hit_rate["control"]
-    assert ctr["diverse"] < min(ctr["personalised"], ctr["control"])  # lower precision ...
+    settled = _ctr(imps, attributed, lambda days: days >= 10)  # the novelty worn off
+    assert settled["diverse"] < min(settled["personalised"], settled["control"])  # precision
     assert len(distinct["diverse"]) > len(distinct["personalised"]) > len(distinct["control"])
     assert len(distinct["diverse"]) > 0.9 * 2000  # ... for a catalog coverage near 100%
+
+
+def test_the_diverse_arms_novelty_fades_with_the_days_since_exposure(demo, attributed):
+    _, imps, _ = demo
+    early = _ctr(imps, attributed, lambda days: days == 0)
+    late = _ctr(imps, attributed, lambda days: days >= 10)
+    against = {arm: early[arm] / early["control"] / (late[arm] / late["control"])
+               for arm in ("personalised", "diverse")}  # the change of the CTR ratio
+    assert against["diverse"] > 1.3  # the clicks doubled on day 0, +20% from day 10 on
+    assert 0.85 < against["personalised"] < 1.15  # no novelty there
 
 
 def test_clicks_show_position_bias(attributed):

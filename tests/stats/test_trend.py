@@ -41,17 +41,24 @@ def _series(slope: float, start: float, seed: int, days: int = 14, sd: float = 0
     ("slope", "start", "direction"),
     [
         pytest.param(-0.01, 0.15, TrendDirection.FADING, id="positive-lift-shrinking-is-novelty"),
-        pytest.param(0.01, -0.15, TrendDirection.FADING, id="negative-lift-shrinking-is-novelty"),
-        pytest.param(-0.02, 0.10, TrendDirection.GROWING,
-                     id="gain-turning-into-a-larger-loss-is-growing"),
+        pytest.param(0.01, -0.15, TrendDirection.GROWING,
+                     id="loss-shrinking-is-primacy-users-adapt"),
+        pytest.param(-0.02, 0.10, TrendDirection.FADING,
+                     id="gain-turning-into-a-loss-is-novelty"),
         pytest.param(0.01, 0.02, TrendDirection.GROWING, id="positive-lift-growing-is-primacy"),
-        pytest.param(-0.01, -0.02, TrendDirection.GROWING, id="loss-deepening-is-growing"),
+        pytest.param(-0.01, -0.02, TrendDirection.FADING, id="loss-deepening-is-fading"),
     ],
 )
 def test_constructed_series_with_a_known_slope(slope, start, direction) -> None:
     r = trend_test(*_series(slope, start, seed=4))
     assert r.ci_low < slope < r.ci_high
     assert r.p_value < 0.001 and r.direction is direction
+
+
+def test_for_a_metric_where_lower_is_better_a_falling_lift_is_growing() -> None:
+    series = _series(-0.01, 0.15, seed=4)
+    assert trend_test(*series).direction is TrendDirection.FADING
+    assert trend_test(*series, higher_is_better=False).direction is TrendDirection.GROWING
 
 
 def test_flat_series_is_no_trend() -> None:

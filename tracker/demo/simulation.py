@@ -22,7 +22,8 @@ The experiment (traffic 1/3 each, by a stable hash of the experiment key and use
 - ``diverse``: a diversity-oriented model that interleaves the personalised model's best items
   with discoveries from the long tail (random picks among the user's 600 best long-tail
   guesses): catalog coverage near 100% and more unexpected lists, for a lower precision than
-  both other arms.
+  both other arms once its **novelty effect** (clicks out of curiosity) has faded with the
+  days since each user's first exposure (:data:`NOVELTY`).
 
 Every impression also carries ``baseline_items``: what the control model would have served for
 the same request (a shadow list; for the control arm, the list itself).
@@ -71,6 +72,11 @@ GUARDRAILS = {"song_clicks": 0.05}
 """The demo's guardrail: a model may not cost more than 5% of the clicks on recommended
 songs."""
 EVENTS = tuple(RELEVANCE)  # codes 0..3 in the arrays below
+NOVELTY, NOVELTY_DECAY = 1.0, 0.85
+"""The diverse arm's novelty effect: its click probabilities are 1 + 1.0 × 0.85^d times what
+they would be on a user's d-th day since their first exposure (twice on day 0, +44% on day
+5, +12% on day 13): a lift that fades with the days since exposure, which the report's
+``trends`` and the dashboard's chart by days since exposure show."""
 
 _DAY_US = 86_400_000_000
 _HOUR_US = 3_600_000_000
@@ -211,6 +217,7 @@ class _World:
         # users: tastes, activity, device
         self.visit_p = rng.beta(0.6, 0.9, n_users)
         self.device = rng.integers(0, len(_DEVICES), n_users)
+        self.first_exposure = np.full(n_users, np.iinfo(np.int64).max)  # UTC day numbers
         # arms: a stable hash; a few (heavy, multi-device) users leak into a second arm
         self.user_ids = [f"user-{u:05d}" for u in range(n_users)]
         self.home = np.array([assign_arm(config.key, u, config.weights) for u in self.user_ids])
@@ -278,7 +285,21 @@ class _World:
             rows = np.flatnonzero(arm == code)
             if rows.size:
                 items[rows], scores[rows] = model(rng, user[rows])
+        self._remember_first_exposure(user, served)
         return _Visits(user.size, user, arm, served, items, scores, baseline)
+
+    # ------------------------------------------------------------------ novelty
+    def _remember_first_exposure(self, user: np.ndarray, served_us: np.ndarray) -> None:
+        """Record each user's first day (UTC day number) with a served list."""
+        np.minimum.at(self.first_exposure, user, served_us // _DAY_US)
+
+    def _novelty(self, visits: _Visits) -> np.ndarray:
+        """Per visit, the factor on its click probabilities: the diverse arm's unusual lists
+        draw clicks out of curiosity at first, ``1 + NOVELTY * NOVELTY_DECAY ** d`` on the
+        user's d-th day since their first exposure, fading to 1 (1 in the other arms)."""
+        days = visits.served_us // _DAY_US - self.first_exposure[visits.user]
+        return np.where(visits.arm == ARMS.index("diverse"),
+                        1.0 + NOVELTY * NOVELTY_DECAY ** days.astype(float), 1.0)
 
     def _control(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
         length = self.config.list_length
@@ -334,7 +355,8 @@ class _World:
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(visit, item, event code, occurred_us) of every interaction the visits cause."""
         relevance = self.relevance[visits.user[:, None], visits.items]
-        clicked = rng.random(relevance.shape) < self.examination[None, :] * relevance
+        clicked = rng.random(relevance.shape) < np.minimum(
+            self.examination[None, :] * relevance * self._novelty(visits)[:, None], 1.0)
         row, col = np.nonzero(clicked)
         item = visits.items[row, col]
         # a click comes seconds to minutes after the list; deeper ranks a little later

@@ -25,6 +25,7 @@ from tracker.report.rows import (
     metric_name,
     metric_rows,
 )
+from tracker.report.trends import trends
 from tracker.stats.decision import DEFAULT_TARGET_EFFECT
 from tracker.store.experiments import ExperimentInfo, Roles
 
@@ -43,6 +44,7 @@ class Scorecard:
     guardrails: dict[str, float] = field(default_factory=dict)
     decisions: list[dict[str, Any]] = field(default_factory=list)
     target_effect: float = DEFAULT_TARGET_EFFECT
+    trends: list[dict[str, Any]] = field(default_factory=list)  # tracker.report.trends
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +54,7 @@ class Scorecard:
             "correction": self.correction, "primary": list(self.primary),
             "guardrails": dict(self.guardrails), "target_effect": self.target_effect,
             "decisions": self.decisions, "health": self.health, "metrics": self.metrics,
+            "trends": self.trends,
         }
 
     def to_csv(self) -> str:
@@ -118,7 +121,8 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
               target_effect: float = DEFAULT_TARGET_EFFECT,
               daily_health: pd.DataFrame | None = None,
               latest_received: datetime | None = None,
-              now: datetime | None = None) -> Scorecard:
+              now: datetime | None = None,
+              exposure_days: pd.DataFrame | None = None) -> Scorecard:
     """Build the scorecard from the rollup's tables (see :mod:`tracker.store.computed`).
 
     ``as_of``: the day to report (default: the latest day whose results are final, else the
@@ -161,6 +165,8 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     adjust_p_values(card.metrics, correction, level)
     for test in tests:
         adjust_intervals(test, level, intervals)
+    if exposure_days is not None:  # the exposure_day view (tracker.report.trends)
+        card.trends.extend(trends(info, exposure_days, roles.primary, level, correction))
     if cumulative:
         growth = users_per_day(health_table, info, as_of)
         card.decisions.extend(
@@ -223,4 +229,5 @@ def report(engine, experiment: str, *, cumulative: bool = True, **options) -> Sc
     return scorecard(info, read.metric_table(engine, experiment, cumulative),
                      read.health_table(engine, experiment, cumulative=True),
                      read.day_table(engine, experiment), cumulative=cumulative,
-                     daily_health=daily, **options)
+                     daily_health=daily, exposure_days=read.exposure_day_table(engine, experiment),
+                     **options)

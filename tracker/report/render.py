@@ -10,6 +10,7 @@ from typing import Any
 from tracker.metrics import catalog
 from tracker.report.card import Scorecard
 from tracker.report.rows import P_FLOOR, metric_name
+from tracker.report.trends import trend_notes
 from tracker.table import Column, table_lines
 
 
@@ -68,6 +69,7 @@ def render_table(card: Scorecard, only: tuple[str, ...] | None = None, *,
     if decisions:
         lines += render_decisions(card)
     lines += render_health(card)
+    lines += trend_notes(card.trends)
     rows = [r for r in card.metrics
             if only is None or metric_name(r["metric"], r["k"]) in only]
     if not rows:

@@ -22,12 +22,19 @@ experiments with persistent users (``benchmarks/cuped.py``; positively
 correlated days make face-value variances too large for a slope, and
 day-to-day heterogeneity would make them too small).
 
-When β is significant at ``level`` the effect is called **fading** (novelty)
-when the fitted lift on the last day is closer to 0 than on the first day,
-|α + β d_last| < |α + β d_first|, and **growing** (primacy) otherwise. (Comparing
-the first day's sign with β's instead would call most A/A false alarms
-"fading": a line through noise around 0 crosses 0 mid-way, so its ends have
-opposite signs.)
+When β is significant at ``level`` the effect is called **fading** (novelty) when
+the slope runs against the metric's good direction (β < 0 for a metric where higher
+is better): the treatment looks better early than later, so its early lift overstates
+the long run, whether the lift shrinks towards 0 or a gain turns into a loss. It is
+called **growing** (primacy) when the slope runs with it: users adapt to the change
+and the treatment looks better the longer they are exposed (a loss that shrinks, a gain
+that grows). This is the definition of novelty and primacy effects in online
+experiments (Sadeghi et al. 2021, "Novelty and Primacy: A Long-Term Estimator for Online
+Experiments", arXiv 2102.12893): the sign of the change of the treatment effect over
+exposure. With no trend, a false alarm is
+called either way with even odds (the slope's sign is symmetric). (An earlier rule,
+"fading" when the fitted lift's magnitude shrinks, called a novelty that takes a small
+long-run loss through a large early gain "growing": its fitted line crosses 0.)
 
 Worked example: lifts 0.10, 0.08, 0.06, 0.05, 0.03 on days 0–4, each with
 variance 1e-4: d̄ = 2, Σ(d − d̄)² = 10, Σ (d − d̄) L = −0.17, so β = −0.017 per
@@ -56,8 +63,8 @@ from tracker.stats.results import Reason, check_level
 class TrendDirection(StrEnum):
     """What a significant slope means for the effect; ``NONE`` when not significant."""
 
-    FADING = "fading"  # novelty: the lift moves towards 0 with days since exposure
-    GROWING = "growing"  # primacy: the lift moves away from 0
+    FADING = "fading"  # novelty: the effect worsens with days since exposure
+    GROWING = "growing"  # primacy: the effect improves with days since exposure
     NONE = "none"
 
 
@@ -99,9 +106,11 @@ def _series(days: ArrayLike, estimates: ArrayLike, variances: ArrayLike) -> tupl
 
 
 def trend_test(
-    days: ArrayLike, estimates: ArrayLike, variances: ArrayLike, *, level: float = 0.95
+    days: ArrayLike, estimates: ArrayLike, variances: ArrayLike, *, level: float = 0.95,
+    higher_is_better: bool = True,
 ) -> Trend:
-    """Weighted least-squares slope of ``estimates`` over ``days`` (see the module docstring)."""
+    """Weighted least-squares slope of ``estimates`` over ``days`` (see the module docstring);
+    ``higher_is_better``: the metric's good direction, which names a significant slope."""
     level = check_level(level)
     d, y, v = _series(days, estimates, variances)
     df = d.size - 2
@@ -122,9 +131,9 @@ def trend_test(
     std_error = math.sqrt(dispersion / sxx)
     q = float(sps.t.ppf(0.5 + level / 2, df))
     p_value = float(2 * sps.t.sf(abs(slope) / std_error, df))
-    first, last = (abs(intercept + slope * float(day)) for day in (d.min(), d.max()))
     direction = TrendDirection.NONE
     if p_value < 1 - level:
-        direction = TrendDirection.FADING if last < first else TrendDirection.GROWING
+        worsens = (slope < 0) == higher_is_better
+        direction = TrendDirection.FADING if worsens else TrendDirection.GROWING
     return Trend(slope, slope - q * std_error, slope + q * std_error, std_error, p_value, df,
                  intercept, dispersion, level, direction, Reason.OK)
