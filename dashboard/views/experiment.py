@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import components, data
+from dashboard import components, data, exposure
 from tracker.durations import format_duration
 from tracker.metrics import catalog
 from tracker.report import LOWER_IS_BETTER, METRIC_ORDER
@@ -82,6 +82,7 @@ st.markdown(f"**Lift of {label} against {info.control} over time**")
 components.lift_chart(lifts, colours)
 st.download_button("Download time series (CSV)", values.to_csv(index=False),
                    f"{key}-{label}-{window}.csv", "text/csv")
+exposure.section(key, card, metric, metric_k, colours)  # lift by days since exposure
 
 st.subheader("Users per arm")
 components.users_chart(data.users_over_time(key), colours)

@@ -8,6 +8,7 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 import streamlit as st
 from click.testing import CliRunner
@@ -19,6 +20,7 @@ from tracker.cli import main
 from tracker.demo import ARMS, DemoConfig, load
 from tracker.metrics import catalog
 from tracker.report import report
+from tracker.store import computed
 from tracker.store.db import create_engine, transaction
 from tracker.store.experiments import get_experiment
 
@@ -215,7 +217,7 @@ def test_every_chart_gives_each_arm_one_colour_and_counts_days(demo_url, monkeyp
     _clean(at)
     specs = [json.loads(e.proto.spec) for e in at.main
              if getattr(e, "type", "") == "vega_lite_chart"]
-    assert len(specs) == 3  # metric, lift, users
+    assert len(specs) == 4  # metric, lift, lift by days since exposure, users
     expected = components.arm_colours(list(ARMS), "control")
     assert expected["control"] == components.CONTROL_COLOUR
     for spec in specs:
@@ -227,7 +229,37 @@ def test_every_chart_gives_each_arm_one_colour_and_counts_days(demo_url, monkeyp
             if x.get("type") == "temporal":
                 assert x["timeUnit"] == "utcyearmonthdate"
                 assert x["axis"]["tickCount"]["interval"] == "day"
-    split = [m for m in _marks(specs[2]) if m["type"] == "rule"]
+    split = [m for m in _marks(specs[3]) if m["type"] == "rule"]
     assert split and split[0]["strokeDash"] and split[0]["strokeWidth"] >= 2
-    bands = [m for spec in specs[:2] for m in _marks(spec) if m["type"] == "area"]
-    assert len(bands) == 2 and all(m["opacity"] >= 0.2 for m in bands)
+    bands = [m for spec in specs[:3] for m in _marks(spec) if m["type"] == "area"]
+    assert len(bands) == 3 and all(m["opacity"] >= 0.2 for m in bands)
+
+
+def test_experiment_page_charts_the_lift_by_days_since_exposure(demo_url, monkeypatch):
+    at = _app(demo_url, monkeypatch).run()
+    at.switch_page("views/experiment.py").run()
+    _clean(at)
+    assert "Lift by days since exposure" in [s.value for s in at.subheader]
+    charts = [e for e in at.main if getattr(e, "type", "") == "vega_lite_chart"]
+    (chart,) = [e for e in charts if any(x.get("field") == "exposure_day"
+                                         for x in _encodings(json.loads(e.proto.spec), "x"))]
+    assert {m["type"] for m in _marks(json.loads(chart.proto.spec))} == {"area", "line", "rule"}
+    # the chart's rows are the exposure_day view's lifts, per treatment arm and day
+    frames = [pa.ipc.open_stream(d.data.data).read_all().to_pandas()
+              for d in chart.proto.datasets]
+    rows = [r for f in frames if "exposure_day" in f for r in f.to_dict("records")]
+    engine = create_engine(demo_url)
+    try:
+        table = computed.exposure_day_table(engine, SMALL.key)
+    finally:
+        engine.dispose()
+    treated = [a for a in ARMS if a != "control"]
+    days = sorted(set(table["exposure_day"]))
+    assert sorted({(r["arm"], r["exposure_day"]) for r in rows}) == sorted(
+        (arm, day) for arm in treated for day in days)
+    # one line per treatment arm: the report's trend of the metric charted (ndcg@10)
+    card = _card(demo_url)
+    notes = [m.value for m in at.markdown if m.value.startswith("**") and ":" in m.value
+             and any(m.value.startswith(f"**{arm}**") for arm in treated)]
+    assert [n.split("**")[1] for n in notes] == [t["arm"] for t in card.trends
+                                                 if t["metric"] == "ndcg@10"]
