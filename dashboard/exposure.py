@@ -58,7 +58,8 @@ def section(key: str, card: Scorecard, metric: str, k: int | None,
 def chart(frame: pd.DataFrame, colours: dict[str, str]) -> None:
     """Each treatment arm's lift by days since exposure with its interval band; a rule at 0."""
     treated = {a: c for a, c in colours.items() if a in set(frame["arm"])}
-    colour = alt.Color("arm:N", sort=list(treated), legend=alt.Legend(title="arm"),
+    colour = alt.Color("arm:N", sort=list(treated),
+                       legend=alt.Legend(title="arm", symbolOpacity=1, symbolType="circle"),
                        scale=alt.Scale(domain=list(treated), range=list(treated.values())))
     x = alt.X("exposure_day:Q", title="days since first exposure",
               axis=alt.Axis(tickMinStep=1, format="d", grid=False))

@@ -31,7 +31,7 @@ if chromium() is None and not os.environ.get("CI"):
     pytest.skip("chromium is not installed (apt-get install -y chromium); CI installs it",
                 allow_module_level=True)
 
-CHARTS_READY = ("document.querySelectorAll('.vega-embed canvas, .vega-embed svg').length >= 3"
+CHARTS_READY = ("document.querySelectorAll('.vega-embed canvas, .vega-embed svg').length >= 4"
                 " && document.querySelector('.tr-table') !== null")
 OVERFLOW = ("[document.documentElement.scrollWidth, ...Array.from(document.querySelectorAll("
             "'[data-testid=\"stMain\"], [data-testid=\"stMainBlockContainer\"]'), "
@@ -56,6 +56,7 @@ def test_dashboard_in_a_real_browser(tracker, db_url):
                          CHARTS_READY, timeout=90)
             text = browser.text()
             assert all(arm in text for arm in ARMS), text[:2000]
+            assert "Lift by days since exposure" in text and "days since first exposure" in text
             assert browser.evaluate(ERRORS) == 0, text[:2000]
             tops = {name: browser.evaluate(f"{TOP}('{selector}')") for name, selector in
                     [("decision", ".tr-decision"), ("health", ".tr-health"),
