@@ -61,7 +61,10 @@ The JSON form (:meth:`Scorecard.to_dict`) is a stable interface:
   metrics, which no test backs). Numbers that cannot be computed are null and ``reason``
   says why (e.g. ``zero_variance``). A metric missing from the catalogue (stored by an older
   version) has null ``group`` and ``direction`` and no
-  verdict.
+  verdict;
+- ``trends``: per primary metric and treatment arm, the slope of the lift over days since
+  exposure and whether it fades (novelty) or grows (primacy): see
+  :mod:`tracker.report.trends`.
 """
 
 

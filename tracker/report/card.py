@@ -136,7 +136,7 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     data lag; default: ``days.attrs["latest_received"]``, set by the day table).
     ``target_effect``: the relative effect each primary must be able to detect before
     ``no_detectable_effect`` is said (the cumulative view decides; a daily view has no
-    decisions).
+    decisions). ``exposure_days``: the view the ``trends`` are fitted to (none without it).
     """
     level = stats.results.check_level(level)
     if intervals not in ("fixed_horizon", "sequential"):
