@@ -4,9 +4,10 @@ the rollup: reading the results needs no attribution or metric code, and the das
 reads only computed tables, imports nothing of :mod:`tracker.rollup`.
 
 :func:`metric_table` returns one row per (day, arm, metric, k) with the sufficient statistics
-and the mean; :func:`health_table` the users, impressions and crossover users per arm and
-day (``arm`` empty for the whole experiment). ``k`` is empty (``<NA>``) for metrics without a
-cutoff (``r_precision``, ``song_clicks``).
+and the mean (:func:`exposure_day_table` the same per days since each user's first exposure,
+:func:`metric_view` any of the three views by name); :func:`health_table` the users,
+impressions and crossover users per arm and day (``arm`` empty for the whole experiment).
+``k`` is empty (``<NA>``) for metrics without a cutoff (``r_precision``, ``song_clicks``).
 
 Columns of :func:`metric_table`: ``day, arm, metric, k, kind, users, mean, sum, sum_sq,
 impressions, impressions_sq, ratio_sum, ratio_sum_sq, ratio_cross, provisional``.
