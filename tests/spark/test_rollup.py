@@ -47,6 +47,10 @@ SCENARIOS = {
     # a 23-hour day in the experiment's time zone, and a declared catalog
     "dst-day-in-paris-with-a-catalog": dict(seed=5, days=3, users=10, impressions=70,
                                             start=DST, zone="Europe/Paris", catalog=True),
+    # every user's day cut into slices of one impression (what a bot's day gets), each
+    # scored apart with the interactions of its span: the sums add up to the same rows
+    "users-split-into-slices-of-one-impression": dict(seed=3, days=3, users=14,
+                                                      impressions=90, user_rows=1),
 }
 
 
@@ -54,6 +58,7 @@ SCENARIOS = {
 def test_both_engines_give_the_same_rows(spark, tracker, tmp_path, scenario):
     options = dict(SCENARIOS[scenario])
     zone, catalog = options.pop("zone", "UTC"), options.pop("catalog", False)
+    user_rows = options.pop("user_rows", 50_000)
     create(tracker, timezone=zone)
     imps, events = make_logs(**options)
     if catalog:
@@ -64,7 +69,7 @@ def test_both_engines_give_the_same_rows(spark, tracker, tmp_path, scenario):
     # the lake written by the generator, with duplicates and conflicts the database never
     # took (it keeps the first logged, which is the one the lake's rule keeps)
     write_lake(tmp_path, *with_duplicates_and_conflicts(imps, events), files=3)
-    [summary] = _spark_rollup(spark, tracker, tmp_path, full=True)
+    [summary] = _spark_rollup(spark, tracker, tmp_path, full=True, user_rows=user_rows)
     assert summary.full and summary.days_recomputed
     assert_same_rows(report_rows(tracker.engine), expected)
 

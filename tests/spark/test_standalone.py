@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.conftest import BACKEND
-from tests.spark.conftest import LOCAL_CONF, ROOT, spark_environment
 from tests.rollup.scenario import create, make_logs
+from tests.spark.conftest import LOCAL_CONF, ROOT, spark_environment
 from tests.spark.lakefiles import T, impression, interaction, write, write_interactions
 from tests.spark.rollups import assert_same_rows, report_rows, write_lake
 from tests.spark.support import SKIP_REASON

@@ -17,19 +17,24 @@ the inputs that span users (item popularity, each day's extent).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from tracker.rollup.days import day_start
 from tracker.rollup.popularity import Popularity
 from tracker.store.experiments import ExperimentInfo
 
-BUCKETS = 64
-"""User buckets per day (groups: buckets x days; each is one Arrow table in a worker)."""
+GROUP_ROWS = 200_000
+"""Impressions a group holds on average: the user buckets of a run are the largest day's
+impressions over this (a group is one Arrow table in a Python worker: ~1 KB an impression
+of 10 items with the scorer's temporaries, so ~200 MB)."""
+USER_ROWS = 50_000
+"""A user's day of more impressions than this is split into slices (:func:`_slices`)."""
 
 
 def local_day(micros: Column, zone: str) -> Column:
@@ -91,21 +96,57 @@ def _days_filter(days: list[date] | None) -> Column:
     return F.lit(True) if days is None else F.col("_day").isin(days)
 
 
-def grouped(f: Frames, days: list[date] | None, buckets: int) -> tuple[DataFrame, DataFrame]:
+def grouped(f: Frames, days: list[date] | None, buckets: int,
+            user_rows: int = USER_ROWS) -> tuple[DataFrame, DataFrame]:
     """The impressions of ``days`` (None: every day) and the interactions that may answer
-    them, each with its group (``_bucket, _day``)."""
+    them, each with its group (``_bucket, _day, _slice``); a user's day of more than
+    ``user_rows`` impressions is split into slices (:func:`_slices`)."""
     impressions = f.impressions.where(_days_filter(days)).withColumn(
         "_bucket", bucket_of(F.col("user"), buckets))
-    columns = ["_bucket", "_day", "user", "item", "event", "at", "named"]
+    columns = ["_bucket", "_day", "_slice", "user", "item", "event", "at", "named"]
     by_time = f.interactions.where(F.col("named").isNull()).withColumn(
         "_day", F.explode(F.sequence(local_day(F.col("at") - f.window_us, f.zone),
                                      local_day(F.col("at"), f.zone))))
     by_time = by_time.where(_days_filter(days)).withColumn(
-        "_bucket", bucket_of(F.col("user"), buckets)).select(*columns)
-    named = impressions.select(F.col("impression_id").alias("named"), "_day", "_bucket")
+        "_bucket", bucket_of(F.col("user"), buckets))
+    impressions, by_time = _slices(impressions, by_time, f.window_us, user_rows)
+    named = impressions.select(F.col("impression_id").alias("named"), "_day", "_bucket",
+                               "_slice")
     keyed = f.interactions.where(F.col("named").isNotNull()).join(named, "named") \
         .select(*columns)
-    return impressions, by_time.unionByName(keyed)
+    return impressions, by_time.select(*columns).unionByName(keyed)
+
+
+def _slices(impressions: DataFrame, by_time: DataFrame, window_us: int,
+            user_rows: int) -> tuple[DataFrame, DataFrame]:
+    """``_slice``: 0, except for a user's day of more than ``user_rows`` impressions (a
+    bot, a crawler), cut in serving order into slices of ``user_rows``, each one group with
+    the user's interactions of its span ``[first served, last served + window]`` (the
+    slices' per-user sums add up on the driver). So no group holds more than its bucket's
+    share of ordinary users plus one slice, whatever one user logs."""
+    heavy = (impressions.groupBy("user", "_day").count()
+             .where(F.col("count") > user_rows).select("user", "_day").collect())
+    if not heavy:
+        return impressions.withColumn("_slice", F.lit(0)), by_time.withColumn("_slice",
+                                                                             F.lit(0))
+    spark = impressions.sparkSession
+    heavy_frame = F.broadcast(spark.createDataFrame(heavy, "user string, _day date"))
+    ordered = Window.partitionBy("user", "_day").orderBy("served", "impression_id")
+    sliced = (impressions.join(heavy_frame, ["user", "_day"], "left_semi")
+              .withColumn("_slice", F.floor((F.row_number().over(ordered) - 1) / user_rows)
+                          .cast("int") + 1))
+    spans = F.broadcast(sliced.groupBy("user", "_day", "_slice").agg(
+        F.min("served").alias("_first"), F.max("served").alias("_last")))
+    light = impressions.join(heavy_frame, ["user", "_day"], "left_anti") \
+        .withColumn("_slice", F.lit(0))
+    heavy_events = (by_time.join(heavy_frame, ["user", "_day"], "left_semi")
+                    .join(spans, ["user", "_day"])
+                    .where((F.col("at") >= F.col("_first"))
+                           & (F.col("at") <= F.col("_last") + window_us)))
+    light_events = by_time.join(heavy_frame, ["user", "_day"], "left_anti") \
+        .withColumn("_slice", F.lit(0))
+    return (light.unionByName(sliced),
+            light_events.unionByName(heavy_events.drop("_first", "_last")))
 
 
 def popularity(f: Frames, days: list[date], window_days: int) -> dict[date, Popularity]:
@@ -113,16 +154,23 @@ def popularity(f: Frames, days: list[date], window_days: int) -> dict[date, Popu
     whose window holds no pair is absent: empty)."""
     if not days:
         return {}
+    first = day_start(min(days) - timedelta(days=window_days), f.zone)
+    events = f.interactions.where((F.col("at") >= first)
+                                  & (F.col("at") < day_start(max(days), f.zone)))
     served = f.impressions.select("user", "_day").distinct()
-    pairs = (f.interactions.withColumn("_day", local_day(F.col("at"), f.zone))
+    pairs = (events.withColumn("_day", local_day(F.col("at"), f.zone))
              .join(served, ["user", "_day"], "left_semi")
              .select("_day", "item", "user").distinct())
     ahead = pairs.withColumn("_for", F.explode(F.sequence(
         F.date_add("_day", 1), F.date_add("_day", window_days)))).where(F.col("_for").isin(days))
-    counts = ahead.groupBy("_for", "item").agg(F.count_distinct("user").alias("users"))
-    totals = {row["_for"]: int(row["n"]) for row in
-              ahead.groupBy("_for").agg(F.count_distinct("user").alias("n")).collect()}
-    table = counts.toArrow()
+    ahead = ahead.select("_for", "item", "user").distinct().persist()
+    try:
+        # (day, item, user) distinct: an item's users are its rows
+        table = ahead.groupBy("_for", "item").agg(F.count(F.lit(1)).alias("users")).toArrow()
+        totals = {row["_for"]: int(row["n"]) for row in
+                  ahead.groupBy("_for").agg(F.count_distinct("user").alias("n")).collect()}
+    finally:
+        ahead.unpersist()
     out = {}
     for day, n_users in totals.items():
         rows = table.filter(pc.equal(table["_for"], pa.scalar(day, pa.date32())))

@@ -204,15 +204,27 @@ def _required(schema: pa.Schema) -> list:
 
 
 def _deduplicated(raw: DataFrame, kind: str, files: int, sample: int) -> LakeLog:
-    """One row per id (the first, module docstring) and the counts of one pass."""
+    """One row per id (the first, module docstring) and the counts.
+
+    Most ids come once: only the rows of ids seen more than once (found from a shuffle of
+    the ids alone) are ranked by a window; the others pass through without a sort."""
     key, time = IDS[kind], TIMES[kind]
     payload = [name for name in SCHEMAS[kind].names if name != key]
+    # the required columns are read here, so that a null in one fails the read (their
+    # check is in the columns' expressions: :func:`_required`)
+    checks = [F.max(F.isnull(F.col(f.name))).alias(f"_null_{f.name}")
+              for f in SCHEMAS[kind] if not f.nullable and f.name != key]
+    per_id = raw.groupBy(key).agg(F.count(F.lit(1)).alias("_n"), *checks)
+    # few in a sound log: kept for the run, and broadcast to the joins below
+    repeated = F.broadcast(per_id.where(F.col("_n") > 1).select(key).persist())
     ordered = Window.partitionBy(key).orderBy(F.col(time).asc_nulls_first(),
                                               *(F.col(c).asc_nulls_first() for c in payload))
-    ranked = (raw.withColumn("_row", F.row_number().over(ordered))
-                 .withColumn("_payload", F.dense_rank().over(ordered)))
+    ranked = (raw.join(repeated, key, "left_semi")
+              .withColumn("_row", F.row_number().over(ordered))
+              .withColumn("_payload", F.dense_rank().over(ordered)))
+    total = per_id.agg(F.sum("_n").alias("rows"),
+                       *[F.max(c) for c in per_id.columns[2:]]).first()["rows"] or 0
     counts = ranked.agg(
-        F.count(F.lit(1)).alias("rows"),
         F.sum(F.when((F.col("_row") > 1) & (F.col("_payload") == 1), 1).otherwise(0))
         .alias("duplicates"),
         F.count_distinct(F.when(F.col("_payload") > 1, F.col(key))).alias("conflicts"),
@@ -223,6 +235,6 @@ def _deduplicated(raw: DataFrame, kind: str, files: int, sample: int) -> LakeLog
         found = (ranked.where(F.col("_payload") == 2).select(key).distinct()
                  .orderBy(key).limit(sample).collect())
         names = tuple(row[key] for row in found)
-    rows = ranked.where(F.col("_row") == 1).drop("_row", "_payload")
-    return LakeLog(rows, files, int(counts["rows"]), int(counts["duplicates"] or 0),
-                   conflicts, names)
+    rows = raw.join(repeated, key, "left_anti").unionByName(
+        ranked.where(F.col("_row") == 1).drop("_row", "_payload"))
+    return LakeLog(rows, files, int(total), int(counts["duplicates"] or 0), conflicts, names)

@@ -25,6 +25,7 @@ the tracker database):
 
 from __future__ import annotations
 
+import logging
 import tempfile
 import time
 from contextlib import contextmanager
@@ -36,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -51,7 +53,15 @@ from tracker.rollup.queries import DayExtent
 from tracker.rollup.summary import RollupSummary
 from tracker.spark import plan
 from tracker.spark.cumulative import cumulative_rows
-from tracker.spark.frames import BUCKETS, Frames, extents, frames, grouped, popularity
+from tracker.spark.frames import (
+    GROUP_ROWS,
+    USER_ROWS,
+    Frames,
+    extents,
+    frames,
+    grouped,
+    popularity,
+)
 from tracker.spark.groups import CATALOG, EXPOSURE, UNIT, GroupConfig, score_group
 from tracker.spark.lake import Lake, read_lake
 from tracker.spark.state import StateDir
@@ -61,25 +71,31 @@ from tracker.store.experiments import ExperimentInfo, get_experiment
 from tracker.store.experiments import catalog as declared_items
 from tracker.store.types import to_micros
 
+LOG = logging.getLogger("tracker.spark")
 OUTPUT_DDL = ("kind tinyint, day date, key string, arm bigint, impressions bigint, "
               "sums array<double>, counts array<double>")
 
 
 def rollup(spark: SparkSession, impressions: str | Path, interactions: str | Path, *,
            experiment: str | None = None, state: str | Path | None = None,
-           database_url: str | None = None, full: bool = False, buckets: int = BUCKETS,
-           now: datetime | None = None) -> list[RollupSummary]:
+           database_url: str | None = None, full: bool = False, buckets: int | None = None,
+           user_rows: int = USER_ROWS, now: datetime | None = None) -> list[RollupSummary]:
     """Roll up one experiment (by key) or every experiment from the lake's Parquet logs
     into the tracker database (``database_url``, default ``TRACKER_DATABASE_URL``).
 
     ``state``: the state directory (one folder per experiment inside); None keeps it in a
-    temporary directory, so every run rebuilds. ``full``: rebuild even with state. Raises
-    :class:`~tracker.errors.Busy` when another rollup of the experiment is running."""
+    temporary directory, so every run rebuilds. ``full``: rebuild even with state.
+    ``buckets``: user buckets per day (default: the largest day's impressions over
+    :data:`~tracker.spark.frames.GROUP_ROWS`); ``user_rows``: a user's day of more
+    impressions is scored in slices of that many (:func:`tracker.spark.frames.grouped`).
+    Raises :class:`~tracker.errors.Busy` when another rollup of the experiment is running.
+    """
     settings = Settings.from_env()
     if database_url is not None:
         settings = replace(settings, database_url=database_url)
-    if buckets < 1:
-        raise ValueError(f"buckets must be at least 1, got {buckets}")
+    for name, value in (("buckets", buckets), ("user_rows", user_rows)):
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
     engine = create_engine(settings.database_url, settings)
     try:
         require_current_schema(engine)
@@ -89,14 +105,16 @@ def rollup(spark: SparkSession, impressions: str | Path, interactions: str | Pat
         if experiment is not None and not targets:
             raise NotFound(f"no experiment {experiment!r}")
         with _utc_session(spark), _state_root(state) as root:
-            lake = read_lake(spark, impressions, interactions)
+            with _phase("lake"):
+                lake = read_lake(spark, impressions, interactions)
             files = (plan.listing(impressions, "impressions"),
                      plan.listing(interactions, "interactions"))
             out = []
             for info in targets:
                 with rollup_lock(engine, info.id, info.key) as lock:
                     job = _Run(spark, engine, settings, info, lake, files,
-                               StateDir(root / info.key), buckets, now or datetime.now(UTC))
+                               StateDir(root / info.key), (buckets, user_rows),
+                               now or datetime.now(UTC))
                     out.append(job.run(full, lock))
             return out
     finally:
@@ -124,14 +142,23 @@ def _state_root(state: str | Path | None):
         yield Path(folder)
 
 
+@contextmanager
+def _phase(name: str):
+    """Log how long a step of a run took (logger ``tracker.spark``, level INFO)."""
+    started = time.perf_counter()
+    yield
+    LOG.info("%s: %.2f s", name, time.perf_counter() - started)
+
+
 class _Run:
     """One run of one experiment."""
 
     def __init__(self, spark, engine, settings: Settings, info: ExperimentInfo, lake: Lake,
-                 files: tuple[dict, dict], store: StateDir, buckets: int,
+                 files: tuple[dict, dict], store: StateDir, groups: tuple[int | None, int],
                  clock: datetime) -> None:
         self.spark, self.engine, self.settings, self.info = spark, engine, settings, info
-        self.lake, self.files, self.store, self.buckets = lake, files, store, buckets
+        self.lake, self.files, self.store = lake, files, store
+        self.buckets, self.user_rows = groups
         self.clock = clock
         self.layout = Layout.for_cutoffs(list(info.cutoffs))
 
@@ -153,13 +180,21 @@ class _Run:
         started = time.perf_counter()
         summary = RollupSummary(self.info.key, full)
         f = frames(self.info, self.lake.impressions.rows, self.lake.interactions.rows)
-        days, rebuild = self._days(f, full)
-        summary.full = rebuild
-        declared_list = self._declared_list()
-        declared = pa.array(sorted(set(declared_list)), pa.string()) if declared_list \
-            else None
-        daily = self._compute(f, days, declared, summary) if days else {}
-        with transaction(self.engine, write=True) as conn:
+        # read and deduplicated once: the plan, the popularity and the groups reuse them
+        f = replace(f, impressions=f.impressions.persist(StorageLevel.MEMORY_AND_DISK),
+                    interactions=f.interactions.persist(StorageLevel.MEMORY_AND_DISK))
+        try:
+            with _phase("plan"):
+                days, rebuild = self._days(f, full)
+            summary.full = rebuild
+            declared_list = self._declared_list()
+            declared = pa.array(sorted(set(declared_list)), pa.string()) if declared_list \
+                else None
+            daily = self._compute(f, days, declared, summary) if days else {}
+        finally:
+            f.impressions.unpersist()
+            f.interactions.unpersist()
+        with _phase("commit"), transaction(self.engine, write=True) as conn:
             publish_daily(conn, self.info, daily, everything=rebuild)
             if rebuild:
                 results.clear_state(conn, self.info.id)  # the default engine's, now stale
@@ -198,22 +233,29 @@ class _Run:
                  summary: RollupSummary) -> dict[date, DayResult]:
         """The days scored on Spark, their state written, their rows built."""
         info = self.info
-        config = GroupConfig(info.relevance, f.window_us, tuple(info.cutoffs),
-                             popularity(f, days, self.settings.rollup_popularity_days))
-        impressions, interactions = grouped(f, days, self.buckets)
+        with _phase("popularity"):
+            config = GroupConfig(info.relevance, f.window_us, tuple(info.cutoffs),
+                                 popularity(f, days, self.settings.rollup_popularity_days))
+        with _phase("extents"):
+            extent_of = extents(f, days)
+        largest = max((e.impressions for e in extent_of.values()), default=0)
+        buckets = self.buckets or max(1, -(-largest // GROUP_ROWS))
+        impressions, interactions = grouped(f, days, buckets, self.user_rows)
 
         def score(key, left: pa.Table, right: pa.Table) -> pa.Table:
             return score_group(config, key[1].as_py(), left, right)
 
-        scored = (impressions.groupBy("_bucket", "_day")
-                  .cogroup(interactions.groupBy("_bucket", "_day"))
+        scored = (impressions.groupBy("_bucket", "_day", "_slice")
+                  .cogroup(interactions.groupBy("_bucket", "_day", "_slice"))
                   .applyInArrow(score, OUTPUT_DDL))
-        scored.write.mode("overwrite").parquet(str(self.store.scored))
-        exposures, catalogs = self._exposures(days)
+        with _phase("score"):
+            scored.write.mode("overwrite").parquet(str(self.store.scored))
+        with _phase("exposure"):
+            exposures, catalogs = self._exposures(days)
         context = RunContext(self.engine, None, self.settings, info, self.clock, declared,
                              None)
         daily = {}
-        for day, extent in sorted(extents(f, days).items()):
+        for day, extent in sorted(extent_of.items()):
             totals = self._units(day)
             exposed = exposures.get(day, {})
             catalog = catalogs.get(day, np.empty(0, dtype=object))
