@@ -23,6 +23,7 @@ files of 1M rows (the lake layout). Measured:
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import resource
 import subprocess
@@ -188,6 +189,8 @@ def spark_run(lake: Path, url: str, buckets: int) -> dict:
     spark.sparkContext.setLogLevel("ERROR")
     spark.range(10).collect()  # warm
     cpu0, wall0 = _tree_cpu(os.getpid())[0], time.perf_counter()
+    for handler in logging.getLogger("tracker.spark").handlers:
+        handler.last = cpu0
     [summary] = rollup(spark, lake / "imp", lake / "int", experiment="bench",
                        database_url=url, buckets=buckets)
     wall = time.perf_counter() - wall0
@@ -232,10 +235,21 @@ def default_run(lake: Path, url: str) -> tuple[float, float]:
 
 
 def main() -> None:
-    import logging
+    class CpuPerStep(logging.Handler):
+        """Each step the rollup logs, with the CPU-seconds of every process since the
+        previous one."""
 
-    logging.basicConfig(format="  %(name)s %(message)s")
-    logging.getLogger("tracker.spark").setLevel(logging.INFO)
+        last = None
+
+        def emit(self, record: logging.LogRecord) -> None:
+            cpu = _tree_cpu(os.getpid())[0]
+            spent = "" if self.last is None else f", {cpu - self.last:.1f} CPU-s"
+            print(f"  step {record.getMessage()} wall{spent}")
+            self.last = cpu
+
+    logger = logging.getLogger("tracker.spark")
+    logger.setLevel(logging.INFO)
+    logger.addHandler(CpuPerStep())
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--impressions", type=int, default=1_000_000)
     parser.add_argument("--buckets", type=int, default=None,

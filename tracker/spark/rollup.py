@@ -37,9 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-from pyspark import StorageLevel
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from tracker.config import Settings
 from tracker.errors import NotFound
@@ -179,21 +177,16 @@ class _Run:
     def run(self, full: bool, lock) -> RollupSummary:
         started = time.perf_counter()
         summary = RollupSummary(self.info.key, full)
+        # not cached: every use reads only its columns, and deduplication is a broadcast
+        # join of the few repeated ids (caching lists of strings costs more than a scan)
         f = frames(self.info, self.lake.impressions.rows, self.lake.interactions.rows)
-        # read and deduplicated once: the plan, the popularity and the groups reuse them
-        f = replace(f, impressions=f.impressions.persist(StorageLevel.MEMORY_AND_DISK),
-                    interactions=f.interactions.persist(StorageLevel.MEMORY_AND_DISK))
-        try:
-            with _phase("plan"):
-                days, rebuild = self._days(f, full)
-            summary.full = rebuild
-            declared_list = self._declared_list()
-            declared = pa.array(sorted(set(declared_list)), pa.string()) if declared_list \
-                else None
-            daily = self._compute(f, days, declared, summary) if days else {}
-        finally:
-            f.impressions.unpersist()
-            f.interactions.unpersist()
+        with _phase("plan"):
+            days, rebuild = self._days(f, full)
+        summary.full = rebuild
+        declared_list = self._declared_list()
+        declared = pa.array(sorted(set(declared_list)), pa.string()) if declared_list \
+            else None
+        daily = self._compute(f, days, declared, summary) if days else {}
         with _phase("commit"), transaction(self.engine, write=True) as conn:
             publish_daily(conn, self.info, daily, everything=rebuild)
             if rebuild:
@@ -214,7 +207,8 @@ class _Run:
         """The days to compute, and whether this run rebuilds."""
         with transaction(self.engine) as conn:
             known = plan.Known(self.store.manifest(), results.known_days(conn, self.info.id))
-        holding = {row["_day"] for row in f.impressions.select("_day").distinct().collect()}
+        self.extents = extents(f, None)  # one scan: the days holding impressions, and more
+        holding = set(self.extents)
         reason = "asked" if full else plan.needs_rebuild(known, self.info.key, self.config,
                                                           *self.files)
         if reason is not None:
@@ -236,8 +230,7 @@ class _Run:
         with _phase("popularity"):
             config = GroupConfig(info.relevance, f.window_us, tuple(info.cutoffs),
                                  popularity(f, days, self.settings.rollup_popularity_days))
-        with _phase("extents"):
-            extent_of = extents(f, days)
+        extent_of = {day: self.extents[day] for day in days}
         largest = max((e.impressions for e in extent_of.values()), default=0)
         buckets = self.buckets or max(1, -(-largest // GROUP_ROWS))
         impressions, interactions = grouped(f, days, buckets, self.user_rows)
@@ -286,24 +279,30 @@ class _Run:
 
     def _exposures(self, days: list[date]
                    ) -> tuple[dict[date, dict[int, Exposure]], dict[date, np.ndarray]]:
-        """Exposure per day and arm, summed over the groups in Spark; each day's catalog."""
-        scored = self.spark.read.parquet(str(self.store.scored))
+        """Exposure per day and arm, and each day's catalog, summed over the groups (Arrow's
+        hash aggregation on the driver: a row per group, arm and item)."""
         cutoffs = len(self.info.cutoffs)
-        exposed = (scored.where(F.col("kind") == EXPOSURE).groupBy("day", "arm", "key")
-                   .agg(*[F.sum(F.col("sums")[j]).cast("long").alias(f"c{j}")
-                          for j in range(cutoffs)]).toArrow())
+        scored = ds.dataset(str(self.store.scored), format="parquet")
+        exposed = scored.to_table(columns=["day", "arm", "key", "sums"],
+                                  filter=ds.field("kind") == EXPOSURE)
+        sums = pc.list_flatten(exposed["sums"].combine_chunks()).to_numpy()
+        columns = {f"c{j}": pa.array(sums[j::cutoffs].astype(np.int64))
+                   for j in range(cutoffs)}
+        exposed = pa.table({"day": exposed["day"], "arm": exposed["arm"],
+                            "key": exposed["key"], **columns}).group_by(
+            ["day", "arm", "key"]).aggregate([(f"c{j}", "sum") for j in range(cutoffs)])
         out: dict[date, dict[int, Exposure]] = {}
         for day in days:
-            for arm in sorted(set(exposed["arm"].to_pylist())):
-                rows = exposed.filter(pc.and_(pc.equal(exposed["day"], pa.scalar(day)),
-                                              pc.equal(exposed["arm"], arm)))
-                if rows.num_rows:
-                    counts = np.stack([rows[f"c{j}"].to_numpy() for j in range(cutoffs)],
-                                      axis=1)
-                    out.setdefault(day, {})[int(arm)] = Exposure.of(
-                        rows["key"].to_numpy(zero_copy_only=False), counts)
-        catalog = (scored.where(F.col("kind") == CATALOG).select("day", "key").distinct()
-                   .toArrow())
+            mine = exposed.filter(pc.equal(exposed["day"], pa.scalar(day)))
+            for arm in sorted(set(mine["arm"].to_pylist())):
+                rows = mine.filter(pc.equal(mine["arm"], arm))
+                counts = np.stack([rows[f"c{j}_sum"].to_numpy() for j in range(cutoffs)],
+                                  axis=1)
+                out.setdefault(day, {})[int(arm)] = Exposure.of(
+                    rows["key"].to_numpy(zero_copy_only=False), counts)
+        catalog = scored.to_table(columns=["day", "key"],
+                                  filter=ds.field("kind") == CATALOG).group_by(
+            ["day", "key"]).aggregate([])
         catalogs = {}
         for day in days:
             keys = catalog.filter(pc.equal(catalog["day"], pa.scalar(day)))["key"]
