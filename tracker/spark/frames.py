@@ -96,11 +96,12 @@ def _days_filter(days: list[date] | None) -> Column:
     return F.lit(True) if days is None else F.col("_day").isin(days)
 
 
-def grouped(f: Frames, days: list[date] | None, buckets: int,
+def grouped(f: Frames, days: list[date] | None, buckets: int, heavy: list[tuple[str, date]],
             user_rows: int = USER_ROWS) -> tuple[DataFrame, DataFrame]:
     """The impressions of ``days`` (None: every day) and the interactions that may answer
-    them, each with its group (``_bucket, _day, _slice``); a user's day of more than
-    ``user_rows`` impressions is split into slices (:func:`_slices`)."""
+    them, each with its group (``_bucket, _day, _slice``); the ``heavy`` (user, day) pairs,
+    of more than ``user_rows`` impressions (:func:`census`), are split into slices
+    (:func:`_slices`)."""
     impressions = f.impressions.where(_days_filter(days)).withColumn(
         "_bucket", bucket_of(F.col("user"), buckets))
     columns = ["_bucket", "_day", "_slice", "user", "item", "event", "at", "named"]
@@ -109,7 +110,9 @@ def grouped(f: Frames, days: list[date] | None, buckets: int,
                                      local_day(F.col("at"), f.zone))))
     by_time = by_time.where(_days_filter(days)).withColumn(
         "_bucket", bucket_of(F.col("user"), buckets))
-    impressions, by_time = _slices(impressions, by_time, f.window_us, user_rows)
+    chosen = set(days or ())
+    heavy = [(user, day) for user, day in heavy if days is None or day in chosen]
+    impressions, by_time = _slices(impressions, by_time, f.window_us, heavy, user_rows)
     named = impressions.select(F.col("impression_id").alias("named"), "_day", "_bucket",
                                "_slice")
     keyed = f.interactions.where(F.col("named").isNotNull()).join(named, "named") \
@@ -118,14 +121,12 @@ def grouped(f: Frames, days: list[date] | None, buckets: int,
 
 
 def _slices(impressions: DataFrame, by_time: DataFrame, window_us: int,
-            user_rows: int) -> tuple[DataFrame, DataFrame]:
+            heavy: list[tuple[str, date]], user_rows: int) -> tuple[DataFrame, DataFrame]:
     """``_slice``: 0, except for a user's day of more than ``user_rows`` impressions (a
     bot, a crawler), cut in serving order into slices of ``user_rows``, each one group with
     the user's interactions of its span ``[first served, last served + window]`` (the
     slices' per-user sums add up on the driver). So no group holds more than its bucket's
     share of ordinary users plus one slice, whatever one user logs."""
-    heavy = (impressions.groupBy("user", "_day").count()
-             .where(F.col("count") > user_rows).select("user", "_day").collect())
     if not heavy:
         return impressions.withColumn("_slice", F.lit(0)), by_time.withColumn("_slice",
                                                                              F.lit(0))
@@ -187,7 +188,23 @@ class Extent:
     last_served: int
 
 
-def extents(f: Frames, days: list[date] | None) -> dict[date, Extent]:
-    rows = f.impressions.where(_days_filter(days)).groupBy("_day").agg(
-        F.count(F.lit(1)).alias("n"), F.max("served").alias("last")).collect()
-    return {row["_day"]: Extent(int(row["n"]), int(row["last"])) for row in rows}
+@dataclass(frozen=True)
+class Census:
+    """What one scan of the experiment's impressions tells: each day's :class:`Extent`,
+    and the (user, day) pairs of more than ``user_rows`` impressions."""
+
+    days: dict[date, Extent]
+    heavy: list[tuple[str, date]]
+
+
+def census(f: Frames, user_rows: int) -> Census:
+    per_user = f.impressions.groupBy("user", "_day").agg(
+        F.count(F.lit(1)).alias("n"), F.max("served").alias("last")).persist()
+    try:
+        days = per_user.groupBy("_day").agg(F.sum("n").alias("n"),
+                                            F.max("last").alias("last")).collect()
+        heavy = per_user.where(F.col("n") > user_rows).select("user", "_day").collect()
+    finally:
+        per_user.unpersist()
+    return Census({row["_day"]: Extent(int(row["n"]), int(row["last"])) for row in days},
+                  [(row["user"], row["_day"]) for row in heavy])

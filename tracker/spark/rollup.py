@@ -55,7 +55,7 @@ from tracker.spark.frames import (
     GROUP_ROWS,
     USER_ROWS,
     Frames,
-    extents,
+    census,
     frames,
     grouped,
     popularity,
@@ -207,8 +207,9 @@ class _Run:
         """The days to compute, and whether this run rebuilds."""
         with transaction(self.engine) as conn:
             known = plan.Known(self.store.manifest(), results.known_days(conn, self.info.id))
-        self.extents = extents(f, None)  # one scan: the days holding impressions, and more
-        holding = set(self.extents)
+        # one scan: the days holding impressions, their extents, the heavy users
+        self.census = census(f, self.user_rows)
+        holding = set(self.census.days)
         reason = "asked" if full else plan.needs_rebuild(known, self.info.key, self.config,
                                                           *self.files)
         if reason is not None:
@@ -230,10 +231,11 @@ class _Run:
         with _phase("popularity"):
             config = GroupConfig(info.relevance, f.window_us, tuple(info.cutoffs),
                                  popularity(f, days, self.settings.rollup_popularity_days))
-        extent_of = {day: self.extents[day] for day in days}
+        extent_of = {day: self.census.days[day] for day in days}
         largest = max((e.impressions for e in extent_of.values()), default=0)
         buckets = self.buckets or max(1, -(-largest // GROUP_ROWS))
-        impressions, interactions = grouped(f, days, buckets, self.user_rows)
+        impressions, interactions = grouped(f, days, buckets, self.census.heavy,
+                                            self.user_rows)
 
         def score(key, left: pa.Table, right: pa.Table) -> pa.Table:
             return score_group(config, key[1].as_py(), left, right)
