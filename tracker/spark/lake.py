@@ -230,6 +230,11 @@ def _deduplicated(raw: DataFrame, kind: str, files: int, sample: int) -> LakeLog
     key, time = IDS[kind], TIMES[kind]
     payload = [name for name in SCHEMAS[kind].names if name != key]
     per_id = raw.groupBy(key).agg(F.count(F.lit(1)).alias("_n"))
+    found = per_id.agg(F.sum("_n").alias("rows"),
+                       F.count(F.when(F.col("_n") > 1, 1)).alias("repeated")).first()
+    total = found["rows"] or 0
+    if not found["repeated"]:  # a sound log: every row is its id's only one
+        return LakeLog(raw, files, int(total), 0, 0, ())
     # few in a sound log: kept for the run, and broadcast to the joins below
     repeated = F.broadcast(per_id.where(F.col("_n") > 1).select(key).persist())
     ordered = Window.partitionBy(key).orderBy(F.col(time).asc_nulls_first(),
@@ -237,7 +242,6 @@ def _deduplicated(raw: DataFrame, kind: str, files: int, sample: int) -> LakeLog
     ranked = (raw.join(repeated, key, "left_semi")
               .withColumn("_row", F.row_number().over(ordered))
               .withColumn("_payload", F.dense_rank().over(ordered)))
-    total = per_id.agg(F.sum("_n").alias("rows")).first()["rows"] or 0
     counts = ranked.agg(
         F.sum(F.when((F.col("_row") > 1) & (F.col("_payload") == 1), 1).otherwise(0))
         .alias("duplicates"),
