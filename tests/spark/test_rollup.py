@@ -5,6 +5,7 @@ from-scratch run. On both databases."""
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -55,7 +56,7 @@ SCENARIOS = {
 
 
 @pytest.mark.parametrize("scenario", list(SCENARIOS), ids=list(SCENARIOS))
-def test_both_engines_give_the_same_rows(spark, tracker, tmp_path, scenario):
+def test_both_engines_give_the_same_rows(spark, tracker, tmp_path, scenario, caplog):
     options = dict(SCENARIOS[scenario])
     zone, catalog = options.pop("zone", "UTC"), options.pop("catalog", False)
     user_rows = options.pop("user_rows", 50_000)
@@ -69,8 +70,11 @@ def test_both_engines_give_the_same_rows(spark, tracker, tmp_path, scenario):
     # the lake written by the generator, with duplicates and conflicts the database never
     # took (it keeps the first logged, which is the one the lake's rule keeps)
     write_lake(tmp_path, *with_duplicates_and_conflicts(imps, events), files=3)
-    [summary] = _spark_rollup(spark, tracker, tmp_path, full=True, user_rows=user_rows)
+    with caplog.at_level(logging.WARNING, logger="tracker.spark"):
+        [summary] = _spark_rollup(spark, tracker, tmp_path, full=True, user_rows=user_rows)
     assert summary.full and summary.days_recomputed
+    assert "impression id(s) came with different payloads (the first kept)" in caplog.text
+    assert "interaction id(s) came with different payloads" in caplog.text
     assert_same_rows(report_rows(tracker.engine), expected)
 
 

@@ -105,6 +105,7 @@ def rollup(spark: SparkSession, impressions: str | Path, interactions: str | Pat
         with _utc_session(spark), _state_root(state) as root:
             with _phase("lake"):
                 lake = read_lake(spark, impressions, interactions)
+            _report_conflicts(lake)
             files = (plan.listing(impressions, "impressions"),
                      plan.listing(interactions, "interactions"))
             out = []
@@ -117,6 +118,15 @@ def rollup(spark: SparkSession, impressions: str | Path, interactions: str | Pat
             return out
     finally:
         engine.dispose()
+
+
+def _report_conflicts(lake: Lake) -> None:
+    """Ids that came with different payloads (one kept, :mod:`tracker.spark.lake`), on
+    the ``tracker.spark`` logger (a warning: shown on standard error by default)."""
+    for name, log in (("impression", lake.impressions), ("interaction", lake.interactions)):
+        if log.conflicts:
+            LOG.warning("lake: %d %s id(s) came with different payloads (the first kept), "
+                        "e.g. %s", log.conflicts, name, ", ".join(log.conflict_sample))
 
 
 @contextmanager
