@@ -113,6 +113,10 @@ def test_an_incremental_run_gives_the_tables_of_a_from_scratch_run(spark, tracke
     write_lake(lake, late_imps, late_events, name="late")
     [second] = _spark_rollup(spark, tracker, lake, state=state)
     assert not second.full
+    assert (first.new_impressions, first.new_interactions) == (len(first_imps),
+                                                                len(first_events))
+    assert (second.new_impressions, second.new_interactions) == (len(late_imps),
+                                                                 len(late_events))
     # the late files touch the days from the cut's window on, not the first day
     assert second.days_recomputed and min(second.days_recomputed) > min(first.days_recomputed)
     incremental = report_rows(tracker.engine)

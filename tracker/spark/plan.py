@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date
 
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -72,6 +74,16 @@ def needs_rebuild(known: Known, experiment: str, config: dict, impressions: File
 
 def new_files(before: Files, now: Files) -> list[str]:
     return sorted(path for path in now if path not in before)
+
+
+def rows_in(files: list[str]) -> int:
+    """The rows of lake files, from their footers (every experiment's, repeats included)."""
+    total = 0
+    for path in files:
+        fs, inner = pafs.FileSystem.from_uri(path) if "://" in path \
+            else (pafs.LocalFileSystem(), path)
+        total += pq.read_metadata(inner, filesystem=fs).num_rows
+    return total
 
 
 def _raw(spark: SparkSession, files: list[str], kind: str) -> DataFrame:

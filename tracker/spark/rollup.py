@@ -193,6 +193,8 @@ class _Run:
         with _phase("plan"):
             days, rebuild = self._days(f, full)
         summary.full = rebuild
+        summary.new_impressions, summary.new_interactions = (plan.rows_in(files)
+                                                              for files in self.new)
         declared_list = self._declared_list()
         declared = pa.array(sorted(set(declared_list)), pa.string()) if declared_list \
             else None
@@ -224,10 +226,11 @@ class _Run:
                                                           *self.files)
         if reason is not None:
             self.store.clear()
+            self.new = (sorted(self.files[0]), sorted(self.files[1]))
             return sorted(holding), True
         before = known.manifest
-        new = (plan.new_files(before["impressions"], self.files[0]),
-               plan.new_files(before["interactions"], self.files[1]))
+        new = self.new = (plan.new_files(before["impressions"], self.files[0]),
+                          plan.new_files(before["interactions"], self.files[1]))
         touched = plan.touched_days(self.spark, f, (sorted(self.files[0]),
                                                     sorted(self.files[1])), new,
                                     self.settings.rollup_popularity_days)
