@@ -48,10 +48,12 @@ ALLOWED = {
     # the lake layout and the export into it: pyarrow from the store's Arrow reader, no Spark
     "tracker/lake": ({"numpy", "pyarrow", "sqlalchemy"},
                      {"tracker.lake", "tracker.store", "tracker.errors"}),
-    # the scale-out: the only package that imports pyspark (the spark extra)
+    # the scale-out: the only package that imports pyspark (the spark extra); it scores with
+    # the default engine's chunk scorer and writes the rows the report reads with its code
     "tracker/spark": ({"pyspark", "pyarrow", "numpy", "pandas"},
                       {"tracker.spark", "tracker.lake", "tracker.metrics", "tracker.errors",
-                       "tracker.install"}),
+                       "tracker.install", "tracker.rollup", "tracker.store",
+                       "tracker.config"}),
 }
 
 

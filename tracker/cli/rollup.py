@@ -86,10 +86,27 @@ def _expire(engine, settings) -> None:
 @click.option("--every", "every", metavar="DURATION", callback=_every,
               help="Keep running: roll up, then wait this long (e.g. 24h, 30m), until SIGTERM "
                    "or SIGINT (exit 0); a failed run is reported and retried after a backoff.")
+@click.option("--engine", "engine_name", type=click.Choice(["default", "spark"]), default="default",
+              show_default=True,
+              help="Where the logs are rolled up: the tracker database (default), or Apache "
+                   "Spark over a Parquet lake (the spark extra; needs --impressions and "
+                   "--interactions).")
+@click.option("--impressions", "impressions_dir", metavar="DIR",
+              help="--engine spark: the lake's impressions (Parquet files under DIR).")
+@click.option("--interactions", "interactions_dir", metavar="DIR",
+              help="--engine spark: the lake's interactions (Parquet files under DIR).")
+@click.option("--state", "state_dir", metavar="DIR",
+              help="--engine spark: the state directory kept between runs (per-user totals, "
+                   "the files taken); without it every run rebuilds.")
+@click.option("--master", metavar="URL",
+              help="--engine spark: the Spark master (default: local[*], or the session "
+                   "spark-submit started).")
 @format_option("json")
 @json_alias
 def rollup_cmd(experiment: str | None, experiment_option: str | None, full: bool, until,
-               every: float | None, fmt: str, as_json: bool) -> None:
+               every: float | None, engine_name: str, impressions_dir: str | None,
+               interactions_dir: str | None, state_dir: str | None, master: str | None,
+               fmt: str, as_json: bool) -> None:
     """Turn new impressions and interactions into per-arm daily and cumulative metrics, of
     EXPERIMENT or, without it, of every experiment.
 
@@ -107,6 +124,10 @@ def rollup_cmd(experiment: str | None, experiment_option: str | None, full: bool
                                f"{experiment_option!r}): give EXPERIMENT once")
     experiment = experiment or experiment_option
     as_json = as_json or fmt == "json"
+    spark_options = {"--impressions": impressions_dir, "--interactions": interactions_dir,
+                     "--state": state_dir, "--master": master}
+    if _on_spark(engine_name, experiment, full, until, every, spark_options, as_json):
+        return
     engine, settings = open_engine()
 
     def once() -> None:
@@ -143,3 +164,40 @@ def rollup_cmd(experiment: str | None, experiment_option: str | None, full: bool
     stopped = run_every(once, every, failed)
     click.echo(f"rollup loop stopped by {stopped}", err=True)
 
+
+
+def _on_spark(engine_name: str, experiment: str | None, full: bool, until,
+              every: float | None, options: dict[str, str | None], as_json: bool) -> bool:
+    """``--engine spark``: the lake rolled up on Spark into the tracker database (True);
+    False for the default engine, which takes none of the Spark options."""
+    if engine_name != "spark":
+        given = [name for name, value in options.items() if value is not None]
+        if given:
+            raise click.UsageError(f"{', '.join(given)}: only with --engine spark")
+        return False
+    missing = [name for name in ("--impressions", "--interactions") if options[name] is None]
+    if missing:
+        raise click.UsageError(f"--engine spark needs {' and '.join(missing)} DIR")
+    for name, value in (("--until", until), ("--every", every)):
+        if value is not None:
+            raise click.UsageError(f"{name} is not available with --engine spark")
+    from tracker.install import require
+
+    require("spark", "tracker rollup --engine spark")
+    from tracker.errors import Busy
+    from tracker.spark.rollup import rollup
+    from tracker.spark.session import session
+
+    spark = session(options["--master"])
+    try:
+        summaries = rollup(spark, options["--impressions"], options["--interactions"],
+                           experiment=experiment, state=options["--state"], full=full)
+    except Busy as busy:
+        click.echo(f"skipped: {busy}", err=True)
+        return True
+    if as_json:
+        click.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
+        return True
+    for summary in summaries:
+        click.echo(summary.describe())
+    return True

@@ -113,10 +113,12 @@ def checked_files(directory: str | Path, kind: str) -> list[str]:
     fs, files = lake_files(directory)
     for path in files:
         try:
-            found = pq.read_schema(path, filesystem=fs)
+            meta = pq.read_metadata(path, filesystem=fs)
+            found = meta.schema.to_arrow_schema()
         except (pa.ArrowInvalid, OSError) as error:
             raise LakeError(f"{path}: not a Parquet file ({error})") from None
         _check_columns(path, found, kind)
+        _check_nulls(path, meta, kind)
     if isinstance(fs, pafs.LocalFileSystem):
         return files
     return [f"{fs.type_name}://{path}" for path in files]
@@ -134,6 +136,23 @@ def _check_columns(path: str, found: pa.Schema, kind: str) -> None:
         problem = _type_problem(found.field(field.name).type, field.type)
         if problem:
             raise LakeError(f"{path}: column {field.name!r} {problem}")
+
+
+def _check_nulls(path: str, meta: pq.FileMetaData, kind: str) -> None:
+    """A required (non-list) column that the footer's statistics say holds a null: a
+    :class:`LakeError` before any job runs. (Without statistics, or in a list column,
+    the job that reads the null fails instead, naming the column and file.)"""
+    required = {f.name for f in SCHEMAS[kind] if not f.nullable
+                and not pa.types.is_list(f.type)}
+    for index in range(meta.num_columns):
+        column = meta.schema.column(index)
+        if column.path not in required:
+            continue
+        for group in range(meta.num_row_groups):
+            stats = meta.row_group(group).column(index).statistics
+            if stats is not None and stats.has_null_count and stats.null_count:
+                raise LakeError(f"lake: required column {column.path!r} is null in {path} "
+                                f"({stats.null_count} row(s) of row group {group})")
 
 
 def _type_problem(found: pa.DataType, wanted: pa.DataType) -> str | None:
@@ -204,15 +223,26 @@ def _required(schema: pa.Schema) -> list:
 
 
 def _deduplicated(raw: DataFrame, kind: str, files: int, sample: int) -> LakeLog:
-    """One row per id (the first, module docstring) and the counts of one pass."""
+    """One row per id (the first, module docstring) and the counts.
+
+    Most ids come once: only the rows of ids seen more than once (found from a shuffle of
+    the ids alone) are ranked by a window; the others pass through without a sort."""
     key, time = IDS[kind], TIMES[kind]
     payload = [name for name in SCHEMAS[kind].names if name != key]
+    per_id = raw.groupBy(key).agg(F.count(F.lit(1)).alias("_n"))
+    found = per_id.agg(F.sum("_n").alias("rows"),
+                       F.count(F.when(F.col("_n") > 1, 1)).alias("repeated")).first()
+    total = found["rows"] or 0
+    if not found["repeated"]:  # a sound log: every row is its id's only one
+        return LakeLog(raw, files, int(total), 0, 0, ())
+    # few in a sound log: kept for the run, and broadcast to the joins below
+    repeated = F.broadcast(per_id.where(F.col("_n") > 1).select(key).persist())
     ordered = Window.partitionBy(key).orderBy(F.col(time).asc_nulls_first(),
                                               *(F.col(c).asc_nulls_first() for c in payload))
-    ranked = (raw.withColumn("_row", F.row_number().over(ordered))
-                 .withColumn("_payload", F.dense_rank().over(ordered)))
+    ranked = (raw.join(repeated, key, "left_semi")
+              .withColumn("_row", F.row_number().over(ordered))
+              .withColumn("_payload", F.dense_rank().over(ordered)))
     counts = ranked.agg(
-        F.count(F.lit(1)).alias("rows"),
         F.sum(F.when((F.col("_row") > 1) & (F.col("_payload") == 1), 1).otherwise(0))
         .alias("duplicates"),
         F.count_distinct(F.when(F.col("_payload") > 1, F.col(key))).alias("conflicts"),
@@ -223,6 +253,6 @@ def _deduplicated(raw: DataFrame, kind: str, files: int, sample: int) -> LakeLog
         found = (ranked.where(F.col("_payload") == 2).select(key).distinct()
                  .orderBy(key).limit(sample).collect())
         names = tuple(row[key] for row in found)
-    rows = ranked.where(F.col("_row") == 1).drop("_row", "_payload")
-    return LakeLog(rows, files, int(counts["rows"]), int(counts["duplicates"] or 0),
-                   conflicts, names)
+    rows = raw.join(repeated, key, "left_anti").unionByName(
+        ranked.where(F.col("_row") == 1).drop("_row", "_payload"))
+    return LakeLog(rows, files, int(total), int(counts["duplicates"] or 0), conflicts, names)

@@ -1,0 +1,290 @@
+"""The rollup on Spark (local[2]) against the kernel alone and the default engine, on the
+same generated day: CPU-seconds and wall time per 1M impressions, Spark's overhead over the
+kernel's own CPU, the memory of the largest group, and the extrapolation to 100M and 1B
+impressions a day from the per-core rate.
+
+    .venv/bin/python benchmarks/spark.py                          # 1M, with the default engine
+    .venv/bin/python benchmarks/spark.py --impressions 3000000 --no-default
+
+The day: N impressions of 10 distinct items out of a 49,999-item catalog with a popularity
+skew, N / 10 users in 3 arms, a 10-item baseline list on each, ~N interactions (80% on a
+served item with position bias, 20% elsewhere) within the hour after serving, as Parquet
+files of 1M rows (the lake layout). Measured:
+
+- **kernel**: :func:`tracker.spark.groups.score_group` on the whole day in this process
+  (attribution, the metric kernels, per-user sums, exposure: the work Spark distributes);
+- **spark**: :func:`tracker.spark.rollup.rollup` on a warm local[2] session: CPU of every
+  process of the session (the driver, the JVM, the Python workers: /proc, children
+  included), wall time; the largest group's impressions and the Python workers' peak RSS;
+- **default**: ``tracker rollup`` on SQLite after importing the same day (the import not
+  timed), in a child process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tracker.lake.layout import IMPRESSIONS, INTERACTIONS  # noqa: E402
+from tracker.spark.frames import GROUP_ROWS  # noqa: E402
+
+CATALOG = 49_999
+DAY = date(2026, 10, 1)
+DAY_US = 86_400_000_000
+FILE_ROWS = 1_000_000
+CUTOFFS = (5, 10, 20)
+WINDOW = timedelta(hours=6)
+
+
+def _strings(prefix: str, numbers: np.ndarray) -> pa.Array:
+    return pc.binary_join_element_wise(prefix, pa.array(numbers).cast(pa.string()), "")
+
+
+def _lists(values: pa.Array, width: int) -> pa.Array:
+    offsets = pa.array(np.arange(len(values) // width + 1, dtype=np.int32) * width)
+    return pa.ListArray.from_arrays(offsets, values)
+
+
+def generate(folder: Path, n: int, seed: int = 1) -> None:
+    """One day of ``n`` impressions and ~``n`` interactions as lake files (module doc)."""
+    rng = np.random.default_rng(seed)
+    start = int(datetime(DAY.year, DAY.month, DAY.day, tzinfo=UTC).timestamp() * 1e6)
+    users = max(n // 10, 1)
+    for part, at in enumerate(range(0, n, FILE_ROWS)):
+        rows = min(FILE_ROWS, n - at)
+        user = rng.integers(0, users, rows)
+        served = start + rng.integers(0, DAY_US, rows)
+        a = np.floor(rng.random(rows) ** 3 * CATALOG).astype(np.int64)
+        b = 1 + rng.integers(0, CATALOG - 1, rows)
+        items = (a[:, None] + np.arange(10) * b[:, None]) % CATALOG
+        baseline = np.tile((np.arange(10) * 7919) % CATALOG, rows)
+        arms = np.array(["control", "t1", "t2"])[user % 3]
+        ids = np.arange(at, at + rows)
+        table = pa.table({
+            "impression_id": _strings("d-", ids), "experiment": pa.array(["bench"] * rows),
+            "arm": pa.array(arms), "user_id": _strings("u", user),
+            "served_at": pa.array(served, pa.timestamp("us", tz="UTC")),
+            "items": _lists(_strings("i", items.ravel()), 10),
+            "scores": pa.nulls(rows, pa.list_(pa.float64())),
+            "baseline_items": _lists(_strings("i", baseline), 10),
+            "context": pa.nulls(rows, pa.string())}, schema=IMPRESSIONS)
+        (folder / "imp").mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, folder / "imp" / f"part-{part}.parquet")
+        position = np.minimum(rng.geometric(0.3, rows) - 1, 9)
+        on_list = rng.random(rows) < 0.8
+        item = np.where(on_list, items[np.arange(rows), position],
+                        rng.integers(0, CATALOG, rows))
+        events = pa.table({
+            "event_id": _strings("e-", ids), "user_id": _strings("u", user),
+            "item_id": _strings("i", item), "event": pa.array(["click"] * rows),
+            "value": pa.nulls(rows, pa.float64()),
+            "occurred_at": pa.array(served + rng.integers(0, 3_600_000_000, rows),
+                                    pa.timestamp("us", tz="UTC")),
+            "impression_id": pa.nulls(rows, pa.string())}, schema=INTERACTIONS)
+        (folder / "int").mkdir(parents=True, exist_ok=True)
+        pq.write_table(events, folder / "int" / f"part-{part}.parquet")
+
+
+def _tree_cpu(root: int) -> tuple[float, dict[int, int]]:
+    """CPU-seconds of ``root`` and every process under it (reaped children included), and
+    the peak RSS (bytes) of each Python worker under it."""
+    parents, stats, peaks = {}, {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                command = f.read()
+        except OSError:
+            continue
+        pid = int(entry)
+        parents[pid] = int(fields[1])
+        stats[pid] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
+        if b"pyspark.daemon" in command or b"pyspark.worker" in command:
+            try:
+                with open(f"/proc/{entry}/status") as f:
+                    hwm = [line for line in f if line.startswith("VmHWM")]
+                peaks[pid] = int(hwm[0].split()[1]) * 1024 if hwm else 0
+            except OSError:
+                pass
+    tree = {root}
+    changed = True
+    while changed:
+        changed = False
+        for pid, parent in parents.items():
+            if parent in tree and pid not in tree:
+                tree.add(pid)
+                changed = True
+    ticks = os.sysconf("SC_CLK_TCK")
+    return sum(stats.get(p, 0) for p in tree) / ticks, {p: v for p, v in peaks.items()
+                                                         if p in tree}
+
+
+def _database(folder: Path) -> str:
+    from tracker import Tracker
+    from tracker.config import Settings
+    from tracker.store import schema
+    from tracker.store.db import create_engine
+
+    url = f"sqlite:///{folder / 'tracker.db'}"
+    engine = create_engine(url)
+    schema.upgrade(engine)
+    engine.dispose()
+    with Tracker(settings=Settings(database_url=url)) as tracker:
+        tracker.create_experiment("bench", {"control": 1, "t1": 1, "t2": 1}, cutoffs=CUTOFFS,
+                                  relevance={"click": 1}, attribution_window=WINDOW)
+    return url
+
+
+def kernel(lake: Path) -> float:
+    """CPU-seconds of the group scorer on the whole day in this process (popularity empty:
+    one day, no day before it)."""
+    from tracker.spark.groups import GroupConfig, score_group
+
+    imp = pq.read_table(lake / "imp")
+    events = pq.read_table(lake / "int")
+    left = pa.table({"impression_id": imp["impression_id"],
+                     "arm": pa.array(np.zeros(imp.num_rows, np.int64) + 1),
+                     "user": imp["user_id"],
+                     "served": pc.cast(imp["served_at"], pa.int64()), "items": imp["items"],
+                     "baseline": imp["baseline_items"]})
+    right = pa.table({"user": events["user_id"], "item": events["item_id"],
+                      "event": events["event"],
+                      "at": pc.cast(events["occurred_at"], pa.int64()),
+                      "named": events["impression_id"]})
+    config = GroupConfig({"click": 1.0}, int(WINDOW.total_seconds() * 1e6), CUTOFFS)
+    before = time.process_time()
+    score_group(config, DAY, left, right)
+    return time.process_time() - before
+
+
+def spark_run(lake: Path, url: str, buckets: int) -> dict:
+    from pyspark.sql import SparkSession
+
+    from tracker.spark.rollup import rollup
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (SparkSession.builder.master("local[2]").appName("tracker-bench")
+             .config("spark.ui.enabled", "false").config("spark.driver.memory", "4g")
+             .config("spark.sql.shuffle.partitions", "8")
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.range(10).collect()  # warm
+    cpu0, wall0 = _tree_cpu(os.getpid())[0], time.perf_counter()
+    for handler in logging.getLogger("tracker.spark").handlers:
+        handler.last = cpu0
+    [summary] = rollup(spark, lake / "imp", lake / "int", experiment="bench",
+                       database_url=url, buckets=buckets)
+    wall = time.perf_counter() - wall0
+    cpu, peaks = _tree_cpu(os.getpid())
+    spark.stop()
+    return {"cpu": cpu - cpu0, "wall": wall, "worker_peak": max(peaks.values(), default=0),
+            "impressions": summary.impressions_read}
+
+
+DEFAULT_JOB = """
+import resource, sys, time
+sys.path.insert(0, sys.argv[2])
+from tracker.config import Settings
+from tracker.rollup.engine import run_rollup
+from tracker.store.db import create_engine
+url = sys.argv[1]
+settings = Settings(database_url=url)
+engine = create_engine(url, settings)
+started = time.perf_counter()
+run_rollup(engine, settings, "bench")
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(usage.ru_utime + usage.ru_stime, time.perf_counter() - started)
+"""
+
+
+def default_run(lake: Path, url: str) -> tuple[float, float]:
+    """CPU-seconds and wall time of the default engine on the same day (SQLite)."""
+    from tracker import Tracker
+    from tracker.config import Settings
+
+    with Tracker(settings=Settings(database_url=url)) as tracker:
+        for path in sorted((lake / "imp").glob("*.parquet")):
+            frame = pq.read_table(path).drop_columns(["scores", "context"]).to_pandas()
+            tracker.log_impressions(frame, on_invalid="all_or_nothing")
+        for path in sorted((lake / "int").glob("*.parquet")):
+            frame = pq.read_table(path).drop_columns(["value", "impression_id"]).to_pandas()
+            tracker.log_interactions(frame, on_invalid="all_or_nothing")
+    done = subprocess.run([sys.executable, "-c", DEFAULT_JOB, url, str(ROOT)],
+                          capture_output=True, text=True, check=True)
+    cpu, wall = (float(x) for x in done.stdout.split())
+    return cpu, wall
+
+
+def main() -> None:
+    class CpuPerStep(logging.Handler):
+        """Each step the rollup logs, with the CPU-seconds of every process since the
+        previous one."""
+
+        last = None
+
+        def emit(self, record: logging.LogRecord) -> None:
+            cpu = _tree_cpu(os.getpid())[0]
+            spent = "" if self.last is None else f", {cpu - self.last:.1f} CPU-s"
+            print(f"  step {record.getMessage()} wall{spent}")
+            self.last = cpu
+
+    logger = logging.getLogger("tracker.spark")
+    logger.setLevel(logging.INFO)
+    logger.addHandler(CpuPerStep())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--impressions", type=int, default=1_000_000)
+    parser.add_argument("--buckets", type=int, default=None,
+                        help="user buckets (default: impressions / GROUP_ROWS)")
+    parser.add_argument("--no-default", action="store_true",
+                        help="skip the default engine (its import takes minutes at 10M)")
+    args = parser.parse_args()
+    n = args.impressions
+    with tempfile.TemporaryDirectory(prefix="tracker-spark-bench-") as folder:
+        folder = Path(folder)
+        started = time.perf_counter()
+        generate(folder / "lake", n)
+        print(f"generated {n:,} impressions in {time.perf_counter() - started:.1f} s")
+        url = _database(folder)
+        kernel_cpu = kernel(folder / "lake")
+        result = spark_run(folder / "lake", url, args.buckets)
+        per_m = 1_000_000 / n
+        print(f"kernel alone: {kernel_cpu:.1f} CPU-s ({kernel_cpu * per_m:.2f} per 1M)")
+        print(f"spark local[2]: {result['cpu']:.1f} CPU-s ({result['cpu'] * per_m:.2f} per 1M), "
+              f"wall {result['wall']:.1f} s ({result['wall'] * per_m:.2f} per 1M); "
+              f"{result['cpu'] / kernel_cpu:.2f}x the kernel's CPU")
+        buckets = args.buckets or max(1, -(-n // GROUP_ROWS))
+        print(f"python worker peak RSS: {result['worker_peak'] / 2**20:.0f} MiB "
+              f"(~{n / buckets:,.0f} impressions a group, {buckets} buckets)")
+        core_rate = n / result["cpu"]
+        for day in (100_000_000, 1_000_000_000):
+            print(f"  {day:,} a day: {day / core_rate / 3600:.1f} core-hours "
+                  f"(~{day / core_rate / 3600 / 64 * 60:.0f} min on 64 cores)")
+        if not args.no_default:
+            cpu, wall = default_run(folder / "lake", url)
+            print(f"default engine (SQLite): {cpu:.1f} CPU-s, wall {wall:.1f} s; spark/default "
+                  f"CPU {result['cpu'] / cpu:.2f}x, wall {result['wall'] / wall:.2f}x")
+        print(f"peak RSS of this process: "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

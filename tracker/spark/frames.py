@@ -1,0 +1,210 @@
+"""The Spark side of the rollup: the lake's rows of one experiment, grouped for scoring, and
+the inputs that span users (item popularity, each day's extent).
+
+- **Days** are calendar days in the experiment's time zone (the session time zone is UTC
+  during a run: :func:`local_day` renders an instant there with the IANA rules, so a
+  daylight-saving day has its true 23 or 25 hours, as :mod:`tracker.rollup.days` says).
+- **Groups** are (user bucket, day): ``pmod(xxhash64(user_id), buckets)``. An interaction
+  that answers by time joins the group of its user on every day whose impressions it may
+  answer (``[day(t - window), day(t)]``); one that names an impression joins that
+  impression's group (whatever its user and time), as the database joins it.
+- **Popularity** (surprisal's input, :mod:`tracker.rollup.popularity`): distinct (item,
+  user) pairs per day of interactions by users the experiment served that day, counted
+  over the ``popularity_days`` days before each day computed, in Spark; only the counts
+  (one row per item and day) reach the driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from tracker.rollup.days import day_start
+from tracker.rollup.popularity import Popularity
+from tracker.store.experiments import ExperimentInfo
+
+GROUP_ROWS = 200_000
+"""Impressions a group holds on average: the user buckets of a run are the largest day's
+impressions over this (a group is one Arrow table in a Python worker: ~1 KB an impression
+of 10 items with the scorer's temporaries, so ~200 MB)."""
+USER_ROWS = 50_000
+"""A user's day of more impressions than this is split into slices (:func:`_slices`)."""
+
+
+def local_day(micros: Column, zone: str) -> Column:
+    """The calendar day in ``zone`` of an instant given as UTC microseconds."""
+    return F.to_date(F.from_utc_timestamp(F.timestamp_micros(micros), zone))
+
+
+def bucket_of(user: Column, buckets: int) -> Column:
+    return F.pmod(F.xxhash64(user), F.lit(buckets)).cast("int")
+
+
+@dataclass(frozen=True)
+class Frames:
+    """One experiment's rows: ``impressions`` (every day, coded: ``impression_id, arm,
+    user, served, items, baseline, _day``) and the lake's ``interactions`` (``event_id,
+    user, item, event, at, named``)."""
+
+    info: ExperimentInfo
+    impressions: DataFrame
+    interactions: DataFrame
+    unknown_arms: DataFrame  # the experiment's impressions whose arm it does not declare
+
+    @property
+    def window_us(self) -> int:
+        return int(self.info.attribution_window.total_seconds() * 1_000_000)
+
+    @property
+    def zone(self) -> str:
+        return self.info.timezone
+
+
+def coded_impressions(info: ExperimentInfo, impressions: DataFrame) -> DataFrame:
+    """The experiment's impressions (lake rows) with arm ids (null: an arm it does not
+    declare), µs times, the baseline's first ``max(cutoffs)`` items, and their day."""
+    arms = F.create_map(*[F.lit(x) for arm in info.arms for x in (arm.key, arm.id)])
+    coded = impressions.where(F.col("experiment") == info.key).select(
+        "impression_id", F.element_at(arms, F.col("arm")).cast("long").alias("arm"),
+        F.col("user_id").alias("user"), F.unix_micros("served_at").alias("served"), "items",
+        F.slice("baseline_items", 1, max(info.cutoffs)).alias("baseline"))
+    return coded.withColumn("_day", local_day(F.col("served"), info.timezone))
+
+
+def coded_interactions(interactions: DataFrame) -> DataFrame:
+    """Interactions (lake rows) with µs times."""
+    return interactions.select(
+        "event_id", F.col("user_id").alias("user"), F.col("item_id").alias("item"), "event",
+        F.unix_micros("occurred_at").alias("at"), F.col("impression_id").alias("named"))
+
+
+def frames(info: ExperimentInfo, impressions: DataFrame, interactions: DataFrame) -> Frames:
+    """The experiment's impressions (deduplicated lake rows, :func:`coded_impressions`)
+    and every interaction (:func:`coded_interactions`)."""
+    coded = coded_impressions(info, impressions)
+    return Frames(info, coded.where(F.col("arm").isNotNull()),
+                  coded_interactions(interactions), coded.where(F.col("arm").isNull()))
+
+
+def _days_filter(days: list[date] | None) -> Column:
+    return F.lit(True) if days is None else F.col("_day").isin(days)
+
+
+def grouped(f: Frames, days: list[date] | None, buckets: int, heavy: list[tuple[str, date]],
+            user_rows: int = USER_ROWS) -> tuple[DataFrame, DataFrame]:
+    """The impressions of ``days`` (None: every day) and the interactions that may answer
+    them, each with its group (``_bucket, _day, _slice``); the ``heavy`` (user, day) pairs,
+    of more than ``user_rows`` impressions (:func:`census`), are split into slices
+    (:func:`_slices`)."""
+    impressions = f.impressions.where(_days_filter(days)).withColumn(
+        "_bucket", bucket_of(F.col("user"), buckets))
+    columns = ["_bucket", "_day", "_slice", "user", "item", "event", "at", "named"]
+    by_time = f.interactions.where(F.col("named").isNull()).withColumn(
+        "_day", F.explode(F.sequence(local_day(F.col("at") - f.window_us, f.zone),
+                                     local_day(F.col("at"), f.zone))))
+    by_time = by_time.where(_days_filter(days)).withColumn(
+        "_bucket", bucket_of(F.col("user"), buckets))
+    chosen = set(days or ())
+    heavy = [(user, day) for user, day in heavy if days is None or day in chosen]
+    impressions, by_time = _slices(impressions, by_time, f.window_us, heavy, user_rows)
+    named = impressions.select(F.col("impression_id").alias("named"), "_day", "_bucket",
+                               "_slice")
+    keyed = f.interactions.where(F.col("named").isNotNull()).join(named, "named") \
+        .select(*columns)
+    return impressions, by_time.select(*columns).unionByName(keyed)
+
+
+def _slices(impressions: DataFrame, by_time: DataFrame, window_us: int,
+            heavy: list[tuple[str, date]], user_rows: int) -> tuple[DataFrame, DataFrame]:
+    """``_slice``: 0, except for a user's day of more than ``user_rows`` impressions (a
+    bot, a crawler), cut in serving order into slices of ``user_rows``, each one group with
+    the user's interactions of its span ``[first served, last served + window]`` (the
+    slices' per-user sums add up on the driver). So no group holds more than its bucket's
+    share of ordinary users plus one slice, whatever one user logs."""
+    if not heavy:
+        return impressions.withColumn("_slice", F.lit(0)), by_time.withColumn("_slice",
+                                                                             F.lit(0))
+    spark = impressions.sparkSession
+    heavy_frame = F.broadcast(spark.createDataFrame(heavy, "user string, _day date"))
+    ordered = Window.partitionBy("user", "_day").orderBy("served", "impression_id")
+    sliced = (impressions.join(heavy_frame, ["user", "_day"], "left_semi")
+              .withColumn("_slice", F.floor((F.row_number().over(ordered) - 1) / user_rows)
+                          .cast("int") + 1))
+    spans = F.broadcast(sliced.groupBy("user", "_day", "_slice").agg(
+        F.min("served").alias("_first"), F.max("served").alias("_last")))
+    light = impressions.join(heavy_frame, ["user", "_day"], "left_anti") \
+        .withColumn("_slice", F.lit(0))
+    heavy_events = (by_time.join(heavy_frame, ["user", "_day"], "left_semi")
+                    .join(spans, ["user", "_day"])
+                    .where((F.col("at") >= F.col("_first"))
+                           & (F.col("at") <= F.col("_last") + window_us)))
+    light_events = by_time.join(heavy_frame, ["user", "_day"], "left_anti") \
+        .withColumn("_slice", F.lit(0))
+    return (light.unionByName(sliced),
+            light_events.unionByName(heavy_events.drop("_first", "_last")))
+
+
+def popularity(f: Frames, days: list[date], window_days: int) -> dict[date, Popularity]:
+    """The item popularity before each of ``days`` (:class:`Popularity` per day; a day
+    whose window holds no pair is absent: empty)."""
+    if not days:
+        return {}
+    first = day_start(min(days) - timedelta(days=window_days), f.zone)
+    events = f.interactions.where((F.col("at") >= first)
+                                  & (F.col("at") < day_start(max(days), f.zone)))
+    served = f.impressions.select("user", "_day").distinct()
+    pairs = (events.withColumn("_day", local_day(F.col("at"), f.zone))
+             .join(served, ["user", "_day"], "left_semi")
+             .select("_day", "item", "user").distinct())
+    ahead = pairs.withColumn("_for", F.explode(F.sequence(
+        F.date_add("_day", 1), F.date_add("_day", window_days)))).where(F.col("_for").isin(days))
+    ahead = ahead.select("_for", "item", "user").distinct().persist()
+    try:
+        # (day, item, user) distinct: an item's users are its rows
+        table = ahead.groupBy("_for", "item").agg(F.count(F.lit(1)).alias("users")).toArrow()
+        totals = {row["_for"]: int(row["n"]) for row in
+                  ahead.groupBy("_for").agg(F.count_distinct("user").alias("n")).collect()}
+    finally:
+        ahead.unpersist()
+    out = {}
+    for day, n_users in totals.items():
+        rows = table.filter(pc.equal(table["_for"], pa.scalar(day, pa.date32())))
+        out[day] = Popularity(rows["item"].combine_chunks().cast(pa.string()),
+                              rows["users"].to_numpy().astype(np.int64), n_users)
+    return out
+
+
+@dataclass(frozen=True)
+class Extent:
+    """A day's impressions and last serving time (what its ``rollup_day`` row needs)."""
+
+    impressions: int
+    last_served: int
+
+
+@dataclass(frozen=True)
+class Census:
+    """What one scan of the experiment's impressions tells: each day's :class:`Extent`,
+    and the (user, day) pairs of more than ``user_rows`` impressions."""
+
+    days: dict[date, Extent]
+    heavy: list[tuple[str, date]]
+
+
+def census(f: Frames, user_rows: int) -> Census:
+    per_user = f.impressions.groupBy("user", "_day").agg(
+        F.count(F.lit(1)).alias("n"), F.max("served").alias("last")).persist()
+    try:
+        days = per_user.groupBy("_day").agg(F.sum("n").alias("n"),
+                                            F.max("last").alias("last")).collect()
+        heavy = per_user.where(F.col("n") > user_rows).select("user", "_day").collect()
+    finally:
+        per_user.unpersist()
+    return Census({row["_day"]: Extent(int(row["n"]), int(row["last"])) for row in days},
+                  [(row["user"], row["_day"]) for row in heavy])

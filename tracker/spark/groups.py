@@ -1,0 +1,126 @@
+"""One group of the Spark rollup, in the Python worker: the impressions of some users on one
+day, with the interactions that may answer them, scored by the default engine's chunk
+scorer (:func:`tracker.rollup.columnar.score_chunk`: attribution, the ``tracker.metrics``
+kernels per impression, per-user sums, item exposure). Pure Arrow and numpy: no pyspark
+here, so it runs (and is tested) without Spark.
+
+A group's input (one Arrow table each side of a ``cogroup``):
+
+- impressions: ``impression_id, arm`` (int64 id), ``user, served`` (int64 µs), ``items``,
+  ``baseline`` (its first ``max(cutoffs)`` items, null without one);
+- interactions: ``user, item, event, at`` (int64 µs) and ``named`` (the impression id it
+  names, null when it answers by time). Those that answer by time may hold other days' and
+  users' rows: the scorer keeps those of the group's users, and attribution their times.
+
+Its output (:data:`OUTPUT`), one row per
+
+- ``kind`` 0: (user, arm) of the day: ``impressions``, ``sums`` and ``counts`` in the
+  order of :class:`tracker.rollup.outcomes.Layout`;
+- ``kind`` 1: (arm, item) served: ``sums`` holds, per cutoff, the lists with the item in
+  their top k;
+- ``kind`` 2: an item of the day's catalog (served, or in a ground truth).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracker.rollup.codes import Vocabulary, take
+from tracker.rollup.columnar import ChunkResult, Interactions, score_chunk
+from tracker.rollup.outcomes import Layout
+from tracker.rollup.popularity import Popularity
+
+UNIT, EXPOSURE, CATALOG = 0, 1, 2
+
+OUTPUT = pa.schema([
+    pa.field("kind", pa.int8(), False), pa.field("day", pa.date32(), False),
+    pa.field("key", pa.string(), False), pa.field("arm", pa.int64(), False),
+    pa.field("impressions", pa.int64(), False), pa.field("sums", pa.list_(pa.float64())),
+    pa.field("counts", pa.list_(pa.float64())),
+])
+"""The rows a group hands back (module docstring)."""
+
+IMPRESSION_COLUMNS = ("impression_id", "arm", "user", "served", "items", "baseline")
+INTERACTION_COLUMNS = ("user", "item", "event", "at", "named")
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """What every group of a run shares (pickled into the tasks): the experiment's grades,
+    attribution window and cutoffs, and the item popularity before each day computed."""
+
+    relevance: Mapping[str, float] | None
+    window_us: int
+    cutoffs: tuple[int, ...]
+    popularity: dict[date, Popularity] = field(default_factory=dict)
+
+    @property
+    def layout(self) -> Layout:
+        return Layout.for_cutoffs(list(self.cutoffs))
+
+
+def score_group(config: GroupConfig, day: date, impressions: pa.Table,
+                interactions: pa.Table) -> pa.Table:
+    """The :data:`OUTPUT` rows of one group (empty when it holds no impression)."""
+    if impressions.num_rows == 0:
+        return OUTPUT.empty_table()
+    users, items = Vocabulary(), Vocabulary()
+    ids = impressions["impression_id"].combine_chunks()
+    lists = pa.table({"id": pa.array(np.arange(len(ids), dtype=np.int64)),
+                      "arm": impressions["arm"], "user": impressions["user"],
+                      "served": impressions["served"], "items": impressions["items"],
+                      "baseline": impressions["baseline"]})
+    named = interactions["named"]
+    by_time = interactions.filter(named.is_null())
+    keyed = interactions.filter(named.is_valid())
+    rows = pc.index_in(keyed["named"], value_set=ids)
+    keyed = pa.table({"impression": rows, "item": keyed["item"], "event": keyed["event"]}) \
+        .filter(rows.is_valid())
+    timed = Interactions.of(by_time.select(["user", "item", "event", "at"]),
+                            config.relevance, users)
+    result = score_chunk(lists, timed, keyed, config.popularity.get(day, Popularity.empty()),
+                         config.relevance, config.window_us, list(config.cutoffs),
+                         config.layout, items, users)
+    return output_rows(result, day, users.ids, items.ids)
+
+
+def output_rows(result: ChunkResult, day: date, user_ids: pa.Array,
+                item_ids: pa.Array) -> pa.Table:
+    """A chunk's result as :data:`OUTPUT` rows, codes turned back into ids."""
+    totals = result.totals
+    parts = [_rows(UNIT, day, user_ids.take(pa.array(totals.users)), totals.arms,
+                   totals.impressions, totals.sums, totals.counts)]
+    for arm, (codes, counts) in sorted(result.exposures.items()):
+        parts.append(_rows(EXPOSURE, day, item_ids.take(pa.array(codes)),
+                           np.full(codes.size, arm), np.zeros(codes.size, np.int64),
+                           counts.astype(np.float64), None))
+    catalog = pa.array(take(item_ids, result.catalog), type=pa.string())
+    parts.append(_rows(CATALOG, day, catalog, np.zeros(len(catalog), np.int64),
+                       np.zeros(len(catalog), np.int64), None, None))
+    return pa.concat_tables(parts)
+
+
+def _matrix(values: np.ndarray | None, rows: int) -> pa.Array:
+    """A (rows, width) matrix as a list<double> column (null without one)."""
+    if values is None:
+        return pa.nulls(rows, pa.list_(pa.float64()))
+    width = values.shape[1] if values.ndim == 2 else 0
+    flat = pa.array(np.ascontiguousarray(values, dtype=np.float64).ravel())
+    offsets = pa.array(np.arange(rows + 1, dtype=np.int32) * width)
+    return pa.ListArray.from_arrays(offsets, flat)
+
+
+def _rows(kind: int, day: date, keys: pa.Array, arms: np.ndarray, impressions: np.ndarray,
+          sums: np.ndarray | None, counts: np.ndarray | None) -> pa.Table:
+    n = len(keys)
+    return pa.table({
+        "kind": pa.array(np.full(n, kind, np.int8)), "day": pa.array([day] * n, pa.date32()),
+        "key": keys.cast(pa.string()), "arm": pa.array(np.asarray(arms, np.int64)),
+        "impressions": pa.array(np.asarray(impressions, np.int64)),
+        "sums": _matrix(sums, n), "counts": _matrix(counts, n)}, schema=OUTPUT)

@@ -1,0 +1,325 @@
+"""The rollup on Spark: :func:`rollup`, for ``tracker rollup --engine spark``, spark-submit,
+a Databricks job or any existing ``SparkSession``.
+
+One run, per experiment (its arms, window, cutoffs, grades, time zone and catalog read from
+the tracker database):
+
+1. **Plan** (:mod:`tracker.spark.plan`): every day on a rebuild, else the days the new lake
+   files touch.
+2. **Score on Spark**: the lake read with the database's duplicate rules
+   (:mod:`tracker.spark.lake`); item popularity and each day's extent in Spark
+   (:mod:`tracker.spark.frames`); then the groups (user bucket, day) in
+   ``cogroup(...).applyInArrow``, each scored by the default engine's chunk scorer
+   (:mod:`tracker.spark.groups`: attribution and the ``tracker.metrics`` kernels in
+   numpy, per-user sums, exposure). The groups' output is written as Parquet into the state
+   directory; exposure and catalog are summed in Spark.
+3. **On the driver**, per day: the per-user sums (:class:`UnitTotals`) into the state
+   directory, and the rows the report reads from the default engine's own code
+   (:func:`tracker.rollup.day.day_result`).
+4. **One transaction**: the daily rows (:func:`tracker.rollup.published.publish_daily`),
+   the cumulative rows from the first recomputed day on (:mod:`tracker.spark.cumulative`),
+   and the default engine's watermarks reset (a later default-engine run rebuilds rather
+   than trust them). The manifest is saved after it: a run killed before leaves its files
+   to be taken again, and every step replaces what it writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from pyspark.sql import SparkSession
+
+from tracker.config import Settings
+from tracker.errors import NotFound
+from tracker.rollup.aggregate import UnitTotals
+from tracker.rollup.day import RunContext, day_result
+from tracker.rollup.exposure import Exposure
+from tracker.rollup.lock import rollup_lock
+from tracker.rollup.outcomes import Layout
+from tracker.rollup.published import DayResult, publish_daily
+from tracker.rollup.queries import DayExtent
+from tracker.rollup.summary import RollupSummary
+from tracker.spark import plan
+from tracker.spark.cumulative import cumulative_rows
+from tracker.spark.frames import (
+    GROUP_ROWS,
+    USER_ROWS,
+    Frames,
+    census,
+    frames,
+    grouped,
+    popularity,
+)
+from tracker.spark.groups import CATALOG, EXPOSURE, UNIT, GroupConfig, score_group
+from tracker.spark.lake import Lake, read_lake
+from tracker.spark.state import StateDir
+from tracker.store import lifecycle, results
+from tracker.store.db import create_engine, require_current_schema, transaction
+from tracker.store.experiments import ExperimentInfo, get_experiment
+from tracker.store.experiments import catalog as declared_items
+from tracker.store.types import to_micros
+
+LOG = logging.getLogger("tracker.spark")
+OUTPUT_DDL = ("kind tinyint, day date, key string, arm bigint, impressions bigint, "
+              "sums array<double>, counts array<double>")
+
+
+def rollup(spark: SparkSession, impressions: str | Path, interactions: str | Path, *,
+           experiment: str | None = None, state: str | Path | None = None,
+           database_url: str | None = None, full: bool = False, buckets: int | None = None,
+           user_rows: int = USER_ROWS, now: datetime | None = None) -> list[RollupSummary]:
+    """Roll up one experiment (by key) or every experiment from the lake's Parquet logs
+    into the tracker database (``database_url``, default ``TRACKER_DATABASE_URL``).
+
+    ``state``: the state directory (one folder per experiment inside); None keeps it in a
+    temporary directory, so every run rebuilds. ``full``: rebuild even with state.
+    ``buckets``: user buckets per day (default: the largest day's impressions over
+    :data:`~tracker.spark.frames.GROUP_ROWS`); ``user_rows``: a user's day of more
+    impressions is scored in slices of that many (:func:`tracker.spark.frames.grouped`).
+    Raises :class:`~tracker.errors.Busy` when another rollup of the experiment is running.
+    """
+    settings = Settings.from_env()
+    if database_url is not None:
+        settings = replace(settings, database_url=database_url)
+    for name, value in (("buckets", buckets), ("user_rows", user_rows)):
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
+    engine = create_engine(settings.database_url, settings)
+    try:
+        require_current_schema(engine)
+        with transaction(engine) as conn:
+            targets = [get_experiment(conn, experiment)] if experiment is not None \
+                else lifecycle.rollup_targets(conn)
+        if experiment is not None and not targets:
+            raise NotFound(f"no experiment {experiment!r}")
+        with _utc_session(spark), _state_root(state) as root:
+            with _phase("lake"):
+                lake = read_lake(spark, impressions, interactions)
+            _report_conflicts(lake)
+            files = (plan.listing(impressions, "impressions"),
+                     plan.listing(interactions, "interactions"))
+            out = []
+            for info in targets:
+                with rollup_lock(engine, info.id, info.key) as lock:
+                    job = _Run(spark, engine, settings, info, lake, files,
+                               StateDir(root / info.key), (buckets, user_rows),
+                               now or datetime.now(UTC))
+                    out.append(job.run(full, lock))
+            return out
+    finally:
+        engine.dispose()
+
+
+def _report_conflicts(lake: Lake) -> None:
+    """Ids that came with different payloads (one kept, :mod:`tracker.spark.lake`), on
+    the ``tracker.spark`` logger (a warning: shown on standard error by default)."""
+    for name, log in (("impression", lake.impressions), ("interaction", lake.interactions)):
+        if log.conflicts:
+            LOG.warning("lake: %d %s id(s) came with different payloads (the first kept), "
+                        "e.g. %s", log.conflicts, name, ", ".join(log.conflict_sample))
+
+
+@contextmanager
+def _utc_session(spark: SparkSession):
+    """Spark's session time zone set to UTC for the run (day arithmetic relies on it)."""
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    try:
+        yield
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)
+
+
+@contextmanager
+def _state_root(state: str | Path | None):
+    if state is not None:
+        Path(state).mkdir(parents=True, exist_ok=True)
+        yield Path(state)
+        return
+    with tempfile.TemporaryDirectory(prefix="tracker-spark-") as folder:
+        yield Path(folder)
+
+
+@contextmanager
+def _phase(name: str):
+    """Log how long a step of a run took (logger ``tracker.spark``, level INFO)."""
+    started = time.perf_counter()
+    yield
+    LOG.info("%s: %.2f s", name, time.perf_counter() - started)
+
+
+class _Run:
+    """One run of one experiment."""
+
+    def __init__(self, spark, engine, settings: Settings, info: ExperimentInfo, lake: Lake,
+                 files: tuple[dict, dict], store: StateDir, groups: tuple[int | None, int],
+                 clock: datetime) -> None:
+        self.spark, self.engine, self.settings, self.info = spark, engine, settings, info
+        self.lake, self.files, self.store = lake, files, store
+        self.buckets, self.user_rows = groups
+        self.clock = clock
+        self.layout = Layout.for_cutoffs(list(info.cutoffs))
+
+    @property
+    def config(self) -> dict:
+        """What the state depends on besides the logs (a change: a rebuild)."""
+        info = self.info
+        return {"arms": {a.key: a.id for a in info.arms}, "cutoffs": list(info.cutoffs),
+                "window_us": int(info.attribution_window.total_seconds() * 1_000_000),
+                "relevance": info.relevance, "timezone": info.timezone,
+                "popularity_days": self.settings.rollup_popularity_days,
+                "catalog": sorted(self._declared_list())}
+
+    def _declared_list(self) -> list[str]:
+        with transaction(self.engine) as conn:
+            return declared_items(conn, self.info.id)
+
+    def run(self, full: bool, lock) -> RollupSummary:
+        started = time.perf_counter()
+        summary = RollupSummary(self.info.key, full)
+        # not cached: every use reads only its columns, and deduplication is a broadcast
+        # join of the few repeated ids (caching lists of strings costs more than a scan)
+        f = frames(self.info, self.lake.impressions.rows, self.lake.interactions.rows)
+        with _phase("plan"):
+            days, rebuild = self._days(f, full)
+        summary.full = rebuild
+        summary.new_impressions, summary.new_interactions = (plan.rows_in(files)
+                                                              for files in self.new)
+        declared_list = self._declared_list()
+        declared = pa.array(sorted(set(declared_list)), pa.string()) if declared_list \
+            else None
+        daily = self._compute(f, days, declared, summary) if days else {}
+        with _phase("commit"), transaction(self.engine, write=True) as conn:
+            publish_daily(conn, self.info, daily, everything=rebuild)
+            if rebuild:
+                results.clear_state(conn, self.info.id)  # the default engine's, now stale
+            if daily:
+                recent = {d: r.totals for d, r in daily.items() if r.totals is not None}
+                cumulative_rows(conn, self.info, self.store, min(daily),
+                                to_micros(self.clock), recent, declared)
+                summary.cumulative_from = min(daily)
+            results.reset_state(conn, self.info.id, declaration=False)
+            lock.confirm()
+        self.store.save_manifest(self.info.key, self.config, *self.files)
+        summary.days_recomputed = sorted(daily)
+        summary.seconds = time.perf_counter() - started
+        return summary
+
+    def _days(self, f: Frames, full: bool) -> tuple[list[date], bool]:
+        """The days to compute, and whether this run rebuilds."""
+        with transaction(self.engine) as conn:
+            known = plan.Known(self.store.manifest(), results.known_days(conn, self.info.id))
+        # one scan: the days holding impressions, their extents, the heavy users
+        self.census = census(f, self.user_rows)
+        holding = set(self.census.days)
+        reason = "asked" if full else plan.needs_rebuild(known, self.info.key, self.config,
+                                                          *self.files)
+        if reason is not None:
+            self.store.clear()
+            self.new = (sorted(self.files[0]), sorted(self.files[1]))
+            return sorted(holding), True
+        before = known.manifest
+        new = self.new = (plan.new_files(before["impressions"], self.files[0]),
+                          plan.new_files(before["interactions"], self.files[1]))
+        touched = plan.touched_days(self.spark, f, (sorted(self.files[0]),
+                                                    sorted(self.files[1])), new,
+                                    self.settings.rollup_popularity_days)
+        touched |= plan.provisional_closed(known, to_micros(self.clock))
+        return sorted(touched & holding), False
+
+    def _compute(self, f: Frames, days: list[date], declared: pa.Array | None,
+                 summary: RollupSummary) -> dict[date, DayResult]:
+        """The days scored on Spark, their state written, their rows built."""
+        info = self.info
+        with _phase("popularity"):
+            config = GroupConfig(info.relevance, f.window_us, tuple(info.cutoffs),
+                                 popularity(f, days, self.settings.rollup_popularity_days))
+        extent_of = {day: self.census.days[day] for day in days}
+        largest = max((e.impressions for e in extent_of.values()), default=0)
+        buckets = self.buckets or max(1, -(-largest // GROUP_ROWS))
+        impressions, interactions = grouped(f, days, buckets, self.census.heavy,
+                                            self.user_rows)
+
+        def score(key, left: pa.Table, right: pa.Table) -> pa.Table:
+            return score_group(config, key[1].as_py(), left, right)
+
+        scored = (impressions.groupBy("_bucket", "_day", "_slice")
+                  .cogroup(interactions.groupBy("_bucket", "_day", "_slice"))
+                  .applyInArrow(score, OUTPUT_DDL))
+        with _phase("score"):
+            scored.write.mode("overwrite").parquet(str(self.store.scored))
+        with _phase("exposure"):
+            exposures, catalogs = self._exposures(days)
+        context = RunContext(self.engine, None, self.settings, info, self.clock, declared,
+                             None)
+        daily = {}
+        for day, extent in sorted(extent_of.items()):
+            totals = self._units(day)
+            exposed = exposures.get(day, {})
+            catalog = catalogs.get(day, np.empty(0, dtype=object))
+            self.store.write_units(day, False, totals, self.layout)
+            self.store.write_exposure(day, False, {**exposed, 0: Exposure.of(
+                catalog, np.zeros((catalog.size, 0)))}, list(info.cutoffs))
+            daily[day] = day_result(context, day, DayExtent(
+                extent.impressions, None, None, extent.last_served, 0), totals, exposed, catalog)
+            summary.impressions_read += extent.impressions
+        return daily
+
+    def _units(self, day: date) -> UnitTotals:
+        """One day's per-user totals from the groups' output (a user split between groups
+        adds up)."""
+        table = ds.dataset(str(self.store.scored), format="parquet").to_table(
+            filter=(ds.field("kind") == UNIT) & (ds.field("day") == pa.scalar(day)))
+        n, width = table.num_rows, len(self.layout)
+        if n == 0:
+            return UnitTotals.empty(width)
+
+        def matrix(name: str) -> np.ndarray:
+            flat = pc.list_flatten(table[name].combine_chunks()).to_numpy()
+            return np.asfortranarray(flat.reshape(n, width))
+
+        return UnitTotals(table["key"].combine_chunks(), table["arm"].to_numpy(),
+                          table["impressions"].to_numpy(), matrix("sums"),
+                          matrix("counts")).reduce()
+
+    def _exposures(self, days: list[date]
+                   ) -> tuple[dict[date, dict[int, Exposure]], dict[date, np.ndarray]]:
+        """Exposure per day and arm, and each day's catalog, summed over the groups (Arrow's
+        hash aggregation on the driver: a row per group, arm and item)."""
+        cutoffs = len(self.info.cutoffs)
+        scored = ds.dataset(str(self.store.scored), format="parquet")
+        exposed = scored.to_table(columns=["day", "arm", "key", "sums"],
+                                  filter=ds.field("kind") == EXPOSURE)
+        sums = pc.list_flatten(exposed["sums"].combine_chunks()).to_numpy()
+        columns = {f"c{j}": pa.array(sums[j::cutoffs].astype(np.int64))
+                   for j in range(cutoffs)}
+        exposed = pa.table({"day": exposed["day"], "arm": exposed["arm"],
+                            "key": exposed["key"], **columns}).group_by(
+            ["day", "arm", "key"]).aggregate([(f"c{j}", "sum") for j in range(cutoffs)])
+        out: dict[date, dict[int, Exposure]] = {}
+        for day in days:
+            mine = exposed.filter(pc.equal(exposed["day"], pa.scalar(day)))
+            for arm in sorted(set(mine["arm"].to_pylist())):
+                rows = mine.filter(pc.equal(mine["arm"], arm))
+                counts = np.stack([rows[f"c{j}_sum"].to_numpy() for j in range(cutoffs)],
+                                  axis=1)
+                out.setdefault(day, {})[int(arm)] = Exposure.of(
+                    rows["key"].to_numpy(zero_copy_only=False), counts)
+        catalog = scored.to_table(columns=["day", "key"],
+                                  filter=ds.field("kind") == CATALOG).group_by(
+            ["day", "key"]).aggregate([])
+        catalogs = {}
+        for day in days:
+            keys = catalog.filter(pc.equal(catalog["day"], pa.scalar(day)))["key"]
+            catalogs[day] = np.sort(np.asarray(keys.to_numpy(), dtype=object))
+        return out, catalogs

@@ -1,0 +1,127 @@
+"""The Spark rollup's state directory: what it keeps between runs, outside the database.
+
+- ``manifest.json``: the lake files already taken into account (path, size, mtime in ns),
+  the experiment and the settings the state was computed with (a change of either means
+  a rebuild), written last in a run (atomically), so that a run killed before it leaves
+  the files to be taken again.
+- ``units/{daily,cumulative}/DAY.parquet``: per-user totals of a day, and from the first
+  day through it, in the ``units/1`` columns of :mod:`tracker.rollup.state` (Parquet with
+  the same schema metadata: read by name, a stale layout raises
+  :class:`~tracker.errors.StaleState`).
+- ``exposure/{daily,cumulative}/DAY/arm=ID.parquet``: item exposure per arm
+  (``exposure/1``); arm 0 is the catalog.
+- ``scored/``: the groups' output of the last run (Parquet written by the executors).
+
+It must be a path the driver and the executors both reach (a local path for ``local[*]``,
+a shared mount on a cluster).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from datetime import date
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tracker.rollup import state
+from tracker.rollup.aggregate import UnitTotals
+from tracker.rollup.exposure import Exposure
+from tracker.rollup.outcomes import Layout
+
+FORMAT = "spark-state/1"
+Files = dict[str, list[int]]  # path -> [size, mtime_ns]
+
+
+def _view(cumulative: bool) -> str:
+    return "cumulative" if cumulative else "daily"
+
+
+class StateDir:
+    """One experiment's state directory."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    @property
+    def scored(self) -> Path:
+        return self.root / "scored"
+
+    def manifest(self) -> dict | None:
+        """The manifest, None when there is none (or of another format: a rebuild)."""
+        path = self.root / "manifest.json"
+        if not path.exists():
+            return None
+        found = json.loads(path.read_text())
+        return found if found.get("format") == FORMAT else None
+
+    def save_manifest(self, experiment: str, config: dict, impressions: Files,
+                      interactions: Files) -> None:
+        text = json.dumps({"format": FORMAT, "experiment": experiment, "config": config,
+                           "impressions": impressions, "interactions": interactions},
+                          indent=1, sort_keys=True)
+        temporary = self.root / "manifest.json.tmp"
+        temporary.write_text(text)
+        os.replace(temporary, self.root / "manifest.json")
+
+    def clear(self) -> None:
+        """Forget everything (a rebuild)."""
+        for name in ("manifest.json", "units", "exposure", "scored"):
+            path = self.root / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _units_path(self, day: date, cumulative: bool) -> Path:
+        return self.root / "units" / _view(cumulative) / f"{day.isoformat()}.parquet"
+
+    def write_units(self, day: date, cumulative: bool, totals: UnitTotals,
+                    layout: Layout) -> None:
+        path = self._units_path(day, cumulative)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tables = [state.read(part, state.UNITS) for part in totals.encode(layout)]
+        pq.write_table(pa.concat_tables(tables, promote_options="default"), path)
+
+    def units(self, day: date, cumulative: bool, layout: Layout) -> UnitTotals | None:
+        path = self._units_path(day, cumulative)
+        if not path.exists():
+            return None
+        table = pq.read_table(path)
+        return UnitTotals.decode([state.write(table, state.UNITS)], layout)
+
+    def _exposure_dir(self, day: date, cumulative: bool) -> Path:
+        return self.root / "exposure" / _view(cumulative) / day.isoformat()
+
+    def write_exposure(self, day: date, cumulative: bool, exposures: dict[int, Exposure],
+                       cutoffs: list[int]) -> None:
+        folder = self._exposure_dir(day, cumulative)
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        for arm, exposure in exposures.items():
+            data = exposure.encode(cutoffs if arm else [])
+            pq.write_table(state.read(data, state.EXPOSURE), folder / f"arm={arm}.parquet")
+
+    def exposure(self, day: date, cumulative: bool, cutoffs: list[int]) -> dict[int, Exposure]:
+        folder = self._exposure_dir(day, cumulative)
+        out = {}
+        for path in sorted(folder.glob("arm=*.parquet")) if folder.exists() else []:
+            arm = int(path.stem.split("=", 1)[1])
+            table = pq.read_table(path)
+            out[arm] = Exposure.decode(state.write(table, state.EXPOSURE),
+                                       cutoffs if arm else [])
+        return out
+
+    def drop_day(self, day: date) -> None:
+        """Forget a day's daily state (it holds no impressions any more)."""
+        path = self._units_path(day, False)
+        if path.exists():
+            path.unlink()
+        folder = self._exposure_dir(day, False)
+        if folder.exists():
+            shutil.rmtree(folder)
