@@ -269,7 +269,8 @@ LISTS = pa.schema([pa.field("id", pa.int64(), False), pa.field("arm", pa.int64()
                    pa.field("user", pa.string(), False), pa.field("served", pa.int64(), False),
                    pa.field("items", LIST, False), pa.field("baseline", LIST)])
 INTERACTIONS = pa.schema([pa.field(name, kind, False) for name, kind in (
-    ("user", pa.string()), ("item", pa.string()), ("event", pa.string()), ("at", pa.int64()))])
+    ("user", pa.string()), ("item", pa.string()), ("event", pa.string()), ("at", pa.int64()),
+    ("keyed", pa.int64()))])
 KEYED = pa.schema([pa.field(name, kind, False) for name, kind in (
     ("impression", pa.int64()), ("item", pa.string()), ("event", pa.string()))])
 PAIRS = pa.schema([pa.field("item", pa.string(), False), pa.field("user", pa.string(), False)])
@@ -354,14 +355,6 @@ def served_lists(reader: ArrowReader, experiment_id: int, start: int, end: int, 
                        f"imp.items, {baseline} FROM impression imp WHERE {where}", LISTS)
 
 
-def _window_filter(start: int, end: int, window_us: int, postgresql: bool) -> str:
-    # SQLite would otherwise walk the index on impression_key (IS NULL: all of history);
-    # the unary + keeps it on the time index
-    unkeyed = "it.impression_key IS NULL" if postgresql else "+it.impression_key IS NULL"
-    return (f"it.occurred_at >= {int(start)} AND it.occurred_at < {int(end) + int(window_us)} "
-            f"AND {unkeyed}")
-
-
 def count_window_interactions(conn: sa.Connection, start: int, end: int,
                               window_us: int) -> int:
     """At least as many interactions as :func:`window_interactions` of a whole day reads
@@ -375,14 +368,18 @@ def count_window_interactions(conn: sa.Connection, start: int, end: int,
 def window_interactions(reader: ArrowReader, experiment_id: int, start: int, end: int,
                         window_us: int, chunk: tuple[int, int] | None = None,
                         users: str | None = None) -> pa.Table:
-    """The interactions that may answer impressions served in ``[start, end)`` by time:
-    naming no impression, occurred in ``[start, end + window)``; with ``chunk`` (an id
-    range), only those of users with an impression in it; with ``users``, only those of
-    the day's users it selects (:func:`changed_users`). Columns ``user, item, event,
-    at``."""
+    """The interactions that occurred in ``[start, end + window)``: those naming no
+    impression may answer impressions served in ``[start, end)`` by time, and those in
+    ``[start, end)`` of the day's users are its popularity pairs
+    (:func:`day_interaction_pairs`). With ``chunk`` (an id range), only those of users
+    with an impression in it; with ``users``, only those of the day's users it selects
+    (:func:`changed_users`, :func:`impressions_in`). Columns ``user, item, event, at``
+    and ``keyed`` (1 when it names an impression, else 0)."""
     postgresql = reader.engine.dialect.name == "postgresql"
-    select = ("SELECT it.user_id, it.item_id, it.event_type, it.occurred_at FROM interaction it "
-              f"WHERE {_window_filter(start, end, window_us, postgresql)}")
+    select = ("SELECT it.user_id, it.item_id, it.event_type, it.occurred_at, "
+              "CASE WHEN it.impression_key IS NULL THEN 0 ELSE 1 END FROM interaction it "
+              f"WHERE it.occurred_at >= {int(start)} "
+              f"AND it.occurred_at < {int(end) + int(window_us)}")
     if chunk is not None or users:
         listed = not postgresql and _listed(users)
         where = _chunk_literals(experiment_id, start, end, *chunk, listed=listed) \
