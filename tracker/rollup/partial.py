@@ -25,15 +25,11 @@ from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.day import DayScorer, DayScores, RunContext, day_result, write_state
 from tracker.rollup.days import day_bounds
 from tracker.rollup.exposure import Exposure
-from tracker.rollup.plan import Ids
+from tracker.rollup.plan import WHOLE_DAY_SHARE, Ids
 from tracker.rollup.published import DayResult
 from tracker.rollup.summary import RollupSummary
 from tracker.store import results
 from tracker.store.db import transaction
-
-WHOLE_DAY_SHARE = 0.5
-"""Past this share of a day's users, the whole day is recomputed: reading it in id order
-costs less than selecting most of its users."""
 
 
 def recompute_users(run: RunContext, day: date, users: frozenset[str], ids: Ids,

@@ -49,6 +49,11 @@ from tracker.rollup.days import (
 from tracker.store.arrow import ArrowReader
 from tracker.store.experiments import ExperimentInfo
 
+WHOLE_DAY_SHARE = 0.5
+"""Past this share of a day's users, the whole day is recomputed: reading it in id order
+costs less than selecting most of its users (and the plan knows it before anything of the
+day is read again)."""
+
 
 @dataclass(frozen=True)
 class KnownDay:
@@ -142,8 +147,10 @@ def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
         for day in plan.stale_pairs:  # the days whose popularity window holds it
             plan.whole(holding.intersection(
                 day + timedelta(days=i) for i in range(1, popularity_days + 1)))
-        for day, users in plan.days.items():
-            if users is not None:
+        for day, users in list(plan.days.items()):
+            if users is not None and served.most_users(day, users):
+                plan.whole([day])
+            elif users is not None:
                 plan.impressions[day] = served.ids_of(day, users)
     return plan
 
@@ -188,6 +195,11 @@ class _DayImpressions:
                 self.reader, self.info.id, start, end, *extent) if extent else \
                 queries.DAY_IMPRESSIONS.empty_table()
         return self._tables[day]
+
+    def most_users(self, day: date, users: frozenset[str]) -> bool:
+        """Whether ``users`` are more than :data:`WHOLE_DAY_SHARE` of the day's users."""
+        table = self.of(day)
+        return len(users) > WHOLE_DAY_SHARE * len(table["user"].unique())
 
     def ids_of(self, day: date, users: frozenset[str]) -> np.ndarray:
         """The ids of every impression of ``users`` on ``day``."""
