@@ -10,8 +10,10 @@ The watermarks are the highest impression and interaction ids already taken into
   window holds such a day.
 - **A new interaction naming no impression** touches a day of this experiment only when its
   user has an impression of the experiment on that day that it answers (the same user,
-  served within the attribution window before it): one join in the database, which also
-  gives the users whose outcomes change. It changes the popularity of the days after its own
+  served within the attribution window before it): the day's impressions and the new
+  interactions are read (by primary key) and matched in numpy, which also gives the users
+  whose outcomes change and, for a day recomputed for them only, the ids of their
+  impressions (a day most of whose users changed is recomputed whole). It changes the popularity of the days after its own
   day only when the experiment served its user on that day. An interaction of a user the
   experiment never served touches nothing.
 - **A new interaction naming an impression** touches that impression's day and user.
