@@ -13,9 +13,9 @@ The watermarks are the highest impression and interaction ids already taken into
   served within the attribution window before it): the day's impressions and the new
   interactions are read (by primary key) and matched in numpy, which also gives the users
   whose outcomes change and, for a day recomputed for them only, the ids of their
-  impressions (a day most of whose users changed is recomputed whole). It changes the popularity of the days after its own
-  day only when the experiment served its user on that day. An interaction of a user the
-  experiment never served touches nothing.
+  impressions (a day most of whose users changed is recomputed whole). It changes the
+  popularity of the days after its own day only when the experiment served its user on
+  that day. An interaction of a user the experiment never served touches nothing.
 - **A new interaction naming an impression** touches that impression's day and user.
 - **Days computed while provisional** whose windows have closed since (``computed_at <
   closes_at <= now``) are recomputed whole; other features rely on this rule to have a day
