@@ -20,6 +20,7 @@ from datetime import date, datetime
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from tracker.config import Settings
@@ -31,6 +32,7 @@ from tracker.rollup.days import day_bounds, in_range
 from tracker.rollup.exposure import Exposure, catalog_size
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.pipeline import IN_FLIGHT, ChunkPipeline
+from tracker.rollup.popularity import DayPairs
 from tracker.rollup.published import DayResult, View, stats_rows
 from tracker.rollup.summary import RollupSummary
 from tracker.rollup.window import PopularityWindow, WindowPopularity
@@ -79,12 +81,14 @@ class ChunkTables:
 
 @dataclass(frozen=True)
 class DayScores:
-    """A day's per-user totals, exposure per arm, catalog items and window popularity."""
+    """A day's per-user totals, exposure per arm, catalog items and window popularity; and,
+    when the whole day was read, its own popularity pairs (what the days after it count)."""
 
     totals: UnitTotals
     exposures: dict[int, Exposure]
     catalog: np.ndarray  # item ids (served, or in a ground truth)
     popularity: WindowPopularity
+    own_pairs: DayPairs | None = None
 
 
 def recompute_day(run: RunContext, day: date, summary: RollupSummary) -> DayResult:
@@ -106,6 +110,8 @@ def recompute_day(run: RunContext, day: date, summary: RollupSummary) -> DayResu
     with transaction(run.engine, write=True) as conn:
         queries.tune(conn)
         write_state(conn, run, day, scores)
+    if scores.own_pairs is not None:
+        run.window.remember(day, scores.own_pairs)
     return day_result(run, day, extent, scores.totals, scores.exposures, scores.catalog)
 
 
@@ -115,6 +121,9 @@ def write_state(conn: sa.Connection, run: RunContext, day: date, scores: DayScor
     results.delete_day_state(conn, info.id, day)
     for other, pairs in sorted(scores.popularity.fresh_pairs.items()):
         results.insert_pairs(conn, info.id, other, pairs.encode())
+    if scores.own_pairs is not None:  # replaces any: the raw logs' pairs as of now
+        results.delete_pairs(conn, info.id, [day])
+        results.insert_pairs(conn, info.id, day, scores.own_pairs.encode())
     if scores.popularity.new:
         results.insert_popularity(conn, info.id, day, run.settings.rollup_popularity_days,
                                   scores.popularity.popularity.encode())
@@ -153,6 +162,10 @@ class DayScorer:
         self.rows = max(1_000, run.settings.rollup_chunk_cells // IN_FLIGHT
                         // max(extent.longest, 1))
         self._whole_day = self._popular = None
+        # the day's own popularity pairs, gathered from what is read anyway (whole days
+        # only): the served users and the interactions of [start, end)
+        self._served: list[pa.ChunkedArray] = []
+        self._occurred: list[pa.Table] = []
 
     def _read(self, query, *args):
         return query(self.run.reader, self.run.info.id, self.start, self.end, *args)
@@ -165,9 +178,28 @@ class DayScorer:
                                                   self.run.window_us, chunk, self.only))
 
     def _whole_day_interactions(self) -> Interactions:
-        return Interactions.of(self._read(queries.window_interactions, self.run.window_us,
-                                          None, self.only),
-                               self.run.info.relevance, self.users)
+        return self._interactions(self._read(queries.window_interactions, self.run.window_us,
+                                             None, self.only))
+
+    def _interactions(self, table: pa.Table) -> Interactions:
+        """Those of ``table`` (:func:`~tracker.rollup.queries.window_interactions`) that
+        may answer by time; those of the day kept for its pairs."""
+        if self.only is None:
+            self._occurred.append(table.filter(pc.less(table["at"], self.end))
+                                  .select(["item", "user"]))
+        timed = table.filter(pc.equal(table["keyed"], 0)).drop_columns(["keyed"])
+        return Interactions.of(timed, self.run.info.relevance, self.users)
+
+    def own_pairs(self) -> DayPairs | None:
+        """The day's popularity pairs (:func:`~tracker.rollup.queries.day_interaction_pairs`):
+        its interactions by the users it served; None when only some users were read."""
+        if self.only is not None:
+            return None
+        served = pa.chunked_array([c for a in self._served for c in a.chunks], pa.string())
+        rows = pa.concat_tables(self._occurred) if self._occurred else \
+            queries.PAIRS.empty_table()
+        mine = rows.filter(pc.is_in(rows["user"], value_set=served.unique()))
+        return DayPairs.of(mine["item"], mine["user"])
 
     def score_chunk(self, tables: ChunkTables) -> ChunkResult | None:
         """The chunk scored (None when it holds no impression: a chunk of the users a
@@ -175,8 +207,9 @@ class DayScorer:
         if tables.lists.num_rows == 0:
             return None
         run = self.run
+        self._served.append(tables.lists["user"])
         interactions = self._whole_day.result() if tables.timed is None else \
-            Interactions.of(tables.timed, run.info.relevance, self.users)
+            self._interactions(tables.timed)
         return score_chunk(tables.lists, interactions, tables.keyed,
                            self._popular.result().popularity, run.info.relevance,
                            run.window_us, run.cutoffs, run.layout, self.items, self.users)
@@ -202,7 +235,7 @@ class DayScorer:
         summary.truth_pairs_read += fold.truth_pairs
         return DayScores(fold.totals(self.users.ids, len(self.run.layout)),
                          fold.exposures(self.items.ids, len(self.run.cutoffs)),
-                         fold.catalog(self.items.ids), popularity)
+                         fold.catalog(self.items.ids), popularity, self.own_pairs())
 
 
 class DayFold:

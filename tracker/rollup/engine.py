@@ -190,8 +190,8 @@ class _Run:
                              declared, window)
             for done, day in enumerate(ordered, 1):
                 users = plan.days[day]
-                partial = None if users is None else recompute_users(run, day, users, ids,
-                                                                     summary)
+                partial = None if users is None else recompute_users(
+                    run, day, users, ids, summary, plan.impressions.get(day))
                 daily[day] = partial or recompute_day(run, day, summary)
                 recent[day] = daily[day].totals
                 if len(recent) > _KEEP_DAYS:

@@ -25,21 +25,22 @@ from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.day import DayScorer, DayScores, RunContext, day_result, write_state
 from tracker.rollup.days import day_bounds
 from tracker.rollup.exposure import Exposure
-from tracker.rollup.plan import Ids
+from tracker.rollup.plan import WHOLE_DAY_SHARE, Ids
 from tracker.rollup.published import DayResult
 from tracker.rollup.summary import RollupSummary
 from tracker.store import results
 from tracker.store.db import transaction
 
-WHOLE_DAY_SHARE = 0.5
-"""Past this share of a day's users, the whole day is recomputed: reading it in id order
-costs less than selecting most of its users."""
-
 
 def recompute_users(run: RunContext, day: date, users: frozenset[str], ids: Ids,
-                    summary: RollupSummary) -> DayResult | None:
+                    summary: RollupSummary, impressions: np.ndarray | None = None
+                    ) -> DayResult | None:
     """Recompute ``users`` of ``day`` over the stored state of its other users; None when
-    the whole day is to be recomputed instead (no stored state, or most of its users)."""
+    the whole day is to be recomputed instead (no stored state, or most of its users).
+
+    ``impressions``: the ids of every impression of ``users`` that day (the plan's), read
+    by primary key; without them, the users are selected again in each read through the
+    new interactions of ``ids`` (:func:`~tracker.rollup.queries.changed_users`)."""
     start, end = day_bounds(day, run.info.timezone)
     with transaction(run.engine) as conn:
         queries.tune(conn)
@@ -53,8 +54,9 @@ def recompute_users(run: RunContext, day: date, users: frozenset[str], ids: Ids,
     before = UnitTotals.decode(stored, run.layout)
     if len(users) > WHOLE_DAY_SHARE * _distinct(before.users):
         return None
-    only = queries.changed_users(ids.interactions_after, ids.interactions_through, start,
-                                 end, run.window_us)
+    only = queries.impressions_in(impressions) if impressions is not None else \
+        queries.changed_users(ids.interactions_after, ids.interactions_through, start, end,
+                              run.window_us)
     scores = DayScorer(run, day, extent, day_wide, users=only).score(summary)
     exposures = {arm: Exposure.decode(data, run.cutoffs)
                  for arm, data in exposed.items() if arm}

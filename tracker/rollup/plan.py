@@ -10,10 +10,12 @@ The watermarks are the highest impression and interaction ids already taken into
   window holds such a day.
 - **A new interaction naming no impression** touches a day of this experiment only when its
   user has an impression of the experiment on that day that it answers (the same user,
-  served within the attribution window before it): one join in the database, which also
-  gives the users whose outcomes change. It changes the popularity of the days after its own
-  day only when the experiment served its user on that day. An interaction of a user the
-  experiment never served touches nothing.
+  served within the attribution window before it): the day's impressions and the new
+  interactions are read (by primary key) and matched in numpy, which also gives the users
+  whose outcomes change and, for a day recomputed for them only, the ids of their
+  impressions (a day most of whose users changed is recomputed whole). It changes the
+  popularity of the days after its own day only when the experiment served its user on
+  that day. An interaction of a user the experiment never served touches nothing.
 - **A new interaction naming an impression** touches that impression's day and user.
 - **Days computed while provisional** whose windows have closed since (``computed_at <
   closes_at <= now``) are recomputed whole; other features rely on this rule to have a day
@@ -30,9 +32,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from tracker.rollup import queries
+from tracker.rollup.codes import encode
+from tracker.rollup.columnar import attribute
 from tracker.rollup.days import (
     HOUR,
     day_bounds,
@@ -41,7 +48,13 @@ from tracker.rollup.days import (
     days_of_hours,
     in_range,
 )
+from tracker.store.arrow import ArrowReader
 from tracker.store.experiments import ExperimentInfo
+
+WHOLE_DAY_SHARE = 0.5
+"""Past this share of a day's users, the whole day is recomputed: reading it in id order
+costs less than selecting most of its users (and the plan knows it before anything of the
+day is read again)."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +85,8 @@ class Plan:
     days: dict[date, frozenset[str] | None] = field(default_factory=dict)
     stale_pairs: set[date] = field(default_factory=set)
     new: NewRows = NewRows()
+    # per day recomputed for some users: the ids of every impression of those users
+    impressions: dict[date, np.ndarray] = field(default_factory=dict)
 
     def whole(self, days) -> None:
         for day in days:
@@ -88,13 +103,15 @@ class Plan:
         """The plan for the days up to ``last`` only (None: every day)."""
         if last is None:
             return self
-        return Plan({d: u for d, u in self.days.items() if d <= last}, self.stale_pairs,
-                    self.new)
+        return self._of({d for d in self.days if d <= last})
 
     def only(self, days: set[date]) -> Plan:
         """The plan for ``days`` only (e.g. those the retention horizon leaves)."""
+        return self._of(set(self.days) & days)
+
+    def _of(self, days: set[date]) -> Plan:
         return Plan({d: u for d, u in self.days.items() if d in days}, self.stale_pairs,
-                    self.new)
+                    self.new, {d: i for d, i in self.impressions.items() if d in days})
 
     @property
     def ordered(self) -> list[date]:
@@ -125,12 +142,18 @@ def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
     changed = queries.changed_hours(conn, ids.interactions_after, ids.interactions_through)
     timed = sorted({hour for experiment, hour in changed if experiment is None})
     named = sorted({hour for experiment, hour in changed if experiment == info.id})
-    _answered(conn, info, ids, plan, holding, timed)
-    _named(conn, info, ids, plan, named)
-    plan.stale_pairs = fresh | _audience_days(conn, info, ids, holding - fresh, timed)
-    for day in plan.stale_pairs:  # the days whose popularity window holds it
-        plan.whole(holding.intersection(
-            day + timedelta(days=i) for i in range(1, popularity_days + 1)))
+    with _DayImpressions(conn, info) as served:
+        _answered(served, ids, plan, holding, timed)
+        _named(conn, info, ids, plan, named)
+        plan.stale_pairs = fresh | _audience_days(conn, info, ids, holding - fresh, timed)
+        for day in plan.stale_pairs:  # the days whose popularity window holds it
+            plan.whole(holding.intersection(
+                day + timedelta(days=i) for i in range(1, popularity_days + 1)))
+        for day, users in list(plan.days.items()):
+            if users is not None and served.most_users(day, users):
+                plan.whole([day])
+            elif users is not None:
+                plan.impressions[day] = served.ids_of(day, users)
     return plan
 
 
@@ -143,12 +166,60 @@ def _new_rows(conn: sa.Connection, info: ExperimentInfo, ids: Ids) -> NewRows:
         queries.untaken_interactions(conn, ids.interactions_after, ids.interactions_through))
 
 
-def _answered(conn: sa.Connection, info: ExperimentInfo, ids: Ids, plan: Plan,
-              holding: set[date], hours: list[int]) -> None:
+class _DayImpressions:
+    """The ``id, user, served`` of the impressions of the days the plan looks into, read
+    once (by id range: :func:`~tracker.rollup.queries.day_impressions`) and kept for the
+    plan."""
+
+    def __init__(self, conn: sa.Connection, info: ExperimentInfo) -> None:
+        self.conn, self.info = conn, info
+        self._reader: ArrowReader | None = None
+        self._tables: dict[date, pa.Table] = {}
+
+    def __enter__(self) -> _DayImpressions:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._reader is not None:
+            self._reader.close()
+
+    @property
+    def reader(self) -> ArrowReader:
+        if self._reader is None:
+            self._reader = ArrowReader(self.conn.engine)
+        return self._reader
+
+    def of(self, day: date) -> pa.Table:
+        if day not in self._tables:
+            start, end = day_bounds(day, self.info.timezone)
+            extent = queries.day_id_range(self.conn, self.info.id, start, end)
+            self._tables[day] = queries.day_impressions(
+                self.reader, self.info.id, start, end, *extent) if extent else \
+                queries.DAY_IMPRESSIONS.empty_table()
+        return self._tables[day]
+
+    def most_users(self, day: date, users: frozenset[str]) -> bool:
+        """Whether ``users`` are more than :data:`WHOLE_DAY_SHARE` of the day's users."""
+        table = self.of(day)
+        return len(users) > WHOLE_DAY_SHARE * len(table["user"].unique())
+
+    def ids_of(self, day: date, users: frozenset[str]) -> np.ndarray:
+        """The ids of every impression of ``users`` on ``day``."""
+        table = self.of(day)
+        mine = pc.is_in(table["user"], value_set=pa.array(sorted(users), pa.string()))
+        return np.sort(table["id"].to_numpy()[mine.to_numpy(zero_copy_only=False)])
+
+
+def _answered(served: _DayImpressions, ids: Ids, plan: Plan, holding: set[date],
+              hours: list[int]) -> None:
     """The users of each day whose impressions the new interactions naming none answer.
 
     An interaction in the hour ``h`` may answer impressions served in ``[h - window, h +
-    1h)``: those days are candidates, and one join per candidate day finds its users."""
+    1h)``: those days are candidates. For each, the day's impressions and the new
+    interactions that may answer them by time are read (both through a primary key) and
+    matched in numpy (:func:`~tracker.rollup.columnar.attribute`): a join in the database
+    made SQLite probe the interactions' index once per impression of the day."""
+    info = served.info
     window = int(info.attribution_window.total_seconds() * 1_000_000)
     zone = info.timezone
     candidates = {day for hour in hours
@@ -157,9 +228,15 @@ def _answered(conn: sa.Connection, info: ExperimentInfo, ids: Ids, plan: Plan,
     for day in sorted(holding & candidates):
         if day in plan.days and plan.days[day] is None:
             continue  # recomputed whole anyway
-        plan.users(day, queries.answered_users(conn, info.id, *day_bounds(day, zone), window,
-                                               ids.interactions_after,
-                                               ids.interactions_through))
+        table = served.of(day)
+        if not table.num_rows:
+            continue
+        new = queries.new_timed_interactions(served.reader, *day_bounds(day, zone), window,
+                                             ids.interactions_after, ids.interactions_through)
+        (imp_users, it_users), _ = encode([table["user"], new["user"]])
+        answered, _ = attribute(imp_users, table["served"].to_numpy(), it_users,
+                                new["at"].to_numpy(), window)
+        plan.users(day, table["user"].take(pa.array(np.unique(answered))).to_pylist())
 
 
 def _named(conn: sa.Connection, info: ExperimentInfo, ids: Ids, plan: Plan,

@@ -49,6 +49,11 @@ class PopularityWindow:
             pairs, fresh = self._pairs(conn, day)
         return WindowPopularity(window_popularity(pairs), fresh, True)
 
+    def remember(self, day: date, pairs: DayPairs) -> None:
+        """The pairs of ``day``, gathered while it was computed (and stored with it): the
+        days after it in this run take them from here."""
+        self._cache[day] = pairs
+
     def _pairs(self, conn: sa.Connection, day: date
                ) -> tuple[list[DayPairs], dict[date, DayPairs]]:
         """The pairs of each of the window's days: from the cache, stored ones, and those
