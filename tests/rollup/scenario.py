@@ -56,6 +56,8 @@ ROLLUP_TABLES = {
     "rollup_health": "experiment_id, day, cumulative, arm_id",
     "rollup_units": "experiment_id, day, cumulative, part",
     "rollup_exposure": "experiment_id, day, cumulative, arm_id",
+    "rollup_user_covariates": "experiment_id",
+    "rollup_covariate_sums": "experiment_id, day, cumulative",
     "rollup_day": "experiment_id, day",
 }
 

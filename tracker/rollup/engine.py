@@ -43,7 +43,7 @@ from threadpoolctl import threadpool_limits
 
 from tracker.config import Settings
 from tracker.errors import NotFound
-from tracker.rollup import queries, retention
+from tracker.rollup import covariates, queries, retention
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cumulative import recompute_cumulative
 from tracker.rollup.day import RunContext, recompute_day
@@ -210,9 +210,12 @@ class _Run:
         with transaction(self.engine, write=True) as conn:
             queries.tune(conn)
             publish_daily(conn, self.info, daily, everything=start.rebuild)
+            users = covariates.refresh(conn, self.info, start.ids, start.rebuild)  # CUPED
+            covariates.publish_daily(conn, self.info, daily, users, start.rebuild)
             if daily:
                 recompute_cumulative(conn, self.info, min(daily), to_micros(self.clock),
-                                     self.progress, recent=recent, declared=declared)
+                                     self.progress, recent=recent, declared=declared,
+                                     covariates=users)
                 summary.cumulative_from = min(daily)
             if advance:
                 summary.superseded = not results.save_state(conn, self.info.id,

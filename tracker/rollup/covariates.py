@@ -1,0 +1,283 @@
+"""CUPED's pre-exposure covariates: per user, then summed per arm and metric.
+
+**Per user and experiment** (:class:`UserCovariates`), from the ``cuped_days`` days before
+the user's first exposure in the experiment:
+
+- ``pre_interactions``: the user's interactions (any item, any event type);
+- ``pre_graded``: their graded sum (the experiment's relevance grades; 1 per event without
+  a mapping, 0 for an event type the mapping lacks);
+- ``no_pre_period``: 1 for a user with no interaction in the window (both covariates are
+  then 0), else 0 (the missing-indicator method of :mod:`tracker.stats.covariates`: new
+  users stay in the analysis).
+
+The pre-period value of the metric itself (for users served lists before) is not a
+covariate yet: it would need the per-list metrics of days outside the experiment.
+
+**Fixed once the user is first seen.** The first exposure is the user's first *logged*
+impression in the experiment (lowest id: rows are committed in id order up to the run's
+watermark, see :func:`tracker.store.results.latest_ids`), and the window counts the
+interactions that had been *received* by the time that impression was (``received_at`` not
+after it): the history as known at first exposure. Later rows never change a user's
+covariates, so a run computes them only for users it has not seen (a read of their
+interactions over the window, bounded by user and time: the ``(user_id, occurred_at)``
+index), keeps them in ``rollup_user_covariates`` (one Arrow stream, ``covariates/1``), and
+a full rebuild computes every user's from the logs to the same values.
+
+**Per arm, metric column and view** (:func:`covariate_sums`), over the users the metric
+rows count (non-crossover users with the metric defined): Σx, Σx_a·x_b, Σx·y with y the
+user's mean (the per-user view) and Σx·s, Σx·m with s the user's sum and m their
+impressions (the per-impression ratio view), stored per day and view in
+``rollup_covariate_sums`` (one Arrow stream, ``covsums/1``): a few floats per arm and
+metric. Days add nothing up here: each day's and each cumulative view's sums come from its
+own unit totals, joined to the fixed per-user covariates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from itertools import combinations_with_replacement
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import sqlalchemy as sa
+
+from tracker.errors import StaleState
+from tracker.rollup import state
+from tracker.rollup.aggregate import UnitTotals, crossover_mask
+from tracker.rollup.columnar import grades_of
+from tracker.rollup.outcomes import Layout
+from tracker.rollup.plan import Ids
+from tracker.store.experiments import ExperimentInfo
+from tracker.store.models import Impression, Interaction
+from tracker.store.rollup_tables import RollupCovariateSums, RollupUserCovariates
+
+COVARIATES = ("pre_interactions", "pre_graded", "no_pre_period")
+USERS = "covariates/1"
+SUMS = "covsums/1"
+PAIRS = tuple(combinations_with_replacement(range(len(COVARIATES)), 2))
+_CHUNK = 500  # users per read of their pre-period interactions
+_DAY_US = 86_400_000_000
+
+
+def _micros(column) -> sa.ColumnElement:
+    return sa.type_coerce(column, sa.BigInteger)
+
+
+@dataclass(frozen=True)
+class UserCovariates:
+    """Users (sorted, distinct ids) and their covariates, one row each in the order of
+    :data:`COVARIATES`."""
+
+    users: pa.Array
+    x: np.ndarray  # (users, covariates) float64
+
+    @classmethod
+    def empty(cls) -> UserCovariates:
+        return cls(pa.array([], type=pa.string()), np.zeros((0, len(COVARIATES))))
+
+    def merged(self, other: UserCovariates) -> UserCovariates:
+        users = pa.concat_arrays([self.users, other.users])
+        order = pc.array_sort_indices(users).to_numpy()
+        return UserCovariates(users.take(pa.array(order)),
+                              np.concatenate([self.x, other.x])[order])
+
+    def of(self, users: pa.Array) -> np.ndarray:
+        """The covariates of ``users`` (a user without a row: no pre-period data)."""
+        index = _index_in(users, self.users)
+        found = index >= 0
+        x = self.x[np.where(found, index, 0)] if len(self.users) else \
+            np.zeros((len(users), len(COVARIATES)))
+        x[~found] = [0.0, 0.0, 1.0]
+        return x
+
+    def encode(self, days: int) -> memoryview:
+        data = {"user_id": self.users}
+        data.update({name: pa.array(self.x[:, j]) for j, name in enumerate(COVARIATES)})
+        return state.write(pa.table(data), USERS, cuped_days=str(days))
+
+    @classmethod
+    def decode(cls, data: bytes, days: int) -> UserCovariates | None:
+        """The stored covariates, None when they cover another window than ``days``."""
+        table = state.read(data, USERS)
+        if state.metadata(table, "cuped_days") != str(days):
+            return None
+        state.require(table, ["user_id", *COVARIATES], USERS)
+        x = np.column_stack([table[name].to_numpy() for name in COVARIATES]) \
+            if table.num_rows else np.zeros((0, len(COVARIATES)))
+        return cls(table["user_id"].combine_chunks().cast(pa.string()), x)
+
+
+def refresh(conn: sa.Connection, info: ExperimentInfo, ids: Ids,
+            rebuild: bool) -> UserCovariates | None:
+    """The covariates of every user of the experiment through ``ids``: the stored ones and
+    those of the users first seen in ``ids`` (all users when ``rebuild``), stored back.
+    None (and nothing stored) when the experiment's ``cuped_days`` is 0."""
+    if info.cuped_days == 0:
+        _delete(conn, info.id)
+        return None
+    stored = None if rebuild else _load(conn, info)
+    after = 0 if stored is None else ids.impressions_after
+    stored = stored or UserCovariates.empty()
+    first = _first_exposures(conn, info.id, after, ids.impressions_through)
+    if len(stored.users) and len(first[0]):
+        new = ~pc.is_in(first[0], value_set=stored.users).to_numpy(zero_copy_only=False)
+        first = (first[0].filter(pa.array(new)), first[1][new], first[2][new])
+    if not len(first[0]) and after:
+        return stored
+    covariates = stored.merged(_compute(conn, info, *first))
+    conn.execute(sa.delete(RollupUserCovariates)
+                 .where(RollupUserCovariates.experiment_id == info.id))
+    conn.execute(sa.insert(RollupUserCovariates),
+                 [{"experiment_id": info.id, "data": covariates.encode(info.cuped_days)}])
+    return covariates
+
+
+def _load(conn: sa.Connection, info: ExperimentInfo) -> UserCovariates | None:
+    data = conn.execute(sa.select(RollupUserCovariates.data).where(
+        RollupUserCovariates.experiment_id == info.id)).scalar()
+    if data is None:
+        return None
+    try:
+        return UserCovariates.decode(data, info.cuped_days)
+    except StaleState:
+        return None  # recomputed from the logs
+
+
+def _first_exposures(conn: sa.Connection, experiment_id: int, after: int, through: int
+                     ) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """Users with impressions in ``(after, through]`` and, for each, served and received
+    time (µs) of their lowest-id impression in that range."""
+    first = (sa.select(Impression.user_id, sa.func.min(Impression.id).label("first_id"))
+             .where(Impression.experiment_id == experiment_id, Impression.id > after,
+                    Impression.id <= through)
+             .group_by(Impression.user_id).subquery())
+    rows = conn.execute(sa.select(first.c.user_id, _micros(Impression.served_at),
+                                  _micros(Impression.received_at))
+                        .join(first, Impression.id == first.c.first_id)
+                        .order_by(first.c.user_id)).all()
+    users = pa.array([r[0] for r in rows], type=pa.string())
+    served = np.array([r[1] for r in rows], dtype=np.int64)
+    received = np.array([r[2] for r in rows], dtype=np.int64)
+    return users, served, received
+
+
+def _compute(conn: sa.Connection, info: ExperimentInfo, users: pa.Array, served: np.ndarray,
+             received: np.ndarray) -> UserCovariates:
+    """The covariates of ``users`` first served at ``served`` (µs), their first impression
+    received at ``received``: read in chunks of users close in time."""
+    window = info.cuped_days * _DAY_US
+    x = np.zeros((len(users), len(COVARIATES)))
+    order = np.argsort(served, kind="stable")
+    for at in range(0, order.size, _CHUNK):
+        rows = order[at:at + _CHUNK]
+        chunk = users.take(pa.array(rows))
+        found = conn.execute(
+            sa.select(Interaction.user_id, Interaction.event_type,
+                      _micros(Interaction.occurred_at), _micros(Interaction.received_at))
+            .where(Interaction.user_id.in_(chunk.to_pylist()),
+                   _micros(Interaction.occurred_at) >= int(served[rows].min()) - window,
+                   _micros(Interaction.occurred_at) < int(served[rows].max()))).all()
+        if not found:
+            continue
+        who = _index_in(pa.array([r[0] for r in found], type=pa.string()), chunk)
+        at_us = np.array([r[2] for r in found], dtype=np.int64)
+        got_us = np.array([r[3] for r in found], dtype=np.int64)
+        start = served[rows][who]
+        inside = (at_us >= start - window) & (at_us < start) & (got_us <= received[rows][who])
+        grades = grades_of(pa.array([r[1] for r in found], type=pa.string()), info.relevance)
+        x[rows, 0] = np.bincount(who[inside], minlength=rows.size)
+        x[rows, 1] = np.bincount(who[inside], weights=grades[inside], minlength=rows.size)
+    x[:, 2] = (x[:, 0] == 0).astype(float)
+    return UserCovariates(users, x)
+
+
+def _index_in(values: pa.Array, within: pa.Array) -> np.ndarray:
+    """Each value's position in ``within``, -1 where absent."""
+    return pc.fill_null(pc.index_in(values, value_set=within), -1).to_numpy().astype(np.int64)
+
+
+def _delete(conn: sa.Connection, experiment_id: int) -> None:
+    for table in (RollupUserCovariates, RollupCovariateSums):
+        conn.execute(sa.delete(table).where(table.experiment_id == experiment_id))
+
+
+# ---------------------------------------------------------------------------- sums
+def sum_columns() -> list[str]:
+    """The value columns of a ``covsums/1`` row, in the order written."""
+    names = [f"x:{c}" for c in COVARIATES]
+    names += [f"xx:{COVARIATES[a]}*{COVARIATES[b]}" for a, b in PAIRS]
+    for prefix in ("xy", "xs", "xm"):
+        names += [f"{prefix}:{c}" for c in COVARIATES]
+    return names
+
+
+def covariate_sums(totals: UnitTotals, covariates: UserCovariates, layout: Layout,
+                   arm_ids: list[int]) -> pa.Table:
+    """Per arm and layout column, the covariate sums over the non-crossover users with the
+    metric defined (see the module docstring)."""
+    x_all = covariates.of(totals.users) if totals.size else np.zeros((0, len(COVARIATES)))
+    keep = ~crossover_mask(totals)
+    columns: dict[str, list] = {"arm_id": [], "metric": [], "k": []}
+    blocks = []
+    for arm in arm_ids:
+        rows = keep & (totals.arms == arm)
+        sums, counts, x = totals.sums[rows], totals.counts[rows], x_all[rows]
+        present = (counts > 0).astype(float)
+        y = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
+        m = np.where(counts > 0, counts, 0.0)
+        parts = [present.T @ x]
+        parts += [(present.T @ (x[:, a] * x[:, b]))[:, None] for a, b in PAIRS]
+        parts += [y.T @ x, sums.T @ x, m.T @ x]
+        blocks.append(np.hstack(parts) if rows.any() else
+                      np.zeros((len(layout), len(sum_columns()))))
+        columns["arm_id"] += [arm] * len(layout)
+        columns["metric"] += [metric for metric, _ in layout.columns]
+        columns["k"] += [k for _, k in layout.columns]
+    values = np.vstack(blocks) if blocks else np.zeros((0, len(sum_columns())))
+    data = {"arm_id": pa.array(columns["arm_id"], type=pa.int64()),
+            "metric": pa.array(columns["metric"], type=pa.string()),
+            "k": pa.array(columns["k"], type=pa.int64())}
+    data.update({name: pa.array(values[:, j]) for j, name in enumerate(sum_columns())})
+    return pa.table(data)
+
+
+def write_sums(conn: sa.Connection, info: ExperimentInfo, day: date, cumulative: bool,
+               totals: UnitTotals | None, covariates: UserCovariates | None,
+               layout: Layout) -> None:
+    """Replace the stored sums of one day and view (nothing when CUPED is off)."""
+    if covariates is None:
+        return
+    where = (RollupCovariateSums.experiment_id == info.id, RollupCovariateSums.day == day,
+             RollupCovariateSums.cumulative == cumulative)
+    conn.execute(sa.delete(RollupCovariateSums).where(*where))
+    if totals is None:
+        return
+    table = covariate_sums(totals, covariates, layout, [arm.id for arm in info.arms])
+    data = state.write(table, SUMS, covariates=",".join(COVARIATES),
+                       cuped_days=str(info.cuped_days))
+    conn.execute(sa.insert(RollupCovariateSums), [
+        {"experiment_id": info.id, "day": day, "cumulative": cumulative, "data": data}])
+
+
+def publish_daily(conn: sa.Connection, info: ExperimentInfo, daily: dict,
+                  covariates: UserCovariates | None, everything: bool) -> None:
+    """The daily sums of the run's days (of ``daily``'s :class:`DayResult`s); with
+    ``everything``, every stored sum of the experiment is dropped first."""
+    if everything:
+        conn.execute(sa.delete(RollupCovariateSums)
+                     .where(RollupCovariateSums.experiment_id == info.id))
+    layout = Layout.for_cutoffs(list(info.cutoffs))
+    for day, result in daily.items():
+        write_sums(conn, info, day, False, result.totals, covariates, layout)
+
+
+def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> None:
+    conn.execute(sa.delete(RollupCovariateSums).where(
+        RollupCovariateSums.experiment_id == experiment_id,
+        RollupCovariateSums.cumulative.is_(True), RollupCovariateSums.day >= since))
+
+
+__all__ = ["COVARIATES", "UserCovariates", "covariate_sums", "delete_cumulative",
+           "publish_daily", "refresh", "sum_columns", "write_sums"]
