@@ -146,7 +146,13 @@ def _primary_result(test: RowTest, growth: dict[str, float | None], control: str
     r = test.row
     rates = (growth.get(r["arm"]), growth.get(control))
     per_day = None if None in rates else sum(rates)
-    sample = ArmSample.from_stats(test.treatment, test.control, per_day)
+    if test.adjusted is None:
+        sample = ArmSample.from_stats(test.treatment, test.control, per_day)
+    else:  # CUPED: power from the adjusted arms' variances
+        t, c = test.adjusted
+        sample = ArmSample(t.n, c.n, None if t.variance is None else t.variance * t.n,
+                           None if c.variance is None else c.variance * c.n, c.estimate,
+                           per_day)
     relative = r["decided_on"] == "relative_lift" or r["lift_ci_low"] is None
     prefix = "relative_lift" if relative else "lift"
     return PrimaryResult(metric_name(r["metric"], r["k"]), r[prefix], r[f"{prefix}_ci_low"],
