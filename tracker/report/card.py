@@ -139,13 +139,7 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     (:func:`tracker.store.computed.covariate_table`); given and holding the reported day,
     every comparison, guardrail and power is regression-adjusted (``cuped`` True).
     """
-    level = stats.results.check_level(level)
-    if intervals not in ("fixed_horizon", "sequential"):
-        raise ValueError(f"intervals must be 'fixed_horizon' or 'sequential', got {intervals!r}")
-    if not (isinstance(target_effect, int | float) and math.isfinite(target_effect)
-            and target_effect > 0):
-        raise ValidationError(f"target effect {target_effect!r}: expected a relative effect "
-                              "above 0, e.g. 0.05 for 5%", field="target_effect")
+    level = _check_options(level, intervals, target_effect)
     roles = roles_for(info, primary, guardrails)
     as_of = _reported_day(metric_table, days, as_of)
     view = health_table if cumulative or daily_health is None else daily_health
@@ -174,6 +168,18 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
             d.to_dict() for d in arm_decisions(info, tests, checked.checklist, growth, level,
                                                correction, float(target_effect)))
     return card
+
+
+def _check_options(level: float, intervals: str, target_effect: float) -> float:
+    """The checked level; a bad ``intervals`` or ``target_effect`` raises."""
+    level = stats.results.check_level(level)
+    if intervals not in ("fixed_horizon", "sequential"):
+        raise ValueError(f"intervals must be 'fixed_horizon' or 'sequential', got {intervals!r}")
+    if not (isinstance(target_effect, int | float) and math.isfinite(target_effect)
+            and target_effect > 0):
+        raise ValidationError(f"target effect {target_effect!r}: expected a relative effect "
+                              "above 0, e.g. 0.05 for 5%", field="target_effect")
+    return level
 
 
 def _of_day(covariates: pd.DataFrame | None, day: date) -> pd.DataFrame | None:
