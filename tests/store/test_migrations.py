@@ -135,7 +135,7 @@ def _tables(engine) -> set[str]:
 
 @pytest.mark.parametrize(("revision", "drops"), [
     pytest.param("base", True, id="down-to-base-drops-every-table"),
-    pytest.param("-1", False, id="one-step-down-only-invalidates-popularity-state"),
+    pytest.param("-1", True, id="one-step-down-drops-the-cuped-covariate-tables"),
     pytest.param("0008", True, id="down-past-0009-drops-the-log-expiry-table"),
     pytest.param("0004", True, id="down-past-the-catalog-revision-drops-its-table"),
     pytest.param(SCHEMA_HISTORY[1], True, id="down-to-a-named-revision"),

@@ -90,9 +90,8 @@ def render_table(card: Scorecard, only: tuple[str, ...] | None = None, *,
 
 SCORECARD_COLUMNS = (Column("metric"), Column("arm"), Column("users", right=True),
                      Column("mean", right=True), Column("interval"), Column("lift", right=True),
-                     Column("relative lift interval"), Column("p", right=True),
-                     Column("p adj", right=True), Column("var −", right=True),
-                     Column("verdict"))
+                     Column("var −", right=True), Column("relative lift interval"),
+                     Column("p", right=True), Column("p adj", right=True), Column("verdict"))
 """The scorecard's table: a row per arm of each metric (a control row stops at its
 interval)."""
 
@@ -178,8 +177,8 @@ def _table_cells(r: dict[str, Any]) -> tuple[str, ...]:
         rel = f"{r['relative_lift']:+.1%}"
     verdict = f"{r['verdict'] or '—'}{' *' if r['primary'] else ''}" + _guard_note(r)
     removed = "—" if r["kind"] != "user" else f"{r.get('variance_reduction') or 0.0:.0%}"
-    return (*cells, _num(r["lift"], "{:+.4f}"), rel, format_p(r["p_value"]),
-            format_p(r["p_value_adjusted"]), removed, verdict)
+    return (*cells, _num(r["lift"], "{:+.4f}"), removed, rel, format_p(r["p_value"]),
+            format_p(r["p_value_adjusted"]), verdict)
 
 
 def cuped_line(card: Scorecard) -> str:
