@@ -13,11 +13,11 @@ the user's first exposure in the experiment:
 The pre-period value of the metric itself (for users served lists before) is not a
 covariate yet: it would need the per-list metrics of days outside the experiment.
 
-**Fixed once the user is first seen.** The first exposure is the user's first *logged*
-impression in the experiment (lowest id: rows are committed in id order up to the run's
-watermark, see :func:`tracker.store.results.latest_ids`), and the window counts the
-interactions that had been *received* by the time that impression was (``received_at`` not
-after it): the history as known at first exposure. Later rows never change a user's
+**Fixed once the user is first seen.** The first exposure is the earliest served of the
+user's first *logged* impressions in the experiment (those with the lowest ``received_at``:
+one logging call stamps its rows with one instant), and the window counts the interactions
+that had been *received* by then (``received_at`` not after it): the history as known at
+first exposure. Later rows never change a user's
 covariates, so a run computes them only for users it has not seen (a read of their
 interactions over the window, bounded by user and time: the ``(user_id, occurred_at)``
 index), keeps them in ``rollup_user_covariates`` (one Arrow stream, ``covariates/1``), and
@@ -147,16 +147,20 @@ def _load(conn: sa.Connection, info: ExperimentInfo) -> UserCovariates | None:
 
 def _first_exposures(conn: sa.Connection, experiment_id: int, after: int, through: int
                      ) -> tuple[pa.Array, np.ndarray, np.ndarray]:
-    """Users with impressions in ``(after, through]`` and, for each, served and received
-    time (µs) of their lowest-id impression in that range."""
-    first = (sa.select(Impression.user_id, sa.func.min(Impression.id).label("first_id"))
-             .where(Impression.experiment_id == experiment_id, Impression.id > after,
-                    Impression.id <= through)
-             .group_by(Impression.user_id).subquery())
-    rows = conn.execute(sa.select(first.c.user_id, _micros(Impression.served_at),
-                                  _micros(Impression.received_at))
-                        .join(first, Impression.id == first.c.first_id)
-                        .order_by(first.c.user_id)).all()
+    """Users with impressions in ``(after, through]`` and, for each, the first exposure among
+    those: the earliest served of the impressions received first (one logging call stamps
+    its rows with one ``received_at``; ids within a call need not follow the list's order),
+    as served and received time (µs)."""
+    mine = (Impression.experiment_id == experiment_id, Impression.id > after,
+            Impression.id <= through)
+    got = (sa.select(Impression.user_id, sa.func.min(_micros(Impression.received_at))
+                     .label("got")).where(*mine).group_by(Impression.user_id).subquery())
+    rows = conn.execute(
+        sa.select(Impression.user_id, sa.func.min(_micros(Impression.served_at)), got.c.got)
+        .join(got, sa.and_(Impression.user_id == got.c.user_id,
+                           _micros(Impression.received_at) == got.c.got))
+        .where(*mine).group_by(Impression.user_id, got.c.got)
+        .order_by(Impression.user_id)).all()
     users = pa.array([r[0] for r in rows], type=pa.string())
     served = np.array([r[1] for r in rows], dtype=np.int64)
     received = np.array([r[2] for r in rows], dtype=np.int64)
