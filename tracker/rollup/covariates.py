@@ -17,11 +17,12 @@ covariate yet: it would need the per-list metrics of days outside the experiment
 user's first *logged* impressions in the experiment (those with the lowest ``received_at``:
 one logging call stamps its rows with one instant), and the window counts the interactions
 that had been *received* by then (``received_at`` not after it): the history as known at
-first exposure. Later rows never change a user's
-covariates, so a run computes them only for users it has not seen (a read of their
-interactions over the window, bounded by user and time: the ``(user_id, occurred_at)``
-index), keeps them in ``rollup_user_covariates`` (one Arrow stream, ``covariates/1``), and
-a full rebuild computes every user's from the logs to the same values.
+first exposure. Later rows never change a user's covariates, so a run computes them only for
+the users of its days that it has not seen (a read of their interactions over the window,
+bounded by user and time: the ``(user_id, occurred_at)`` index) and keeps them in
+``rollup_user_covariates`` (one Arrow stream, ``covariates/1``) for exactly the users of the
+cumulative totals (an erased user's go with them); a full rebuild computes every user's from
+the logs to the same values.
 
 **Per arm, metric column and view** (:func:`covariate_sums`), over the users the metric
 rows count (non-crossover users with the metric defined): Σx, Σx_a·x_b, Σx·y with y the
@@ -109,29 +110,43 @@ class UserCovariates:
         return cls(table["user_id"].combine_chunks().cast(pa.string()), x)
 
 
-def refresh(conn: sa.Connection, info: ExperimentInfo, ids: Ids,
-            rebuild: bool) -> UserCovariates | None:
-    """The covariates of every user of the experiment through ``ids``: the stored ones and
-    those of the users first seen in ``ids`` (all users when ``rebuild``), stored back.
-    None (and nothing stored) when the experiment's ``cuped_days`` is 0."""
+def refresh(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
+            daily: dict) -> UserCovariates | None:
+    """The covariates of the run's users: the stored ones, and those of the users of the
+    run's days (``daily``'s :class:`DayResult`s) that have none yet, computed from the logs
+    (every user when ``rebuild``); :func:`settle` stores them after the cumulative pass.
+    None (and the stored ones dropped) when the experiment's ``cuped_days`` is 0."""
     if info.cuped_days == 0:
         _delete(conn, info.id)
         return None
     stored = None if rebuild else _load(conn, info)
     after = 0 if stored is None else ids.impressions_after
     stored = stored or UserCovariates.empty()
-    first = _first_exposures(conn, info.id, after, ids.impressions_through)
-    if len(stored.users) and len(first[0]):
-        new = ~pc.is_in(first[0], value_set=stored.users).to_numpy(zero_copy_only=False)
-        first = (first[0].filter(pa.array(new)), first[1][new], first[2][new])
-    if not len(first[0]) and after:
+    seen = [r.totals.users.cast(pa.string()) for r in daily.values()
+            if r.totals is not None and r.totals.size]
+    users = pc.unique(pa.concat_arrays(seen)) if seen else pa.array([], type=pa.string())
+    users = users.filter(pc.invert(pc.is_in(users, value_set=stored.users)))
+    if not len(users):
         return stored
-    covariates = stored.merged(_compute(conn, info, *first))
+    first = _first_exposures(conn, info.id, after, ids.impressions_through)
+    new = pc.is_in(first[0], value_set=users).to_numpy(zero_copy_only=False)
+    first = (first[0].filter(pa.array(new)), first[1][new], first[2][new])
+    return stored.merged(_compute(conn, info, *first))
+
+
+def settle(conn: sa.Connection, info: ExperimentInfo, totals: UnitTotals,
+           covariates: UserCovariates | None) -> None:
+    """Store the covariates of the users of ``totals`` (the cumulative totals through the
+    last day: every user the experiment still has; an erased user's are dropped)."""
+    if covariates is None:
+        return
+    keep = pc.is_in(covariates.users, value_set=totals.users.cast(pa.string()))
+    kept = UserCovariates(covariates.users.filter(keep),
+                          covariates.x[keep.to_numpy(zero_copy_only=False)])
     conn.execute(sa.delete(RollupUserCovariates)
                  .where(RollupUserCovariates.experiment_id == info.id))
     conn.execute(sa.insert(RollupUserCovariates),
-                 [{"experiment_id": info.id, "data": covariates.encode(info.cuped_days)}])
-    return covariates
+                 [{"experiment_id": info.id, "data": kept.encode(info.cuped_days)}])
 
 
 def _load(conn: sa.Connection, info: ExperimentInfo) -> UserCovariates | None:
@@ -268,10 +283,9 @@ def write_sums(conn: sa.Connection, info: ExperimentInfo, day: date, cumulative:
 def publish_daily(conn: sa.Connection, info: ExperimentInfo, daily: dict,
                   covariates: UserCovariates | None, everything: bool) -> None:
     """The daily sums of the run's days (of ``daily``'s :class:`DayResult`s); with
-    ``everything``, every stored sum of the experiment is dropped first."""
-    if everything:
-        conn.execute(sa.delete(RollupCovariateSums)
-                     .where(RollupCovariateSums.experiment_id == info.id))
+    ``everything``, everything stored of the experiment is dropped first."""
+    if everything:  # the users' covariates too: :func:`settle` stores those of the rebuild
+        _delete(conn, info.id)
     layout = Layout.for_cutoffs(list(info.cutoffs))
     for day, result in daily.items():
         write_sums(conn, info, day, False, result.totals, covariates, layout)
@@ -284,4 +298,4 @@ def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> N
 
 
 __all__ = ["COVARIATES", "UserCovariates", "covariate_sums", "delete_cumulative",
-           "publish_daily", "refresh", "sum_columns", "write_sums"]
+           "publish_daily", "refresh", "settle", "sum_columns", "write_sums"]

@@ -65,6 +65,7 @@ def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date,
         _write_day(conn, view, running, layout, declared)
         if progress:
             progress("cumulative", done, total, day)
+    cuped.settle(conn, info, running.totals, running.covariates)
 
 
 def _start(conn: sa.Connection, info: ExperimentInfo, previous: date | None,

@@ -210,7 +210,7 @@ class _Run:
         with transaction(self.engine, write=True) as conn:
             queries.tune(conn)
             publish_daily(conn, self.info, daily, everything=start.rebuild)
-            users = covariates.refresh(conn, self.info, start.ids, start.rebuild)  # CUPED
+            users = covariates.refresh(conn, self.info, start.ids, start.rebuild, daily)
             covariates.publish_daily(conn, self.info, daily, users, start.rebuild)
             if daily:
                 recompute_cumulative(conn, self.info, min(daily), to_micros(self.clock),
