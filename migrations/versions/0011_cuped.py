@@ -34,9 +34,9 @@ def _invalidate() -> None:
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("experiment") as batch:
-        batch.add_column(sa.Column("cuped_days", sa.Integer(), nullable=False,
-                                   server_default="14"))
+    # a plain ADD COLUMN (SQLite takes one with a default in place, no table copy)
+    op.add_column("experiment", sa.Column("cuped_days", sa.Integer(), nullable=False,
+                                          server_default="14"))
     op.create_table(
         "rollup_user_covariates",
         sa.Column("experiment_id", sa.Integer(), autoincrement=False, nullable=False),
@@ -58,6 +58,10 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("rollup_covariate_sums")
     op.drop_table("rollup_user_covariates")
-    with op.batch_alter_table("experiment") as batch:
-        batch.drop_column("cuped_days")
+    if op.get_bind().dialect.name == "sqlite":
+        # native since SQLite 3.35: a batch copy would drop ``experiment``, and with foreign
+        # keys on that deletes its arms and catalog (ON DELETE CASCADE)
+        op.execute(sa.text("ALTER TABLE experiment DROP COLUMN cuped_days"))
+    else:
+        op.drop_column("experiment", "cuped_days")
     _invalidate()

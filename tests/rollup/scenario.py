@@ -69,7 +69,10 @@ def dump(engine: sa.Engine) -> dict[str, list[tuple]]:
     """Every rollup table's rows in key order, without computation times and surrogate ids."""
     out = {}
     with engine.connect() as conn:
+        present = set(sa.inspect(conn).get_table_names())  # older revisions lack some
         for table, order in ROLLUP_TABLES.items():
+            if table not in present:
+                continue
             rows = conn.execute(sa.text(f"SELECT * FROM {table} ORDER BY {order}")).mappings()
             out[table] = [tuple((k, v) for k, v in sorted(row.items()) if k not in SKIP)
                           for row in rows]

@@ -66,7 +66,9 @@ def _rolled_up(url: str) -> dict:
 
 def _results(url: str) -> dict:
     engine = create_engine(url)
-    out = {t: rows for t, rows in dump(engine).items() if t not in STATE}
+    # CUPED's tables (0011) do not exist at 0007: compared where they do (tests/rollup)
+    out = {t: rows for t, rows in dump(engine).items()
+           if t not in STATE + ("rollup_user_covariates", "rollup_covariate_sums")}
     engine.dispose()
     return out
 
