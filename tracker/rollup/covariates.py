@@ -47,6 +47,7 @@ import sqlalchemy as sa
 from tracker.errors import StaleState
 from tracker.rollup import state
 from tracker.rollup.aggregate import UnitTotals, crossover_mask
+from tracker.rollup.codes import sorted_codes
 from tracker.rollup.columnar import grades_of
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.plan import Ids
@@ -165,49 +166,56 @@ def _first_exposures(conn: sa.Connection, experiment_id: int, after: int, throug
     """Users with impressions in ``(after, through]`` and, for each, the first exposure among
     those: the earliest served of the impressions received first (one logging call stamps
     its rows with one ``received_at``; ids within a call need not follow the list's order),
-    as served and received time (µs)."""
-    mine = (Impression.experiment_id == experiment_id, Impression.id > after,
-            Impression.id <= through)
-    got = (sa.select(Impression.user_id, sa.func.min(_micros(Impression.received_at))
-                     .label("got")).where(*mine).group_by(Impression.user_id).subquery())
+    as served and received time (µs). One read of the range (by primary key), the rest in
+    numpy: a self-join on users, which the impression table has no index for, can make
+    PostgreSQL loop over the range once per user."""
     rows = conn.execute(
-        sa.select(Impression.user_id, sa.func.min(_micros(Impression.served_at)), got.c.got)
-        .join(got, sa.and_(Impression.user_id == got.c.user_id,
-                           _micros(Impression.received_at) == got.c.got))
-        .where(*mine).group_by(Impression.user_id, got.c.got)
-        .order_by(Impression.user_id)).all()
-    users = pa.array([r[0] for r in rows], type=pa.string())
-    served = np.array([r[1] for r in rows], dtype=np.int64)
-    received = np.array([r[2] for r in rows], dtype=np.int64)
-    return users, served, received
+        sa.select(Impression.user_id, _micros(Impression.received_at),
+                  _micros(Impression.served_at))
+        .where(Impression.experiment_id == experiment_id, Impression.id > after,
+               Impression.id <= through)).all()
+    if not rows:
+        return pa.array([], type=pa.string()), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    users, codes = sorted_codes(pa.array([r[0] for r in rows], type=pa.string()))
+    received = np.array([r[1] for r in rows], dtype=np.int64)
+    served = np.array([r[2] for r in rows], dtype=np.int64)
+    order = np.lexsort((served, received, codes))  # by user, then received, then served
+    first = order[np.r_[True, codes[order][1:] != codes[order][:-1]]]
+    return users, served[first], received[first]
 
 
 def _compute(conn: sa.Connection, info: ExperimentInfo, users: pa.Array, served: np.ndarray,
              received: np.ndarray) -> UserCovariates:
     """The covariates of ``users`` first served at ``served`` (µs), their first impression
-    received at ``received``: read in chunks of users close in time."""
+    received at ``received``: per chunk of users, their windows as a VALUES list joined to
+    the interactions on (user, time range): one ``(user_id, occurred_at)`` index range per
+    user (an IN list with one time range for the chunk lets PostgreSQL scan the range of
+    the ``occurred_at`` index instead, every row of the days for each chunk)."""
     window = info.cuped_days * _DAY_US
     x = np.zeros((len(users), len(COVARIATES)))
-    order = np.argsort(served, kind="stable")
-    for at in range(0, order.size, _CHUNK):
-        rows = order[at:at + _CHUNK]
-        chunk = users.take(pa.array(rows))
+    ids = users.to_pylist()
+    for at in range(0, len(ids), _CHUNK):
+        rows = range(at, min(at + _CHUNK, len(ids)))
+        windows = sa.values(sa.column("user_id", sa.String), sa.column("lo", sa.BigInteger),
+                            sa.column("hi", sa.BigInteger), sa.column("got", sa.BigInteger),
+                            name="w").data(
+            [(ids[i], int(served[i]) - window, int(served[i]), int(received[i])) for i in rows]
+        ).cte("w")  # WITH w(...) AS (VALUES ...): SQLite takes no column list on a subquery
         found = conn.execute(
-            sa.select(Interaction.user_id, Interaction.event_type,
-                      _micros(Interaction.occurred_at), _micros(Interaction.received_at))
-            .where(Interaction.user_id.in_(chunk.to_pylist()),
-                   _micros(Interaction.occurred_at) >= int(served[rows].min()) - window,
-                   _micros(Interaction.occurred_at) < int(served[rows].max()))).all()
+            sa.select(windows.c.user_id, Interaction.event_type, sa.func.count())
+            .join(Interaction, sa.and_(Interaction.user_id == windows.c.user_id,
+                                       _micros(Interaction.occurred_at) >= windows.c.lo,
+                                       _micros(Interaction.occurred_at) < windows.c.hi,
+                                       _micros(Interaction.received_at) <= windows.c.got))
+            .group_by(windows.c.user_id, Interaction.event_type)).all()
         if not found:
             continue
-        who = _index_in(pa.array([r[0] for r in found], type=pa.string()), chunk)
-        at_us = np.array([r[2] for r in found], dtype=np.int64)
-        got_us = np.array([r[3] for r in found], dtype=np.int64)
-        start = served[rows][who]
-        inside = (at_us >= start - window) & (at_us < start) & (got_us <= received[rows][who])
+        who = at + _index_in(pa.array([r[0] for r in found], type=pa.string()),
+                             users[at:at + _CHUNK])
+        counts = np.array([r[2] for r in found], dtype=float)
         grades = grades_of(pa.array([r[1] for r in found], type=pa.string()), info.relevance)
-        x[rows, 0] = np.bincount(who[inside], minlength=rows.size)
-        x[rows, 1] = np.bincount(who[inside], weights=grades[inside], minlength=rows.size)
+        x[:, 0] += np.bincount(who, weights=counts, minlength=len(ids))
+        x[:, 1] += np.bincount(who, weights=counts * grades, minlength=len(ids))
     x[:, 2] = (x[:, 0] == 0).astype(float)
     return UserCovariates(users, x)
 
