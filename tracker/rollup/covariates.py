@@ -59,7 +59,7 @@ COVARIATES = ("pre_interactions", "pre_graded", "no_pre_period")
 USERS = "covariates/1"
 SUMS = "covsums/1"
 PAIRS = tuple(combinations_with_replacement(range(len(COVARIATES)), 2))
-_CHUNK = 500  # users per read of their pre-period interactions
+_CHUNK = 4000  # users per read of their pre-period interactions (4 parameters each)
 _DAY_US = 86_400_000_000
 
 
@@ -196,11 +196,8 @@ def _compute(conn: sa.Connection, info: ExperimentInfo, users: pa.Array, served:
     ids = users.to_pylist()
     for at in range(0, len(ids), _CHUNK):
         rows = range(at, min(at + _CHUNK, len(ids)))
-        windows = sa.values(sa.column("user_id", sa.String), sa.column("lo", sa.BigInteger),
-                            sa.column("hi", sa.BigInteger), sa.column("got", sa.BigInteger),
-                            name="w").data(
-            [(ids[i], int(served[i]) - window, int(served[i]), int(received[i])) for i in rows]
-        ).cte("w")  # WITH w(...) AS (VALUES ...): SQLite takes no column list on a subquery
+        windows = _windows(conn, [ids[i] for i in rows], served[at:rows.stop] - window,
+                           served[at:rows.stop], received[at:rows.stop])
         found = conn.execute(
             sa.select(windows.c.user_id, Interaction.event_type, sa.func.count())
             .join(Interaction, sa.and_(Interaction.user_id == windows.c.user_id,
@@ -218,6 +215,27 @@ def _compute(conn: sa.Connection, info: ExperimentInfo, users: pa.Array, served:
         x[:, 1] += np.bincount(who, weights=counts * grades, minlength=len(ids))
     x[:, 2] = (x[:, 0] == 0).astype(float)
     return UserCovariates(users, x)
+
+
+def _windows(conn: sa.Connection, users: list[str], lo: np.ndarray, hi: np.ndarray,
+             got: np.ndarray):
+    """The users' windows as a table ``w(user_id, lo, hi, got)``: on PostgreSQL ``unnest`` of
+    four arrays (four parameters, one plan whatever the chunk), elsewhere a VALUES CTE
+    (SQLite takes no column list on a subquery)."""
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import ARRAY
+
+        return (sa.text("SELECT * FROM unnest(:u, :lo, :hi, :got) AS w(user_id, lo, hi, got)")
+                .bindparams(sa.bindparam("u", users, type_=ARRAY(sa.String)),
+                            sa.bindparam("lo", lo.tolist(), type_=ARRAY(sa.BigInteger)),
+                            sa.bindparam("hi", hi.tolist(), type_=ARRAY(sa.BigInteger)),
+                            sa.bindparam("got", got.tolist(), type_=ARRAY(sa.BigInteger)))
+                .columns(user_id=sa.String, lo=sa.BigInteger, hi=sa.BigInteger,
+                         got=sa.BigInteger).subquery("w"))
+    columns = [sa.column("user_id", sa.String)] + [sa.column(c, sa.BigInteger)
+                                                   for c in ("lo", "hi", "got")]
+    return sa.values(*columns, name="w").data(
+        list(zip(users, lo.tolist(), hi.tolist(), got.tolist(), strict=True))).cte("w")
 
 
 def _index_in(values: pa.Array, within: pa.Array) -> np.ndarray:
