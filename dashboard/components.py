@@ -140,6 +140,18 @@ def results(card: Scorecard, k: int | None, colours: dict[str, str], control: st
         st.markdown(results_layout.table_html(part, colours, control), unsafe_allow_html=True)
 
 
+def cuped_caption(card: Scorecard) -> str:
+    """Whether the scorecard is CUPED-adjusted, with the variance removed per primary row."""
+    if not card.cuped:
+        return "CUPED off: lifts unadjusted for behaviour before exposure."
+    removed = ", ".join(f"{r['metric']}@{r['k']} {r['arm']} {r['variance_reduction']:.0%}"
+                        if r["k"] is not None else
+                        f"{r['metric']} {r['arm']} {r['variance_reduction']:.0%}"
+                        for r in card.metrics if r.get("primary") and not r["control"])
+    return ("CUPED on: lifts adjusted for each user's interactions before first exposure; "
+            f"variance removed: {removed or 'none'}.")
+
+
 def scorecard_frame(card: Scorecard, k: int | None) -> pd.DataFrame:
     """The scorecard rows at cutoff ``k`` (and the metrics without one) as a table."""
     rows = []
@@ -161,6 +173,8 @@ def scorecard_frame(card: Scorecard, k: int | None) -> pd.DataFrame:
             "p adjusted": "" if r["control"] or r.get("p_value_adjusted") is None
             else format_p(r["p_value_adjusted"]),
             "verdict": "" if r["control"] else MARKERS.get(r.get("verdict"), ""),
+            "variance removed": "" if r["control"] or r["kind"] != "user"
+            else f"{r.get('variance_reduction') or 0.0:.0%}",
         })
     return pd.DataFrame(rows)
 

@@ -73,11 +73,12 @@ def day_table(key: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=TTL)
 def card(key: str, as_of: date | None, cumulative: bool, intervals: str,
-         level: float) -> Scorecard:
+         level: float, cuped: bool = True) -> Scorecard:
     """The scorecard from the very function behind ``tracker report`` (same tables, same
-    latest received event for freshness, the day's health in a daily view)."""
+    latest received event for freshness, the day's health in a daily view; ``cuped`` as
+    ``--cuped/--no-cuped``)."""
     return report(engine(), key, cumulative=cumulative, as_of=as_of, intervals=intervals,
-                  level=level)
+                  level=level, cuped=cuped)
 
 
 @dataclass(frozen=True)

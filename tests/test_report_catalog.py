@@ -197,7 +197,8 @@ def test_json_output_still_has_every_field_of_before(tracker, db_url):
     header = _run(db_url, "--format", "csv").stdout.splitlines()[0]
     assert header == ("metric,k,arm,control,kind,users,mean,ci_low,ci_high,lift,lift_ci_low,"
                       "lift_ci_high,relative_lift,relative_lift_ci_low,relative_lift_ci_high,"
-                      "p_value,p_value_adjusted,primary,verdict,reason,group,direction,role")
+                      "p_value,p_value_adjusted,primary,verdict,reason,group,direction,role,"
+                      "variance_reduction")
 
 
 def test_a_stored_metric_missing_from_the_catalogue_gets_no_direction_and_no_verdict(

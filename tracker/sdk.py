@@ -68,7 +68,7 @@ class Tracker:
         ends_at: datetime | None = None, timezone: str = "UTC",
         cutoffs: Sequence[int] = (5, 10, 20), unknown_events: str = "reject",
         primary: Sequence[str] = (), guardrails: Mapping[str, float] | None = None,
-        exist_ok: bool = False,
+        exist_ok: bool = False, cuped_days: int = 14,
     ) -> ExperimentInfo:
         """Register an experiment and its arms.
 
@@ -79,7 +79,8 @@ class Tracker:
         ``primary``: the success metrics (``"ndcg@10"``; ``"song_clicks"`` for metrics without
         a cutoff, k one of ``cutoffs``); ``guardrails``: metric name -> tolerated relative
         loss in [0, 1) (0.05 = 5 %). Every other metric is secondary; none given: the
-        report's defaults apply.
+        report's defaults apply. ``cuped_days``: the days of each user's history before
+        their first exposure that CUPED's covariates cover (0 turns the adjustment off).
 
         ``exist_ok=True``: when ``key`` is already stored, return it unchanged instead of
         raising AlreadyExists (a script may then run again). It must define the same
@@ -94,7 +95,7 @@ class Tracker:
             relevance=relevance, name=name, description=description, status=status,
             starts_at=starts_at, ends_at=ends_at, timezone=timezone, cutoffs=cutoffs,
             unknown_events=unknown_events, max_items=self.settings.max_items,
-            now_us=write.now_micros())
+            now_us=write.now_micros(), cuped_days=cuped_days)
         roles = check_roles(primary=primary, guardrails=guardrails or {},
                             cutoffs=fields["cutoffs"])
         fields["roles"] = roles.to_dict() if roles is not None else None
@@ -111,10 +112,12 @@ class Tracker:
         self, key: str, *, primary: Sequence[str] | None = None,
         guardrails: Mapping[str, float] | None = None, name: str | None = None,
         description: str | None = None, ends_at: datetime | str | None = None,
+        cuped_days: int | None = None,
     ) -> ExperimentInfo:
         """Change the settings of experiment ``key`` that are safe to change; None leaves one
         as it is. ``primary`` / ``guardrails`` replace that role's metrics (``[]`` / ``{}``
-        empties it; both empty: no roles, the report's defaults apply). Arms, window,
+        empties it; both empty: no roles, the report's defaults apply). A new ``cuped_days``
+        makes the next rollup recompute every day. Arms, window,
         relevance, cutoffs and time zone are not offered: they decide what the stored
         results mean. Raises ValidationError (nothing changes) or NotFound.
         """
@@ -122,7 +125,7 @@ class Tracker:
             info = registry.get_experiment(conn, key)
             values = experiment_update_fields(info, primary=primary, guardrails=guardrails,
                                               name=name, description=description,
-                                              ends_at=ends_at)
+                                              ends_at=ends_at, cuped_days=cuped_days)
             registry.update_experiment(conn, key, values)
             return registry.get_experiment(conn, key)
 

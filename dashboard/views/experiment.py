@@ -42,6 +42,9 @@ with st.sidebar:
     window = st.radio("Window", ["cumulative", "daily"], horizontal=True)
     kind = st.radio("Intervals", ["fixed-horizon", "always-valid"], horizontal=True,
                     help="Always-valid (sequential) intervals stay valid when you look every day.")
+    cuped = st.toggle("CUPED (pre-exposure adjustment)", value=True,
+                      help="Adjust lifts, intervals and verdicts for each user's behaviour "
+                           "before first exposure (where the rollup stored it).")
     all_days = sorted(days["day"])
     as_of = st.selectbox("As of day", ["latest complete"] + [d.isoformat() for d in
                                                              reversed(all_days)])
@@ -49,7 +52,7 @@ cumulative = window == "cumulative"
 intervals = "sequential" if kind == "always-valid" else "fixed_horizon"
 chosen = None if as_of == "latest complete" else next(d for d in all_days
                                                       if d.isoformat() == as_of)
-card = data.card(key, chosen, cumulative, intervals, 0.95)
+card = data.card(key, chosen, cumulative, intervals, 0.95, cuped)
 
 colours = components.arm_colours([arm.key for arm in info.arms], info.control)
 components.decisions_and_health(card, colours)
@@ -62,6 +65,7 @@ st.caption(f"{int(card.level * 100)}% {kind} intervals of the relative change ag
            "metric's direction (↑ higher is better, ↓ lower is better). Set-level metrics are "
            "one value per arm: no test, no verdict. Definitions: the "
            "[metric glossary](glossary).")
+st.caption(components.cuped_caption(card))
 components.results(card, k, colours, info.control)
 with st.expander("Every number of the scorecard (table)"):
     components.scorecard_table(components.scorecard_frame(card, k))

@@ -263,3 +263,34 @@ def test_experiment_page_charts_the_lift_by_days_since_exposure(demo_url, monkey
              and any(m.value.startswith(f"**{arm}**") for arm in treated)]
     assert [n.split("**")[1] for n in notes] == [t["arm"] for t in card.trends
                                                  if t["metric"] == "ndcg@10"]
+
+
+def _removed(url: str, cuped: bool) -> dict[tuple[str, str], str]:
+    """The variance removed per treatment row at k = 10, from ``tracker report``."""
+    flags = [] if cuped else ["--no-cuped"]
+    result = CliRunner().invoke(main, ["report", SMALL.key, "--format", "json", *flags],
+                                env={"TRACKER_DATABASE_URL": url})
+    return {(r["metric"] if r["k"] is None else f"{r['metric']}@{r['k']}", r["arm"]):
+            f"{r['variance_reduction']:.0%}" for r in json.loads(result.stdout)["metrics"]
+            if not r["control"] and r["kind"] == "user" and r["k"] in (None, 10)}
+
+
+def test_the_cuped_toggle_is_on_by_default_and_turns_the_adjustment_off(demo_url, monkeypatch):
+    at = _app(demo_url, monkeypatch).run()
+    at.switch_page("views/experiment.py").run()
+    _clean(at)
+    (toggle,) = at.sidebar.toggle
+    assert toggle.label == "CUPED (pre-exposure adjustment)" and toggle.value is True
+    for cuped in (True, False):
+        if not cuped:
+            toggle.set_value(False).run()
+            _clean(at)
+        captions = [c.value for c in at.caption]
+        assert any(c.startswith("CUPED on" if cuped else "CUPED off") for c in captions)
+        frame = at.dataframe[0].value
+        shown = {(r["metric"], r["arm"]): r["variance removed"]
+                 for r in frame.to_dict("records")
+                 if "(control)" not in r["arm"] and r["variance removed"]}
+        expected = _removed(demo_url, cuped)
+        assert shown == expected
+        assert any(v != "0%" for v in expected.values()) == cuped

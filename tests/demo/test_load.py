@@ -13,16 +13,25 @@ from click.testing import CliRunner
 
 from tests.helpers import count
 from tracker.cli import main
-from tracker.demo import GUARDRAILS, PRIMARY, DemoConfig, experiment_spec, load, simulate
+from tracker.demo import (
+    GUARDRAILS,
+    PRIMARY,
+    DemoConfig,
+    experiment_spec,
+    history,
+    load,
+    simulate,
+)
 from tracker.errors import AlreadyExists
 
 SMALL = DemoConfig(days=3, users=300, items=400, start=datetime(2026, 11, 1, tzinfo=UTC))
 
 
 def _all(config):
+    """Every impression, and every interaction: the history before the experiment first."""
     batches = list(simulate(config))
     return ([i for b in batches for i in b.impressions],
-            [e for b in batches for e in b.interactions])
+            history(config) + [e for b in batches for e in b.interactions])
 
 
 def test_every_record_is_accepted_and_retries_are_duplicates(tracker):

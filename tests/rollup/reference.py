@@ -78,10 +78,13 @@ def popularity_before(interactions: list[dict], since: datetime, moment: datetim
 
 def rollup(impressions: list[dict], interactions: list[dict], *, window: timedelta,
            relevance: dict | None, zone: str = "UTC", cutoffs=(5, 10, 20),
-           popularity_days: int = 28, declared: frozenset[str] = frozenset()):
+           popularity_days: int = 28, declared: frozenset[str] = frozenset(),
+           per_user_out: dict | None = None):
     """``{(cumulative, day, arm, metric, k): (users, sum, sum_sq)}`` for user metrics and
     ``{(cumulative, day, arm, metric, k): value}`` for set metrics, plus health
-    ``{(cumulative, day, arm or None): (users, impressions, crossover users)}``."""
+    ``{(cumulative, day, arm or None): (users, impressions, crossover users)}``.
+    ``per_user_out`` (a dict) receives, per user-metric key, ``{user: (sum, impressions)}``
+    of the user's values."""
     tz = ZoneInfo(zone)
     by_day = defaultdict(list)
     for imp in impressions:
@@ -132,6 +135,10 @@ def rollup(impressions: list[dict], interactions: list[dict], *, window: timedel
                           for (u, a), cols in per_user.items() if a == arm and column in cols]
                     user_stats[(cumulative, day, arm) + column] = (
                         len(xs), sum(xs), sum(x * x for x in xs))
+                    if per_user_out is not None:
+                        per_user_out[(cumulative, day, arm) + column] = {
+                            u: (sum(cols[column]), len(cols[column]))
+                            for (u, a), cols in per_user.items() if a == arm and column in cols}
                 for k in cutoffs:
                     set_stats[(cumulative, day, arm, "coverage", k)] = metrics.coverage(
                         lists[arm], k, catalog)

@@ -56,6 +56,8 @@ ROLLUP_TABLES = {
     "rollup_health": "experiment_id, day, cumulative, arm_id",
     "rollup_units": "experiment_id, day, cumulative, part",
     "rollup_exposure": "experiment_id, day, cumulative, arm_id",
+    "rollup_user_covariates": "experiment_id",
+    "rollup_covariate_sums": "experiment_id, day, cumulative",
     "rollup_day": "experiment_id, day",
     "rollup_first_seen": "experiment_id, day",
     "rollup_exposure_day": "experiment_id, day, exposure_day, arm_id, metric, k",
@@ -70,8 +72,9 @@ def dump(engine: sa.Engine, without: tuple[str, ...] = ()) -> dict[str, list[tup
     times and surrogate ids."""
     out = {}
     with engine.connect() as conn:
+        present = set(sa.inspect(conn).get_table_names())  # older revisions lack some
         for table, order in ROLLUP_TABLES.items():
-            if table in without:
+            if table in without or table not in present:
                 continue
             rows = conn.execute(sa.text(f"SELECT * FROM {table} ORDER BY {order}")).mappings()
             out[table] = [tuple((k, v) for k, v in sorted(row.items()) if k not in SKIP)

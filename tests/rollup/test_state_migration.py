@@ -50,7 +50,7 @@ def test_0006_keeps_watermarks_both_ways_and_a_reset_downgrades_to_no_row(empty_
 
 
 STATE = ("rollup_units", "rollup_pairs", "rollup_popularity", "rollup_exposure")
-LATER = ("rollup_first_seen", "rollup_exposure_day")  # created by 0014: absent at 0007
+LATER = ("rollup_first_seen", "rollup_exposure_day")  # created by 0012: absent at 0007
 
 
 def _state_rows(engine: sa.Engine) -> dict[str, int]:
@@ -67,7 +67,9 @@ def _rolled_up(url: str) -> dict:
 
 def _results(url: str) -> dict:
     engine = create_engine(url)
-    out = dump(engine, without=STATE + LATER)
+    # tables created after 0007 (CUPED's 0011, the exposure-day 0012) do not exist there:
+    # compared where they do (tests/rollup)
+    out = dump(engine, without=STATE + LATER + ("rollup_user_covariates", "rollup_covariate_sums"))
     engine.dispose()
     return out
 

@@ -65,6 +65,21 @@ def test_a_significant_primary_win_with_guardrails_held_ships():
     assert decision.reasons[1] == "song_clicks -1.0%: non-inferior at the 5.0% margin"
 
 
+def test_a_winning_primary_whose_lift_fades_keeps_the_arm_running_instead_of_shipping():
+    note = "ndcg@10 lift fading (novelty?): -2.00% per day since exposure"
+    decision = decide("two-tower", [NDCG_WIN, HIT_FLAT], [GUARD_OK], health(),
+                      fading={"ndcg@10": note})
+    assert decision.outcome is Outcome.KEEP_RUNNING
+    assert note in decision.reasons
+    # a fading primary that is not a significant win does not stop another primary's ship
+    assert decide("two-tower", [NDCG_WIN, HIT_FLAT], [GUARD_OK], health(),
+                  fading={"hit_rate@10": "hit_rate@10 lift fading"}).outcome is Outcome.SHIP
+    # nor does it turn a loss into anything but do-not-ship
+    loss = primary("ndcg@10", -0.05, (-0.08, -0.02), 0.01)
+    assert decide("t", [loss], [GUARD_OK], health(),
+                  fading={"ndcg@10": note}).outcome is Outcome.DO_NOT_SHIP
+
+
 def test_provisional_days_do_not_stop_a_ship():
     assert decide("t", [NDCG_WIN], [GUARD_OK], health(provisional_days=3)).outcome is (
         Outcome.SHIP)

@@ -47,11 +47,14 @@ def experiments() -> None:
 @click.option("--primary", multiple=True, metavar="METRIC@K", help=PRIMARY_HELP)
 @click.option("--guardrail", "guardrails", multiple=True, metavar="METRIC@K=LOSS",
               help=GUARDRAIL_HELP)
+@click.option("--cuped-days", type=int, default=14, show_default=True,
+              help="Days of each user's history before first exposure that the CUPED "
+                   "adjustment uses (0: none).")
 @click.option("--exist-ok", is_flag=True,
               help="Succeed without changes when EXPERIMENT already exists (for scripts).")
 def experiments_create(key, arms, control, window, relevance, unknown_events, name,
                        description, timezone, cutoffs, status, primary, guardrails,
-                       exist_ok) -> None:
+                       cuped_days, exist_ok) -> None:
     """Register EXPERIMENT (its key) with its arms and, optionally, its metric roles (the other
     metrics are secondary)."""
     from tracker.sdk import Tracker
@@ -66,7 +69,8 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
     attribution_window = parse_duration(window, "--window")
     with Tracker() as t, options_for(key="EXPERIMENT", arms="--arm", control="--control",
                                   attribution_window="--window", relevance="--relevance",
-                                  timezone="--timezone", cutoffs="--cutoffs", name="--name"):
+                                  timezone="--timezone", cutoffs="--cutoffs", name="--name",
+                                  cuped_days="--cuped-days"):
         existed = exist_ok and any(e.key == key for e in t.experiments(include_archived=True))
         # with --exist-ok a stored experiment that defines something else (arms, split,
         # window, relevance, ...) is still an error naming the differences
@@ -76,7 +80,7 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
             description=description, timezone=timezone, cutoffs=cutoff_list,
             unknown_events=unknown_events, status=status, primary=primary,
             guardrails=parse_pairs(guardrails, "--guardrail", GUARDRAIL_FORM),
-            exist_ok=exist_ok)
+            exist_ok=exist_ok, cuped_days=cuped_days)
         if existed:
             click.echo(f"experiment {key!r} already exists; left unchanged")
             return
@@ -95,8 +99,11 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
 @click.option("--name", help="New display name.")
 @click.option("--description", help="New description.")
 @click.option("--ends-at", metavar="ISO", help="New end instant, e.g. 2026-12-01T00:00:00Z.")
+@click.option("--cuped-days", type=int,
+              help="New CUPED pre-exposure window in days (0: no adjustment); the next "
+                   "rollup recomputes every day.")
 def experiments_update(key, primary, guardrails, clear_roles, name, description,
-                       ends_at) -> None:
+                       ends_at, cuped_days) -> None:
     """Change EXPERIMENT's metric roles, name, description or end. Options left out
     stay as they are; arms, window, relevance, cutoffs and time zone cannot change."""
     from tracker.sdk import Tracker
@@ -109,9 +116,10 @@ def experiments_update(key, primary, guardrails, clear_roles, name, description,
         primary_list = list(primary) if primary else None
         guardrail_map = (parse_pairs(guardrails, "--guardrail", GUARDRAIL_FORM)
                          if guardrails else None)
-    with Tracker() as t:
+    with Tracker() as t, options_for(cuped_days="--cuped-days"):
         updated = t.update_experiment(key, primary=primary_list, guardrails=guardrail_map,
-                                      name=name, description=description, ends_at=ends_at)
+                                      name=name, description=description, ends_at=ends_at,
+                                      cuped_days=cuped_days)
     click.echo(f"updated experiment {key!r}; roles: {_roles_text(updated.roles)}")
 
 

@@ -37,6 +37,9 @@ def _level(_ctx, _param, value: float) -> float:
               help="Confidence level, strictly between 0 and 1.")
 @click.option("--sequential", is_flag=True,
               help="Always-valid intervals and p-values (for daily peeking).")
+@click.option("--cuped/--no-cuped", default=True, show_default=True,
+              help="Adjust lifts, intervals, verdicts and decisions for each user's "
+                   "behaviour before first exposure (CUPED), where the rollup stored it.")
 @click.option("--correction", type=click.Choice(["holm", "bh"]), default="holm",
               show_default=True, help="Multiple-comparison correction over primary metrics.")
 @click.option("--primary", multiple=True, metavar="METRIC@K",
@@ -57,7 +60,7 @@ def _level(_ctx, _param, value: float) -> float:
 @click.option("--k", "only_ks", multiple=True, type=click.IntRange(min=1), metavar="K",
               help="Show only this cutoff (repeatable); metrics without one stay.")
 def report_cmd(experiment: str, day, daily: bool, fmt: str, level: float, sequential: bool,
-               correction: str, primary: tuple[str, ...], guardrails: tuple[str, ...],
+               cuped: bool, correction: str, primary: tuple[str, ...], guardrails: tuple[str, ...],
                only_metrics: tuple[str, ...], only_ks: tuple[int, ...],
                target_effect: float) -> None:
     """Scorecard of EXPERIMENT: first the decision per treatment arm (ship, do not ship, keep
@@ -77,7 +80,7 @@ def report_cmd(experiment: str, day, daily: bool, fmt: str, level: float, sequen
         card = report(engine, experiment, cumulative=not daily,
                       as_of=day.date() if day else None, level=level,
                       intervals="sequential" if sequential else "fixed_horizon",
-                      correction=correction, primary=primary or None,
+                      cuped=cuped, correction=correction, primary=primary or None,
                       guardrails=margins or None, target_effect=target_effect)
     try:
         card = select(card, only_metrics, only_ks)

@@ -10,8 +10,10 @@ from tracker.demo.simulation import (
     DemoConfig,
     assign_arm,
     experiment_spec,
+    history,
     simulate,
 )
 
 __all__ = ["ARMS", "GUARDRAILS", "PRIMARY", "RELEVANCE", "DayBatch", "DemoConfig",
-           "LoadSummary", "assign_arm", "experiment_spec", "load", "simulate"]
+           "LoadSummary", "assign_arm", "experiment_spec", "history", "load",
+           "simulate"]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 
-from tracker.demo.simulation import DemoConfig, experiment_spec, simulate
+from tracker.demo.simulation import DemoConfig, experiment_spec, history, simulate
 from tracker.errors import AlreadyExists, NotFound
 
 
@@ -53,6 +53,7 @@ def load(tracker, config: DemoConfig = DemoConfig(),
         if config.start is None and existing.starts_at is not None:
             config = dataclasses.replace(config, start=existing.starts_at)
     summary = LoadSummary()
+    _log_history(tracker, config, summary)
     for batch in simulate(config):
         for result in (tracker.log_impressions(batch.impressions),
                        tracker.log_interactions(batch.interactions)):
@@ -66,6 +67,18 @@ def load(tracker, config: DemoConfig = DemoConfig(),
         if after_day is not None:
             after_day(batch.day)
     return summary
+
+
+def _log_history(tracker, config: DemoConfig, summary: LoadSummary) -> None:
+    """The users' interactions before the experiment (:func:`history`), logged first, as
+    they would have been in production: CUPED's pre-exposure covariates."""
+    records = history(config)
+    result = tracker.log_interactions(records)
+    summary.stored += result.stored
+    summary.duplicates += result.duplicates
+    summary.conflicts += result.conflicts
+    summary.rejected += len(result.rejected)
+    summary.interactions += len(records)
 
 
 def _check_same_setup(existing, spec: dict) -> None:

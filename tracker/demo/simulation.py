@@ -107,6 +107,8 @@ class DemoConfig:
     retry_share: float = 0.01        # interactions sent twice (same id, same payload)
     explicit_share: float = 0.05     # interactions that name their impression
     outside_share: float = 0.15      # visits followed by a click on an item not in the list
+    engagement: float = 0.8          # spread (log-odds) of the users' persistent engagement
+    history_days: int = 14           # days of interactions logged before the experiment
 
     def __post_init__(self) -> None:
         if self.days < 1 or self.users < 1:
@@ -253,6 +255,7 @@ class _World:
             self.found_logit[rows] = np.take_along_axis(logit, self.found[rows], axis=1)
         self.item_ids = np.array([f"item-{i:05d}" for i in range(n_items)], dtype=object)
         self.examination = 1.0 / (1.0 + np.arange(length)) ** 0.9
+        _engage(self, config)
 
     def _true_logit(self, rng: np.random.Generator, n_users: int) -> np.ndarray:
         """Logit of the true relevance of every item for ``n_users`` new users: their taste
@@ -418,6 +421,68 @@ class _World:
             yield int(arrival[i]), record
             if retried[i]:
                 yield int(retry_day[i]), dict(record)
+
+
+# ---------------------------------------------------------------------------- history
+# Persistent engagement and the interactions before the experiment (what CUPED adjusts for).
+# Their random draws come from generators of their own, so the experiment's stream of draws
+# is the one it would be without them.
+
+def _engage(world: _World, config: DemoConfig) -> None:
+    """Give each user a persistent engagement: a shift of the log-odds of every click, drawn
+    once (normal, spread ``config.engagement``, centred so that the average click rate
+    stays), so that a user who clicked a lot before the experiment clicks a lot in it."""
+    if config.engagement <= 0:
+        world.engagement = np.zeros(config.users)
+        return
+    rng = np.random.default_rng([config.seed, 1])
+    spread = config.engagement
+    world.engagement = rng.normal(-spread**2 / 2, spread, config.users)
+    logit = np.log(world.relevance) - np.log1p(-world.relevance)
+    world.relevance[:] = 1.0 / (1.0 + np.exp(-(logit + world.engagement[:, None])))
+
+
+def history(config: DemoConfig = DemoConfig()) -> list[dict]:
+    """The interactions of the ``config.history_days`` days before the experiment: the same
+    users on the home page of the time (the popularity lists of control, not logged as
+    impressions), clicking with the same relevance and engagement; a click may lead to a
+    play or a save. Deterministic for a seed; ready for ``Tracker.log_interactions``, to be
+    logged before the experiment's first day."""
+    world = _World(config, np.random.default_rng(config.seed))
+    rng = np.random.default_rng([config.seed, 2])
+    start_us = (config.first_day() - _EPOCH) // timedelta(microseconds=1)
+    records: list[dict] = []
+    for d in range(config.history_days, 0, -1):
+        records += _history_day(world, rng, start_us - d * _DAY_US, d)
+    records.sort(key=lambda r: (r["occurred_at"], r["event_id"]))
+    return records
+
+
+def _history_day(world: _World, rng: np.random.Generator, day_us: int, back: int
+                 ) -> list[dict]:
+    """One day's interactions before the experiment (``back`` days before its start)."""
+    config = world.config
+    active = rng.random(config.users) < world.visit_p
+    count = np.where(active, 1 + rng.poisson(4.0 * world.visit_p), 0)
+    user = np.repeat(np.arange(config.users), count)
+    served = day_us + rng.choice(24, user.size, p=_DIURNAL / _DIURNAL.sum()) * _HOUR_US \
+        + rng.integers(0, _HOUR_US, user.size)
+    items, _ = world._control(rng, user.size)
+    relevance = world.relevance[user[:, None], items]
+    row, col = np.nonzero(rng.random(relevance.shape) < world.examination[None, :] * relevance)
+    click_us = served[row] + (2 + 8 * col) * 1_000_000 + rng.integers(5, 600, row.size) * 1e6
+    then = rng.random(row.size)
+    names = world.item_ids[items[row, col]].tolist()
+    users = user[row].tolist()
+    records = []
+    for i, when in enumerate(click_us.astype(np.int64).tolist()):
+        follow = ("play",) if then[i] < 0.6 else ("save",) if then[i] < 0.8 else ()
+        for n, event in enumerate(("click", *follow)):
+            records.append({"event_id": f"{config.key}-pre{back:02d}-{i:07d}-{event}",
+                            "user_id": world.user_ids[users[i]], "item_id": names[i],
+                            "event": event,
+                            "occurred_at": _instant(when + n * 30_000_000)})
+    return records
 
 
 def _instant(micros: int) -> datetime:

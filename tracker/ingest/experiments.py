@@ -30,7 +30,8 @@ def experiment_fields(*, key: str, arms: Mapping[str, float], control: str | Non
                       relevance: Mapping[str, float] | None, name: str | None,
                       description: str, status: str, starts_at: datetime | None,
                       ends_at: datetime | None, timezone: str, cutoffs: Any,
-                      unknown_events: str, max_items: int, now_us: int) -> dict[str, Any]:
+                      unknown_events: str, max_items: int, now_us: int,
+                      cuped_days: Any = 14) -> dict[str, Any]:
     """Checked column values for a new experiment; raises ValidationError naming the field."""
     if not _is_key(key):
         _fail("key", f"{key!r} is not a valid experiment key: 1-{KEY_LENGTH} characters of "
@@ -45,6 +46,7 @@ def experiment_fields(*, key: str, arms: Mapping[str, float], control: str | Non
     except (ZoneInfoNotFoundError, ValueError, TypeError):
         _fail("timezone", f"{timezone!r} is not an IANA time zone name (e.g. 'Europe/Berlin')")
     cutoff_list = _check_cutoffs(cutoffs, max_items)
+    cuped = check_cuped_days(cuped_days)
     start_us = to_micros(starts_at) if starts_at is not None else None
     end_us = to_micros(ends_at) if ends_at is not None else None
     if start_us is not None and end_us is not None and end_us <= start_us:
@@ -56,7 +58,7 @@ def experiment_fields(*, key: str, arms: Mapping[str, float], control: str | Non
         "starts_at": start_us, "ends_at": end_us, "control_arm": control,
         "attribution_window_us": window_us, "relevance": relevance,
         "unknown_events": unknown_events, "timezone": timezone, "cutoffs": cutoff_list,
-        "created_at": now_us, "arms": {a: float(w) for a, w in arms.items()},
+        "cuped_days": cuped, "created_at": now_us, "arms": {a: float(w) for a, w in arms.items()},
     }
 
 
@@ -123,6 +125,19 @@ def _check_relevance(relevance: Any) -> dict[str, float] | None:
         if not _is_finite_number(grade) or grade < 0:
             _fail("relevance", f"grade of {event!r} is {grade!r}; grades are numbers >= 0")
     return relevance
+
+
+MAX_CUPED_DAYS = 365
+
+
+def check_cuped_days(days: Any) -> int:
+    """The days of pre-exposure history CUPED's covariates cover: a whole number from 0 (no
+    adjustment) to :data:`MAX_CUPED_DAYS`."""
+    if isinstance(days, bool) or not isinstance(days, (int, np.integer)) \
+            or not 0 <= days <= MAX_CUPED_DAYS:
+        _fail("cuped_days", f"{days!r}: expected a whole number of days from 0 (no CUPED "
+                            f"adjustment) to {MAX_CUPED_DAYS}, e.g. 14")
+    return int(days)
 
 
 def _check_cutoffs(cutoffs: Any, max_items: int) -> list[int]:
@@ -195,10 +210,12 @@ def check_roles(*, primary: Iterable[str], guardrails: Mapping[str, Any],
 def experiment_update_fields(info: ExperimentInfo, *, primary: Iterable[str] | None,
                              guardrails: Mapping[str, Any] | None, name: str | None,
                              description: str | None,
-                             ends_at: datetime | str | None) -> dict[str, Any]:
+                             ends_at: datetime | str | None,
+                             cuped_days: Any = None) -> dict[str, Any]:
     """Checked column values that change experiment ``info``; None leaves a setting as it
     is. ``primary`` and ``guardrails`` each replace that role's list (``[]`` / ``{}`` empties
-    it; both empty: no roles). Arms, window, relevance, cutoffs and time zone are not
+    it; both empty: no roles). A new ``cuped_days`` makes the next rollup recompute every
+    day (the covariates change). Arms, window, relevance, cutoffs and time zone are not
     offered: changing them would change what the stored results mean."""
     values: dict[str, Any] = {}
     if primary is not None or guardrails is not None:
@@ -220,6 +237,8 @@ def experiment_update_fields(info: ExperimentInfo, *, primary: Iterable[str] | N
         values["description"] = description
     if ends_at is not None:
         values["ends_at"] = _check_end(info, ends_at)
+    if cuped_days is not None and check_cuped_days(cuped_days) != info.cuped_days:
+        values["cuped_days"] = check_cuped_days(cuped_days)
     return values
 
 

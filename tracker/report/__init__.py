@@ -28,7 +28,9 @@ sequences) — the right choice when the scorecard is looked at every day. Set-l
 The JSON form (:meth:`Scorecard.to_dict`) is a stable interface:
 
 - ``experiment``, ``as_of`` (ISO date), ``cumulative`` (bool), ``level``, ``intervals``
-  (``fixed_horizon`` | ``sequential``), ``correction``, ``primary`` (metric names),
+  (``fixed_horizon`` | ``sequential``), ``cuped`` (bool: the comparisons are
+  regression-adjusted on the users' pre-exposure covariates, see below), ``correction``,
+  ``primary`` (metric names),
   ``guardrails`` (metric name -> tolerated relative loss), ``target_effect``; the roles are the
   experiment's stored ones unless ``primary`` / ``guardrails`` override them
   (:func:`roles_for`);
@@ -61,10 +63,18 @@ The JSON form (:meth:`Scorecard.to_dict`) is a stable interface:
   metrics, which no test backs). Numbers that cannot be computed are null and ``reason``
   says why (e.g. ``zero_variance``). A metric missing from the catalogue (stored by an older
   version) has null ``group`` and ``direction`` and no
-  verdict;
+  verdict. Every row has ``variance_reduction``: the share of the lift's variance CUPED
+  removed (0.0 when none, and on control and set-level rows);
 - ``trends``: per primary metric and treatment arm, the slope of the lift over days since
   exposure and whether it fades (novelty) or grows (primacy): see
   :mod:`tracker.report.trends`.
+
+**CUPED** (``cuped=True``, the default of :func:`report`): where the rollup stored the
+covariate sums of the reported day (:func:`tracker.store.computed.covariate_table`), each
+user-level comparison is :func:`tracker.stats.compare_adjusted` (or its sequential form) with
+θ fitted on every arm of the metric, and the guardrail test and the decisions' power use the
+adjusted arms too; the arms' own means and intervals stay unadjusted. Without pre-exposure
+data the adjustment drops every covariate and the numbers are the unadjusted ones exactly.
 """
 
 

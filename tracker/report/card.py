@@ -45,6 +45,7 @@ class Scorecard:
     decisions: list[dict[str, Any]] = field(default_factory=list)
     target_effect: float = DEFAULT_TARGET_EFFECT
     trends: list[dict[str, Any]] = field(default_factory=list)  # tracker.report.trends
+    cuped: bool = False  # comparisons regression-adjusted on pre-exposure covariates
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,6 +54,7 @@ class Scorecard:
             "cumulative": self.cumulative, "level": self.level, "intervals": self.intervals,
             "correction": self.correction, "primary": list(self.primary),
             "guardrails": dict(self.guardrails), "target_effect": self.target_effect,
+            "cuped": self.cuped,
             "decisions": self.decisions, "health": self.health, "metrics": self.metrics,
             "trends": self.trends,
         }
@@ -122,7 +124,8 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
               daily_health: pd.DataFrame | None = None,
               latest_received: datetime | None = None,
               now: datetime | None = None,
-              exposure_days: pd.DataFrame | None = None) -> Scorecard:
+              exposure_days: pd.DataFrame | None = None,
+              covariates: pd.DataFrame | None = None) -> Scorecard:
     """Build the scorecard from the rollup's tables (see :mod:`tracker.store.computed`).
 
     ``as_of``: the day to report (default: the latest day whose results are final, else the
@@ -137,14 +140,11 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     ``target_effect``: the relative effect each primary must be able to detect before
     ``no_detectable_effect`` is said (the cumulative view decides; a daily view has no
     decisions). ``exposure_days``: the view the ``trends`` are fitted to (none without it).
+    ``covariates``: CUPED's sums of the view
+    (:func:`tracker.store.computed.covariate_table`); given and holding the reported day,
+    every comparison, guardrail and power is regression-adjusted (``cuped`` True).
     """
-    level = stats.results.check_level(level)
-    if intervals not in ("fixed_horizon", "sequential"):
-        raise ValueError(f"intervals must be 'fixed_horizon' or 'sequential', got {intervals!r}")
-    if not (isinstance(target_effect, int | float) and math.isfinite(target_effect)
-            and target_effect > 0):
-        raise ValidationError(f"target effect {target_effect!r}: expected a relative effect "
-                              "above 0, e.g. 0.05 for 5%", field="target_effect")
+    level = _check_options(level, intervals, target_effect)
     roles = roles_for(info, primary, guardrails)
     as_of = _reported_day(metric_table, days, as_of)
     view = health_table if cumulative or daily_health is None else daily_health
@@ -158,8 +158,10 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     if as_of is None:
         return card
     rows = metric_table[metric_table["day"] == as_of]
+    covariates = _of_day(covariates, as_of)
+    card = replace(card, cuped=covariates is not None)
     tests: list[RowTest] = []
-    card.metrics.extend(metric_rows(info, rows, level, intervals, roles, tests))
+    card.metrics.extend(metric_rows(info, rows, level, intervals, roles, tests, covariates))
     _check_roles_have_tests(info, card.metrics, roles,
                             given=(*(primary or ()), *(guardrails or {})))
     adjust_p_values(card.metrics, correction, level)
@@ -171,8 +173,28 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
         growth = users_per_day(health_table, info, as_of)
         card.decisions.extend(
             d.to_dict() for d in arm_decisions(info, tests, checked.checklist, growth, level,
-                                               correction, float(target_effect)))
+                                               correction, float(target_effect), card.trends))
     return card
+
+
+def _check_options(level: float, intervals: str, target_effect: float) -> float:
+    """The checked level; a bad ``intervals`` or ``target_effect`` raises."""
+    level = stats.results.check_level(level)
+    if intervals not in ("fixed_horizon", "sequential"):
+        raise ValueError(f"intervals must be 'fixed_horizon' or 'sequential', got {intervals!r}")
+    if not (isinstance(target_effect, int | float) and math.isfinite(target_effect)
+            and target_effect > 0):
+        raise ValidationError(f"target effect {target_effect!r}: expected a relative effect "
+                              "above 0, e.g. 0.05 for 5%", field="target_effect")
+    return level
+
+
+def _of_day(covariates: pd.DataFrame | None, day: date) -> pd.DataFrame | None:
+    """The covariate sums of ``day``; None when there are none (no CUPED for that day)."""
+    if covariates is None or covariates.empty:
+        return None
+    mine = covariates[covariates["day"] == day]
+    return None if mine.empty else mine
 
 
 def _reported_day(metric_table: pd.DataFrame, days: pd.DataFrame,
@@ -217,8 +239,10 @@ def _check_roles_have_tests(info: ExperimentInfo, rows: list[dict[str, Any]], ro
         "one report with --primary/--guardrail", field="roles")
 
 
-def report(engine, experiment: str, *, cumulative: bool = True, **options) -> Scorecard:
-    """Read the rollup's tables of ``experiment`` and build its :func:`scorecard`."""
+def report(engine, experiment: str, *, cumulative: bool = True, cuped: bool = True,
+           **options) -> Scorecard:
+    """Read the rollup's tables of ``experiment`` and build its :func:`scorecard`
+    (``cuped``: regression-adjusted where the rollup stored pre-exposure covariates)."""
     from tracker.store import computed as read
     from tracker.store.db import transaction
     from tracker.store.experiments import get_experiment
@@ -226,8 +250,9 @@ def report(engine, experiment: str, *, cumulative: bool = True, **options) -> Sc
     with transaction(engine) as conn:
         info = get_experiment(conn, experiment)
     daily = None if cumulative else read.health_table(engine, experiment, cumulative=False)
+    covariates = read.covariate_table(engine, experiment, cumulative) if cuped else None
     return scorecard(info, read.metric_table(engine, experiment, cumulative),
                      read.health_table(engine, experiment, cumulative=True),
                      read.day_table(engine, experiment), cumulative=cumulative,
                      daily_health=daily, exposure_days=read.exposure_day_table(engine, experiment),
-                     **options)
+                     covariates=covariates, **options)

@@ -10,6 +10,7 @@ import pandas as pd
 
 from tracker import stats
 from tracker.report.rows import RowTest, finite, metric_name
+from tracker.report.trends import trend_notes
 from tracker.stats.decision import ArmSample, Decision, GuardrailResult, PrimaryResult, decide
 from tracker.stats.health import CheckStatus, HealthChecklist, health_checklist
 from tracker.store.experiments import ExperimentInfo
@@ -117,12 +118,14 @@ def users_per_day(health_table: pd.DataFrame, info: ExperimentInfo,
 
 def arm_decisions(info: ExperimentInfo, tests: list[RowTest], checklist: HealthChecklist,
                growth: dict[str, float | None], level: float, correction: str,
-               target_effect: float) -> list[Decision]:
+               target_effect: float, trends: list[dict[str, Any]] = ()) -> list[Decision]:
     """One :func:`tracker.stats.decision.decide` per treatment arm, from the scorecard's own
     rows: each primary's relative lift with the interval shown beside its verdict (drawn at
     the corrected level) and its adjusted p-value, each guardrail's non-inferiority test, the
     health checklist, and for power the users, user-level variances and new users per day of
-    the two arms. The family planned for is every corrected test (primaries x treatments)."""
+    the two arms. The family planned for is every corrected test (primaries x treatments).
+    ``trends`` (:func:`tracker.report.trends.trends`): a primary whose lift fades keeps a
+    winning arm running (:func:`tracker.stats.decision.decide`)."""
     family = sum(1 for t in tests if t.row["primary"])
     label = {"holm": "Holm", "bh": "Benjamini-Hochberg"}.get(correction, correction)
     out = []
@@ -133,10 +136,17 @@ def arm_decisions(info: ExperimentInfo, tests: list[RowTest], checklist: HealthC
             continue
         guards = [GuardrailResult.from_test(metric_name(t.row["metric"], t.row["k"]), t.guardrail)
                   for t in mine if t.guardrail is not None]
+        fading = {t["metric"]: _settle(t) for t in trends
+                  if t["arm"] == arm and t["trend"] == "fading"}
         out.append(decide(arm, primaries, guards, checklist, alpha=1 - level,
                           target_effect=target_effect, correction=label,
-                          family_size=max(family, len(primaries))))
+                          family_size=max(family, len(primaries)), fading=fading))
     return out
+
+
+def _settle(trend: dict[str, Any]) -> str:
+    """A fading primary as a decision's reason: the report's trend line without its arm."""
+    return trend_notes([trend])[0].split(" — ", 1)[1] + ": keep running until it settles"
 
 
 def _primary_result(test: RowTest, growth: dict[str, float | None], control: str
@@ -146,7 +156,13 @@ def _primary_result(test: RowTest, growth: dict[str, float | None], control: str
     r = test.row
     rates = (growth.get(r["arm"]), growth.get(control))
     per_day = None if None in rates else sum(rates)
-    sample = ArmSample.from_stats(test.treatment, test.control, per_day)
+    if test.adjusted is None:
+        sample = ArmSample.from_stats(test.treatment, test.control, per_day)
+    else:  # CUPED: power from the adjusted arms' variances
+        t, c = test.adjusted
+        sample = ArmSample(t.n, c.n, None if t.variance is None else t.variance * t.n,
+                           None if c.variance is None else c.variance * c.n, c.estimate,
+                           per_day)
     relative = r["decided_on"] == "relative_lift" or r["lift_ci_low"] is None
     prefix = "relative_lift" if relative else "lift"
     return PrimaryResult(metric_name(r["metric"], r["k"]), r[prefix], r[f"{prefix}_ci_low"],

@@ -80,6 +80,7 @@ def render_table(card: Scorecard, only: tuple[str, ...] | None = None, *,
                  f"matching p adjusted ({card.correction}) over {', '.join(card.primary)}; "
                  f"{LOWER_MARK} lower is better; set-level metrics (one value per arm) have no "
                  "test, hence no verdict")
+    lines.append(cuped_line(card))
     cells: list[tuple[str, ...]] = []
     for role, members in _consecutive(rows, lambda r: ROLE_LABELS[r.get("role", "secondary")]):
         cells.append((f"== {role} ==",))
@@ -91,8 +92,8 @@ def render_table(card: Scorecard, only: tuple[str, ...] | None = None, *,
 
 SCORECARD_COLUMNS = (Column("metric"), Column("arm"), Column("users", right=True),
                      Column("mean", right=True), Column("interval"), Column("lift", right=True),
-                     Column("relative lift interval"), Column("p", right=True),
-                     Column("p adj", right=True), Column("verdict"))
+                     Column("var −", right=True), Column("relative lift interval"),
+                     Column("p", right=True), Column("p adj", right=True), Column("verdict"))
 """The scorecard's table: a row per arm of each metric (a control row stops at its
 interval)."""
 
@@ -177,8 +178,23 @@ def _table_cells(r: dict[str, Any]) -> tuple[str, ...]:
     if not rel and r.get("relative_lift") is not None:  # a set-level difference: no interval
         rel = f"{r['relative_lift']:+.1%}"
     verdict = f"{r['verdict'] or '—'}{' *' if r['primary'] else ''}" + _guard_note(r)
-    return (*cells, _num(r["lift"], "{:+.4f}"), rel, format_p(r["p_value"]),
+    removed = "—" if r["kind"] != "user" else f"{r.get('variance_reduction') or 0.0:.0%}"
+    return (*cells, _num(r["lift"], "{:+.4f}"), removed, rel, format_p(r["p_value"]),
             format_p(r["p_value_adjusted"]), verdict)
+
+
+def cuped_line(card: Scorecard) -> str:
+    """Whether CUPED adjusted the comparisons, and how much variance it removed (the median
+    over the primaries' rows, which ``var −`` shows row by row)."""
+    if not card.cuped:
+        return ("CUPED off: lifts unadjusted (`--cuped` and a rollup with the experiment's "
+                "cuped_days > 0 adjust them for pre-exposure behaviour)")
+    shares = sorted(r["variance_reduction"] for r in card.metrics
+                    if r.get("primary") and r.get("variance_reduction") is not None)
+    middle = f"; {shares[len(shares) // 2]:.0%} of the primaries' variance removed" \
+        if shares else ""
+    return ("CUPED on: lifts adjusted for each user's interactions before first exposure"
+            f"{middle} (var −: the share removed per row)")
 
 
 

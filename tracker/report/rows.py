@@ -18,7 +18,7 @@ LOWER_IS_BETTER = catalog.lower_is_better()
 COLUMNS = ("metric", "k", "arm", "control", "kind", "users", "mean", "ci_low", "ci_high",
            "lift", "lift_ci_low", "lift_ci_high", "relative_lift", "relative_lift_ci_low",
            "relative_lift_ci_high", "p_value", "p_value_adjusted", "primary", "verdict",
-           "reason", "group", "direction", "role")
+           "reason", "group", "direction", "role", "variance_reduction")
 """The fields of a metric row, in the order of the CSV and of :meth:`Scorecard.to_frame` (new
 fields go at the end, so CSV columns keep their positions)."""
 ROLE_ORDER = ("primary", "guardrail", "secondary")
@@ -37,22 +37,56 @@ def finite(value: float | None) -> float | None:
 
 
 @dataclass(frozen=True)
+class Cuped:
+    """A treatment row's CUPED inputs: both arms' sums with their pre-exposure covariates,
+    and θ fitted on every arm of the metric (:func:`tracker.stats.fit_adjustment`)."""
+
+    treatment: stats.CovariateMeanStats
+    control: stats.CovariateMeanStats
+    adjustment: stats.Adjustment
+
+
+@dataclass(frozen=True)
 class RowTest:
-    """A treatment row and the statistics its comparison was computed from."""
+    """A treatment row and the statistics its comparison was computed from (``cuped``: the
+    regression adjustment it used, None when unadjusted)."""
 
     row: dict[str, Any]
     treatment: stats.MeanStats
     control: stats.MeanStats
     guardrail: stats.NonInferiority | None = None
+    cuped: Cuped | None = None
+    adjusted: tuple[stats.Moments, stats.Moments] | None = None  # the adjusted arms
+
+
+@dataclass(frozen=True)
+class Compared:
+    """A comparison, the share of its variance CUPED removed (0 unadjusted) and the
+    adjusted arms (None unadjusted)."""
+
+    result: stats.Comparison
+    variance_reduction: float = 0.0
+    adjusted: tuple[stats.Moments, stats.Moments] | None = None
 
 
 def comparison(intervals: str, treatment: stats.MeanStats, control: stats.MeanStats,
-                level: float, nominal: float) -> stats.Comparison:
+               level: float, nominal: float, cuped: Cuped | None = None) -> Compared:
     """Fixed-horizon or always-valid comparison at ``level`` (sequences tuned for ``nominal``,
-    so their p-value does not depend on the level they are drawn at)."""
+    so their p-value does not depend on the level they are drawn at); with ``cuped``, of the
+    regression-adjusted arms (:func:`tracker.stats.compare_adjusted` and its sequential
+    form)."""
+    if cuped is not None:
+        args = (cuped.treatment, cuped.control)
+        if intervals == "sequential":
+            done = stats.compare_adjusted_sequential(*args, adjustment=cuped.adjustment,
+                                                     level=level, tuning_level=nominal)
+        else:
+            done = stats.compare_adjusted(*args, adjustment=cuped.adjustment, level=level)
+        return Compared(done.comparison, done.variance_reduction, (done.treatment, done.control))
     if intervals == "sequential":
-        return stats.compare_sequential(treatment, control, level=level, tuning_level=nominal)
-    return stats.compare(treatment, control, level=level)
+        return Compared(stats.compare_sequential(treatment, control, level=level,
+                                                 tuning_level=nominal))
+    return Compared(stats.compare(treatment, control, level=level))
 
 
 def shown_intervals(result: stats.Comparison) -> dict[str, Any]:
@@ -71,15 +105,17 @@ def adjust_intervals(test: RowTest, level: float, intervals: str) -> None:
     if p is None or adjusted is None or not 0 < p < adjusted:
         return
     corrected = 1 - (1 - level) * p / adjusted
-    result = comparison(intervals, test.treatment, test.control, corrected, level)
-    row.update(shown_intervals(result))
+    result = comparison(intervals, test.treatment, test.control, corrected, level, test.cuped)
+    row.update(shown_intervals(result.result))
 
 
 def metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, intervals: str,
-                roles: Roles, tests: list[RowTest]) -> list[dict[str, Any]]:
+                roles: Roles, tests: list[RowTest],
+                covariates: pd.DataFrame | None = None) -> list[dict[str, Any]]:
     """The rows of every metric and arm, ordered by role (primary, guardrail, secondary),
     then catalogue group and order, then k; each user-level comparison is added to
-    ``tests``."""
+    ``tests``. ``covariates``: the day's CUPED sums (:func:`tracker.store.computed.
+    covariate_table`); with them the comparisons are regression-adjusted."""
     control = info.control
     out = []
     for metric, k in _ordered_metrics(rows, roles):
@@ -88,6 +124,7 @@ def metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, interval
         by_arm = {r.arm: r for r in mine.itertuples(index=False)}
         if control not in by_arm:
             continue
+        fits = cuped_inputs(by_arm, covariates, metric, k)
         for arm in (a.key for a in info.arms if a.key in by_arm):
             r, base = by_arm[arm], by_arm[control]
             row: dict[str, Any] = {"metric": metric, "k": k, "arm": arm,
@@ -97,7 +134,9 @@ def metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, interval
             if r.kind == "set":
                 _set_level(row, r, base)
             else:
-                test = _user_level(row, r, base, level, intervals, roles)
+                pair = None if fits is None or row["control"] else Cuped(
+                    fits[0][arm], fits[0][control], fits[1])
+                test = _user_level(row, r, base, level, intervals, roles, pair)
                 if test is not None:
                     tests.append(test)
             out.append(row)
@@ -116,7 +155,8 @@ def _ordered_metrics(rows: pd.DataFrame, roles: Roles) -> list[tuple[str, int | 
 
 def _set_level(row: dict[str, Any], r, base) -> None:
     """A set-level metric's row: one value per arm, so no interval, no test, no verdict."""
-    row.update(mean=finite(r.mean), ci_low=None, ci_high=None, reason="set_metric")
+    row.update(mean=finite(r.mean), ci_low=None, ci_high=None, reason="set_metric",
+               variance_reduction=0.0)
     if row["control"]:
         return
     lift = None if base.mean is None else r.mean - base.mean
@@ -128,19 +168,22 @@ def _set_level(row: dict[str, Any], r, base) -> None:
 
 
 def _user_level(row: dict[str, Any], r, base, level: float, intervals: str,
-                roles: Roles) -> RowTest | None:
+                roles: Roles, cuped: Cuped | None) -> RowTest | None:
     """A per-user metric's row: the arm's mean and interval; for a treatment arm its
     comparison against control (and its guardrail test), returned as the row's test."""
     name = metric_name(row["metric"], row["k"])
     mean_stats = stats.MeanStats(int(r.users), float(r.sum), float(r.sum_sq))
     estimate = stats.arm_estimate(mean_stats, level=level)
     row.update(mean=finite(estimate.estimate), ci_low=finite(estimate.ci_low),
-               ci_high=finite(estimate.ci_high), reason=estimate.reason.value)
+               ci_high=finite(estimate.ci_high), reason=estimate.reason.value,
+               variance_reduction=0.0)
     if row["control"]:
         return None
     control_stats = stats.MeanStats(int(base.users), float(base.sum), float(base.sum_sq))
-    result = comparison(intervals, mean_stats, control_stats, level, level)
-    row.update(lift=finite(result.difference.estimate),
+    compared = comparison(intervals, mean_stats, control_stats, level, level, cuped)
+    result = compared.result
+    row.update(variance_reduction=compared.variance_reduction,
+               lift=finite(result.difference.estimate),
                relative_lift=finite(result.relative_lift.estimate),
                **shown_intervals(result), p_value=finite(result.p_value),
                p_value_adjusted=None, primary=name in roles.primary,
@@ -148,12 +191,42 @@ def _user_level(row: dict[str, Any], r, base, level: float, intervals: str,
     margin = roles.guardrails.get(name)
     guard = None
     if margin is not None:
-        guard = stats.non_inferiority(
-            mean_stats, control_stats, margin=margin, relative=True,
-            higher_is_better=row["metric"] not in LOWER_IS_BETTER, level=level)
+        options = {"margin": margin, "relative": True, "level": level,
+                   "higher_is_better": row["metric"] not in LOWER_IS_BETTER}
+        guard = (stats.non_inferiority(mean_stats, control_stats, **options) if cuped is None
+                 else stats.non_inferiority_adjusted(cuped.treatment, cuped.control,
+                                                     adjustment=cuped.adjustment, **options))
         row.update(guardrail_margin=margin, guardrail_p_value=finite(guard.p_value),
                    guardrail_ok=guard.non_inferior)
-    return RowTest(row, mean_stats, control_stats, guard)
+    return RowTest(row, mean_stats, control_stats, guard, cuped, compared.adjusted)
+
+
+def cuped_inputs(by_arm: dict, covariates: pd.DataFrame | None, metric: str, k: int | None
+                 ) -> tuple[dict[str, stats.CovariateMeanStats], stats.Adjustment] | None:
+    """Each arm's sums with covariates for one metric and θ fitted on all of them; None
+    without covariate sums for every arm (CUPED off, or the day not rolled up with it)."""
+    if covariates is None or covariates.empty or by_arm[next(iter(by_arm))].kind != "user":
+        return None
+    names = covariates.attrs["covariates"]
+    mine = covariates[(covariates["metric"] == metric)
+                      & (covariates["k"].isna() if k is None else covariates["k"] == k)]
+    found = {r["arm"]: r for _, r in mine.iterrows()}
+    if set(by_arm) - set(found):
+        return None
+    arms = {}
+    for arm, r in by_arm.items():
+        c = found[arm]
+        arms[arm] = stats.CovariateMeanStats(
+            int(r.users), float(r.sum), float(r.sum_sq), [c[f"x:{n}"] for n in names],
+            [[c[_pair(names, a, b)] for b in names] for a in names],
+            [c[f"xy:{n}"] for n in names])
+    return arms, stats.fit_adjustment(list(arms.values()))
+
+
+def _pair(names: list[str], a: str, b: str) -> str:
+    """The column of Σx_a·x_b (stored once per unordered pair, in the covariates' order)."""
+    first, second = sorted((a, b), key=names.index)
+    return f"xx:{first}*{second}"
 
 
 def _described(metric: str) -> dict[str, str | None]:

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import sqlalchemy as sa
 
+from tracker.rollup import covariates as cuped
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.exposure import Exposure, catalog_size
 from tracker.rollup.outcomes import Layout
@@ -34,15 +35,17 @@ class Running:
     totals: UnitTotals
     exposure: dict[int, Exposure]
     provisional: bool = False
+    covariates: cuped.UserCovariates | None = None  # CUPED's, None when off
 
 
 def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date, now_us: int,
                          progress: Progress | None = None,
                          recent: dict[date, UnitTotals | None] | None = None,
-                         declared: pa.Array | None = None) -> None:
+                         declared: pa.Array | None = None,
+                         covariates: cuped.UserCovariates | None = None) -> None:
     """Replace the cumulative rows of every day from ``since`` on (``recent``: unit totals
     of days just computed, which need not be read back; ``declared``: the declared
-    catalog)."""
+    catalog; ``covariates``: CUPED's per-user covariates, whose sums are written too)."""
     layout = Layout.for_cutoffs(list(info.cutoffs))
     days = results.known_days(conn, info.id)
     if not days:
@@ -50,6 +53,8 @@ def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date,
     results.delete_cumulative(conn, info.id, since)
     before = [d for d, _, _ in days if d < since]
     running = _start(conn, info, before[-1] if before else None, layout)
+    running.covariates = covariates
+    cuped.delete_cumulative(conn, info.id, since)
     running.provisional = any(computed < closes for day, closes, computed in days
                               if day < since)
     total = sum(1 for d in days if d[0] >= since)
@@ -60,6 +65,7 @@ def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date,
         _write_day(conn, view, running, layout, declared)
         if progress:
             progress("cumulative", done, total, day)
+    cuped.settle(conn, info, running.totals, running.covariates)
 
 
 def _start(conn: sa.Connection, info: ExperimentInfo, previous: date | None,
@@ -103,6 +109,7 @@ def _write_day(conn: sa.Connection, view: View, running: Running, layout: Layout
     arms = {arm: e for arm, e in running.exposure.items() if arm}
     insert_stats(conn, stats_rows(view, running.totals, layout, arms,
                                   catalog_size(seen, declared)))
+    cuped.write_sums(conn, info, view.day, True, running.totals, running.covariates, layout)
 
 
 def _decode(data: bytes, arm: int, cutoffs: list[int]) -> Exposure:

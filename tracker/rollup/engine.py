@@ -44,7 +44,7 @@ from threadpoolctl import threadpool_limits
 
 from tracker.config import Settings
 from tracker.errors import NotFound
-from tracker.rollup import queries, retention
+from tracker.rollup import covariates, queries, retention
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cumulative import recompute_cumulative
 from tracker.rollup.day import RunContext, recompute_day
@@ -214,9 +214,12 @@ class _Run:
             publish_daily(conn, self.info, daily, everything=start.rebuild)
             publish_exposure_days(conn, self.info, min(daily) if daily else None, recent,
                                   rebuild=start.rebuild)
+            users = covariates.refresh(conn, self.info, start.ids, start.rebuild, daily)
+            covariates.publish_daily(conn, self.info, daily, users, start.rebuild)
             if daily:
                 recompute_cumulative(conn, self.info, min(daily), to_micros(self.clock),
-                                     self.progress, recent=recent, declared=declared)
+                                     self.progress, recent=recent, declared=declared,
+                                     covariates=users)
                 summary.cumulative_from = min(daily)
             if advance:
                 summary.superseded = not results.save_state(conn, self.info.id,

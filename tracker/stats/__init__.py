@@ -44,6 +44,7 @@ from tracker.stats.cuped import (
     compare_adjusted,
     compare_adjusted_sequential,
     fit_adjustment,
+    non_inferiority_adjusted,
     variance_reduction,
 )
 from tracker.stats.decision import (
@@ -90,6 +91,7 @@ __all__ = [
     "CovariateMeanStats",
     "CovariateRatioStats",
     "CovariateStats",
+    "non_inferiority_adjusted",
     "CrossoverHealth",
     "Decided",
     "Decision",

@@ -357,10 +357,17 @@ def non_inferiority(
     >>> round(r.statistic, 4), round(r.p_value, 4), r.non_inferior, r.ci_high
     (1.6432, 0.0757, False, inf)
     """
+    return non_inferiority_of(contrast(treatment, control), margin=margin, relative=relative,
+                              higher_is_better=higher_is_better, level=level)
+
+
+def non_inferiority_of(pair: Contrast, *, margin: float, relative: bool = True,
+                       higher_is_better: bool = True, level: float = 0.95) -> NonInferiority:
+    """:func:`non_inferiority` of two arms already reduced to a :class:`Contrast` (e.g. the
+    regression-adjusted arms of :mod:`tracker.stats.cuped`)."""
     level = check_level(level)
     if not (isinstance(margin, int | float) and math.isfinite(margin) and margin >= 0):
         raise ValueError(f"margin must be a finite number >= 0 (a tolerated loss), got {margin!r}")
-    pair = contrast(treatment, control)
     reason = pair.reason
     if relative and reason is Reason.OK:
         reason = pair.lift_reason

@@ -56,7 +56,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracker.stats.compare import Comparison, Contrast, contrast_of, fixed_horizon
+from tracker.stats.compare import (
+    Comparison,
+    Contrast,
+    NonInferiority,
+    contrast_of,
+    fixed_horizon,
+    non_inferiority_of,
+)
 from tracker.stats.covariates import CovariateMeanStats, CovariateRatioStats, CovariateStats
 from tracker.stats.estimates import Moments, moments, rounding_bound
 from tracker.stats.results import Reason, check_level
@@ -315,3 +322,32 @@ def compare_adjusted_sequential(
         sequential_of(adjusted, **options), sequential_of(unadjusted, **options),
         adjusted.treatment, adjusted.control, fit, variance_reduction(adjusted, unadjusted),
     )
+
+
+def non_inferiority_adjusted(
+    treatment: CovariateStats,
+    control: CovariateStats,
+    *,
+    adjustment: Adjustment,
+    margin: float,
+    relative: bool = True,
+    higher_is_better: bool = True,
+    level: float = 0.95,
+) -> NonInferiority:
+    """The guardrail test of :func:`tracker.stats.compare.non_inferiority` on the
+    regression-adjusted arms (θ of ``adjustment``): the same one-sided Welch / Fieller test
+    with the adjusted estimates and their variances. Without an active adjustment it is the
+    unadjusted test exactly.
+
+    >>> c = CovariateMeanStats.from_values([1.0, 2.0, 3.5], [[0.0], [1.0], [2.0]])
+    >>> t = CovariateMeanStats.from_values([3.0, 4.5, 5.0], [[1.0], [2.0], [3.0]])
+    >>> fit = fit_adjustment([t, c])   # S_xy = 2.5 + 2, S_xx = 2 + 2: θ = 1.125
+    >>> r = non_inferiority_adjusted(t, c, adjustment=fit, margin=0.1)
+    >>> # adjusted means 25/6 − 1.125·0.5 and 13/6 + 1.125·0.5: lift 0.875 / 2.72917
+    >>> r.non_inferior, round(r.estimate, 4)
+    (True, 0.3206)
+    """
+    pair = contrast_of(adjusted_moments(treatment, adjustment),
+                       adjusted_moments(control, adjustment))
+    return non_inferiority_of(pair, margin=margin, relative=relative,
+                              higher_is_better=higher_is_better, level=level)

@@ -21,10 +21,14 @@ non-inferiority tests. In order:
      true effect of 0 (Φ(margin / SE − z_{1−α}), :func:`power_non_inferiority`) and still
      did not reject. A guardrail neither shown non-inferior nor failing is *unresolved*.
 2. ``ship`` when a primary is significantly better, every guardrail is shown non-inferior,
-   and health does not block shipping (no failing item, every arm at the minimum sample).
+   health does not block shipping (no failing item, every arm at the minimum sample), and
+   no significantly better primary's lift is *fading*: shrinking significantly with the
+   days since each user's first exposure (a novelty effect, :mod:`tracker.report.trends`),
+   where the cumulative lift overstates the long run.
 3. ``keep_running`` when the experiment is not yet powered: some primary's minimum
    detectable effect at today's users exceeds the target effect (relative, default 5 %),
-   or a significant win waits for an unresolved guardrail or for the minimum sample. The
+   or a significant win waits for an unresolved guardrail, for the minimum sample or for a
+   fading lift to settle. The
    reasons and :attr:`Decision.power` give each primary's MDE and the days to reach the
    target at the observed rate of new users.
 4. ``no_detectable_effect``: powered for the target effect, and no primary significant.
@@ -36,7 +40,7 @@ relative MDE is the absolute one over |control mean| (first order in the delta m
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -295,6 +299,7 @@ def decide(
     target_effect: float = DEFAULT_TARGET_EFFECT,
     correction: str = "Holm",
     family_size: int | None = None,
+    fading: Mapping[str, str] | None = None,
 ) -> Decision:
     """The decision for treatment ``arm`` after the rule of the module docstring.
 
@@ -302,7 +307,8 @@ def decide(
     method in the reasons); ``family_size``: the number of tests in that family (default:
     the primaries given; the report corrects primaries × treatment arms), used to plan power
     at α / family_size. ``target_effect``: the relative effect the experiment must be able to
-    detect.
+    detect. ``fading``: primaries whose lift fades with exposure, each with the sentence
+    that says so; one of them significantly better keeps the arm running instead of shipping.
     """
     family = _check_decision_inputs(primaries, alpha, power, target_effect, family_size)
     directions = {p.metric: significant_direction(p, alpha) for p in primaries}
@@ -317,6 +323,7 @@ def decide(
                                                         GuardrailState.NOT_NON_INFERIOR_POWERED)]
     unresolved = [(g, s, tp) for g, s, tp in guards if s is GuardrailState.UNRESOLVED]
     small_sample = [i for i in health.items if i.blocks_ship and i.status is not CheckStatus.FAIL]
+    novelty = [(fading or {})[p.metric] for p in better if p.metric in (fading or {})]
 
     def primary_reason(p: PrimaryResult) -> str:
         return _primary_reason(p, directions[p.metric], correction)
@@ -326,12 +333,12 @@ def decide(
                    + [primary_reason(p) for p in worse]
                    + [_guardrail_text(g, s, tp) for g, s, tp in failed])
         return Decision(arm, Outcome.DO_NOT_SHIP, tuple(reasons), powers)
-    if better and not unresolved and not small_sample:
+    if better and not unresolved and not small_sample and not novelty:
         reasons = ([primary_reason(p) for p in better]
                    + [_guardrail_text(g, s, tp) for g, s, tp in guards])
         return Decision(arm, Outcome.SHIP, tuple(reasons), powers)
     if better or not all(pw.powered for pw in powers):
-        reasons = ([primary_reason(p) for p in better]
+        reasons = ([primary_reason(p) for p in better] + novelty
                    + [f"health: {i.message}" for i in small_sample]
                    + [_guardrail_text(g, s, tp) for g, s, tp in unresolved]
                    + [pw.note for pw in powers if not pw.powered])

@@ -59,7 +59,8 @@ class Roles:
 class ExperimentInfo:
     """An experiment as stored. ``relevance`` maps event types to grades (None: any event is
     grade 1); ``cutoffs`` are the k values the rollup reports; ``roles`` the declared metric
-    roles (None: none declared, the report's defaults apply)."""
+    roles (None: none declared, the report's defaults apply); ``cuped_days`` the days of
+    pre-exposure history CUPED's covariates cover (0: no adjustment)."""
 
     id: int
     key: str
@@ -77,6 +78,7 @@ class ExperimentInfo:
     cutoffs: tuple[int, ...]
     created_at: datetime
     roles: Roles | None = None
+    cuped_days: int = 14
 
     def arm(self, key: str) -> ArmInfo:
         for arm in self.arms:
@@ -99,6 +101,7 @@ class ExperimentInfo:
             "timezone": self.timezone, "cutoffs": list(self.cutoffs),
             "created_at": self.created_at.isoformat(),
             "roles": self.roles.to_dict() if self.roles is not None else None,
+            "cuped_days": self.cuped_days,
         }
 
 
@@ -120,7 +123,9 @@ def insert_experiment(conn: sa.Connection, *, arms: dict[str, float], **fields: 
 
 def update_experiment(conn: sa.Connection, key: str, values: dict[str, Any]) -> None:
     """Change the given columns of experiment ``key`` (values already validated; a
-    ``"roles"`` of None clears the roles). Raises NotFound for an unknown key."""
+    ``"roles"`` of None clears the roles; a new ``"cuped_days"`` resets the rollup state, so
+    the next run recomputes every day with the new covariates). Raises NotFound for an
+    unknown key."""
     if "roles" in values and values["roles"] is None:
         values = {**values, "roles": sa.null()}
     if not values:
@@ -129,6 +134,8 @@ def update_experiment(conn: sa.Connection, key: str, values: dict[str, Any]) -> 
     changed = conn.execute(sa.update(Experiment).where(Experiment.key == key).values(**values))
     if changed.rowcount == 0:
         get_experiment(conn, key)
+    elif "cuped_days" in values:
+        results.reset_state(conn, get_experiment(conn, key).id, declaration=True)
 
 
 def _load(conn: sa.Connection, where) -> list[ExperimentInfo]:
@@ -152,6 +159,7 @@ def _load(conn: sa.Connection, where) -> list[ExperimentInfo]:
             unknown_events=e.unknown_events, timezone=e.timezone,
             cutoffs=tuple(e.cutoffs), created_at=e.created_at,
             roles=Roles.from_dict(e.roles) if e.roles is not None else None,
+            cuped_days=e.cuped_days,
         )
         for e in rows
     ]

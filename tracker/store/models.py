@@ -39,6 +39,9 @@ class Experiment(Base):
     # {"primary": [name, ...], "guardrails": {name: tolerated relative loss}}; NULL: none
     # declared (the report's defaults apply). Checked by tracker.ingest.validate.check_roles.
     roles: Mapped[dict[str, Any] | None] = mapped_column(JSON_DOC)
+    # days of pre-exposure history the CUPED covariates cover (0: no adjustment); checked by
+    # tracker.ingest.experiments
+    cuped_days: Mapped[int] = mapped_column(sa.Integer, default=14, server_default="14")
     created_at: Mapped[datetime] = mapped_column(EpochMicros)
 
     __table_args__ = (

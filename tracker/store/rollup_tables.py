@@ -33,6 +33,8 @@
   sufficient statistics of one calendar day split by days since each user's first exposure
   (the ``exposure_day`` view adds them up over calendar days;
   :mod:`tracker.rollup.exposure_days`).
+- ``rollup_user_covariates``, ``rollup_covariate_sums``: CUPED's per-user pre-exposure
+  covariates of an experiment, and per day and view the per-arm sums the adjustment reads.
 
 The store knows no metric: ``metric`` is a name the rollup chose, ``k`` 0 when none.
 """
@@ -144,6 +146,29 @@ class RollupMetric(Base):
     )
 
 
+class RollupUserCovariates(Base):
+    """Each user's pre-exposure covariates in one experiment (an Arrow IPC stream,
+    "covariates/1"): fixed when the user is first seen, so a run reads them instead of weeks
+    of interactions."""
+
+    __tablename__ = "rollup_user_covariates"
+
+    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    data: Mapped[bytes] = mapped_column(sa.LargeBinary)
+
+
+class RollupCovariateSums(Base):
+    """The per-arm, per-metric covariate sums CUPED reads for one day and view (an Arrow IPC
+    stream, "covsums/1", one row per arm and metric column)."""
+
+    __tablename__ = "rollup_covariate_sums"
+
+    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
+    cumulative: Mapped[bool] = mapped_column(sa.Boolean, primary_key=True)
+    data: Mapped[bytes] = mapped_column(sa.LargeBinary)
+
+
 class RollupHealth(Base):
     __tablename__ = "rollup_health"
 
@@ -196,4 +221,5 @@ ROLLUP_TABLES = (
     RollupState.__table__, RollupDay.__table__, RollupUnits.__table__, RollupPairs.__table__,
     RollupPopularity.__table__, RollupExposure.__table__, RollupMetric.__table__,
     RollupHealth.__table__, RollupFirstSeen.__table__, RollupExposureDay.__table__,
+    RollupUserCovariates.__table__, RollupCovariateSums.__table__,
 )

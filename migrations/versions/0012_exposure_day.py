@@ -7,8 +7,8 @@ is invalidated: the next ``tracker rollup`` finds no ``rollup_first_seen`` rows 
 already rolled up and builds both tables from the stored daily unit rows
 (:mod:`tracker.rollup.exposure_days`). The downgrade drops them (derived data only).
 
-Revision ID: 0014
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 Create Date: 2026-11-24
 """
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0014"
-down_revision = "0010"
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 

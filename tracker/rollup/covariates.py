@@ -1,0 +1,338 @@
+"""CUPED's pre-exposure covariates: per user, then summed per arm and metric.
+
+**Per user and experiment** (:class:`UserCovariates`), from the ``cuped_days`` days before
+the user's first exposure in the experiment:
+
+- ``pre_interactions``: the user's interactions (any item, any event type);
+- ``pre_graded``: their graded sum (the experiment's relevance grades; 1 per event without
+  a mapping, 0 for an event type the mapping lacks);
+- ``no_pre_period``: 1 for a user with no interaction in the window (both covariates are
+  then 0), else 0 (the missing-indicator method of :mod:`tracker.stats.covariates`: new
+  users stay in the analysis).
+
+The pre-period value of the metric itself (for users served lists before) is not a
+covariate yet: it would need the per-list metrics of days outside the experiment.
+
+**Fixed once the user is first seen.** The first exposure is the earliest served of the
+user's first *logged* impressions in the experiment (those with the lowest ``received_at``:
+one logging call stamps its rows with one instant), and the window counts the interactions
+that had been *received* by then (``received_at`` not after it): the history as known at
+first exposure. Later rows never change a user's covariates, so a run computes them only for
+the users of its days that it has not seen (a read of their interactions over the window,
+bounded by user and time: the ``(user_id, occurred_at)`` index) and keeps them in
+``rollup_user_covariates`` (one Arrow stream, ``covariates/1``) for exactly the users of the
+cumulative totals (an erased user's go with them); a full rebuild computes every user's from
+the logs to the same values.
+
+**Per arm, metric column and view** (:func:`covariate_sums`), over the users the metric
+rows count (non-crossover users with the metric defined): Σx, Σx_a·x_b, Σx·y with y the
+user's mean (the per-user view) and Σx·s, Σx·m with s the user's sum and m their
+impressions (the per-impression ratio view), stored per day and view in
+``rollup_covariate_sums`` (one Arrow stream, ``covsums/1``): a few floats per arm and
+metric. Days add nothing up here: each day's and each cumulative view's sums come from its
+own unit totals, joined to the fixed per-user covariates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+from itertools import combinations_with_replacement
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import sqlalchemy as sa
+
+from tracker.errors import StaleState
+from tracker.rollup import state
+from tracker.rollup.aggregate import UnitTotals, crossover_mask
+from tracker.rollup.codes import sorted_codes
+from tracker.rollup.columnar import grades_of
+from tracker.rollup.outcomes import Layout
+from tracker.rollup.plan import Ids
+from tracker.store.experiments import ExperimentInfo
+from tracker.store.models import Impression, Interaction
+from tracker.store.rollup_tables import RollupCovariateSums, RollupUserCovariates
+
+COVARIATES = ("pre_interactions", "pre_graded", "no_pre_period")
+USERS = "covariates/1"
+SUMS = "covsums/1"
+PAIRS = tuple(combinations_with_replacement(range(len(COVARIATES)), 2))
+_CHUNK = 2000  # users per read of their pre-period interactions
+_DAY_US = 86_400_000_000
+
+
+def _micros(column) -> sa.ColumnElement:
+    return sa.type_coerce(column, sa.BigInteger)
+
+
+@dataclass(frozen=True)
+class UserCovariates:
+    """Users (sorted, distinct ids) and their covariates, one row each in the order of
+    :data:`COVARIATES`."""
+
+    users: pa.Array
+    x: np.ndarray  # (users, covariates) float64
+
+    @classmethod
+    def empty(cls) -> UserCovariates:
+        return cls(pa.array([], type=pa.string()), np.zeros((0, len(COVARIATES))))
+
+    def merged(self, other: UserCovariates) -> UserCovariates:
+        users = pa.concat_arrays([self.users, other.users])
+        order = pc.array_sort_indices(users).to_numpy()
+        return UserCovariates(users.take(pa.array(order)),
+                              np.concatenate([self.x, other.x])[order])
+
+    def of(self, users: pa.Array) -> np.ndarray:
+        """The covariates of ``users`` (a user without a row: no pre-period data)."""
+        index = _index_in(users, self.users)
+        found = index >= 0
+        x = self.x[np.where(found, index, 0)] if len(self.users) else \
+            np.zeros((len(users), len(COVARIATES)))
+        x[~found] = [0.0, 0.0, 1.0]
+        return x
+
+    def encode(self, days: int) -> memoryview:
+        data = {"user_id": self.users}
+        data.update({name: pa.array(self.x[:, j]) for j, name in enumerate(COVARIATES)})
+        return state.write(pa.table(data), USERS, cuped_days=str(days))
+
+    @classmethod
+    def decode(cls, data: bytes, days: int) -> UserCovariates | None:
+        """The stored covariates, None when they cover another window than ``days``."""
+        table = state.read(data, USERS)
+        if state.metadata(table, "cuped_days") != str(days):
+            return None
+        state.require(table, ["user_id", *COVARIATES], USERS)
+        x = np.column_stack([table[name].to_numpy() for name in COVARIATES]) \
+            if table.num_rows else np.zeros((0, len(COVARIATES)))
+        return cls(table["user_id"].combine_chunks().cast(pa.string()), x)
+
+
+def refresh(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
+            daily: dict) -> UserCovariates | None:
+    """The covariates of the run's users: the stored ones, and those of the users of the
+    run's days (``daily``'s :class:`DayResult`s) that have none yet, computed from the logs
+    (every user when ``rebuild``); :func:`settle` stores them after the cumulative pass.
+    None (and the stored ones dropped) when the experiment's ``cuped_days`` is 0."""
+    if info.cuped_days == 0:
+        _delete(conn, info.id)
+        return None
+    stored = None if rebuild else _load(conn, info)
+    after = 0 if stored is None else ids.impressions_after
+    stored = stored or UserCovariates.empty()
+    seen = [r.totals.users.cast(pa.string()) for r in daily.values()
+            if r.totals is not None and r.totals.size]
+    users = pc.unique(pa.concat_arrays(seen)) if seen else pa.array([], type=pa.string())
+    users = users.filter(pc.invert(pc.is_in(users, value_set=stored.users)))
+    if not len(users):
+        return stored
+    first = _first_exposures(conn, info.id, after, ids.impressions_through)
+    new = pc.is_in(first[0], value_set=users).to_numpy(zero_copy_only=False)
+    first = (first[0].filter(pa.array(new)), first[1][new], first[2][new])
+    return stored.merged(_compute(conn, info, *first))
+
+
+def settle(conn: sa.Connection, info: ExperimentInfo, totals: UnitTotals,
+           covariates: UserCovariates | None) -> None:
+    """Store the covariates of the users of ``totals`` (the cumulative totals through the
+    last day: every user the experiment still has; an erased user's are dropped)."""
+    if covariates is None:
+        return
+    keep = pc.is_in(covariates.users, value_set=totals.users.cast(pa.string()))
+    kept = UserCovariates(covariates.users.filter(keep),
+                          covariates.x[keep.to_numpy(zero_copy_only=False)])
+    conn.execute(sa.delete(RollupUserCovariates)
+                 .where(RollupUserCovariates.experiment_id == info.id))
+    conn.execute(sa.insert(RollupUserCovariates),
+                 [{"experiment_id": info.id, "data": kept.encode(info.cuped_days)}])
+
+
+def _load(conn: sa.Connection, info: ExperimentInfo) -> UserCovariates | None:
+    data = conn.execute(sa.select(RollupUserCovariates.data).where(
+        RollupUserCovariates.experiment_id == info.id)).scalar()
+    if data is None:
+        return None
+    try:
+        return UserCovariates.decode(data, info.cuped_days)
+    except StaleState:
+        return None  # recomputed from the logs
+
+
+def _first_exposures(conn: sa.Connection, experiment_id: int, after: int, through: int
+                     ) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """Users with impressions in ``(after, through]`` and, for each, the first exposure among
+    those: the earliest served of the impressions received first (one logging call stamps
+    its rows with one ``received_at``; ids within a call need not follow the list's order),
+    as served and received time (µs). One read of the range (by primary key), the rest in
+    numpy: a self-join on users, which the impression table has no index for, can make
+    PostgreSQL loop over the range once per user."""
+    rows = conn.execute(
+        sa.select(Impression.user_id, _micros(Impression.received_at),
+                  _micros(Impression.served_at))
+        .where(Impression.experiment_id == experiment_id, Impression.id > after,
+               Impression.id <= through)).all()
+    if not rows:
+        return pa.array([], type=pa.string()), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    users, codes = sorted_codes(pa.array([r[0] for r in rows], type=pa.string()))
+    received = np.array([r[1] for r in rows], dtype=np.int64)
+    served = np.array([r[2] for r in rows], dtype=np.int64)
+    order = np.lexsort((served, received, codes))  # by user, then received, then served
+    first = order[np.r_[True, codes[order][1:] != codes[order][:-1]]]
+    return users, served[first], received[first]
+
+
+def _compute(conn: sa.Connection, info: ExperimentInfo, users: pa.Array, served: np.ndarray,
+             received: np.ndarray) -> UserCovariates:
+    """The covariates of ``users`` first served at ``served`` (µs), their first impression
+    received at ``received``, read per chunk of users (:func:`_events`)."""
+    window = info.cuped_days * _DAY_US
+    x = np.zeros((len(users), len(COVARIATES)))
+    for at in range(0, len(users), _CHUNK):
+        part = slice(at, min(at + _CHUNK, len(users)))
+        who, events, counts = _events(conn, users[part], served[part] - window, served[part],
+                                      received[part])
+        grades = grades_of(events, info.relevance)
+        x[part, 0] = np.bincount(who, weights=counts, minlength=part.stop - at)
+        x[part, 1] = np.bincount(who, weights=counts * grades, minlength=part.stop - at)
+    x[:, 2] = (x[:, 0] == 0).astype(float)
+    return UserCovariates(users, x)
+
+
+def _events(conn: sa.Connection, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
+            got: np.ndarray) -> tuple[np.ndarray, pa.Array, np.ndarray]:
+    """(user's index in ``users``, event type, count) of the interactions of each user in
+    ``[lo, hi)`` received by ``got``. PostgreSQL joins ``unnest`` of the windows (one
+    ``(user_id, occurred_at)`` index range per user; an IN list with one time range for the
+    chunk made it scan the ``occurred_at`` index over the days instead, 55x the rollup's time
+    at 200k users); SQLite reads the chunk's users over the chunk's time range by that index
+    and numpy keeps each user's window (measured faster there than a VALUES join)."""
+    ids = users.to_pylist()
+    if conn.dialect.name == "postgresql":
+        w = _windows(ids, lo, hi, got)
+        rows = conn.execute(
+            sa.select(w.c.user_id, Interaction.event_type, sa.func.count())
+            .join(Interaction, sa.and_(Interaction.user_id == w.c.user_id,
+                                       _micros(Interaction.occurred_at) >= w.c.lo,
+                                       _micros(Interaction.occurred_at) < w.c.hi,
+                                       _micros(Interaction.received_at) <= w.c.got))
+            .group_by(w.c.user_id, Interaction.event_type)).all()
+        who = _index_in(pa.array([r[0] for r in rows], type=pa.string()), users)
+        return who, pa.array([r[1] for r in rows], type=pa.string()), \
+            np.array([r[2] for r in rows], dtype=float)
+    rows = conn.execute(
+        sa.select(Interaction.user_id, Interaction.event_type, _micros(Interaction.occurred_at),
+                  _micros(Interaction.received_at))
+        .where(Interaction.user_id.in_(ids), _micros(Interaction.occurred_at) >= int(lo.min()),
+               _micros(Interaction.occurred_at) < int(hi.max()))).all() if ids else []
+    who = _index_in(pa.array([r[0] for r in rows], type=pa.string()), users)
+    at_us = np.array([r[2] for r in rows], dtype=np.int64)
+    got_us = np.array([r[3] for r in rows], dtype=np.int64)
+    keep = (at_us >= lo[who]) & (at_us < hi[who]) & (got_us <= got[who])
+    return who[keep], pa.array([r[1] for r in rows], type=pa.string()).filter(
+        pa.array(keep)), np.ones(int(keep.sum()))
+
+
+def _windows(users: list[str], lo: np.ndarray, hi: np.ndarray, got: np.ndarray):
+    """The users' windows as a PostgreSQL table ``w(user_id, lo, hi, got)``: ``unnest`` of
+    four arrays (four parameters, one plan whatever the chunk)."""
+    from sqlalchemy.dialects.postgresql import ARRAY
+
+    return (sa.text("SELECT * FROM unnest(:u, :lo, :hi, :got) AS w(user_id, lo, hi, got)")
+            .bindparams(sa.bindparam("u", users, type_=ARRAY(sa.String)),
+                        sa.bindparam("lo", lo.tolist(), type_=ARRAY(sa.BigInteger)),
+                        sa.bindparam("hi", hi.tolist(), type_=ARRAY(sa.BigInteger)),
+                        sa.bindparam("got", got.tolist(), type_=ARRAY(sa.BigInteger)))
+            .columns(user_id=sa.String, lo=sa.BigInteger, hi=sa.BigInteger, got=sa.BigInteger)
+            .subquery("w"))
+
+
+def _index_in(values: pa.Array, within: pa.Array) -> np.ndarray:
+    """Each value's position in ``within``, -1 where absent."""
+    return pc.fill_null(pc.index_in(values, value_set=within), -1).to_numpy().astype(np.int64)
+
+
+def _delete(conn: sa.Connection, experiment_id: int) -> None:
+    for table in (RollupUserCovariates, RollupCovariateSums):
+        conn.execute(sa.delete(table).where(table.experiment_id == experiment_id))
+
+
+# ---------------------------------------------------------------------------- sums
+def sum_columns() -> list[str]:
+    """The value columns of a ``covsums/1`` row, in the order written."""
+    names = [f"x:{c}" for c in COVARIATES]
+    names += [f"xx:{COVARIATES[a]}*{COVARIATES[b]}" for a, b in PAIRS]
+    for prefix in ("xy", "xs", "xm"):
+        names += [f"{prefix}:{c}" for c in COVARIATES]
+    return names
+
+
+def covariate_sums(totals: UnitTotals, covariates: UserCovariates, layout: Layout,
+                   arm_ids: list[int]) -> pa.Table:
+    """Per arm and layout column, the covariate sums over the non-crossover users with the
+    metric defined (see the module docstring)."""
+    x_all = covariates.of(totals.users) if totals.size else np.zeros((0, len(COVARIATES)))
+    keep = ~crossover_mask(totals)
+    columns: dict[str, list] = {"arm_id": [], "metric": [], "k": []}
+    blocks = []
+    for arm in arm_ids:
+        rows = keep & (totals.arms == arm)
+        sums, counts, x = totals.sums[rows], totals.counts[rows], x_all[rows]
+        present = (counts > 0).astype(float)
+        y = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
+        m = np.where(counts > 0, counts, 0.0)
+        parts = [present.T @ x]
+        parts += [(present.T @ (x[:, a] * x[:, b]))[:, None] for a, b in PAIRS]
+        parts += [y.T @ x, sums.T @ x, m.T @ x]
+        blocks.append(np.hstack(parts) if rows.any() else
+                      np.zeros((len(layout), len(sum_columns()))))
+        columns["arm_id"] += [arm] * len(layout)
+        columns["metric"] += [metric for metric, _ in layout.columns]
+        columns["k"] += [k for _, k in layout.columns]
+    values = np.vstack(blocks) if blocks else np.zeros((0, len(sum_columns())))
+    data = {"arm_id": pa.array(columns["arm_id"], type=pa.int64()),
+            "metric": pa.array(columns["metric"], type=pa.string()),
+            "k": pa.array(columns["k"], type=pa.int64())}
+    data.update({name: pa.array(values[:, j]) for j, name in enumerate(sum_columns())})
+    return pa.table(data)
+
+
+def write_sums(conn: sa.Connection, info: ExperimentInfo, day: date, cumulative: bool,
+               totals: UnitTotals | None, covariates: UserCovariates | None,
+               layout: Layout) -> None:
+    """Replace the stored sums of one day and view (nothing when CUPED is off)."""
+    if covariates is None:
+        return
+    where = (RollupCovariateSums.experiment_id == info.id, RollupCovariateSums.day == day,
+             RollupCovariateSums.cumulative == cumulative)
+    conn.execute(sa.delete(RollupCovariateSums).where(*where))
+    if totals is None:
+        return
+    table = covariate_sums(totals, covariates, layout, [arm.id for arm in info.arms])
+    data = state.write(table, SUMS, covariates=",".join(COVARIATES),
+                       cuped_days=str(info.cuped_days))
+    conn.execute(sa.insert(RollupCovariateSums), [
+        {"experiment_id": info.id, "day": day, "cumulative": cumulative, "data": data}])
+
+
+def publish_daily(conn: sa.Connection, info: ExperimentInfo, daily: dict,
+                  covariates: UserCovariates | None, everything: bool) -> None:
+    """The daily sums of the run's days (of ``daily``'s :class:`DayResult`s); with
+    ``everything``, everything stored of the experiment is dropped first."""
+    if everything:  # the users' covariates too: :func:`settle` stores those of the rebuild
+        _delete(conn, info.id)
+    layout = Layout.for_cutoffs(list(info.cutoffs))
+    for day, result in daily.items():
+        write_sums(conn, info, day, False, result.totals, covariates, layout)
+
+
+def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> None:
+    conn.execute(sa.delete(RollupCovariateSums).where(
+        RollupCovariateSums.experiment_id == experiment_id,
+        RollupCovariateSums.cumulative.is_(True), RollupCovariateSums.day >= since))
+
+
+__all__ = ["COVARIATES", "UserCovariates", "covariate_sums", "delete_cumulative",
+           "publish_daily", "refresh", "settle", "sum_columns", "write_sums"]
