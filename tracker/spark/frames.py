@@ -115,8 +115,8 @@ def grouped(f: Frames, days: list[date] | None, buckets: int, heavy: list[tuple[
     impressions, by_time = _slices(impressions, by_time, f.window_us, heavy, user_rows)
     by_time = by_time.select(*columns)
     keyed = f.interactions.where(F.col("named").isNotNull())
-    if keyed.select("named").isEmpty():  # reads one column: no join (no impression scan)
-        return impressions, by_time
+    if keyed.select("named").isEmpty():  # reads one column: no join, and no impression
+        return impressions.drop("impression_id"), by_time  # ids shuffled to the groups
     named = impressions.select(F.col("impression_id").alias("named"), "_day", "_bucket",
                                "_slice")
     return impressions, by_time.unionByName(keyed.join(named, "named").select(*columns))
