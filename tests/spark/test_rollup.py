@@ -52,6 +52,9 @@ SCENARIOS = {
     # scored apart with the interactions of its span: the sums add up to the same rows
     "users-split-into-slices-of-one-impression": dict(seed=3, days=3, users=14,
                                                       impressions=90, user_rows=1),
+    # no interaction names its impression: the groups get no keyed join at all
+    "no-interaction-names-an-impression": dict(seed=7, days=2, users=10, impressions=60,
+                                               unnamed=True),
 }
 
 
@@ -61,7 +64,10 @@ def test_both_engines_give_the_same_rows(spark, tracker, tmp_path, scenario, cap
     zone, catalog = options.pop("zone", "UTC"), options.pop("catalog", False)
     user_rows = options.pop("user_rows", 50_000)
     create(tracker, timezone=zone)
+    unnamed = options.pop("unnamed", False)
     imps, events = make_logs(**options)
+    if unnamed:
+        events = [{k: v for k, v in e.items() if k != "impression_id"} for e in events]
     if catalog:
         tracker.declare_catalog("home", [f"i{n}" for n in range(0, 40, 3)])
     _log(tracker, imps, events)

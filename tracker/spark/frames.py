@@ -113,11 +113,13 @@ def grouped(f: Frames, days: list[date] | None, buckets: int, heavy: list[tuple[
     chosen = set(days or ())
     heavy = [(user, day) for user, day in heavy if days is None or day in chosen]
     impressions, by_time = _slices(impressions, by_time, f.window_us, heavy, user_rows)
+    by_time = by_time.select(*columns)
+    keyed = f.interactions.where(F.col("named").isNotNull())
+    if keyed.select("named").isEmpty():  # reads one column: no join, and no impression
+        return impressions.drop("impression_id"), by_time  # ids shuffled to the groups
     named = impressions.select(F.col("impression_id").alias("named"), "_day", "_bucket",
                                "_slice")
-    keyed = f.interactions.where(F.col("named").isNotNull()).join(named, "named") \
-        .select(*columns)
-    return impressions, by_time.select(*columns).unionByName(keyed)
+    return impressions, by_time.unionByName(keyed.join(named, "named").select(*columns))
 
 
 def _slices(impressions: DataFrame, by_time: DataFrame, window_us: int,

@@ -7,7 +7,8 @@ here, so it runs (and is tested) without Spark.
 A group's input (one Arrow table each side of a ``cogroup``):
 
 - impressions: ``impression_id, arm`` (int64 id), ``user, served`` (int64 µs), ``items``,
-  ``baseline`` (its first ``max(cutoffs)`` items, null without one);
+  ``baseline`` (its first ``max(cutoffs)`` items, null without one); without
+  ``impression_id`` when no interaction names an impression;
 - interactions: ``user, item, event, at`` (int64 µs) and ``named`` (the impression id it
   names, null when it answers by time). Those that answer by time may hold other days' and
   users' rows: the scorer keeps those of the group's users, and attribution their times.
@@ -71,8 +72,9 @@ def score_group(config: GroupConfig, day: date, impressions: pa.Table,
     if impressions.num_rows == 0:
         return OUTPUT.empty_table()
     users, items = Vocabulary(), Vocabulary()
-    ids = impressions["impression_id"].combine_chunks()
-    lists = pa.table({"id": pa.array(np.arange(len(ids), dtype=np.int64)),
+    ids = impressions["impression_id"].combine_chunks() \
+        if "impression_id" in impressions.column_names else pa.array([], pa.string())
+    lists = pa.table({"id": pa.array(np.arange(impressions.num_rows, dtype=np.int64)),
                       "arm": impressions["arm"], "user": impressions["user"],
                       "served": impressions["served"], "items": impressions["items"],
                       "baseline": impressions["baseline"]})
