@@ -72,8 +72,8 @@ GUARDRAILS = {"song_clicks": 0.05}
 """The demo's guardrail: a model may not cost more than 5% of the clicks on recommended
 songs."""
 EVENTS = tuple(RELEVANCE)  # codes 0..3 in the arrays below
-NOVELTY, NOVELTY_DECAY = 1.0, 0.85
-"""The diverse arm's novelty effect: its click probabilities are 1 + 1.0 × 0.85^d times what
+NOVELTY, NOVELTY_DECAY = 1.0, 0.75
+"""The diverse arm's novelty effect: its click probabilities are 1 + 1.0 × 0.75^d times what
 they would be on a user's d-th day since their first exposure (twice on day 0, +44% on day
 5, +12% on day 13): a lift that fades with the days since exposure, which the report's
 ``trends`` and the dashboard's chart by days since exposure show."""
