@@ -29,5 +29,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("experiment") as batch:
-        batch.drop_column("roles")
+    if op.get_bind().dialect.name == "sqlite":
+        # native since SQLite 3.35: a batch copy would drop ``experiment``, and with foreign
+        # keys on that deletes its arms and catalog (ON DELETE CASCADE)
+        op.execute(sa.text("ALTER TABLE experiment DROP COLUMN roles"))
+    else:
+        op.drop_column("experiment", "roles")

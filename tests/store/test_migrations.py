@@ -158,6 +158,17 @@ def test_tables_dropped_by_a_downgrade_are_predicted_exactly_and_nothing_changes
     engine.dispose()
 
 
+@pytest.mark.parametrize("revision", ["0010", "0006"])
+def test_a_downgrade_that_drops_a_column_of_experiment_keeps_its_arms(tracker, db_url, revision):
+    # 0011 (cuped_days) and 0007 (roles) drop a column of ``experiment``: a table copy on
+    # SQLite would delete the arms through their ON DELETE CASCADE foreign key
+    make_experiment(tracker)
+    engine = create_engine(db_url)
+    schema.downgrade(engine, revision)
+    assert count(engine, "experiment") == 1 and count(engine, "arm") == 2
+    engine.dispose()
+
+
 def _downgrade(url: str, *args: str):
     from click.testing import CliRunner
 
