@@ -91,6 +91,30 @@ class Busy(TrackerError):
     """Another process holds the lock this operation needs (e.g. a rollup already running)."""
 
 
+class RollupIncomplete(TrackerError):
+    """A rollup of every experiment that could not roll up some of them: the others were
+    rolled up all the same. ``summaries`` are the finished experiments' summaries,
+    ``failures`` the others' ``(experiment key, error)``; a failed experiment's results and
+    watermarks are where its previous run left them, so its next run retries it.
+    ``only_busy``: every failure is a :class:`Busy` (another rollup of that experiment was
+    running: nothing is wrong)."""
+
+    def __init__(self, summaries: list, failures: list[tuple[str, Exception]]):
+        self.summaries = list(summaries)
+        self.failures = list(failures)
+        self.only_busy = all(isinstance(error, Busy) for _, error in self.failures)
+        said = "; ".join(f"{key}: {describe(error)}" for key, error in self.failures)
+        done = len(self.summaries)
+        super().__init__(f"{len(self.failures)} of {done + len(self.failures)} experiment(s) "
+                         f"not rolled up ({said}); the other {done} were")
+
+
+def describe(error: BaseException) -> str:
+    """An error as one line: tracker's own by their message (they say what was wrong),
+    anything else with its type too."""
+    return str(error) if isinstance(error, TrackerError) else f"{type(error).__name__}: {error}"
+
+
 class InvalidTransition(TrackerError):
     """An experiment cannot go from its status to the one asked (archive a running one,
     restart an archived one)."""

@@ -292,7 +292,9 @@ class Tracker:
     def rollup(self, experiment: str | None = None, *, full: bool = False,
                until: date | None = None, now: datetime | None = None) -> list:
         """Run the incremental rollup (one experiment, or all); returns one
-        :class:`~tracker.rollup.engine.RollupSummary` per experiment."""
+        :class:`~tracker.rollup.engine.RollupSummary` per experiment. Of all: one that fails
+        does not stop the others, and :class:`~tracker.errors.RollupIncomplete` then names
+        it and carries the others' summaries."""
         from tracker.rollup.engine import run_rollup
 
         return run_rollup(self.engine, self.settings, experiment, full=full, until=until,

@@ -17,7 +17,7 @@ from tracker.cli.common import (
     open_engine,
     parse_duration,
 )
-from tracker.errors import TrackerError
+from tracker.errors import RollupIncomplete, TrackerError
 
 if TYPE_CHECKING:
     from tracker.rollup.engine import Progress
@@ -114,6 +114,9 @@ def rollup_cmd(experiment: str | None, experiment_option: str | None, full: bool
     (late interactions included). A run with nothing new changes nothing. When another
     rollup of the same experiment is running, this one says so and exits without changes.
     Progress goes to standard error: a bar on a terminal, else a line per day.
+    Without EXPERIMENT, one experiment that fails does not stop the others: each is rolled
+    up, then the failed ones are named and the command exits 1 (0 when they were only
+    skipped because another rollup of them was running).
     """
     from tracker.errors import Busy
     from tracker.rollup.engine import run_rollup
@@ -140,15 +143,18 @@ def rollup_cmd(experiment: str | None, experiment_option: str | None, full: bool
         except Busy as busy:
             click.echo(f"skipped: {busy}", err=True)
             return
+        except RollupIncomplete as incomplete:  # every experiment: some did not roll up
+            _show(incomplete.summaries, as_json)
+            if not incomplete.only_busy:
+                raise  # exit 1, the message naming each failed experiment and why
+            for key, busy in incomplete.failures:
+                click.echo(f"skipped {key}: {busy}", err=True)
+            return  # no retention: not every experiment has run
         full = False  # a scheduled loop rebuilds at most once
         if experiment is None and until is None and settings.retention_days is not None:
             _expire(engine, settings)  # after a successful run of every experiment
-        if as_json:
-            click.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
-            return
-        for summary in summaries:
-            click.echo(summary.describe())
-        if not summaries:
+        _show(summaries, as_json)
+        if not summaries and not as_json:
             click.echo("no experiments yet: create one (tracker experiments create) "
                        "or run `tracker demo`")
 
@@ -195,9 +201,14 @@ def _on_spark(engine_name: str, experiment: str | None, full: bool, until,
     except Busy as busy:
         click.echo(f"skipped: {busy}", err=True)
         return True
+    _show(summaries, as_json)
+    return True
+
+
+def _show(summaries, as_json: bool) -> None:
+    """The run's summaries: a JSON list, or a paragraph each."""
     if as_json:
         click.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
-        return True
+        return
     for summary in summaries:
         click.echo(summary.describe())
-    return True

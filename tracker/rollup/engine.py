@@ -33,6 +33,7 @@ incremental runs (tests check both).
 
 from __future__ import annotations
 
+import logging
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -43,7 +44,13 @@ import sqlalchemy as sa
 from threadpoolctl import threadpool_limits
 
 from tracker.config import Settings
-from tracker.errors import NotFound
+from tracker.errors import (
+    Busy,
+    NotFound,
+    RollupIncomplete,
+    StoreUnavailable,
+    TrackerError,
+)
 from tracker.rollup import covariates, queries, retention
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cumulative import recompute_cumulative
@@ -64,6 +71,8 @@ from tracker.store.types import to_micros
 
 __all__ = ["Progress", "RollupSummary", "run_rollup"]
 
+log = logging.getLogger(__name__)
+
 _KEEP_DAYS = 2  # daily unit totals kept in memory for the cumulative pass
 
 
@@ -76,6 +85,11 @@ def run_rollup(engine: sa.Engine, settings: Settings, experiment: str | None = N
     so a later unbounded run still sees everything. ``now`` (tests) fixes the clock that
     decides which days are provisional. Raises :class:`~tracker.errors.Busy` when another
     rollup of the experiment is running.
+
+    Every experiment: one that fails (unreadable state, a bug, another rollup of it running)
+    does not stop the others; once they have run, :class:`~tracker.errors.RollupIncomplete`
+    names the failed ones and carries the others' summaries. An unreachable database
+    (:class:`~tracker.errors.StoreUnavailable`) still stops the run at once.
     """
     require_current_schema(engine)
     with transaction(engine) as conn:
@@ -85,12 +99,24 @@ def run_rollup(engine: sa.Engine, settings: Settings, experiment: str | None = N
             targets = lifecycle.rollup_targets(conn)  # archived ones only with work left
     if experiment is not None and not targets:
         raise NotFound(f"no experiment {experiment!r}")
-    summaries = []
+    summaries, failures = [], []
     for info in targets:
-        with rollup_lock(engine, info.id, info.key) as lock:
-            job = _Run(engine, settings, info, lock, full, until, now or datetime.now(UTC),
-                       progress)
-            summaries.append(job.run())
+        try:
+            with rollup_lock(engine, info.id, info.key) as lock:
+                job = _Run(engine, settings, info, lock, full, until,
+                           now or datetime.now(UTC), progress)
+                summaries.append(job.run())
+        except StoreUnavailable:
+            raise  # the database cannot be reached: no other experiment would roll up
+        except Exception as error:  # noqa: BLE001 — one experiment must not stop the others
+            if experiment is not None:
+                raise
+            if not isinstance(error, Busy):
+                log.error("rollup of %s failed; the other experiments go on", info.key,
+                          exc_info=not isinstance(error, TrackerError))
+            failures.append((info.key, error))
+    if failures:
+        raise RollupIncomplete(summaries, failures)
     return summaries
 
 
