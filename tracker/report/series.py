@@ -5,7 +5,7 @@ arm's estimate with its interval, and each treatment arm's relative lift against
 with its interval and p-value. The lift is the scorecard's own comparison
 (:func:`tracker.report.rows.comparison`, fixed-horizon or always-valid, with the CUPED inputs
 of :func:`tracker.report.rows.cuped_inputs`), so the lift charted on a day is the one
-``tracker report --as-of DAY`` prints for that day (before the multiple-comparison
+``tracker report --day DAY`` prints for that day (before the multiple-comparison
 correction, which widens only the scorecard's primaries' intervals).
 
 **CUPED**: given the view's covariate sums (:func:`tracker.store.computed.covariate_table`),
