@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 import streamlit as st
 
-from dashboard import data
+from dashboard import components, data
 from tracker.demo import DemoConfig, load
 from tracker.report import report
 from tracker.store import computed
@@ -142,6 +142,10 @@ def test_a_day_without_covariate_sums_is_unadjusted_and_says_so(demo, cumulative
             _assert_same(row, expected[arm])
     plain = series.values[series.values["day"] == bare]
     assert list(plain["mean"]) == pytest.approx(list(plain["unadjusted_mean"]), rel=1e-12)
+    caption = components.series_caption(series, "ndcg@5", cumulative, "fixed-horizon", 0.95,
+                                        True)
+    assert f"CUPED on: {len(days) - 1} of {len(days)} days regression-adjusted" in caption
+    assert "the others have no pre-exposure covariate sums and stay unadjusted" in caption
 
 
 def test_the_csv_carries_each_rows_adjustment_and_its_lift(demo):
