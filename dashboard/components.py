@@ -209,12 +209,14 @@ def series_caption(series: MetricSeries, label: str, cumulative: bool, kind: str
              f"against control with its {percent} {kind} interval, the scorecard's comparison "
              "day by day (before the correction of the primaries).")
     adjusted, days = series.adjusted_days, series.days
+    if not days:
+        return shows
     if not cuped:
         return f"{shows} CUPED off: unadjusted."
     words = ("regression-adjusted for each user's interactions before first exposure "
              "(arms at the pooled pre-exposure mean; the table above keeps the arms' own "
              "means, the CSV both)")
-    if days and adjusted == days:
+    if adjusted == days:
         return f"{shows} CUPED on: every day {words}."
     if adjusted:
         return (f"{shows} CUPED on: {adjusted} of {days} days {words}; the others have no "

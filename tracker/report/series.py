@@ -75,9 +75,9 @@ def metric_series(info: ExperimentInfo, table: pd.DataFrame, metric: str, k: int
     """``metric@k`` over the days of ``table`` (:func:`tracker.store.computed.metric_table`,
     daily or cumulative), regression-adjusted on the days ``covariates`` (the same view's
     :func:`~tracker.store.computed.covariate_table`; None: CUPED off) has sums for."""
-    rows = table[(table["metric"] == metric)
-                 & (table["k"].isna() if k is None else table["k"] == k)]
-    sums = _by_day(covariates)
+    rows = _of_metric(table, metric, k)
+    sums = _by_day(None if covariates is None or covariates.empty
+                   else _of_metric(covariates, metric, k))
     values: list[dict[str, Any]] = []
     lifts: list[dict[str, Any]] = []
     for day, group in rows.groupby("day", sort=True):
@@ -87,6 +87,11 @@ def metric_series(info: ExperimentInfo, table: pd.DataFrame, metric: str, k: int
         lifts.extend(_lifts(day, info.control, by_arm, fits, level, intervals))
     return MetricSeries(pd.DataFrame(values, columns=VALUE_COLUMNS),
                         pd.DataFrame(lifts, columns=LIFT_COLUMNS))
+
+
+def _of_metric(frame: pd.DataFrame, metric: str, k: int | None) -> pd.DataFrame:
+    return frame[(frame["metric"] == metric)
+                 & (frame["k"].isna() if k is None else frame["k"] == k)]
 
 
 def _by_day(covariates: pd.DataFrame | None) -> dict:
