@@ -163,3 +163,15 @@ def test_the_csv_carries_each_rows_adjustment_and_its_lift(demo):
             assert row["arm"] == "control" and pd.isna(row["relative_lift"])
         else:
             assert row["relative_lift"] == pytest.approx(lift["relative_lift"], rel=1e-12)
+
+
+def test_an_experiment_without_covariates_charts_unadjusted_and_says_why(demo):
+    demo.update_experiment(SMALL.key, cuped_days=0)  # the next rollup drops every sum
+    demo.rollup(SMALL.key, now=NOW)
+    series = data.series(SMALL.key, "ndcg", 5, True, "fixed_horizon", 0.95, True)
+    plain = data.series(SMALL.key, "ndcg", 5, True, "fixed_horizon", 0.95, False)
+    assert series.days and series.adjusted_days == 0
+    pd.testing.assert_frame_equal(series.lifts, plain.lifts)
+    pd.testing.assert_frame_equal(series.values, plain.values)
+    assert "no day has pre-exposure data" in components.series_caption(
+        series, "ndcg@5", True, "fixed-horizon", 0.95, True)
