@@ -203,6 +203,10 @@ def series_caption(series: MetricSeries, label: str, cumulative: bool, kind: str
                    level: float, cuped: bool) -> str:
     """What the two charts over time show, and on which days CUPED adjusted them."""
     percent = f"{level:.0%}"
+    if series.kind == "set":
+        return (f"{label} is a set-level metric: one value per arm and day (over "
+                f"{'all lists up to' if cumulative else 'the lists of'} that day), so no "
+                "interval, no test and nothing for CUPED to adjust.")
     shows = (f"Each arm's mean of {label} over the users "
              f"{'up to' if cumulative else 'of'} each day with its {percent} interval "
              "(hollow squares: provisional days); below, each treatment arm's relative lift "

@@ -175,3 +175,11 @@ def test_an_experiment_without_covariates_charts_unadjusted_and_says_why(demo):
     pd.testing.assert_frame_equal(series.values, plain.values)
     assert "no day has pre-exposure data" in components.series_caption(
         series, "ndcg@5", True, "fixed-horizon", 0.95, True)
+
+
+def test_a_set_level_metric_has_no_lift_and_its_caption_claims_no_adjustment(demo):
+    series = data.series(SMALL.key, "coverage", 10, True, "fixed_horizon", 0.95, True)
+    assert series.kind == "set" and series.lifts.empty and not series.values["adjusted"].any()
+    caption = components.series_caption(series, "coverage@10", True, "fixed-horizon", 0.95,
+                                        True)
+    assert "set-level metric" in caption and "CUPED on" not in caption

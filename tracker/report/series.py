@@ -43,10 +43,11 @@ LIFT_COLUMNS = ["day", "arm", "relative_lift", "ci_low", "ci_high", "p_value",
 class MetricSeries:
     """``values``: per (day, arm) the estimate and its interval (:data:`VALUE_COLUMNS`);
     ``lifts``: per (day, treatment arm) the relative lift against control
-    (:data:`LIFT_COLUMNS`)."""
+    (:data:`LIFT_COLUMNS`); ``kind``: the metric's (None without rows)."""
 
     values: pd.DataFrame
     lifts: pd.DataFrame
+    kind: str | None = None  # the metric's: user (per-user values) or set (one per arm)
 
     def to_frame(self) -> pd.DataFrame:
         """One row per (day, arm): the values, then the lift's columns as the scorecard names
@@ -86,7 +87,8 @@ def metric_series(info: ExperimentInfo, table: pd.DataFrame, metric: str, k: int
         values.extend(_values(day, by_arm, fits, level))
         lifts.extend(_lifts(day, info.control, by_arm, fits, level, intervals))
     return MetricSeries(pd.DataFrame(values, columns=VALUE_COLUMNS),
-                        pd.DataFrame(lifts, columns=LIFT_COLUMNS))
+                        pd.DataFrame(lifts, columns=LIFT_COLUMNS),
+                        str(rows["kind"].iloc[0]) if len(rows) else None)
 
 
 def _of_metric(frame: pd.DataFrame, metric: str, k: int | None) -> pd.DataFrame:
