@@ -13,6 +13,7 @@ import streamlit as st
 from dashboard import results as results_layout
 from tracker.metrics import catalog
 from tracker.report import Scorecard, format_p, shown_interval
+from tracker.report.series import MetricSeries
 
 GROUPS = tuple(group.label for group in catalog.GROUPS) + ("Other",)
 MARKERS = {"better": "▲ better", "worse": "▼ worse", "inconclusive": "· inconclusive",
@@ -188,8 +189,44 @@ def scorecard_table(frame: pd.DataFrame) -> None:
 
 
 def _status(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.assign(status=frame["provisional"].map({True: "provisional",
-                                                         False: "final"}))
+    """``status`` (final / provisional) and, for the series, ``cuped`` (adjusted or not) as
+    words for the tooltips."""
+    frame = frame.assign(status=frame["provisional"].map({True: "provisional",
+                                                          False: "final"}))
+    if "adjusted" in frame:
+        frame = frame.assign(cuped=frame["adjusted"].map({True: "adjusted",
+                                                          False: "unadjusted"}))
+    return frame
+
+
+def series_caption(series: MetricSeries, label: str, cumulative: bool, kind: str,
+                   level: float, cuped: bool) -> str:
+    """What the two charts over time show, and on which days CUPED adjusted them."""
+    percent = f"{level:.0%}"
+    if series.kind == "set":
+        return (f"{label} is a set-level metric: one value per arm and day (over "
+                f"{'all lists up to' if cumulative else 'the lists of'} that day), so no "
+                "interval, no test and nothing for CUPED to adjust.")
+    shows = (f"Each arm's mean of {label} over the users "
+             f"{'up to' if cumulative else 'of'} each day with its {percent} interval "
+             "(hollow squares: provisional days); below, each treatment arm's relative lift "
+             f"against control with its {percent} {kind} interval, the scorecard's comparison "
+             "day by day (before the correction of the primaries).")
+    adjusted, days = series.adjusted_days, series.days
+    if not days:
+        return shows
+    if not cuped:
+        return f"{shows} CUPED off: unadjusted."
+    words = ("regression-adjusted for each user's interactions before first exposure "
+             "(arms at the pooled pre-exposure mean; the table above keeps the arms' own "
+             "means, the CSV both)")
+    if adjusted == days:
+        return f"{shows} CUPED on: every day {words}."
+    if adjusted:
+        return (f"{shows} CUPED on: {adjusted} of {days} days {words}; the others have no "
+                "pre-exposure covariate sums and stay unadjusted (the tooltip says which).")
+    return (f"{shows} CUPED on, but no day has pre-exposure data to adjust on "
+            "(`tracker rollup` stores it when the experiment's cuped_days > 0): unadjusted.")
 
 
 def _colour(colours: dict[str, str]) -> alt.Color:
@@ -228,6 +265,8 @@ def metric_chart(values: pd.DataFrame, title: str, colours: dict[str, str]) -> N
         fill=alt.condition("datum.status == 'final'", _colour(colours), alt.value("white")),
         tooltip=["day:T", "arm:N", alt.Tooltip("mean:Q", format=".4f"),
                  alt.Tooltip("ci_low:Q", format=".4f"), alt.Tooltip("ci_high:Q", format=".4f"),
+                 alt.Tooltip("cuped:N", title="CUPED"),
+                 alt.Tooltip("unadjusted_mean:Q", format=".4f", title="unadjusted mean"),
                  "status:N"])
     st.altair_chart((band + line + points).properties(height=280), width="stretch")
 
@@ -244,7 +283,10 @@ def lift_chart(lifts: pd.DataFrame, colours: dict[str, str]) -> None:
     line = base.mark_line(point=True, strokeWidth=2.5).encode(
         y=alt.Y("relative_lift:Q", title="relative lift vs control", axis=alt.Axis(format="%")),
         tooltip=["day:T", "arm:N", alt.Tooltip("relative_lift:Q", format="+.2%"),
-                 alt.Tooltip("p_value:Q", format=".3g"), "status:N"])
+                 alt.Tooltip("ci_low:Q", format="+.2%"), alt.Tooltip("ci_high:Q", format="+.2%"),
+                 alt.Tooltip("p_value:Q", format=".3g"), alt.Tooltip("cuped:N", title="CUPED"),
+                 alt.Tooltip("variance_reduction:Q", format=".0%", title="variance removed"),
+                 "status:N"])
     zero = alt.Chart(pd.DataFrame({"y": [0]})).mark_rule(color="#424a53", strokeWidth=1.5
                                                          ).encode(y="y:Q")
     st.altair_chart((band + line + zero).properties(height=240), width="stretch")

@@ -3,7 +3,8 @@
 The dashboard opens the database read-only and computes nothing heavy: it reads the rollup's
 tables through :mod:`tracker.store.computed` and the scorecard through
 :func:`tracker.report.report` (the very function behind ``tracker report``, so the two
-cannot show different numbers); per-day intervals come from :mod:`tracker.stats`.
+cannot show different numbers); the metrics over time from :mod:`tracker.report.series`
+(the scorecard's comparison, day by day).
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from datetime import date
 import pandas as pd
 import streamlit as st
 
-import tracker.stats as stats
 from tracker.config import Settings
 from tracker.errors import SchemaOutdated
 from tracker.report import Scorecard, report
+from tracker.report.series import MetricSeries, metric_series
 from tracker.store import computed
 from tracker.store.db import create_engine, require_current_schema, transaction
 from tracker.store.experiments import ExperimentInfo, get_experiment, list_experiments
@@ -141,39 +142,20 @@ def summaries() -> list[Summary]:
 
 
 @st.cache_data(ttl=TTL)
+def covariate_table(key: str, cumulative: bool) -> pd.DataFrame:
+    return computed.covariate_table(engine(), key, cumulative)
+
+
+@st.cache_data(ttl=TTL)
 def series(key: str, metric: str, k: int | None, cumulative: bool, intervals: str,
-           level: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """One metric over time: per (day, arm) the mean and its interval, and per (day,
-    treatment arm) the lift against control with its interval (fixed-horizon or
-    always-valid), from the stored sufficient statistics."""
-    table = metric_table(key, cumulative)
-    rows = table[(table["metric"] == metric)
-                 & (table["k"].isna() if k is None else table["k"] == k)]
-    info = experiment(key)
-    compare = stats.compare_sequential if intervals == "sequential" else stats.compare
-    values, lifts = [], []
-    for day, group in rows.groupby("day", sort=True):
-        by_arm = {r.arm: r for r in group.itertuples(index=False)}
-        base = by_arm.get(info.control)
-        for arm, r in by_arm.items():
-            if r.kind == "set":
-                values.append({"day": day, "arm": arm, "mean": r.mean, "ci_low": None,
-                               "ci_high": None, "provisional": r.provisional})
-                continue
-            estimate = stats.arm_estimate(stats.MeanStats(int(r.users), r.sum, r.sum_sq),
-                                          level=level)
-            values.append({"day": day, "arm": arm, "mean": estimate.estimate,
-                           "ci_low": estimate.ci_low, "ci_high": estimate.ci_high,
-                           "provisional": r.provisional})
-            if base is not None and arm != info.control:
-                result = compare(stats.MeanStats(int(r.users), r.sum, r.sum_sq),
-                                 stats.MeanStats(int(base.users), base.sum, base.sum_sq),
-                                 level=level)
-                lift = result.relative_lift
-                lifts.append({"day": day, "arm": arm, "relative_lift": lift.estimate,
-                              "ci_low": lift.ci_low, "ci_high": lift.ci_high,
-                              "p_value": result.p_value, "provisional": r.provisional})
-    return pd.DataFrame(values), pd.DataFrame(lifts)
+           level: float, cuped: bool = True) -> MetricSeries:
+    """One metric over time (:func:`tracker.report.series.metric_series`): per (day, arm) the
+    estimate and its interval, and per (day, treatment arm) the scorecard's comparison against
+    control (fixed-horizon or always-valid); with ``cuped``, regression-adjusted on the days
+    the rollup stored covariate sums for, as the scorecard is."""
+    covariates = covariate_table(key, cumulative) if cuped else None
+    return metric_series(experiment(key), metric_table(key, cumulative), metric, k,
+                         level=level, intervals=intervals, covariates=covariates)
 
 
 @st.cache_data(ttl=TTL)

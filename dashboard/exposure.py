@@ -1,7 +1,9 @@
 """The lift by days since exposure: for the metric chosen under "Metrics over time", each
 treatment arm's relative lift against control on the users' d-th day since their first
 exposure (day 0: the first day they were served a list of the experiment), with its interval
-band, and the report's trend of that lift (fading: novelty, growing: primacy).
+band, and the report's trend of that lift (fading: novelty, growing: primacy). Never
+CUPED-adjusted: the rollup has no covariate sums by days since exposure (the report's trends
+are unadjusted too), and the caption says so.
 
 Reads the ``exposure_day`` view through :mod:`tracker.store.computed` (cached here, as
 :mod:`dashboard.data` caches its reads) and draws the lifts of
@@ -40,7 +42,9 @@ def section(key: str, card: Scorecard, metric: str, k: int | None,
     st.caption(f"Relative lift of {label} against control among the users on their n-th day "
                f"since first exposure (day 0: the first day they were served the "
                f"experiment), with its {int(card.level * 100)}% interval: a lift that falls "
-               "with the days is a novelty effect, one that rises a primacy effect.")
+               "with the days is a novelty effect, one that rises a primacy effect. "
+               "Unadjusted, whatever the CUPED toggle says: the rollup stores pre-exposure "
+               "covariate sums by calendar day only, not by days since exposure.")
     frame = lifts(key, metric, k, card.level)
     if frame.empty:
         st.info(f"No lift by days since exposure for {label} (set-level metrics have none; "

@@ -79,12 +79,13 @@ metric = st.selectbox("Metric", names, index=names.index("ndcg") if "ndcg" in na
                       format_func=lambda m: m + (" ↓" if m in LOWER_IS_BETTER else ""))
 entry = catalog.CATALOG.get(metric)
 metric_k = k if entry is None or entry.takes_k else None
-values, lifts = data.series(key, metric, metric_k, cumulative, intervals, 0.95)
+series = data.series(key, metric, metric_k, cumulative, intervals, 0.95, cuped)
 label = metric if metric_k is None else f"{metric}@{metric_k}"
-components.metric_chart(values, label, colours)
+st.caption(components.series_caption(series, label, cumulative, kind, 0.95, cuped))
+components.metric_chart(series.values, label, colours)
 st.markdown(f"**Lift of {label} against {info.control} over time**")
-components.lift_chart(lifts, colours)
-st.download_button("Download time series (CSV)", values.to_csv(index=False),
+components.lift_chart(series.lifts, colours)
+st.download_button("Download time series (CSV)", series.to_frame().to_csv(index=False),
                    f"{key}-{label}-{window}.csv", "text/csv")
 exposure.section(key, card, metric, metric_k, colours)  # lift by days since exposure
 

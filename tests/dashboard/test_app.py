@@ -294,3 +294,33 @@ def test_the_cuped_toggle_is_on_by_default_and_turns_the_adjustment_off(demo_url
         expected = _removed(demo_url, cuped)
         assert shown == expected
         assert any(v != "0%" for v in expected.values()) == cuped
+
+
+def _chart_rows(chart) -> list[dict]:
+    frames = [pa.ipc.open_stream(d.data.data).read_all().to_pandas()
+              for d in chart.proto.datasets]
+    return [r for f in frames if "adjusted" in f for r in f.to_dict("records")]
+
+
+def test_the_charts_over_time_follow_the_cuped_toggle_and_say_so(demo_url, monkeypatch):
+    at = _app(demo_url, monkeypatch).run()
+    at.switch_page("views/experiment.py").run()
+    _clean(at)
+    for cuped in (True, False):
+        if not cuped:
+            at.sidebar.toggle[0].set_value(False).run()
+            _clean(at)
+        captions = [c.value for c in at.caption]
+        (series,) = [c for c in captions if c.startswith("Each arm's mean of ndcg@10")]
+        assert ("CUPED on: every day regression-adjusted" in series if cuped
+                else series.endswith("CUPED off: unadjusted.")), series
+        charts = [e for e in at.main if getattr(e, "type", "") == "vega_lite_chart"][:2]
+        for chart in charts:  # the metric's chart, then its lift's: adjusted or not, per point
+            rows = _chart_rows(chart)
+            assert rows and {r["adjusted"] for r in rows} == {cuped}
+            tooltips = [t["field"] for t in _encodings(json.loads(chart.proto.spec), "tooltip")
+                        for t in t if isinstance(t, dict)]
+            assert "cuped" in tooltips, tooltips
+        # the lift by days since exposure has no covariate sums: its caption says unadjusted
+        assert any(c.startswith("Relative lift of ndcg@10") and "Unadjusted" in c
+                   for c in captions), captions

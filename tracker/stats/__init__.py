@@ -61,6 +61,7 @@ from tracker.stats.estimates import (
     arm_estimate,
     mean_estimate,
     moments,
+    moments_estimate,
     ratio_estimate,
 )
 from tracker.stats.health import CheckStatus, HealthChecklist, HealthItem, health_checklist
@@ -130,6 +131,7 @@ __all__ = [
     "mean_estimate",
     "minimum_detectable_effect",
     "moments",
+    "moments_estimate",
     "non_inferiority",
     "power_non_inferiority",
     "power_two_sample",

@@ -151,6 +151,18 @@ def _interval(m: Moments, level: float) -> ArmEstimate:
     )
 
 
+def moments_estimate(m: Moments, *, level: float = 0.95) -> ArmEstimate:
+    """The interval of an estimate already reduced to :class:`Moments`, such as a
+    regression-adjusted arm (:func:`tracker.stats.cuped.adjusted_moments`):
+    estimate ± t_{(1+level)/2, n−1} · √variance, with the reasons of :func:`mean_estimate`.
+
+    >>> s = MeanStats(n=4, sum_x=10.0, sum_x2=30.0)
+    >>> moments_estimate(moments(s)) == mean_estimate(s)
+    True
+    """
+    return _interval(m, check_level(level))
+
+
 def mean_estimate(stats: MeanStats, *, level: float = 0.95) -> ArmEstimate:
     """Mean over users with standard error and Student-t interval.
 
