@@ -17,7 +17,7 @@ from tracker.cli.common import (
     open_engine,
     parse_duration,
 )
-from tracker.errors import RollupIncomplete, TrackerError
+from tracker.errors import RollupIncomplete, describe
 
 if TYPE_CHECKING:
     from tracker.rollup.engine import Progress
@@ -113,10 +113,9 @@ def rollup_cmd(experiment: str | None, experiment_option: str | None, full: bool
     Incremental: only the days touched by rows logged since the last run are recomputed
     (late interactions included). A run with nothing new changes nothing. When another
     rollup of the same experiment is running, this one says so and exits without changes.
-    Progress goes to standard error: a bar on a terminal, else a line per day.
-    Without EXPERIMENT, one experiment that fails does not stop the others: each is rolled
-    up, then the failed ones are named and the command exits 1 (0 when they were only
-    skipped because another rollup of them was running).
+    Progress goes to standard error: a bar on a terminal, else a line per day. Without
+    EXPERIMENT, one that fails does not stop the others: they are rolled up, then the failed
+    ones named, exit 1 (0 when they were only skipped, busy in another rollup).
     """
     from tracker.errors import Busy
     from tracker.rollup.engine import run_rollup
@@ -144,11 +143,7 @@ def rollup_cmd(experiment: str | None, experiment_option: str | None, full: bool
             click.echo(f"skipped: {busy}", err=True)
             return
         except RollupIncomplete as incomplete:  # every experiment: some did not roll up
-            _show(incomplete.summaries, as_json)
-            if not incomplete.only_busy:
-                raise  # exit 1, the message naming each failed experiment and why
-            for key, busy in incomplete.failures:
-                click.echo(f"skipped {key}: {busy}", err=True)
+            _incomplete(incomplete, as_json)
             return  # no retention: not every experiment has run
         full = False  # a scheduled loop rebuilds at most once
         if experiment is None and until is None and settings.retention_days is not None:
@@ -163,9 +158,7 @@ def rollup_cmd(experiment: str | None, experiment_option: str | None, full: bool
         return
 
     def failed(error: Exception, retry: float) -> None:
-        reason = str(error) if isinstance(error, TrackerError) else \
-            f"{type(error).__name__}: {error}"
-        click.echo(f"rollup failed: {reason}; next try in {retry:g} s", err=True)
+        click.echo(f"rollup failed: {describe(error)}; next try in {retry:g} s", err=True)
 
     stopped = run_every(once, every, failed)
     click.echo(f"rollup loop stopped by {stopped}", err=True)
@@ -203,6 +196,17 @@ def _on_spark(engine_name: str, experiment: str | None, full: bool, until,
         return True
     _show(summaries, as_json)
     return True
+
+
+def _incomplete(incomplete: RollupIncomplete, as_json: bool) -> None:
+    """A run of every experiment that some did not finish: the others' summaries, then the
+    error (exit 1, its message naming each failed experiment and why), or, when they were
+    only busy elsewhere, a ``skipped`` line each on stderr."""
+    _show(incomplete.summaries, as_json)
+    if not incomplete.only_busy:
+        raise incomplete
+    for key, busy in incomplete.failures:
+        click.echo(f"skipped {key}: {busy}", err=True)
 
 
 def _show(summaries, as_json: bool) -> None:
