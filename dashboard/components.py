@@ -224,9 +224,10 @@ def series_caption(series: MetricSeries, label: str, cumulative: bool, kind: str
         return f"{shows} CUPED on: every day {words}."
     if adjusted:
         return (f"{shows} CUPED on: {adjusted} of {days} days {words}; the others have no "
-                "pre-exposure covariate sums and stay unadjusted (the tooltip says which).")
-    return (f"{shows} CUPED on, but no day has pre-exposure data to adjust on "
-            "(`tracker rollup` stores it when the experiment's cuped_days > 0): unadjusted.")
+                "usable pre-exposure data and stay unadjusted (the tooltip says which).")
+    return (f"{shows} CUPED on, but no day has usable pre-exposure data to adjust on "
+            "(`tracker rollup` stores it when the experiment's cuped_days > 0, for users with "
+            "history): unadjusted.")
 
 
 def _colour(colours: dict[str, str]) -> alt.Color:

@@ -7,6 +7,7 @@
 from tracker.errors import (
     ConflictError,
     NotFound,
+    RollupIncomplete,
     SchemaOutdated,
     StoreError,
     StoreUnavailable,
@@ -19,6 +20,7 @@ from tracker.sdk import Tracker
 __version__ = "0.1.0"
 
 __all__ = [
-    "ConflictError", "IngestResult", "NotFound", "Rejection", "SchemaOutdated", "StoreError",
+    "ConflictError", "IngestResult", "NotFound", "Rejection", "RollupIncomplete",
+    "SchemaOutdated", "StoreError",
     "StoreUnavailable", "Tracker", "TrackerError", "ValidationError", "__version__",
 ]

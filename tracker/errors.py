@@ -105,8 +105,10 @@ class RollupIncomplete(TrackerError):
         self.only_busy = all(isinstance(error, Busy) for _, error in self.failures)
         said = "; ".join(f"{key}: {describe(error)}" for key, error in self.failures)
         done = len(self.summaries)
+        rest = f"; the other {done} were rolled up" if done else ""
         super().__init__(f"{len(self.failures)} of {done + len(self.failures)} experiment(s) "
-                         f"not rolled up ({said}); the other {done} were")
+                         f"not rolled up ({said}){rest}; `tracker rollup EXPERIMENT` (with "
+                         "--full if so told) retries one alone")
 
 
 def describe(error: BaseException) -> str:

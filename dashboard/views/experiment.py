@@ -83,8 +83,9 @@ series = data.series(key, metric, metric_k, cumulative, intervals, 0.95, cuped)
 label = metric if metric_k is None else f"{metric}@{metric_k}"
 st.caption(components.series_caption(series, label, cumulative, kind, 0.95, cuped))
 components.metric_chart(series.values, label, colours)
-st.markdown(f"**Lift of {label} against {info.control} over time**")
-components.lift_chart(series.lifts, colours)
+if series.kind != "set":  # one value per arm a day: no lift interval to chart
+    st.markdown(f"**Lift of {label} against {info.control} over time**")
+    components.lift_chart(series.lifts, colours)
 st.download_button("Download time series (CSV)", series.to_frame().to_csv(index=False),
                    f"{key}-{label}-{window}.csv", "text/csv")
 exposure.section(key, card, metric, metric_k, colours)  # lift by days since exposure

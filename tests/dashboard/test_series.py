@@ -145,7 +145,7 @@ def test_a_day_without_covariate_sums_is_unadjusted_and_says_so(demo, cumulative
     caption = components.series_caption(series, "ndcg@5", cumulative, "fixed-horizon", 0.95,
                                         True)
     assert f"CUPED on: {len(days) - 1} of {len(days)} days regression-adjusted" in caption
-    assert "the others have no pre-exposure covariate sums and stay unadjusted" in caption
+    assert "the others have no usable pre-exposure data and stay unadjusted" in caption
 
 
 def test_the_csv_carries_each_rows_adjustment_and_its_lift(demo):
@@ -173,7 +173,7 @@ def test_an_experiment_without_covariates_charts_unadjusted_and_says_why(demo):
     assert series.days and series.adjusted_days == 0
     pd.testing.assert_frame_equal(series.lifts, plain.lifts)
     pd.testing.assert_frame_equal(series.values, plain.values)
-    assert "no day has pre-exposure data" in components.series_caption(
+    assert "no day has usable pre-exposure data" in components.series_caption(
         series, "ndcg@5", True, "fixed-horizon", 0.95, True)
 
 

@@ -7,6 +7,7 @@ unreadable (bytes of no known format), so its next incremental run raises
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -92,6 +93,7 @@ def test_the_command_rolls_up_the_others_then_exits_1_naming_the_failed_one(trac
     assert "away" in result.stdout  # its summary
     assert "Error: 1 of 2 experiment(s) not rolled up (home:" in result.output
     assert "tracker rollup --full" in result.output
+    assert "the other 1 were rolled up" in result.output
     new_day = max(r["served_at"] for r in later if r["experiment"] == "away").date()
     assert new_day in _days(tracker, "away")
 
@@ -113,3 +115,40 @@ def test_an_experiment_busy_elsewhere_is_skipped_and_the_command_exits_0(tracker
     assert home_day not in _days(tracker, "home")  # skipped: left for its next run
     (summary,) = tracker.rollup("home", now=NOW)
     assert home_day in summary.days_recomputed
+
+
+def test_in_json_a_failed_experiment_is_an_object_of_the_list(tracker, db_url):
+    later = _two_experiments(tracker)
+    _spoil_units(tracker, "home")
+    tracker.log_impressions(later, on_invalid="all_or_nothing")
+    result = CliRunner().invoke(main, ["rollup", "--format", "json"],
+                                env={"TRACKER_DATABASE_URL": db_url})
+    assert result.exit_code == 1
+    entries = json.loads(result.stdout)
+    by_key = {e["experiment"]: e for e in entries}
+    assert set(by_key) == {"home", "away"}
+    assert by_key["home"]["busy"] is False and "rollup --full" in by_key["home"]["error"]
+    assert by_key["away"]["days_recomputed"]  # a summary
+
+
+def test_a_bug_in_one_experiment_is_logged_with_its_traceback_and_the_others_run(
+        tracker, monkeypatch, caplog):
+    """An error that is not tracker's own (a bug) is isolated too, and logged whole."""
+    from tracker.rollup import engine
+
+    later = _two_experiments(tracker)
+    tracker.log_impressions(later, on_invalid="all_or_nothing")
+    real = engine._Run.run
+
+    def run(job):
+        if job.info.key == "home":
+            raise ZeroDivisionError("a bug")
+        return real(job)
+
+    monkeypatch.setattr(engine._Run, "run", run)
+    with pytest.raises(RollupIncomplete, match="home: ZeroDivisionError: a bug"):
+        tracker.rollup(now=NOW)
+    (record,) = [r for r in caplog.records if "rollup of home failed" in r.getMessage()]
+    assert record.exc_info is not None
+    new_day = max(r["served_at"] for r in later if r["experiment"] == "away").date()
+    assert new_day in _days(tracker, "away")

@@ -17,7 +17,7 @@ from tracker.cli.common import (
     open_engine,
     parse_duration,
 )
-from tracker.errors import RollupIncomplete, describe
+from tracker.errors import Busy, RollupIncomplete, describe
 
 if TYPE_CHECKING:
     from tracker.rollup.engine import Progress
@@ -117,7 +117,6 @@ def rollup_cmd(experiment: str | None, experiment_option: str | None, full: bool
     EXPERIMENT, one that fails does not stop the others: they are rolled up, then the failed
     ones named, exit 1 (0 when they were only skipped, busy in another rollup).
     """
-    from tracker.errors import Busy
     from tracker.rollup.engine import run_rollup
     from tracker.rollup.schedule import run_every
 
@@ -143,6 +142,7 @@ def rollup_cmd(experiment: str | None, experiment_option: str | None, full: bool
             click.echo(f"skipped: {busy}", err=True)
             return
         except RollupIncomplete as incomplete:  # every experiment: some did not roll up
+            full = False  # the others were rebuilt: a retry does not rebuild them again
             _incomplete(incomplete, as_json)
             return  # no retention: not every experiment has run
         full = False  # a scheduled loop rebuilds at most once
@@ -202,17 +202,22 @@ def _incomplete(incomplete: RollupIncomplete, as_json: bool) -> None:
     """A run of every experiment that some did not finish: the others' summaries, then the
     error (exit 1, its message naming each failed experiment and why), or, when they were
     only busy elsewhere, a ``skipped`` line each on stderr."""
-    _show(incomplete.summaries, as_json)
+    failures = [{"experiment": key, "error": describe(error), "busy": isinstance(error, Busy)}
+                for key, error in incomplete.failures]
+    _show(incomplete.summaries, as_json, failures)
     if not incomplete.only_busy:
         raise incomplete
-    for key, busy in incomplete.failures:
-        click.echo(f"skipped {key}: {busy}", err=True)
+    for failure in failures:
+        click.echo(f"skipped {failure['experiment']}: another rollup of it is running",
+                   err=True)
 
 
-def _show(summaries, as_json: bool) -> None:
-    """The run's summaries: a JSON list, or a paragraph each."""
+def _show(summaries, as_json: bool, failures: list[dict] | None = None) -> None:
+    """The run's summaries: a JSON list, or a paragraph each. In JSON, an experiment that did
+    not roll up is an object of its own in the list: ``experiment``, ``error`` and ``busy``
+    (true when it was only skipped, another rollup of it running)."""
     if as_json:
-        click.echo(json.dumps([s.to_dict() for s in summaries], indent=2))
+        click.echo(json.dumps([s.to_dict() for s in summaries] + (failures or []), indent=2))
         return
     for summary in summaries:
         click.echo(summary.describe())

@@ -83,7 +83,9 @@ def metric_series(info: ExperimentInfo, table: pd.DataFrame, metric: str, k: int
     lifts: list[dict[str, Any]] = []
     for day, group in rows.groupby("day", sort=True):
         by_arm = {r.arm: r for r in group.itertuples(index=False)}
-        fits = cuped_inputs(by_arm, sums.get(day), metric, k)
+        # as the report: no comparison (so no adjustment) on a day without control
+        fits = cuped_inputs(by_arm, sums.get(day), metric, k) \
+            if info.control in by_arm else None
         values.extend(_values(day, by_arm, fits, level))
         lifts.extend(_lifts(day, info.control, by_arm, fits, level, intervals))
     return MetricSeries(pd.DataFrame(values, columns=VALUE_COLUMNS),

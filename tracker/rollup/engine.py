@@ -84,11 +84,13 @@ def run_rollup(engine: sa.Engine, settings: Settings, experiment: str | None = N
     ``until``: compute days up to this one only; the watermarks then stay where they were,
     so a later unbounded run still sees everything. ``now`` (tests) fixes the clock that
     decides which days are provisional. Raises :class:`~tracker.errors.Busy` when another
-    rollup of the experiment is running.
+    rollup of the named experiment is running.
 
     Every experiment: one that fails (unreadable state, a bug, another rollup of it running)
     does not stop the others; once they have run, :class:`~tracker.errors.RollupIncomplete`
-    names the failed ones and carries the others' summaries. An unreachable database
+    names the failed ones and carries the others' summaries (``only_busy`` when each was
+    only busy in another rollup, which is not a :class:`~tracker.errors.Busy`). An
+    unreachable database
     (:class:`~tracker.errors.StoreUnavailable`) still stops the run at once.
     """
     require_current_schema(engine)
