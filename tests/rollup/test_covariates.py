@@ -168,9 +168,11 @@ def test_stored_covariate_sums_equal_a_direct_computation_from_the_logs(tracker,
 def test_incremental_runs_fix_covariates_at_first_sight_and_equal_a_full_rollup(tracker):
     imps, events = make_logs(5, days=3, users=12, impressions=60)
     imps.sort(key=lambda r: r["served_at"])
-    history = _history(5)
+    previous, answers = _previous(5)
     create(tracker, cuped_days=CUPED_DAYS)
-    tracker.log_interactions(history, on_invalid="all_or_nothing")
+    create(tracker, "other")
+    tracker.log_impressions(previous, on_invalid="all_or_nothing")
+    tracker.log_interactions(_history(5) + answers, on_invalid="all_or_nothing")
     for part in (imps[:20], imps[20:]):
         tracker.log_impressions(part, on_invalid="all_or_nothing")
         tracker.rollup("home", now=NOW)
@@ -180,6 +182,8 @@ def test_incremental_runs_fix_covariates_at_first_sight_and_equal_a_full_rollup(
     tracker.rollup("home", full=True, now=NOW)
     assert dump(tracker.engine) == incremental
     assert incremental["rollup_covariate_sums"]
+    sums = computed.covariate_table(tracker.engine, "home")
+    assert sums["x:pre_metric"].abs().sum() > 0  # the pre-period lists count
 
 
 def test_cuped_days_zero_stores_no_covariates_and_a_new_window_recomputes(tracker):
