@@ -43,7 +43,7 @@ from tracker.rollup.columnar import Interactions, score_chunk
 from tracker.rollup.outcomes import BEYOND, Layout
 from tracker.rollup.popularity import Popularity
 from tracker.rollup.state import column_name
-from tracker.store.arrow import LIST
+from tracker.store.arrow import LIST, json_lists
 from tracker.store.experiments import ExperimentInfo
 from tracker.store.models import Impression, Interaction
 
@@ -146,16 +146,21 @@ def _lists(conn: sa.Connection, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
            got: np.ndarray) -> pa.Table:
     """The pre-period lists of ``users`` (columns of :data:`_LISTS` plus ``key``, the
     impression id as logged; ``id`` is the row number, every ``arm`` 0)."""
+    sqlite = conn.dialect.name != "postgresql"
+    items = sa.type_coerce(Impression.items, sa.Text) if sqlite else Impression.items
     columns = (Impression.user_id, Impression.impression_key, micros(Impression.served_at),
-               Impression.items)
+               items)
     rows = _read(conn, users, lo, hi, got, columns, Impression.__table__, Impression.user_id,
                  micros(Impression.served_at), micros(Impression.received_at))
     n = len(rows)
+    # SQLite's JSON texts split by pyarrow (no Python list per row)
+    lists = json_lists(pa.array([r[3] for r in rows], pa.string())) if sqlite else \
+        pa.array([r[3] for r in rows], LIST)
     return pa.table({
         "id": pa.array(np.arange(n, dtype=np.int64)), "arm": pa.array(np.zeros(n, np.int64)),
         "user": pa.array([r[0] for r in rows], pa.string()),
         "served": pa.array([r[2] for r in rows], pa.int64()),
-        "items": pa.array([list(r[3]) for r in rows], LIST),
+        "items": lists,
         "baseline": pa.nulls(n, LIST),
         "key": pa.array([r[1] for r in rows], pa.string())})
 
