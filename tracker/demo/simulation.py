@@ -471,10 +471,12 @@ def pre_period(config: DemoConfig = DemoConfig()) -> tuple[list[dict], list[dict
     world = _World(config, np.random.default_rng(config.seed))
     rng = np.random.default_rng([config.seed, 2])
     start_us = (config.first_day() - _EPOCH) // timedelta(microseconds=1)
+    key, weights = f"{config.key}-previous", tuple(w for _, w in PREVIOUS_ARMS)
+    arms = [PREVIOUS_ARMS[assign_arm(key, u, weights)][0] for u in world.user_ids]
     impressions: list[dict] = []
     records: list[dict] = []
     for d in range(config.history_days, 0, -1):
-        served, events = _history_day(world, rng, start_us - d * _DAY_US, d)
+        served, events = _history_day(world, arms, rng, start_us - d * _DAY_US, d)
         impressions += served
         records += events
     records.sort(key=lambda r: (r["occurred_at"], r["event_id"]))
@@ -486,10 +488,10 @@ def history(config: DemoConfig = DemoConfig()) -> list[dict]:
     return pre_period(config)[1]
 
 
-def _history_day(world: _World, rng: np.random.Generator, day_us: int, back: int
-                 ) -> tuple[list[dict], list[dict]]:
+def _history_day(world: _World, arms: list[str], rng: np.random.Generator, day_us: int,
+                 back: int) -> tuple[list[dict], list[dict]]:
     """One day's lists and interactions before the experiment (``back`` days before its
-    start)."""
+    start; ``arms``: each user's arm of the previous experiment)."""
     config = world.config
     active = rng.random(config.users) < world.visit_p
     count = np.where(active, 1 + rng.poisson(4.0 * world.visit_p), 0)
@@ -511,21 +513,18 @@ def _history_day(world: _World, rng: np.random.Generator, day_us: int, back: int
                             "user_id": world.user_ids[users[i]], "item_id": names[i],
                             "event": event,
                             "occurred_at": _instant(when + n * 30_000_000)})
-    return _previous_lists(world, user, served, items, back), records
+    return _previous_lists(world, arms, user, served, items, back), records
 
 
-def _previous_lists(world: _World, user: np.ndarray, served: np.ndarray, items: np.ndarray,
-                    back: int) -> list[dict]:
+def _previous_lists(world: _World, arms: list[str], user: np.ndarray, served: np.ndarray,
+                    items: np.ndarray, back: int) -> list[dict]:
     """The day's lists as impressions of the previous experiment (its arms by the same
-    stable hash as the demo's)."""
-    config = world.config
-    key = f"{config.key}-previous"
-    weights = tuple(w for _, w in PREVIOUS_ARMS)
+    stable hash as the demo's; no context: the demo's lists carry it)."""
+    key = f"{world.config.key}-previous"
     names = world.item_ids[items].tolist()
     return [{"impression_id": f"{key}-imp-{back:02d}-{i:07d}", "experiment": key,
-             "arm": PREVIOUS_ARMS[assign_arm(key, world.user_ids[u], weights)][0],
-             "user_id": world.user_ids[u], "items": names[i], "served_at": _instant(at),
-             "context": {"surface": "home", "device": _DEVICES[world.device[u]]}}
+             "arm": arms[u], "user_id": world.user_ids[u], "items": names[i],
+             "served_at": _instant(at)}
             for i, (u, at) in enumerate(zip(user.tolist(), served.tolist(), strict=True))]
 
 
