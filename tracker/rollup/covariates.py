@@ -59,13 +59,13 @@ from tracker.rollup.pre_metrics import (
     NO_LISTS,
     PREFIX,
     index_in,
+    interactions,
     micros,
     pre_columns,
     pre_metrics,
-    windows,
 )
 from tracker.store.experiments import ExperimentInfo
-from tracker.store.models import Impression, Interaction
+from tracker.store.models import Impression
 from tracker.store.rollup_tables import RollupCovariateSums, RollupUserCovariates
 
 BASE = ("pre_interactions", "pre_graded", "no_pre_period", NO_LISTS)
@@ -217,56 +217,27 @@ def _first_exposures(conn: sa.Connection, experiment_id: int, after: int, throug
 def _compute(conn: sa.Connection, info: ExperimentInfo, users: pa.Array, served: np.ndarray,
              received: np.ndarray) -> UserCovariates:
     """The covariates of ``users`` first served at ``served`` (µs), their first impression
-    received at ``received``: the interactions read per chunk of users (:func:`_events`),
-    the pre-period metrics by :func:`tracker.rollup.pre_metrics.pre_metrics`."""
-    window = info.cuped_days * _DAY_US
+    received at ``received``: per chunk of users sorted by first exposure (their windows
+    overlap), one read of their interactions (:func:`tracker.rollup.pre_metrics.
+    interactions`) for the counts and the pre-period metrics
+    (:func:`~tracker.rollup.pre_metrics.pre_metrics`)."""
+    lo = served - info.cuped_days * _DAY_US
     names = names_for(info.cutoffs)
     x = np.zeros((len(users), len(names)))
+    order = np.argsort(served, kind="stable")
     for at in range(0, len(users), _CHUNK):
-        part = slice(at, min(at + _CHUNK, len(users)))
-        who, events, counts = _events(conn, users[part], served[part] - window, served[part],
-                                      received[part])
-        grades = grades_of(events, info.relevance)
-        x[part, 0] = np.bincount(who, weights=counts, minlength=part.stop - at)
-        x[part, 1] = np.bincount(who, weights=counts * grades, minlength=part.stop - at)
+        part = order[at:at + _CHUNK]
+        mine = users.take(pa.array(part))
+        window = (lo[part], served[part], received[part])
+        events = interactions(conn, mine, *window)
+        who = index_in(events["user"].combine_chunks(), mine)
+        grades = grades_of(events["event"], info.relevance)
+        x[part, 0] = np.bincount(who, minlength=part.size)
+        x[part, 1] = np.bincount(who, weights=grades, minlength=part.size)
+        x[part, len(BASE):], x[part, BASE.index(NO_LISTS)] = pre_metrics(
+            conn, info, mine, *window, events)
     x[:, 2] = (x[:, 0] == 0).astype(float)
-    x[:, len(BASE):], x[:, BASE.index(NO_LISTS)] = pre_metrics(conn, info, users, served,
-                                                               received)
     return UserCovariates(users, x, names)
-
-
-def _events(conn: sa.Connection, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
-            got: np.ndarray) -> tuple[np.ndarray, pa.Array, np.ndarray]:
-    """(user's index in ``users``, event type, count) of the interactions of each user in
-    ``[lo, hi)`` received by ``got``. PostgreSQL joins ``unnest`` of the windows (one
-    ``(user_id, occurred_at)`` index range per user; an IN list with one time range for the
-    chunk made it scan the ``occurred_at`` index over the days instead, 55x the rollup's time
-    at 200k users); SQLite reads the chunk's users over the chunk's time range by that index
-    and numpy keeps each user's window (measured faster there than a VALUES join)."""
-    ids = users.to_pylist()
-    if conn.dialect.name == "postgresql":
-        w = windows(ids, lo, hi, got)
-        rows = conn.execute(
-            sa.select(w.c.user_id, Interaction.event_type, sa.func.count())
-            .join(Interaction, sa.and_(Interaction.user_id == w.c.user_id,
-                                       micros(Interaction.occurred_at) >= w.c.lo,
-                                       micros(Interaction.occurred_at) < w.c.hi,
-                                       micros(Interaction.received_at) <= w.c.got))
-            .group_by(w.c.user_id, Interaction.event_type)).all()
-        who = index_in(pa.array([r[0] for r in rows], type=pa.string()), users)
-        return who, pa.array([r[1] for r in rows], type=pa.string()), \
-            np.array([r[2] for r in rows], dtype=float)
-    rows = conn.execute(
-        sa.select(Interaction.user_id, Interaction.event_type, micros(Interaction.occurred_at),
-                  micros(Interaction.received_at))
-        .where(Interaction.user_id.in_(ids), micros(Interaction.occurred_at) >= int(lo.min()),
-               micros(Interaction.occurred_at) < int(hi.max()))).all() if ids else []
-    who = index_in(pa.array([r[0] for r in rows], type=pa.string()), users)
-    at_us = np.array([r[2] for r in rows], dtype=np.int64)
-    got_us = np.array([r[3] for r in rows], dtype=np.int64)
-    keep = (at_us >= lo[who]) & (at_us < hi[who]) & (got_us <= got[who])
-    return who[keep], pa.array([r[1] for r in rows], type=pa.string()).filter(
-        pa.array(keep)), np.ones(int(keep.sum()))
 
 
 def _delete(conn: sa.Connection, experiment_id: int) -> None:

@@ -22,11 +22,12 @@ get none: they need the item popularity of the window or the list's baseline, wh
 another experiment's facts. ``no_pre_lists`` is 1 for a user with no pre-period list (every
 ``pre:`` value is then 0).
 
-**Cost.** Per chunk of users (sorted by first exposure, so a chunk's windows overlap), one
-read of their pre-period impressions (the ``(user_id, served_at)`` index of migration 0013)
-and, for the users who have some, one of their interactions over the window (the
-``(user_id, occurred_at)`` index); PostgreSQL joins ``unnest`` of the users' windows, SQLite
-reads the chunk's users over the chunk's time range and numpy keeps each user's window.
+**Cost.** Per chunk of users (:mod:`tracker.rollup.covariates` sorts them by first
+exposure, so a chunk's windows overlap), one read of their interactions over the window
+(:func:`interactions`, the ``(user_id, occurred_at)`` index; it serves the interaction
+covariates too) and one of their pre-period lists (the ``(user_id, served_at)`` index of
+migration 0013); PostgreSQL joins ``unnest`` of the users' windows, SQLite reads the
+chunk's users over the chunk's time range and numpy keeps each user's window.
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ from tracker.store.models import Impression, Interaction
 
 NO_LISTS = "no_pre_lists"
 PREFIX = "pre:"
-CHUNK = 2000  # users per read of their pre-period lists and interactions
 _LISTS = pa.schema([pa.field("id", pa.int64()), pa.field("arm", pa.int64()),
                     pa.field("user", pa.string()), pa.field("served", pa.int64()),
                     pa.field("items", LIST), pa.field("baseline", LIST)])
@@ -93,38 +93,22 @@ def windows(users: list[str], lo: np.ndarray, hi: np.ndarray, got: np.ndarray):
             .subquery("w"))
 
 
-def pre_metrics(conn: sa.Connection, info: ExperimentInfo, users: pa.Array,
-                served: np.ndarray, received: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per user of ``users`` (first served at ``served``, first impression received at
-    ``received``, µs): the ``pre:`` values in the order of :func:`pre_columns`
-    ``(users, columns)`` and the ``no_pre_lists`` indicator ``(users,)``."""
+def pre_metrics(conn: sa.Connection, info: ExperimentInfo, users: pa.Array, lo: np.ndarray,
+                hi: np.ndarray, got: np.ndarray, events: pa.Table
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Per user of ``users`` (each with the window ``[lo, hi)`` and the instant ``got``, µs;
+    ``events``: their :func:`interactions`, read once for every covariate): the ``pre:``
+    values in the order of :func:`pre_columns` ``(users, columns)`` and the
+    ``no_pre_lists`` indicator ``(users,)``."""
     layout = Layout.for_cutoffs(list(info.cutoffs))
     wanted = [layout.names.index(name) for name in pre_columns(layout)]
     values = np.zeros((len(users), len(wanted)))
-    has = np.zeros(len(users), dtype=bool)
-    lo = served - info.cuped_days * 86_400_000_000
-    order = np.argsort(served, kind="stable")  # a chunk's windows overlap
-    for at in range(0, len(users), CHUNK):
-        part = order[at:at + CHUNK]
-        found, means = _chunk(conn, info, layout, users.take(pa.array(part)), lo[part],
-                              served[part], received[part])
-        values[part[found]] = means[:, wanted]
-        has[part[found]] = True
-    return values, (~has).astype(float)
-
-
-def _chunk(conn: sa.Connection, info: ExperimentInfo, layout: Layout, users: pa.Array,
-           lo: np.ndarray, hi: np.ndarray, got: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The positions (in ``users``) of the users with pre-period lists and their mean per
-    layout column ``(found, columns)``."""
+    no_lists = np.ones(len(users))
     lists = _lists(conn, users, lo, hi, got)
     if not lists.num_rows:
-        return np.zeros(0, dtype=np.int64), np.zeros((0, len(layout)))
+        return values, no_lists
     codes = Vocabulary()
     codes.encode([users])  # code i is users[i]
-    mine = np.flatnonzero(pc.is_in(users, value_set=lists["user"].unique())
-                          .to_numpy(zero_copy_only=False))
-    events = _interactions(conn, users.take(pa.array(mine)), lo[mine], hi[mine], got[mine])
     keyed = events.filter(pc.is_valid(events["key"]))
     named = index_in(pc.binary_join_element_wise(keyed["user"], keyed["key"], "\x1f"),
                      pc.binary_join_element_wise(lists["user"], lists["key"], "\x1f"))
@@ -139,7 +123,9 @@ def _chunk(conn: sa.Connection, info: ExperimentInfo, layout: Layout, users: pa.
     totals = result.totals
     means = np.divide(totals.sums, totals.counts, out=np.zeros_like(totals.sums),
                       where=totals.counts > 0)
-    return totals.users, means
+    values[totals.users] = means[:, wanted]
+    no_lists[totals.users] = 0.0
+    return values, no_lists
 
 
 def _lists(conn: sa.Connection, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
@@ -165,9 +151,10 @@ def _lists(conn: sa.Connection, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
         "key": pa.array([r[1] for r in rows], pa.string())})
 
 
-def _interactions(conn: sa.Connection, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
-                  got: np.ndarray) -> pa.Table:
-    """The pre-period interactions of ``users``: ``user, item, event, at`` and ``key`` (the
+def interactions(conn: sa.Connection, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
+                 got: np.ndarray) -> pa.Table:
+    """The pre-period interactions of ``users`` (each user's that occurred in their ``[lo,
+    hi)`` and were received by their ``got``): ``user, item, event, at`` and ``key`` (the
     impression it names, null when none)."""
     columns = (Interaction.user_id, Interaction.item_id, Interaction.event_type,
                micros(Interaction.occurred_at), Interaction.impression_key)
@@ -206,5 +193,5 @@ def _read(conn: sa.Connection, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
     return [rows[i][:-2] for i in np.flatnonzero(keep)]
 
 
-__all__ = ["NO_LISTS", "PREFIX", "index_in", "micros", "pre_columns", "pre_metrics",
-           "windows"]
+__all__ = ["NO_LISTS", "PREFIX", "index_in", "interactions", "micros", "pre_columns",
+           "pre_metrics", "windows"]
