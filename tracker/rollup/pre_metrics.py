@@ -27,7 +27,9 @@ exposure, so a chunk's windows overlap), one read of their interactions over the
 (:func:`interactions`, the ``(user_id, occurred_at)`` index; it serves the interaction
 covariates too) and one of their pre-period lists (the ``(user_id, served_at)`` index of
 migration 0013); PostgreSQL joins ``unnest`` of the users' windows, SQLite reads the
-chunk's users over the chunk's time range and numpy keeps each user's window.
+chunk's users over the chunk's time range and numpy keeps each user's window. A chunk's
+lists are scored at once: its memory follows its users' lists in the window, not
+``TRACKER_ROLLUP_CHUNK_CELLS``.
 """
 
 from __future__ import annotations
@@ -172,8 +174,9 @@ def _read(conn: sa.Connection, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
           ) -> list[tuple]:
     """``columns`` of the rows of each user of ``users`` whose ``at`` lies in the user's
     ``[lo, hi)`` and whose ``received`` is not after the user's ``got``. PostgreSQL joins
-    ``unnest`` of the windows (one index range per user); SQLite reads the users over the
-    chunk's time range by the ``(user, time)`` index and numpy keeps each user's window."""
+    ``unnest`` of the windows (an index range per user, or a hash join where the planner
+    finds the table small); SQLite reads the users over the chunk's time range by the
+    ``(user, time)`` index and numpy keeps each user's window."""
     ids = users.to_pylist()
     if not ids:
         return []
@@ -181,7 +184,7 @@ def _read(conn: sa.Connection, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
         w = windows(ids, lo, hi, got)
         return conn.execute(sa.select(*columns).select_from(w).join(
             table, sa.and_(user == w.c.user_id, at >= w.c.lo, at < w.c.hi,
-                                received <= w.c.got))).all()
+                           received <= w.c.got))).all()
     rows = conn.execute(sa.select(*columns, at, received).where(
         user.in_(ids), at >= int(lo.min()), at < int(hi.max()))).all()
     if not rows:
