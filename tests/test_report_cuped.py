@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from tests.rollup import reference
 from tests.rollup.scenario import CUTOFFS, RELEVANCE, WINDOW, create, make_logs
-from tests.rollup.test_covariates import NAMES, _expected_covariates, _log_scenario
+from tests.rollup.test_covariates import _expected_covariates, _log_scenario, covariates_of
 from tests.rollup.test_rollup import NOW
 from tracker import stats
 from tracker.cli import main
@@ -30,20 +30,20 @@ def _row(card, metric: str, k: int | None, arm: str) -> dict:
 
 
 def test_a_row_is_the_adjusted_comparison_of_its_users_values(tracker):
-    imps, interactions, history = _log_scenario(tracker, 3)
+    imps, interactions, history, previous = _log_scenario(tracker, 3)
     tracker.rollup("home", now=NOW)
     card = report(tracker.engine, "home", now=NOW)
     assert card.cuped and card.to_dict()["cuped"] is True
     per_user: dict = {}
     reference.rollup(imps, interactions, window=WINDOW, relevance=RELEVANCE, cutoffs=CUTOFFS,
                      per_user_out=per_user)
-    x = _expected_covariates(imps, history)
+    x = _expected_covariates(imps, history, previous)
     arms = {}
     for arm in ("control", "treatment"):  # ndcg@2 is secondary: drawn at the nominal level
         values = per_user[(True, card.as_of, arm, "ndcg", 2)]
         users = sorted(values)
         arms[arm] = stats.CovariateMeanStats.from_values(
-            [values[u][0] / values[u][1] for u in users], x.loc[users, list(NAMES)].to_numpy())
+            [values[u][0] / values[u][1] for u in users], covariates_of(x, users, "ndcg", 2))
     fit = stats.fit_adjustment(list(arms.values()))
     assert fit.active
     expected = stats.compare_adjusted(arms["treatment"], arms["control"], adjustment=fit)

@@ -9,7 +9,7 @@ from datetime import timedelta
 from click.testing import CliRunner
 
 from tracker.cli import main
-from tracker.demo import DemoConfig, history
+from tracker.demo import DemoConfig, history, pre_period, previous_spec
 
 
 def test_the_history_comes_before_the_experiment_and_tracks_engagement():
@@ -20,6 +20,19 @@ def test_the_history_comes_before_the_experiment_and_tracks_engagement():
     assert min(r["occurred_at"] for r in records) >= start - timedelta(days=3)
     assert history(config) == records  # deterministic for a seed
     assert not history(DemoConfig(days=2, users=300, items=400, history_days=0))
+
+
+def test_the_pre_period_lists_are_an_earlier_experiments_and_their_clicks_answer_them():
+    config = DemoConfig(days=2, users=300, items=400, history_days=3)
+    lists, events = pre_period(config)
+    spec = previous_spec(config)
+    start = config.first_day()
+    assert lists and {i["experiment"] for i in lists} == {spec["key"]}
+    assert {i["arm"] for i in lists} == set(spec["arms"])
+    assert all(start - timedelta(days=3) <= i["served_at"] < start for i in lists)
+    served = {(i["user_id"], item) for i in lists for item in i["items"]}
+    clicks = [e for e in events if e["event"] == "click"]
+    assert clicks and all((e["user_id"], e["item_id"]) in served for e in clicks)
 
 
 def test_the_demo_prints_cuped_adjusted_results_with_the_variance_removed(db_url):

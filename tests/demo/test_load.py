@@ -18,8 +18,8 @@ from tracker.demo import (
     PRIMARY,
     DemoConfig,
     experiment_spec,
-    history,
     load,
+    pre_period,
     simulate,
 )
 from tracker.errors import AlreadyExists
@@ -28,10 +28,11 @@ SMALL = DemoConfig(days=3, users=300, items=400, start=datetime(2026, 11, 1, tzi
 
 
 def _all(config):
-    """Every impression, and every interaction: the history before the experiment first."""
+    """Every impression and every interaction: the pre-period's before the experiment's."""
     batches = list(simulate(config))
-    return ([i for b in batches for i in b.impressions],
-            history(config) + [e for b in batches for e in b.interactions])
+    lists, events = pre_period(config)
+    return (lists + [i for b in batches for i in b.impressions],
+            events + [e for b in batches for e in b.interactions])
 
 
 def test_every_record_is_accepted_and_retries_are_duplicates(tracker):

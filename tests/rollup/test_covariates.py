@@ -1,9 +1,11 @@
-"""CUPED's stored covariate sums against a direct computation from the logs (pandas), on both
-databases; the covariates are fixed when a user is first seen."""
+"""CUPED's stored covariate sums against a direct computation from the logs (pandas and the
+naive reference rollup), on both databases; the covariates are fixed when a user is first
+seen, the pre-period lists of another experiment included."""
 
 from __future__ import annotations
 
 import random
+from collections import defaultdict
 from datetime import timedelta
 
 import numpy as np
@@ -18,7 +20,8 @@ from tracker.store import computed
 from .test_rollup import NOW
 
 CUPED_DAYS = 2
-NAMES = ("pre_interactions", "pre_graded", "no_pre_period")
+NAMES = ("pre_interactions", "pre_graded", "no_pre_period", "pre_metric", "no_pre_lists")
+BEYOND = ("surprisal", "unexpectedness")  # no pre-period value
 
 
 def _history(seed: int, users: int = 12) -> list[dict]:
@@ -34,10 +37,36 @@ def _history(seed: int, users: int = 12) -> list[dict]:
     return events
 
 
-def _expected_covariates(imps: list[dict], history: list[dict]) -> pd.DataFrame:
+def _previous(seed: int) -> tuple[list[dict], list[dict]]:
+    """Lists of another experiment ("other") in the two days before "home" starts, and the
+    interactions that answer them (by time or by naming one; some occur after the users'
+    first exposure in "home"); users u10 and u11 have no such list."""
+    imps, events = make_logs(seed + 100, days=2, impressions=50, start=T0 - timedelta(days=2),
+                             key="other")
+    return [i for i in imps if i["user_id"] not in ("u10", "u11")], \
+        [e for e in events if e["user_id"] not in ("u10", "u11")]
+
+
+def _pre_values(lists: list[dict], known: list[dict]) -> dict[str, float]:
+    """A user's mean per column over their pre-period lists, each scored by the reference
+    rollup's own per-list functions against the interactions ``known``."""
+    columns = defaultdict(list)
+    for imp in lists:
+        truth = reference.ground_truth(imp, known, WINDOW, RELEVANCE)
+        for (metric, k), value in reference.impression_values(imp, truth, CUTOFFS,
+                                                              ({}, 0)).items():
+            if metric not in BEYOND:
+                columns[f"pre:{metric}@{k}" if k else f"pre:{metric}"].append(value)
+    return {name: sum(v) / len(v) for name, v in columns.items()}
+
+
+def _expected_covariates(imps: list[dict], history: list[dict],
+                         previous: list[dict] = ()) -> pd.DataFrame:
     """Per user: interactions and graded sum over the CUPED_DAYS before the first impression
     (the first logged; impressions are logged in time order), from the history alone (the
-    only interactions received before it), and the no-history indicator."""
+    only interactions received before it), and the no-history indicator; the mean of each
+    metric over the ``previous`` lists (all received before it) served in that window,
+    against the history in that window, and the no-list indicator."""
     first = pd.DataFrame(imps).groupby("user_id")["served_at"].min()
     events = pd.DataFrame(history)
     events["start"] = events["user_id"].map(first)
@@ -48,7 +77,23 @@ def _expected_covariates(imps: list[dict], history: list[dict]) -> pd.DataFrame:
     out["pre_interactions"] = grades.size().reindex(first.index, fill_value=0).astype(float)
     out["pre_graded"] = grades["grade"].sum().reindex(first.index, fill_value=0).astype(float)
     out["no_pre_period"] = (out["pre_interactions"] == 0).astype(float)
-    return out
+    known = [{k: v for k, v in e.items() if not (k == "impression_id" and pd.isna(v))}
+             for e in inside.drop(columns="start").to_dict("records")]
+    pre = {}
+    for user, start in first.items():
+        lists = [i for i in previous if i["user_id"] == user
+                 and start - timedelta(days=CUPED_DAYS) <= i["served_at"] < start]
+        pre[user] = _pre_values(lists, [e for e in known if e["user_id"] == user])
+    out["no_pre_lists"] = [float(not pre[u]) for u in out.index]
+    return out.join(pd.DataFrame.from_dict(pre, orient="index")).fillna(0.0)
+
+
+def covariates_of(x: pd.DataFrame, users: list[str], metric: str, k: int) -> np.ndarray:
+    """The users' covariates of one metric column, in the order of :data:`NAMES`."""
+    pre = f"pre:{metric}@{k}" if k else f"pre:{metric}"
+    own = x[pre] if pre in x else pd.Series(0.0, index=x.index)
+    return x.loc[users, list(NAMES)[:3]].assign(
+        pre_metric=own.loc[users], no_pre_lists=x.loc[users, "no_pre_lists"]).to_numpy()
 
 
 def _expected_sums(x: pd.DataFrame, per_user: dict) -> dict:
@@ -56,7 +101,7 @@ def _expected_sums(x: pd.DataFrame, per_user: dict) -> dict:
     out = {}
     for key, values in per_user.items():
         users = sorted(values)
-        xs = x.loc[users, list(NAMES)].to_numpy()
+        xs = covariates_of(x, users, key[3], key[4])
         total = np.array([values[u][0] for u in users])
         count = np.array([values[u][1] for u in users], dtype=float)
         out[key] = {"x": xs.sum(axis=0), "xx": xs.T @ xs, "xy": xs.T @ (total / count),
@@ -79,28 +124,37 @@ def _stored(tracker, cumulative: bool) -> dict:
 
 
 def _log_scenario(tracker, seed: int):
+    """"home" with its users' history and another experiment's lists before it; then the
+    same moments again, received after the users were first seen: in no covariate. Returns
+    home's impressions, every interaction, those known at first exposure and the lists."""
     imps, events = make_logs(seed, days=3, users=12, impressions=60)
     imps.sort(key=lambda r: r["served_at"])
-    history = _history(seed)
-    late = [dict(e, event_id=f"late-{e['event_id']}") for e in history[:30]]
+    previous, answers = _previous(seed)
+    history = _history(seed) + answers
+    late = [dict(e, event_id=f"late-{e['event_id']}") for e in history[:30] + answers[:30]]
+    late_lists = [dict(i, impression_id=f"late-{i['impression_id']}") for i in previous[:10]]
     create(tracker, cuped_days=CUPED_DAYS)
+    create(tracker, "other")
+    tracker.log_impressions(previous, on_invalid="all_or_nothing")
     tracker.log_interactions(history, on_invalid="all_or_nothing")  # before any impression
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
     tracker.log_interactions(events, on_invalid="all_or_nothing")
-    # the same moments again, received after the users were first seen: not in the covariates
     tracker.log_interactions(late, on_invalid="all_or_nothing")
-    return imps, history + events + late, history
+    tracker.log_impressions(late_lists, on_invalid="all_or_nothing")
+    return imps, history + events + late, history, previous
 
 
 @pytest.mark.parametrize("seed", [3, 11])
 def test_stored_covariate_sums_equal_a_direct_computation_from_the_logs(tracker, seed):
-    imps, interactions, history = _log_scenario(tracker, seed)
+    imps, interactions, history, previous = _log_scenario(tracker, seed)
     tracker.rollup("home", now=NOW)
     per_user: dict = {}
     reference.rollup(imps, interactions, window=WINDOW, relevance=RELEVANCE, cutoffs=CUTOFFS,
                      per_user_out=per_user)
-    x = _expected_covariates(imps, history)
+    x = _expected_covariates(imps, history, previous)
     assert 0 < x["no_pre_period"].sum() < len(x)  # both kinds of user are in the scenario
+    assert 0 < x["no_pre_lists"].sum() < len(x)
+    assert x["pre:hit_rate@5"].std() > 0
     expected = _expected_sums(x, per_user)
     stored = _stored(tracker, False) | _stored(tracker, True)
     for key, sums in expected.items():
@@ -114,9 +168,11 @@ def test_stored_covariate_sums_equal_a_direct_computation_from_the_logs(tracker,
 def test_incremental_runs_fix_covariates_at_first_sight_and_equal_a_full_rollup(tracker):
     imps, events = make_logs(5, days=3, users=12, impressions=60)
     imps.sort(key=lambda r: r["served_at"])
-    history = _history(5)
+    previous, answers = _previous(5)
     create(tracker, cuped_days=CUPED_DAYS)
-    tracker.log_interactions(history, on_invalid="all_or_nothing")
+    create(tracker, "other")
+    tracker.log_impressions(previous, on_invalid="all_or_nothing")
+    tracker.log_interactions(_history(5) + answers, on_invalid="all_or_nothing")
     for part in (imps[:20], imps[20:]):
         tracker.log_impressions(part, on_invalid="all_or_nothing")
         tracker.rollup("home", now=NOW)
@@ -126,6 +182,8 @@ def test_incremental_runs_fix_covariates_at_first_sight_and_equal_a_full_rollup(
     tracker.rollup("home", full=True, now=NOW)
     assert dump(tracker.engine) == incremental
     assert incremental["rollup_covariate_sums"]
+    sums = computed.covariate_table(tracker.engine, "home")
+    assert sums["x:pre_metric"].abs().sum() > 0  # the pre-period lists count
 
 
 def test_cuped_days_zero_stores_no_covariates_and_a_new_window_recomputes(tracker):

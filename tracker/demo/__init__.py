@@ -11,9 +11,11 @@ from tracker.demo.simulation import (
     assign_arm,
     experiment_spec,
     history,
+    pre_period,
+    previous_spec,
     simulate,
 )
 
 __all__ = ["ARMS", "GUARDRAILS", "PRIMARY", "RELEVANCE", "DayBatch", "DemoConfig",
            "LoadSummary", "assign_arm", "experiment_spec", "history", "load",
-           "simulate"]
+           "pre_period", "previous_spec", "simulate"]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 
-from tracker.demo.simulation import DemoConfig, experiment_spec, history, simulate
+from tracker.demo.simulation import DemoConfig, experiment_spec, pre_period, previous_spec, simulate
 from tracker.errors import AlreadyExists, NotFound
 
 
@@ -26,7 +26,8 @@ class LoadSummary:
 
 def load(tracker, config: DemoConfig = DemoConfig(),
          after_day: Callable[[date], None] | None = None) -> LoadSummary:
-    """Create the demo experiment (or reuse it) and log every simulated day with
+    """Create the demo experiment (or reuse it), log the users' pre-period lists (in an
+    earlier experiment, ``<key>-previous``) and interactions, then every simulated day with
     ``tracker.log_impressions`` then ``tracker.log_interactions``, calling ``after_day(day)``
     after each day (e.g. a rollup, as a nightly job would).
 
@@ -70,14 +71,19 @@ def load(tracker, config: DemoConfig = DemoConfig(),
 
 
 def _log_history(tracker, config: DemoConfig, summary: LoadSummary) -> None:
-    """The users' interactions before the experiment (:func:`history`), logged first, as
-    they would have been in production: CUPED's pre-exposure covariates."""
-    records = history(config)
-    result = tracker.log_interactions(records)
-    summary.stored += result.stored
-    summary.duplicates += result.duplicates
-    summary.conflicts += result.conflicts
-    summary.rejected += len(result.rejected)
+    """The users' lists and interactions before the experiment (:func:`pre_period`, in the
+    experiment of :func:`previous_spec`, created if missing), logged first, as they would
+    have been in production: CUPED's pre-exposure covariates."""
+    lists, records = pre_period(config)
+    if lists:
+        spec = previous_spec(config)
+        tracker.create_experiment(spec.pop("key"), exist_ok=True, **spec)
+    for result in (tracker.log_impressions(lists), tracker.log_interactions(records)):
+        summary.stored += result.stored
+        summary.duplicates += result.duplicates
+        summary.conflicts += result.conflicts
+        summary.rejected += len(result.rejected)
+    summary.impressions += len(lists)
     summary.interactions += len(records)
 
 

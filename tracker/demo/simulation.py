@@ -72,6 +72,8 @@ GUARDRAILS = {"song_clicks": 0.05}
 """The demo's guardrail: a model may not cost more than 5% of the clicks on recommended
 songs."""
 EVENTS = tuple(RELEVANCE)  # codes 0..3 in the arrays below
+PREVIOUS_ARMS = (("control", 0.5), ("control-copy", 0.5))
+"""The arms of the experiment before the demo's (:func:`previous_spec`): an A/A test."""
 NOVELTY, NOVELTY_DECAY = 1.0, 0.75
 """The diverse arm's novelty effect: its click probabilities are 1 + 1.0 × 0.75^d times what
 they would be on a user's d-th day since their first exposure (twice on day 0, +44% on day
@@ -442,25 +444,54 @@ def _engage(world: _World, config: DemoConfig) -> None:
     world.relevance[:] = 1.0 / (1.0 + np.exp(-(logit + world.engagement[:, None])))
 
 
-def history(config: DemoConfig = DemoConfig()) -> list[dict]:
-    """The interactions of the ``config.history_days`` days before the experiment: the same
-    users on the home page of the time (the popularity lists of control, not logged as
-    impressions), clicking with the same relevance and engagement; a click may lead to a
-    play or a save. Deterministic for a seed; ready for ``Tracker.log_interactions``, to be
-    logged before the experiment's first day."""
+def previous_spec(config: DemoConfig) -> dict:
+    """Keyword arguments for ``Tracker.create_experiment`` (``key`` included) of the
+    experiment the pre-period lists were logged in (:func:`pre_period`): ``<key>-previous``,
+    an A/A test of the popularity lists over the ``history_days`` before the demo."""
+    first = config.first_day()
+    return {
+        "key": f"{config.key}-previous", "name": "Home page popularity lists (simulated, A/A)",
+        "description": "tracker demo: the home page before the demo's experiment, both arms "
+                       "serving the popularity baseline (the users' pre-period lists)",
+        "arms": dict(PREVIOUS_ARMS), "control": PREVIOUS_ARMS[0][0],
+        "attribution_window": timedelta(hours=24), "relevance": dict(RELEVANCE),
+        "timezone": "UTC", "cutoffs": (5, 10, 20),
+        "starts_at": first - timedelta(days=config.history_days), "ends_at": first,
+    }
+
+
+def pre_period(config: DemoConfig = DemoConfig()) -> tuple[list[dict], list[dict]]:
+    """The ``config.history_days`` days before the experiment: the lists the same users were
+    served on the home page of the time (the popularity lists of control, logged as
+    impressions of :func:`previous_spec`'s experiment) and their interactions, clicking with
+    the same relevance and engagement (a click may lead to a play or a save), so that a
+    user's hit rate before the experiment predicts theirs in it. Deterministic for a seed;
+    ready for ``Tracker.log_impressions`` / ``log_interactions``, to be logged before the
+    experiment's first day."""
     world = _World(config, np.random.default_rng(config.seed))
     rng = np.random.default_rng([config.seed, 2])
     start_us = (config.first_day() - _EPOCH) // timedelta(microseconds=1)
+    key, weights = f"{config.key}-previous", tuple(w for _, w in PREVIOUS_ARMS)
+    arms = [PREVIOUS_ARMS[assign_arm(key, u, weights)][0] for u in world.user_ids]
+    impressions: list[dict] = []
     records: list[dict] = []
     for d in range(config.history_days, 0, -1):
-        records += _history_day(world, rng, start_us - d * _DAY_US, d)
+        served, events = _history_day(world, arms, rng, start_us - d * _DAY_US, d)
+        impressions += served
+        records += events
     records.sort(key=lambda r: (r["occurred_at"], r["event_id"]))
-    return records
+    return impressions, records
 
 
-def _history_day(world: _World, rng: np.random.Generator, day_us: int, back: int
-                 ) -> list[dict]:
-    """One day's interactions before the experiment (``back`` days before its start)."""
+def history(config: DemoConfig = DemoConfig()) -> list[dict]:
+    """The interactions of :func:`pre_period`."""
+    return pre_period(config)[1]
+
+
+def _history_day(world: _World, arms: list[str], rng: np.random.Generator, day_us: int,
+                 back: int) -> tuple[list[dict], list[dict]]:
+    """One day's lists and interactions before the experiment (``back`` days before its
+    start; ``arms``: each user's arm of the previous experiment)."""
     config = world.config
     active = rng.random(config.users) < world.visit_p
     count = np.where(active, 1 + rng.poisson(4.0 * world.visit_p), 0)
@@ -482,7 +513,19 @@ def _history_day(world: _World, rng: np.random.Generator, day_us: int, back: int
                             "user_id": world.user_ids[users[i]], "item_id": names[i],
                             "event": event,
                             "occurred_at": _instant(when + n * 30_000_000)})
-    return records
+    return _previous_lists(world, arms, user, served, items, back), records
+
+
+def _previous_lists(world: _World, arms: list[str], user: np.ndarray, served: np.ndarray,
+                    items: np.ndarray, back: int) -> list[dict]:
+    """The day's lists as impressions of the previous experiment (its arms by the same
+    stable hash as the demo's; no context: the demo's lists carry it)."""
+    key = f"{world.config.key}-previous"
+    names = world.item_ids[items].tolist()
+    return [{"impression_id": f"{key}-imp-{back:02d}-{i:07d}", "experiment": key,
+             "arm": arms[u], "user_id": world.user_ids[u], "items": names[i],
+             "served_at": _instant(at)}
+            for i, (u, at) in enumerate(zip(user.tolist(), served.tolist(), strict=True))]
 
 
 def _instant(micros: int) -> datetime:

@@ -193,8 +193,8 @@ def cuped_line(card: Scorecard) -> str:
                     if r.get("primary") and r.get("variance_reduction") is not None)
     middle = f"; {shares[len(shares) // 2]:.0%} of the primaries' variance removed" \
         if shares else ""
-    return ("CUPED on: lifts adjusted for each user's interactions before first exposure"
-            f"{middle} (var −: the share removed per row)")
+    return ("CUPED on: lifts adjusted for each user's interactions and lists before first "
+            f"exposure{middle} (var −: the share removed per row)")
 
 
 

@@ -204,7 +204,10 @@ def _user_level(row: dict[str, Any], r, base, level: float, intervals: str,
 def cuped_inputs(by_arm: dict, covariates: pd.DataFrame | None, metric: str, k: int | None
                  ) -> tuple[dict[str, stats.CovariateMeanStats], stats.Adjustment] | None:
     """Each arm's sums with covariates for one metric and θ fitted on all of them; None
-    without covariate sums for every arm (CUPED off, or the day not rolled up with it)."""
+    without covariate sums for every arm (CUPED off, or the day not rolled up with it). The
+    covariates are those the sums name (``covsums/2``: the pre-exposure interactions, their
+    graded sum, the no-history indicator, the metric's own pre-period value and the
+    no-pre-period-lists indicator); the fit drops the constant ones."""
     if covariates is None or covariates.empty or by_arm[next(iter(by_arm))].kind != "user":
         return None
     names = covariates.attrs["covariates"]

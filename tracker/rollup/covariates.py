@@ -8,27 +8,31 @@ the user's first exposure in the experiment:
   a mapping, 0 for an event type the mapping lacks);
 - ``no_pre_period``: 1 for a user with no interaction in the window (both covariates are
   then 0), else 0 (the missing-indicator method of :mod:`tracker.stats.covariates`: new
-  users stay in the analysis).
-
-The pre-period value of the metric itself (for users served lists before) is not a
-covariate yet: it would need the per-list metrics of days outside the experiment.
+  users stay in the analysis);
+- ``pre:<column>``: the user's mean of the metric column itself over the lists served to
+  them in the window, in any experiment, scored with this experiment's definitions, and
+  ``no_pre_lists``: 1 for a user without such a list (every ``pre:`` value is then 0); see
+  :mod:`tracker.rollup.pre_metrics` (surprisal and unexpectedness have none).
 
 **Fixed once the user is first seen.** The first exposure is the earliest served of the
 user's first *logged* impressions in the experiment (those with the lowest ``received_at``:
 one logging call stamps its rows with one instant), and the window counts the interactions
-that had been *received* by then (``received_at`` not after it): the history as known at
-first exposure. Later rows never change a user's covariates, so a run computes them only for
-the users of its days that it has not seen (a read of their interactions over the window,
-bounded by user and time: the ``(user_id, occurred_at)`` index) and keeps them in
-``rollup_user_covariates`` (one Arrow stream, ``covariates/1``) for exactly the users of the
-cumulative totals (an erased user's go with them); a full rebuild computes every user's from
-the logs to the same values.
+(and lists) that had been *received* by then (``received_at`` not after it): the history as
+known at first exposure. Later rows never change a user's covariates, so a run computes them
+only for the users of its days that it has not seen (reads of their interactions and lists
+over the window, bounded by user and time: the ``(user_id, occurred_at)`` and ``(user_id,
+served_at)`` indexes) and keeps them in ``rollup_user_covariates`` (one Arrow stream,
+``covariates/2``: ``user_id`` and one named float64 column per covariate) for exactly the
+users of the cumulative totals (an erased user's go with them); a full rebuild computes
+every user's from the logs to the same values.
 
 **Per arm, metric column and view** (:func:`covariate_sums`), over the users the metric
-rows count (non-crossover users with the metric defined): Σx, Σx_a·x_b, Σx·y with y the
-user's mean (the per-user view) and Σx·s, Σx·m with s the user's sum and m their
-impressions (the per-impression ratio view), stored per day and view in
-``rollup_covariate_sums`` (one Arrow stream, ``covsums/1``): a few floats per arm and
+rows count (non-crossover users with the metric defined), with the covariates of
+:data:`SUM_COVARIATES` (``pre_metric`` is, in the row of a column, that column's ``pre:``
+covariate; 0 for surprisal and unexpectedness): Σx, Σx_a·x_b, Σx·y with y the user's mean
+(the per-user view) and Σx·s, Σx·m with s the user's sum and m their impressions (the
+per-impression ratio view), stored per day and view in ``rollup_covariate_sums`` (one Arrow
+stream, ``covsums/2``, its covariates named in the metadata): a few floats per arm and
 metric. Days add nothing up here: each day's and each cumulative view's sums come from its
 own unit totals, joined to the fixed per-user covariates.
 """
@@ -51,64 +55,90 @@ from tracker.rollup.codes import sorted_codes
 from tracker.rollup.columnar import grades_of
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.plan import Ids
+from tracker.rollup.pre_metrics import (
+    NO_LISTS,
+    PREFIX,
+    index_in,
+    interactions,
+    micros,
+    pre_columns,
+    pre_metrics,
+)
 from tracker.store.experiments import ExperimentInfo
-from tracker.store.models import Impression, Interaction
+from tracker.store.models import Impression
 from tracker.store.rollup_tables import RollupCovariateSums, RollupUserCovariates
 
-COVARIATES = ("pre_interactions", "pre_graded", "no_pre_period")
-USERS = "covariates/1"
-SUMS = "covsums/1"
-PAIRS = tuple(combinations_with_replacement(range(len(COVARIATES)), 2))
+BASE = ("pre_interactions", "pre_graded", "no_pre_period", NO_LISTS)
+"""The covariates every metric column shares (then one ``pre:<column>`` per column)."""
+SUM_COVARIATES = ("pre_interactions", "pre_graded", "no_pre_period", "pre_metric", NO_LISTS)
+"""The covariates of each row of the sums, in order (``pre_metric``: the row's ``pre:``)."""
+_PRE = SUM_COVARIATES.index("pre_metric")
+_SHARED = [BASE.index(c) for c in SUM_COVARIATES if c != "pre_metric"]
+USERS = "covariates/2"  # 2: named columns for the pre-period metrics and no_pre_lists
+SUMS = "covsums/2"  # 2: pre_metric and no_pre_lists
+PAIRS = tuple(combinations_with_replacement(range(len(SUM_COVARIATES)), 2))
 _CHUNK = 2000  # users per read of their pre-period interactions
 _DAY_US = 86_400_000_000
 
 
-def _micros(column) -> sa.ColumnElement:
-    return sa.type_coerce(column, sa.BigInteger)
+def names_for(cutoffs) -> tuple[str, ...]:
+    """The per-user covariates of an experiment with ``cutoffs``, as stored.
+
+    >>> names_for([5])[:5]
+    ('pre_interactions', 'pre_graded', 'no_pre_period', 'no_pre_lists', 'pre:hit_rate@5')
+    """
+    return BASE + tuple(PREFIX + c for c in pre_columns(Layout.for_cutoffs(list(cutoffs))))
 
 
 @dataclass(frozen=True)
 class UserCovariates:
     """Users (sorted, distinct ids) and their covariates, one row each in the order of
-    :data:`COVARIATES`."""
+    ``names`` (:func:`names_for`)."""
 
     users: pa.Array
     x: np.ndarray  # (users, covariates) float64
+    names: tuple[str, ...]
 
     @classmethod
-    def empty(cls) -> UserCovariates:
-        return cls(pa.array([], type=pa.string()), np.zeros((0, len(COVARIATES))))
+    def empty(cls, names: tuple[str, ...]) -> UserCovariates:
+        return cls(pa.array([], type=pa.string()), np.zeros((0, len(names))), names)
 
     def merged(self, other: UserCovariates) -> UserCovariates:
         users = pa.concat_arrays([self.users, other.users])
         order = pc.array_sort_indices(users).to_numpy()
         return UserCovariates(users.take(pa.array(order)),
-                              np.concatenate([self.x, other.x])[order])
+                              np.concatenate([self.x, other.x])[order], self.names)
+
+    def missing(self) -> np.ndarray:
+        """The covariates of a user without a row: no pre-period data of either kind."""
+        return np.array([1.0 if n in ("no_pre_period", NO_LISTS) else 0.0
+                         for n in self.names])
 
     def of(self, users: pa.Array) -> np.ndarray:
         """The covariates of ``users`` (a user without a row: no pre-period data)."""
-        index = _index_in(users, self.users)
+        index = index_in(users, self.users)
         found = index >= 0
         x = self.x[np.where(found, index, 0)] if len(self.users) else \
-            np.zeros((len(users), len(COVARIATES)))
-        x[~found] = [0.0, 0.0, 1.0]
+            np.zeros((len(users), len(self.names)))
+        x[~found] = self.missing()
         return x
 
     def encode(self, days: int) -> memoryview:
         data = {"user_id": self.users}
-        data.update({name: pa.array(self.x[:, j]) for j, name in enumerate(COVARIATES)})
+        data.update({name: pa.array(self.x[:, j]) for j, name in enumerate(self.names)})
         return state.write(pa.table(data), USERS, cuped_days=str(days))
 
     @classmethod
-    def decode(cls, data: bytes, days: int) -> UserCovariates | None:
-        """The stored covariates, None when they cover another window than ``days``."""
+    def decode(cls, data: bytes, days: int, names: tuple[str, ...]) -> UserCovariates | None:
+        """The stored covariates, None when they cover another window than ``days``; a
+        column of ``names`` missing (cutoffs added since) raises :class:`StaleState`."""
         table = state.read(data, USERS)
         if state.metadata(table, "cuped_days") != str(days):
             return None
-        state.require(table, ["user_id", *COVARIATES], USERS)
-        x = np.column_stack([table[name].to_numpy() for name in COVARIATES]) \
-            if table.num_rows else np.zeros((0, len(COVARIATES)))
-        return cls(table["user_id"].combine_chunks().cast(pa.string()), x)
+        state.require(table, ["user_id", *names], USERS)
+        x = np.column_stack([table[name].to_numpy() for name in names]) \
+            if table.num_rows else np.zeros((0, len(names)))
+        return cls(table["user_id"].combine_chunks().cast(pa.string()), x, names)
 
 
 def refresh(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
@@ -122,7 +152,7 @@ def refresh(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
         return None
     stored = None if rebuild else _load(conn, info)
     after = 0 if stored is None else ids.impressions_after
-    stored = stored or UserCovariates.empty()
+    stored = stored or UserCovariates.empty(names_for(info.cutoffs))
     seen = [r.totals.users.cast(pa.string()) for r in daily.values()
             if r.totals is not None and r.totals.size]
     users = pc.unique(pa.concat_arrays(seen)) if seen else pa.array([], type=pa.string())
@@ -143,7 +173,7 @@ def settle(conn: sa.Connection, info: ExperimentInfo, totals: UnitTotals,
         return
     keep = pc.is_in(covariates.users, value_set=totals.users.cast(pa.string()))
     kept = UserCovariates(covariates.users.filter(keep),
-                          covariates.x[keep.to_numpy(zero_copy_only=False)])
+                          covariates.x[keep.to_numpy(zero_copy_only=False)], covariates.names)
     conn.execute(sa.delete(RollupUserCovariates)
                  .where(RollupUserCovariates.experiment_id == info.id))
     conn.execute(sa.insert(RollupUserCovariates),
@@ -156,7 +186,7 @@ def _load(conn: sa.Connection, info: ExperimentInfo) -> UserCovariates | None:
     if data is None:
         return None
     try:
-        return UserCovariates.decode(data, info.cuped_days)
+        return UserCovariates.decode(data, info.cuped_days, names_for(info.cutoffs))
     except StaleState:
         return None  # recomputed from the logs
 
@@ -170,8 +200,8 @@ def _first_exposures(conn: sa.Connection, experiment_id: int, after: int, throug
     numpy: a self-join on users, which the impression table has no index for, can make
     PostgreSQL loop over the range once per user."""
     rows = conn.execute(
-        sa.select(Impression.user_id, _micros(Impression.received_at),
-                  _micros(Impression.served_at))
+        sa.select(Impression.user_id, micros(Impression.received_at),
+                  micros(Impression.served_at))
         .where(Impression.experiment_id == experiment_id, Impression.id > after,
                Impression.id <= through)).all()
     if not rows:
@@ -187,71 +217,27 @@ def _first_exposures(conn: sa.Connection, experiment_id: int, after: int, throug
 def _compute(conn: sa.Connection, info: ExperimentInfo, users: pa.Array, served: np.ndarray,
              received: np.ndarray) -> UserCovariates:
     """The covariates of ``users`` first served at ``served`` (µs), their first impression
-    received at ``received``, read per chunk of users (:func:`_events`)."""
-    window = info.cuped_days * _DAY_US
-    x = np.zeros((len(users), len(COVARIATES)))
+    received at ``received``: per chunk of users sorted by first exposure (their windows
+    overlap), one read of their interactions (:func:`tracker.rollup.pre_metrics.
+    interactions`) for the counts and the pre-period metrics
+    (:func:`~tracker.rollup.pre_metrics.pre_metrics`)."""
+    lo = served - info.cuped_days * _DAY_US
+    names = names_for(info.cutoffs)
+    x = np.zeros((len(users), len(names)))
+    order = np.argsort(served, kind="stable")
     for at in range(0, len(users), _CHUNK):
-        part = slice(at, min(at + _CHUNK, len(users)))
-        who, events, counts = _events(conn, users[part], served[part] - window, served[part],
-                                      received[part])
-        grades = grades_of(events, info.relevance)
-        x[part, 0] = np.bincount(who, weights=counts, minlength=part.stop - at)
-        x[part, 1] = np.bincount(who, weights=counts * grades, minlength=part.stop - at)
+        part = order[at:at + _CHUNK]
+        mine = users.take(pa.array(part))
+        window = (lo[part], served[part], received[part])
+        events = interactions(conn, mine, *window)
+        who = index_in(events["user"].combine_chunks(), mine)
+        grades = grades_of(events["event"], info.relevance)
+        x[part, 0] = np.bincount(who, minlength=part.size)
+        x[part, 1] = np.bincount(who, weights=grades, minlength=part.size)
+        x[part, len(BASE):], x[part, BASE.index(NO_LISTS)] = pre_metrics(
+            conn, info, mine, *window, events)
     x[:, 2] = (x[:, 0] == 0).astype(float)
-    return UserCovariates(users, x)
-
-
-def _events(conn: sa.Connection, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
-            got: np.ndarray) -> tuple[np.ndarray, pa.Array, np.ndarray]:
-    """(user's index in ``users``, event type, count) of the interactions of each user in
-    ``[lo, hi)`` received by ``got``. PostgreSQL joins ``unnest`` of the windows (one
-    ``(user_id, occurred_at)`` index range per user; an IN list with one time range for the
-    chunk made it scan the ``occurred_at`` index over the days instead, 55x the rollup's time
-    at 200k users); SQLite reads the chunk's users over the chunk's time range by that index
-    and numpy keeps each user's window (measured faster there than a VALUES join)."""
-    ids = users.to_pylist()
-    if conn.dialect.name == "postgresql":
-        w = _windows(ids, lo, hi, got)
-        rows = conn.execute(
-            sa.select(w.c.user_id, Interaction.event_type, sa.func.count())
-            .join(Interaction, sa.and_(Interaction.user_id == w.c.user_id,
-                                       _micros(Interaction.occurred_at) >= w.c.lo,
-                                       _micros(Interaction.occurred_at) < w.c.hi,
-                                       _micros(Interaction.received_at) <= w.c.got))
-            .group_by(w.c.user_id, Interaction.event_type)).all()
-        who = _index_in(pa.array([r[0] for r in rows], type=pa.string()), users)
-        return who, pa.array([r[1] for r in rows], type=pa.string()), \
-            np.array([r[2] for r in rows], dtype=float)
-    rows = conn.execute(
-        sa.select(Interaction.user_id, Interaction.event_type, _micros(Interaction.occurred_at),
-                  _micros(Interaction.received_at))
-        .where(Interaction.user_id.in_(ids), _micros(Interaction.occurred_at) >= int(lo.min()),
-               _micros(Interaction.occurred_at) < int(hi.max()))).all() if ids else []
-    who = _index_in(pa.array([r[0] for r in rows], type=pa.string()), users)
-    at_us = np.array([r[2] for r in rows], dtype=np.int64)
-    got_us = np.array([r[3] for r in rows], dtype=np.int64)
-    keep = (at_us >= lo[who]) & (at_us < hi[who]) & (got_us <= got[who])
-    return who[keep], pa.array([r[1] for r in rows], type=pa.string()).filter(
-        pa.array(keep)), np.ones(int(keep.sum()))
-
-
-def _windows(users: list[str], lo: np.ndarray, hi: np.ndarray, got: np.ndarray):
-    """The users' windows as a PostgreSQL table ``w(user_id, lo, hi, got)``: ``unnest`` of
-    four arrays (four parameters, one plan whatever the chunk)."""
-    from sqlalchemy.dialects.postgresql import ARRAY
-
-    return (sa.text("SELECT * FROM unnest(:u, :lo, :hi, :got) AS w(user_id, lo, hi, got)")
-            .bindparams(sa.bindparam("u", users, type_=ARRAY(sa.String)),
-                        sa.bindparam("lo", lo.tolist(), type_=ARRAY(sa.BigInteger)),
-                        sa.bindparam("hi", hi.tolist(), type_=ARRAY(sa.BigInteger)),
-                        sa.bindparam("got", got.tolist(), type_=ARRAY(sa.BigInteger)))
-            .columns(user_id=sa.String, lo=sa.BigInteger, hi=sa.BigInteger, got=sa.BigInteger)
-            .subquery("w"))
-
-
-def _index_in(values: pa.Array, within: pa.Array) -> np.ndarray:
-    """Each value's position in ``within``, -1 where absent."""
-    return pc.fill_null(pc.index_in(values, value_set=within), -1).to_numpy().astype(np.int64)
+    return UserCovariates(users, x, names)
 
 
 def _delete(conn: sa.Connection, experiment_id: int) -> None:
@@ -261,33 +247,70 @@ def _delete(conn: sa.Connection, experiment_id: int) -> None:
 
 # ---------------------------------------------------------------------------- sums
 def sum_columns() -> list[str]:
-    """The value columns of a ``covsums/1`` row, in the order written."""
-    names = [f"x:{c}" for c in COVARIATES]
-    names += [f"xx:{COVARIATES[a]}*{COVARIATES[b]}" for a, b in PAIRS]
+    """The value columns of a ``covsums/2`` row, in the order written."""
+    names = [f"x:{c}" for c in SUM_COVARIATES]
+    names += [f"xx:{SUM_COVARIATES[a]}*{SUM_COVARIATES[b]}" for a, b in PAIRS]
     for prefix in ("xy", "xs", "xm"):
-        names += [f"{prefix}:{c}" for c in COVARIATES]
+        names += [f"{prefix}:{c}" for c in SUM_COVARIATES]
     return names
+
+
+def _pre_matrix(x: np.ndarray, names: tuple[str, ...], layout: Layout) -> np.ndarray:
+    """Per user and layout column, that column's ``pre:`` covariate (0 where it has none)."""
+    out = np.zeros((x.shape[0], len(layout)))
+    for j, column in enumerate(layout.names):
+        if PREFIX + column in names:
+            out[:, j] = x[:, names.index(PREFIX + column)]
+    return out
+
+
+def _arm_sums(present: np.ndarray, y: np.ndarray, sums: np.ndarray, m: np.ndarray,
+              shared: np.ndarray, pre: np.ndarray) -> np.ndarray:
+    """One arm's sums ``(columns, len(sum_columns()))``: weights per (user, column) are
+    ``present``, y, s, m; ``shared`` the covariates every column has (in the order of
+    :data:`SUM_COVARIATES` without ``pre_metric``), ``pre`` the column's own, per column."""
+    def weighted(w: np.ndarray) -> list[np.ndarray]:
+        out = list((w.T @ shared).T)
+        out.insert(_PRE, (w * pre).sum(axis=0))
+        return out
+
+    def column(a: int) -> np.ndarray | None:
+        return None if a == _PRE else shared[:, a - (a > _PRE)]
+
+    wp = present * pre
+    parts = weighted(present)
+    for a, b in PAIRS:
+        xa, xb = column(a), column(b)
+        if xa is not None and xb is not None:
+            parts.append(present.T @ (xa * xb))
+        elif xa is None and xb is None:
+            parts.append((wp * pre).sum(axis=0))
+        else:
+            parts.append(wp.T @ (xb if xa is None else xa))
+    for w in (y, sums, m):
+        parts += weighted(w)
+    return np.column_stack(parts)
 
 
 def covariate_sums(totals: UnitTotals, covariates: UserCovariates, layout: Layout,
                    arm_ids: list[int]) -> pa.Table:
     """Per arm and layout column, the covariate sums over the non-crossover users with the
     metric defined (see the module docstring)."""
-    x_all = covariates.of(totals.users) if totals.size else np.zeros((0, len(COVARIATES)))
+    names = covariates.names
+    x_all = covariates.of(totals.users) if totals.size else np.zeros((0, len(names)))
+    shared_all = x_all[:, _SHARED]
+    pre_all = _pre_matrix(x_all, names, layout)
     keep = ~crossover_mask(totals)
     columns: dict[str, list] = {"arm_id": [], "metric": [], "k": []}
     blocks = []
     for arm in arm_ids:
         rows = keep & (totals.arms == arm)
-        sums, counts, x = totals.sums[rows], totals.counts[rows], x_all[rows]
+        sums, counts = totals.sums[rows], totals.counts[rows]
         present = (counts > 0).astype(float)
         y = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
         m = np.where(counts > 0, counts, 0.0)
-        parts = [present.T @ x]
-        parts += [(present.T @ (x[:, a] * x[:, b]))[:, None] for a, b in PAIRS]
-        parts += [y.T @ x, sums.T @ x, m.T @ x]
-        blocks.append(np.hstack(parts) if rows.any() else
-                      np.zeros((len(layout), len(sum_columns()))))
+        blocks.append(_arm_sums(present, y, sums, m, shared_all[rows], pre_all[rows])
+                      if rows.any() else np.zeros((len(layout), len(sum_columns()))))
         columns["arm_id"] += [arm] * len(layout)
         columns["metric"] += [metric for metric, _ in layout.columns]
         columns["k"] += [k for _, k in layout.columns]
@@ -311,7 +334,7 @@ def write_sums(conn: sa.Connection, info: ExperimentInfo, day: date, cumulative:
     if totals is None:
         return
     table = covariate_sums(totals, covariates, layout, [arm.id for arm in info.arms])
-    data = state.write(table, SUMS, covariates=",".join(COVARIATES),
+    data = state.write(table, SUMS, covariates=",".join(SUM_COVARIATES),
                        cuped_days=str(info.cuped_days))
     conn.execute(sa.insert(RollupCovariateSums), [
         {"experiment_id": info.id, "day": day, "cumulative": cumulative, "data": data}])
@@ -334,5 +357,5 @@ def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> N
         RollupCovariateSums.cumulative.is_(True), RollupCovariateSums.day >= since))
 
 
-__all__ = ["COVARIATES", "UserCovariates", "covariate_sums", "delete_cumulative",
-           "publish_daily", "refresh", "settle", "sum_columns", "write_sums"]
+__all__ = ["BASE", "SUM_COVARIATES", "UserCovariates", "covariate_sums", "delete_cumulative",
+           "names_for", "publish_daily", "refresh", "settle", "sum_columns", "write_sums"]

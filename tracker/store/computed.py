@@ -109,7 +109,7 @@ def _exposure_day_rows(conn: sa.Connection, experiment_id: int) -> list[tuple]:
         .group_by(*keys).order_by(*keys))]
 
 
-COVARIATE_SUMS = "covsums/1"
+COVARIATE_SUMS = "covsums/2"
 """The format of the stored covariate sums (written by ``tracker.rollup.covariates``)."""
 
 
@@ -118,8 +118,10 @@ def covariate_table(engine: sa.Engine, experiment: str, cumulative: bool = True,
     """CUPED's covariate sums per (day, arm, metric, k): ``x:<c>`` = Σx_c, ``xx:<a>*<b>`` =
     Σx_a·x_b, ``xy:<c>`` = Σx_c·(user mean), ``xs:<c>`` / ``xm:<c>`` = Σx_c·(user sum) /
     Σx_c·(user impressions), over the users of the matching :func:`metric_table` row;
-    ``attrs["covariates"]`` names the covariates. Empty when the experiment has none (CUPED
-    off, or not rolled up since it was on). ``day``: that day only."""
+    ``attrs["covariates"]`` names the covariates (``pre_interactions, pre_graded,
+    no_pre_period, pre_metric, no_pre_lists``; ``pre_metric`` is the row's own metric before
+    exposure). Empty when the experiment has none (CUPED off, or not rolled up since it was
+    on). ``day``: that day only."""
     require_current_schema(engine)
     query = sa.select(RollupCovariateSums.day, RollupCovariateSums.data)
     with transaction(engine) as conn:

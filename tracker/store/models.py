@@ -88,7 +88,10 @@ class Impression(Base):
     baseline_items: Mapped[list[str] | None] = mapped_column(ITEM_LIST)
     context: Mapped[dict[str, Any] | None] = mapped_column(JSON_DOC)
 
-    __table_args__ = (sa.Index(None, "experiment_id", "served_at"),)
+    __table_args__ = (
+        sa.Index(None, "experiment_id", "served_at"),
+        sa.Index(None, "user_id", "served_at"),  # CUPED: a user's lists before exposure
+    )
 
 
 class Interaction(Base):

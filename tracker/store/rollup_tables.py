@@ -148,7 +148,7 @@ class RollupMetric(Base):
 
 class RollupUserCovariates(Base):
     """Each user's pre-exposure covariates in one experiment (an Arrow IPC stream,
-    "covariates/1"): fixed when the user is first seen, so a run reads them instead of weeks
+    "covariates/2"): fixed when the user is first seen, so a run reads them instead of weeks
     of interactions."""
 
     __tablename__ = "rollup_user_covariates"
@@ -159,7 +159,7 @@ class RollupUserCovariates(Base):
 
 class RollupCovariateSums(Base):
     """The per-arm, per-metric covariate sums CUPED reads for one day and view (an Arrow IPC
-    stream, "covsums/1", one row per arm and metric column)."""
+    stream, "covsums/2", one row per arm and metric column)."""
 
     __tablename__ = "rollup_covariate_sums"
 

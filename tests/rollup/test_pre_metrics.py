@@ -1,0 +1,153 @@
+"""CUPED's pre-period metric covariates (``pre:<column>``, ``no_pre_lists``) on a hand-built
+case, without any pre-period list, and across migration 0013; both databases."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from tests.helpers import T0
+from tests.rollup import reference
+from tests.rollup.scenario import CUTOFFS, RELEVANCE, WINDOW, create, make_logs
+from tests.rollup.test_covariates import NAMES, _expected_covariates, _history
+from tests.rollup.test_rollup import NOW
+from tracker import stats
+from tracker.report import report
+from tracker.rollup.covariates import UserCovariates, names_for
+from tracker.store import computed, schema
+from tracker.store.db import create_engine
+
+DAY = timedelta(days=1)
+
+
+def _stored_covariates(engine) -> dict[str, dict[str, float]]:
+    with engine.connect() as conn:
+        data = conn.execute(sa.text("SELECT data FROM rollup_user_covariates")).scalar_one()
+    stored = UserCovariates.decode(data, 2, names_for(CUTOFFS))
+    return {user: dict(zip(stored.names, row, strict=True))
+            for user, row in zip(stored.users.to_pylist(), stored.x.tolist(), strict=True)}
+
+
+def _click(event_id: str, user: str, item: str, at, **extra) -> dict:
+    return {"event_id": event_id, "user_id": user, "item_id": item, "event": "click",
+            "occurred_at": at, **extra}
+
+
+def _list(key: str, user: str, items: list[str], at, experiment: str = "other") -> dict:
+    return {"impression_id": key, "experiment": experiment, "arm": "control", "user_id": user,
+            "items": items, "served_at": at}
+
+
+def test_the_pre_period_metric_is_the_users_mean_over_lists_known_at_first_exposure(tracker):
+    create(tracker, cuped_days=2)
+    create(tracker, "other")
+    first_a = T0 + timedelta(hours=1)
+    tracker.log_impressions([
+        _list("o-1", "a", ["x", "y", "z"], T0 - DAY),  # in a's window: scored
+        _list("o-old", "a", ["y"], T0 - 3 * DAY),  # before the window
+    ], on_invalid="all_or_nothing")
+    tracker.log_interactions([
+        _click("c-y", "a", "y", T0 - DAY + timedelta(minutes=1)),  # answers o-1 at rank 2
+        _click("c-old", "a", "y", T0 - 3 * DAY + timedelta(minutes=1)),
+        # names o-1, but occurs after a's first exposure: the treatment could have moved it
+        _click("c-z", "a", "z", first_a + timedelta(minutes=5), impression_id="o-1"),
+        _click("c-b", "b", "y", T0 - DAY),  # b has history but no list
+    ], on_invalid="all_or_nothing")
+    tracker.log_impressions([
+        {**_list("h-a", "a", ["x"], first_a, "home"), "arm": "control"},
+        {**_list("h-b", "b", ["x"], T0 + timedelta(hours=2), "home"), "arm": "treatment"},
+    ], on_invalid="all_or_nothing")
+    # received after a's first exposure: neither the click nor the list counts
+    tracker.log_interactions([_click("c-x", "a", "x", T0 - DAY + timedelta(minutes=2))],
+                             on_invalid="all_or_nothing")
+    tracker.log_impressions([_list("o-late", "a", ["q"], T0)], on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    stored = _stored_covariates(tracker.engine)
+    a, b = stored["a"], stored["b"]
+    # o-1 = [x, y, z], ground truth {y: 1}
+    assert (a["no_pre_lists"], a["pre:hit_rate@2"], a["pre:precision@3"], a["pre:mrr@5"],
+            a["pre:r_precision"]) == pytest.approx((0.0, 1.0, 1 / 3, 0.5, 0.0), abs=1e-12)
+    assert a["pre:ndcg@2"] == pytest.approx(1 / math.log2(3), abs=1e-12)
+    assert b["no_pre_lists"] == 1.0 and b["no_pre_period"] == 0.0
+    assert not any(v for name, v in b.items() if name.startswith("pre:"))
+    assert not any(name.startswith(("pre:surprisal", "pre:unexpectedness")) for name in a)
+    # the sums carry a's own value of each metric in pre_metric
+    sums = computed.covariate_table(tracker.engine, "home", cumulative=True)
+    row = sums[(sums["arm"] == "control") & (sums["metric"] == "precision") & (sums["k"] == 3)]
+    assert row["x:pre_metric"].item() == pytest.approx(1 / 3)
+    assert row["xx:pre_metric*no_pre_lists"].item() == 0.0
+
+
+def test_without_pre_period_lists_the_adjustment_is_the_one_before_them(tracker):
+    imps, events = make_logs(3, days=3, users=12, impressions=60)
+    imps.sort(key=lambda r: r["served_at"])
+    history = _history(3)
+    create(tracker, cuped_days=2)
+    tracker.log_interactions(history, on_invalid="all_or_nothing")
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    card = report(tracker.engine, "home", now=NOW)
+    per_user: dict = {}
+    reference.rollup(imps, history + events, window=WINDOW, relevance=RELEVANCE,
+                     cutoffs=CUTOFFS, per_user_out=per_user)
+    x = _expected_covariates(imps, history)
+    assert set(x["no_pre_lists"]) == {1.0}
+    arms = {}
+    for arm in ("control", "treatment"):  # the three covariates of the interaction log only
+        values = per_user[(True, card.as_of, arm, "ndcg", 2)]
+        users = sorted(values)
+        arms[arm] = stats.CovariateMeanStats.from_values(
+            [values[u][0] / values[u][1] for u in users], x.loc[users, list(NAMES[:3])])
+    expected = stats.compare_adjusted(arms["treatment"], arms["control"],
+                                      adjustment=stats.fit_adjustment(list(arms.values())))
+    (row,) = [r for r in card.metrics if (r["metric"], r["k"], r["arm"])
+              == ("ndcg", 2, "treatment")]
+    d = expected.comparison.difference
+    assert expected.variance_reduction > 0
+    np.testing.assert_allclose([row["lift"], row["lift_ci_low"], row["lift_ci_high"],
+                                row["p_value"], row["variance_reduction"]],
+                               [d.estimate, d.ci_low, d.ci_high, expected.comparison.p_value,
+                                expected.variance_reduction], rtol=1e-9)
+
+
+def _index_names(engine) -> set[str]:
+    with engine.connect() as conn:
+        return {i["name"] for i in sa.inspect(conn).get_indexes("impression")}
+
+
+def _covariate_state(engine) -> tuple[int, int, set]:
+    with engine.connect() as conn:
+        return (conn.execute(sa.text("SELECT count(*) FROM rollup_user_covariates")).scalar(),
+                conn.execute(sa.text("SELECT count(*) FROM rollup_covariate_sums")).scalar(),
+                set(conn.execute(sa.text("SELECT impressions_seen FROM rollup_state")).scalars()))
+
+
+def test_migration_0013_adds_the_index_and_has_the_covariates_recomputed(tracker, db_url):
+    imps, events = make_logs(4, days=2, users=10, impressions=30)
+    create(tracker, cuped_days=2)
+    tracker.log_interactions(_history(4, users=10), on_invalid="all_or_nothing")
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    before = computed.covariate_table(tracker.engine, "home")
+    engine = create_engine(db_url)
+    assert "ix_impression_user_id_served_at" in _index_names(engine)
+    schema.downgrade(engine, "0012")
+    assert "ix_impression_user_id_served_at" not in _index_names(engine)
+    assert _covariate_state(engine) == (0, 0, {None})  # the older version recomputes its own
+    with engine.begin() as conn:  # as 0.12 would have left them
+        conn.execute(sa.text("INSERT INTO rollup_user_covariates (experiment_id, data) "
+                             "SELECT id, :data FROM experiment"), {"data": b"covariates/1"})
+        conn.execute(sa.text("UPDATE rollup_state SET impressions_seen = 1"))
+    schema.upgrade(engine)
+    assert "ix_impression_user_id_served_at" in _index_names(engine)
+    assert _covariate_state(engine) == (0, 0, {None})
+    (summary,) = tracker.rollup("home", now=NOW)
+    assert summary.days_recomputed
+    after = computed.covariate_table(tracker.engine, "home")
+    assert after.equals(before)
+    engine.dispose()
