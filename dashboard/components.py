@@ -149,8 +149,8 @@ def cuped_caption(card: Scorecard) -> str:
                         if r["k"] is not None else
                         f"{r['metric']} {r['arm']} {r['variance_reduction']:.0%}"
                         for r in card.metrics if r.get("primary") and not r["control"])
-    return ("CUPED on: lifts adjusted for each user's interactions before first exposure; "
-            f"variance removed: {removed or 'none'}.")
+    return ("CUPED on: lifts adjusted for each user's interactions and lists before first "
+            f"exposure; variance removed: {removed or 'none'}.")
 
 
 def scorecard_frame(card: Scorecard, k: int | None) -> pd.DataFrame:
@@ -217,7 +217,7 @@ def series_caption(series: MetricSeries, label: str, cumulative: bool, kind: str
         return shows
     if not cuped:
         return f"{shows} CUPED off: unadjusted."
-    words = ("regression-adjusted for each user's interactions before first exposure "
+    words = ("regression-adjusted for each user's interactions and lists before first exposure "
              "(arms at the pooled pre-exposure mean; the table above keeps the arms' own "
              "means, the CSV both)")
     if adjusted == days:
