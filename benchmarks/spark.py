@@ -318,6 +318,9 @@ def main() -> None:
             started = time.perf_counter()
             generate(lake, n)
             print(f"generated {n:,} impressions in {time.perf_counter() - started:.1f} s")
+        held = sum(pq.read_metadata(path).num_rows for path in (lake / "imp").glob("*.parquet"))
+        if held != n:
+            parser.error(f"--lake {lake} holds {held:,} impressions, not {n:,}")
         url = _database(folder)
         kernel_cpu = kernel(lake)
         result = spark_run(lake, url, args.buckets)
