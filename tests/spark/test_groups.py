@@ -7,7 +7,6 @@ from datetime import date
 
 import pyarrow as pa
 import pyarrow.dataset as ds
-import pyarrow.parquet as pq
 
 from tracker.spark.groups import OUTPUT, UNIT, write_group
 
@@ -33,9 +32,10 @@ def test_a_group_writes_its_rows_and_a_rerun_replaces_them_whole(tmp_path):
     write_group(tmp_path, other, first)
 
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "group-3-2026-03-29-0.parquet", "group-4-2026-03-29-0.parquet"]
-    assert pq.read_table(tmp_path / "group-3-2026-03-29-0.parquet").equals(again)
-    read = ds.dataset(str(tmp_path), schema=OUTPUT, format="parquet").to_table()
+        "group-3-2026-03-29-0.arrow", "group-4-2026-03-29-0.arrow"]
+    with pa.memory_map(str(tmp_path / "group-3-2026-03-29-0.arrow")) as source:
+        assert pa.ipc.open_file(source).read_all().equals(again)
+    read = ds.dataset(str(tmp_path), schema=OUTPUT, format="ipc").to_table()
     assert read.num_rows == again.num_rows + first.num_rows
 
 

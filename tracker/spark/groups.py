@@ -21,10 +21,12 @@ Its output (:data:`OUTPUT`), one row per
   their top k;
 - ``kind`` 2: an item of the day's catalog (served, or in a ground truth).
 
-:func:`write_group` writes it as one Parquet file per group from the Python worker (pyarrow)
-and hands Spark back only its row count: sent back through Spark (Arrow to rows, then
-Spark's Parquet writer) the output, one row per arm and item served, cost ~5 CPU-s a 1M
-impressions, a fifth of the scoring step (benchmarks/README.md, "Spark").
+:func:`write_group` writes it as one Arrow IPC file per group from the Python worker and
+hands Spark back only its row count: sent back through Spark (Arrow to rows, then Spark's
+Parquet writer) the output, one row per arm and item served, cost ~5 CPU-s a 1M
+impressions, a fifth of the scoring step; written as Parquet by pyarrow it cost the
+workers about as much (benchmarks/README.md, "Spark"). The files live for one run: no
+encoding needed.
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from tracker.rollup.codes import Vocabulary, take
 from tracker.rollup.columnar import ChunkResult, Interactions, score_chunk
@@ -105,7 +106,8 @@ def score_group(config: GroupConfig, day: date, impressions: pa.Table,
 
 
 def write_group(directory: str | Path, key: tuple, table: pa.Table) -> pa.Table:
-    """Write one group's :data:`OUTPUT` rows into ``directory`` as ``group-KEY.parquet``
+    """Write one group's :data:`OUTPUT` rows into ``directory`` as ``group-KEY.arrow``
+    (Arrow IPC file format)
     (``key``: the group's key values, e.g. bucket, day, slice) and return its row count
     as a one-row table (:data:`WRITTEN_DDL`). Written under a temporary name then renamed:
     a retried or speculative task replaces the file whole, never half of it. Nothing is
@@ -113,9 +115,11 @@ def write_group(directory: str | Path, key: tuple, table: pa.Table) -> pa.Table:
     if table.num_rows:
         name = "-".join(str(part.as_py() if isinstance(part, pa.Scalar) else part)
                         for part in key)
-        final = Path(directory) / f"group-{name}.parquet"
+        final = Path(directory) / f"group-{name}.arrow"
         temporary = Path(directory) / f".{final.name}.{uuid.uuid4().hex}"
-        pq.write_table(table, temporary)
+        with pa.OSFile(str(temporary), "wb") as sink, \
+                pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
         os.replace(temporary, final)
     return pa.table({"rows": pa.array([table.num_rows], pa.int64())})
 

@@ -11,8 +11,8 @@ the tracker database):
    (:mod:`tracker.spark.frames`); then the groups (user bucket, day) in
    ``cogroup(...).applyInArrow``, each scored by the default engine's chunk scorer
    (:mod:`tracker.spark.groups`: attribution and the ``tracker.metrics`` kernels in
-   numpy, per-user sums, exposure). Each group's output is written as Parquet into the
-   state directory by its Python worker (:func:`tracker.spark.groups.write_group`);
+   numpy, per-user sums, exposure). Each group's output is written as an Arrow IPC file
+   into the state directory by its Python worker (:func:`tracker.spark.groups.write_group`);
    exposure and catalog are summed on the driver.
 3. **On the driver**, per day: the per-user sums (:class:`UnitTotals`) into the state
    directory, and the rows the report reads from the default engine's own code
@@ -292,7 +292,7 @@ class _Run:
 
     def _scored(self) -> ds.Dataset:
         """The groups' output files (:data:`tracker.spark.groups.OUTPUT`)."""
-        return ds.dataset(str(self.store.scored), schema=OUTPUT, format="parquet")
+        return ds.dataset(str(self.store.scored), schema=OUTPUT, format="ipc")
 
     def _units(self, day: date) -> UnitTotals:
         """One day's per-user totals from the groups' output (a user split between groups

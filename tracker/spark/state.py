@@ -10,7 +10,7 @@
   :class:`~tracker.errors.StaleState`).
 - ``exposure/{daily,cumulative}/DAY/arm=ID.parquet``: item exposure per arm
   (``exposure/1``); arm 0 is the catalog.
-- ``scored/``: the groups' output of the last run (Parquet written by the Python workers:
+- ``scored/``: the groups' output of the last run (Arrow IPC files written by the Python workers:
   :func:`tracker.spark.groups.write_group`).
 
 It must be a path the driver and the executors both reach (a local path for ``local[*]``,
