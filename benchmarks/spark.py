@@ -4,18 +4,20 @@ kernel's own CPU, the memory of the largest group, and the extrapolation to 100M
 impressions a day from the per-core rate.
 
     .venv/bin/python benchmarks/spark.py                          # 1M, with the default engine
-    .venv/bin/python benchmarks/spark.py --impressions 3000000 --no-default
+    .venv/bin/python benchmarks/spark.py --impressions 10000000 --no-default --lake /tmp/10m
 
 The day: N impressions of 10 distinct items out of a 49,999-item catalog with a popularity
 skew, N / 10 users in 3 arms, a 10-item baseline list on each, ~N interactions (80% on a
 served item with position bias, 20% elsewhere) within the hour after serving, as Parquet
 files of 1M rows (the lake layout). Measured:
 
-- **kernel**: :func:`tracker.spark.groups.score_group` on the whole day in this process
-  (attribution, the metric kernels, per-user sums, exposure: the work Spark distributes);
+- **kernel**: :func:`tracker.spark.groups.score_group` on the day in this process, file
+  by file (attribution, the metric kernels, per-user sums, exposure: the work Spark
+  distributes);
 - **spark**: :func:`tracker.spark.rollup.rollup` on a warm local[2] session: CPU of every
   process of the session (the driver, the JVM, the Python workers: /proc, children
-  included), wall time; the largest group's impressions and the Python workers' peak RSS;
+  included), each apart, and the JVM's JIT compiler threads (a fixed cost of a fresh
+  JVM), wall time; the largest group's impressions and the Python workers' peak RSS;
 - **default**: ``tracker rollup`` on SQLite after importing the same day (the import not
   timed), in a child process.
 """
@@ -101,10 +103,9 @@ def generate(folder: Path, n: int, seed: int = 1) -> None:
         pq.write_table(events, folder / "int" / f"part-{part}.parquet")
 
 
-def _tree_cpu(root: int) -> tuple[float, dict[int, int]]:
-    """CPU-seconds of ``root`` and every process under it (reaped children included), and
-    the peak RSS (bytes) of each Python worker under it."""
-    parents, stats, peaks = {}, {}, {}
+def _processes() -> dict[int, tuple[int, list[int], bytes]]:
+    """Every process: its parent, (utime, stime, cutime, cstime) in ticks, command line."""
+    found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -115,27 +116,67 @@ def _tree_cpu(root: int) -> tuple[float, dict[int, int]]:
                 command = f.read()
         except OSError:
             continue
-        pid = int(entry)
-        parents[pid] = int(fields[1])
-        stats[pid] = sum(int(x) for x in fields[11:15])  # utime stime cutime cstime
-        if b"pyspark.daemon" in command or b"pyspark.worker" in command:
-            try:
-                with open(f"/proc/{entry}/status") as f:
-                    hwm = [line for line in f if line.startswith("VmHWM")]
-                peaks[pid] = int(hwm[0].split()[1]) * 1024 if hwm else 0
-            except OSError:
-                pass
+        found[int(entry)] = (int(fields[1]), [int(x) for x in fields[11:15]], command)
+    return found
+
+
+def _tree_cpu(root: int) -> tuple[float, dict[int, int]]:
+    """CPU-seconds of ``root`` and every process under it (reaped children included), and
+    the peak RSS (bytes) of each Python worker under it."""
+    split, peaks = _split_cpu(root)
+    return sum(split.values()), peaks
+
+
+def _split_cpu(root: int) -> tuple[dict[str, float], dict[int, int]]:
+    """CPU-seconds of ``root``'s process tree by kind: ``driver`` (this process, its
+    reaped children), ``jvm`` (Spark's JVM, its own threads), ``python`` (the Python
+    workers: pyspark's daemon with the workers it forked and reaped); and each worker's
+    peak RSS."""
+    found = _processes()
     tree = {root}
     changed = True
     while changed:
         changed = False
-        for pid, parent in parents.items():
+        for pid, (parent, _, _) in found.items():
             if parent in tree and pid not in tree:
                 tree.add(pid)
                 changed = True
     ticks = os.sysconf("SC_CLK_TCK")
-    return sum(stats.get(p, 0) for p in tree) / ticks, {p: v for p, v in peaks.items()
-                                                         if p in tree}
+    split = {"driver": 0.0, "jvm": 0.0, "python": 0.0}
+    peaks = {}
+    for pid in tree:
+        _, times, command = found[pid]
+        if b"pyspark.daemon" in command or b"pyspark.worker" in command:
+            split["python"] += sum(times) / ticks
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    hwm = [line for line in f if line.startswith("VmHWM")]
+                peaks[pid] = int(hwm[0].split()[1]) * 1024 if hwm else 0
+            except OSError:
+                pass
+        elif command.split(b"\0")[0].endswith(b"java"):
+            split["jvm"] += sum(times[:2]) / ticks
+        else:
+            split["driver"] += sum(times) / ticks
+    return split, peaks
+
+
+def _jit_cpu(root: int) -> float:
+    """CPU-seconds of the JVM's JIT compiler threads (C1/C2) under ``root``."""
+    found, total = _processes(), 0.0
+    for pid, (parent, _, command) in found.items():
+        if parent != root or not command.split(b"\0")[0].endswith(b"java"):
+            continue
+        for thread in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{thread}/stat") as f:
+                    raw = f.read()
+            except OSError:
+                continue
+            if "CompilerThre" in raw[raw.index("("):raw.rindex(")")]:
+                fields = raw.rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def _database(folder: Path) -> str:
@@ -155,25 +196,30 @@ def _database(folder: Path) -> str:
 
 
 def kernel(lake: Path) -> float:
-    """CPU-seconds of the group scorer on the whole day in this process (popularity empty:
-    one day, no day before it)."""
+    """CPU-seconds of the group scorer on the day in this process (popularity empty: one
+    day, no day before it), file by file (each of 1M impressions with the interactions
+    generated with them: at 10M the whole day does not fit in this process's memory)."""
     from tracker.spark.groups import GroupConfig, score_group
 
-    imp = pq.read_table(lake / "imp")
-    events = pq.read_table(lake / "int")
-    left = pa.table({"impression_id": imp["impression_id"],
-                     "arm": pa.array(np.zeros(imp.num_rows, np.int64) + 1),
-                     "user": imp["user_id"],
-                     "served": pc.cast(imp["served_at"], pa.int64()), "items": imp["items"],
-                     "baseline": imp["baseline_items"]})
-    right = pa.table({"user": events["user_id"], "item": events["item_id"],
-                      "event": events["event"],
-                      "at": pc.cast(events["occurred_at"], pa.int64()),
-                      "named": events["impression_id"]})
     config = GroupConfig({"click": 1.0}, int(WINDOW.total_seconds() * 1e6), CUTOFFS)
-    before = time.process_time()
-    score_group(config, DAY, left, right)
-    return time.process_time() - before
+    spent = 0.0
+    for part in sorted((lake / "imp").glob("*.parquet")):
+        imp = pq.read_table(part)
+        events = pq.read_table(lake / "int" / part.name)
+        left = pa.table({"impression_id": imp["impression_id"],
+                         "arm": pa.array(np.zeros(imp.num_rows, np.int64) + 1),
+                         "user": imp["user_id"],
+                         "served": pc.cast(imp["served_at"], pa.int64()),
+                         "items": imp["items"], "baseline": imp["baseline_items"]})
+        right = pa.table({"user": events["user_id"], "item": events["item_id"],
+                          "event": events["event"],
+                          "at": pc.cast(events["occurred_at"], pa.int64()),
+                          "named": events["impression_id"]})
+        before = time.process_time()
+        score_group(config, DAY, left, right)
+        spent += time.process_time() - before
+        del imp, events, left, right
+    return spent
 
 
 def spark_run(lake: Path, url: str, buckets: int) -> dict:
@@ -188,15 +234,19 @@ def spark_run(lake: Path, url: str, buckets: int) -> dict:
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark.range(10).collect()  # warm
-    cpu0, wall0 = _tree_cpu(os.getpid())[0], time.perf_counter()
+    split0, jit0 = _split_cpu(os.getpid())[0], _jit_cpu(os.getpid())
+    cpu0, wall0 = sum(split0.values()), time.perf_counter()
     for handler in logging.getLogger("tracker.spark").handlers:
         handler.last = cpu0
     [summary] = rollup(spark, lake / "imp", lake / "int", experiment="bench",
                        database_url=url, buckets=buckets)
     wall = time.perf_counter() - wall0
-    cpu, peaks = _tree_cpu(os.getpid())
+    split, peaks = _split_cpu(os.getpid())
+    jit = _jit_cpu(os.getpid()) - jit0
     spark.stop()
-    return {"cpu": cpu - cpu0, "wall": wall, "worker_peak": max(peaks.values(), default=0),
+    split = {kind: split[kind] - split0[kind] for kind in split}
+    return {"cpu": sum(split.values()), "split": split, "jit": jit, "wall": wall,
+            "worker_peak": max(peaks.values(), default=0),
             "impressions": summary.impressions_read}
 
 
@@ -254,23 +304,35 @@ def main() -> None:
     parser.add_argument("--impressions", type=int, default=1_000_000)
     parser.add_argument("--buckets", type=int, default=None,
                         help="user buckets (default: impressions / GROUP_ROWS)")
+    parser.add_argument("--lake", type=Path, default=None,
+                        help="keep the generated day in this folder and reuse it when it "
+                             "is there (same size and seed)")
     parser.add_argument("--no-default", action="store_true",
                         help="skip the default engine (its import takes minutes at 10M)")
     args = parser.parse_args()
     n = args.impressions
     with tempfile.TemporaryDirectory(prefix="tracker-spark-bench-") as folder:
         folder = Path(folder)
-        started = time.perf_counter()
-        generate(folder / "lake", n)
-        print(f"generated {n:,} impressions in {time.perf_counter() - started:.1f} s")
+        lake = args.lake or folder / "lake"
+        if not (lake / "imp").is_dir():
+            started = time.perf_counter()
+            generate(lake, n)
+            print(f"generated {n:,} impressions in {time.perf_counter() - started:.1f} s")
+        held = sum(pq.read_metadata(path).num_rows for path in (lake / "imp").glob("*.parquet"))
+        if held != n:
+            parser.error(f"--lake {lake} holds {held:,} impressions, not {n:,}")
         url = _database(folder)
-        kernel_cpu = kernel(folder / "lake")
-        result = spark_run(folder / "lake", url, args.buckets)
+        kernel_cpu = kernel(lake)
+        result = spark_run(lake, url, args.buckets)
         per_m = 1_000_000 / n
         print(f"kernel alone: {kernel_cpu:.1f} CPU-s ({kernel_cpu * per_m:.2f} per 1M)")
         print(f"spark local[2]: {result['cpu']:.1f} CPU-s ({result['cpu'] * per_m:.2f} per 1M), "
               f"wall {result['wall']:.1f} s ({result['wall'] * per_m:.2f} per 1M); "
               f"{result['cpu'] / kernel_cpu:.2f}x the kernel's CPU")
+        split = result["split"]
+        print(f"  of which JVM {split['jvm']:.1f} (JIT compiler threads {result['jit']:.1f}), "
+              f"Python workers {split['python']:.1f}, driver {split['driver']:.1f} CPU-s; "
+              f"without the JIT: {(result['cpu'] - result['jit']) / kernel_cpu:.2f}x")
         buckets = args.buckets or max(1, -(-n // GROUP_ROWS))
         print(f"python worker peak RSS: {result['worker_peak'] / 2**20:.0f} MiB "
               f"(~{n / buckets:,.0f} impressions a group, {buckets} buckets)")
@@ -279,7 +341,7 @@ def main() -> None:
             print(f"  {day:,} a day: {day / core_rate / 3600:.1f} core-hours "
                   f"(~{day / core_rate / 3600 / 64 * 60:.0f} min on 64 cores)")
         if not args.no_default:
-            cpu, wall = default_run(folder / "lake", url)
+            cpu, wall = default_run(lake, url)
             print(f"default engine (SQLite): {cpu:.1f} CPU-s, wall {wall:.1f} s; spark/default "
                   f"CPU {result['cpu'] / cpu:.2f}x, wall {result['wall'] / wall:.2f}x")
         print(f"peak RSS of this process: "

@@ -152,15 +152,18 @@ def _slices(impressions: DataFrame, by_time: DataFrame, window_us: int,
             light_events.unionByName(heavy_events.drop("_first", "_last")))
 
 
-def popularity(f: Frames, days: list[date], window_days: int) -> dict[date, Popularity]:
+def popularity(f: Frames, days: list[date], window_days: int,
+               served: DataFrame | None = None) -> dict[date, Popularity]:
     """The item popularity before each of ``days`` (:class:`Popularity` per day; a day
-    whose window holds no pair is absent: empty)."""
+    whose window holds no pair is absent: empty). ``served``: the distinct (``user``,
+    ``_day``) pairs of the impressions when already at hand (:attr:`Census.served`)."""
     if not days:
         return {}
     first = day_start(min(days) - timedelta(days=window_days), f.zone)
     events = f.interactions.where((F.col("at") >= first)
                                   & (F.col("at") < day_start(max(days), f.zone)))
-    served = f.impressions.select("user", "_day").distinct()
+    if served is None:
+        served = f.impressions.select("user", "_day").distinct()
     pairs = (events.withColumn("_day", local_day(F.col("at"), f.zone))
              .join(served, ["user", "_day"], "left_semi")
              .select("_day", "item", "user").distinct())
@@ -193,10 +196,17 @@ class Extent:
 @dataclass(frozen=True)
 class Census:
     """What one scan of the experiment's impressions tells: each day's :class:`Extent`,
-    and the (user, day) pairs of more than ``user_rows`` impressions."""
+    the (user, day) pairs of more than ``user_rows`` impressions, and ``served``: every
+    (``user``, ``_day``) pair, cached for :func:`popularity` (one row per user and day: a
+    tenth of the impressions here, no item lists) until :meth:`release`."""
 
     days: dict[date, Extent]
     heavy: list[tuple[str, date]]
+    served: DataFrame | None = None
+
+    def release(self) -> None:
+        if self.served is not None:
+            self.served.unpersist()
 
 
 def census(f: Frames, user_rows: int) -> Census:
@@ -206,7 +216,9 @@ def census(f: Frames, user_rows: int) -> Census:
         days = per_user.groupBy("_day").agg(F.sum("n").alias("n"),
                                             F.max("last").alias("last")).collect()
         heavy = per_user.where(F.col("n") > user_rows).select("user", "_day").collect()
-    finally:
+    except BaseException:
         per_user.unpersist()
+        raise
     return Census({row["_day"]: Extent(int(row["n"]), int(row["last"])) for row in days},
-                  [(row["user"], row["_day"]) for row in heavy])
+                  [(row["user"], row["_day"]) for row in heavy],
+                  per_user.select("user", "_day"))

@@ -11,8 +11,9 @@ the tracker database):
    (:mod:`tracker.spark.frames`); then the groups (user bucket, day) in
    ``cogroup(...).applyInArrow``, each scored by the default engine's chunk scorer
    (:mod:`tracker.spark.groups`: attribution and the ``tracker.metrics`` kernels in
-   numpy, per-user sums, exposure). The groups' output is written as Parquet into the state
-   directory; exposure and catalog are summed in Spark.
+   numpy, per-user sums, exposure). Each group's output is written as an Arrow IPC file
+   into the state directory by its Python worker (:func:`tracker.spark.groups.write_group`);
+   exposure and catalog are summed on the driver.
 3. **On the driver**, per day: the per-user sums (:class:`UnitTotals`) into the state
    directory, and the rows the report reads from the default engine's own code
    (:func:`tracker.rollup.day.day_result`).
@@ -60,7 +61,16 @@ from tracker.spark.frames import (
     grouped,
     popularity,
 )
-from tracker.spark.groups import CATALOG, EXPOSURE, UNIT, GroupConfig, score_group
+from tracker.spark.groups import (
+    CATALOG,
+    EXPOSURE,
+    OUTPUT,
+    UNIT,
+    WRITTEN_DDL,
+    GroupConfig,
+    score_group,
+    write_group,
+)
 from tracker.spark.lake import Lake, read_lake
 from tracker.spark.state import StateDir
 from tracker.store import lifecycle, results
@@ -70,8 +80,6 @@ from tracker.store.experiments import catalog as declared_items
 from tracker.store.types import to_micros
 
 LOG = logging.getLogger("tracker.spark")
-OUTPUT_DDL = ("kind tinyint, day date, key string, arm bigint, impressions bigint, "
-              "sums array<double>, counts array<double>")
 
 
 def rollup(spark: SparkSession, impressions: str | Path, interactions: str | Path, *,
@@ -192,13 +200,16 @@ class _Run:
         f = frames(self.info, self.lake.impressions.rows, self.lake.interactions.rows)
         with _phase("plan"):
             days, rebuild = self._days(f, full)
-        summary.full = rebuild
-        summary.new_impressions, summary.new_interactions = (plan.rows_in(files)
-                                                              for files in self.new)
-        declared_list = self._declared_list()
-        declared = pa.array(sorted(set(declared_list)), pa.string()) if declared_list \
-            else None
-        daily = self._compute(f, days, declared, summary) if days else {}
+        try:
+            summary.full = rebuild
+            summary.new_impressions, summary.new_interactions = (plan.rows_in(files)
+                                                                  for files in self.new)
+            declared_list = self._declared_list()
+            declared = pa.array(sorted(set(declared_list)), pa.string()) if declared_list \
+                else None
+            daily = self._compute(f, days, declared, summary) if days else {}
+        finally:
+            self.census.release()
         with _phase("commit"), transaction(self.engine, write=True) as conn:
             publish_daily(conn, self.info, daily, everything=rebuild)
             if rebuild:
@@ -243,21 +254,25 @@ class _Run:
         info = self.info
         with _phase("popularity"):
             config = GroupConfig(info.relevance, f.window_us, tuple(info.cutoffs),
-                                 popularity(f, days, self.settings.rollup_popularity_days))
+                                 popularity(f, days, self.settings.rollup_popularity_days,
+                                            self.census.served))
         extent_of = {day: self.census.days[day] for day in days}
         largest = max((e.impressions for e in extent_of.values()), default=0)
         buckets = self.buckets or max(1, -(-largest // GROUP_ROWS))
         impressions, interactions = grouped(f, days, buckets, self.census.heavy,
                                             self.user_rows)
 
+        target = self.store.fresh_scored()
+
         def score(key, left: pa.Table, right: pa.Table) -> pa.Table:
-            return score_group(config, key[1].as_py(), left, right)
+            return write_group(target, key, score_group(config, key[1].as_py(), left,
+                                                        right))
 
         scored = (impressions.groupBy("_bucket", "_day", "_slice")
                   .cogroup(interactions.groupBy("_bucket", "_day", "_slice"))
-                  .applyInArrow(score, OUTPUT_DDL))
+                  .applyInArrow(score, WRITTEN_DDL))
         with _phase("score"):
-            scored.write.mode("overwrite").parquet(str(self.store.scored))
+            scored.collect()  # a row per group: the files are the output
         with _phase("exposure"):
             exposures, catalogs = self._exposures(days)
         context = RunContext(self.engine, None, self.settings, info, self.clock, declared,
@@ -275,10 +290,14 @@ class _Run:
             summary.impressions_read += extent.impressions
         return daily
 
+    def _scored(self) -> ds.Dataset:
+        """The groups' output files (:data:`tracker.spark.groups.OUTPUT`)."""
+        return ds.dataset(str(self.store.scored), schema=OUTPUT, format="ipc")
+
     def _units(self, day: date) -> UnitTotals:
         """One day's per-user totals from the groups' output (a user split between groups
         adds up)."""
-        table = ds.dataset(str(self.store.scored), format="parquet").to_table(
+        table = self._scored().to_table(
             filter=(ds.field("kind") == UNIT) & (ds.field("day") == pa.scalar(day)))
         n, width = table.num_rows, len(self.layout)
         if n == 0:
@@ -297,7 +316,7 @@ class _Run:
         """Exposure per day and arm, and each day's catalog, summed over the groups (Arrow's
         hash aggregation on the driver: a row per group, arm and item)."""
         cutoffs = len(self.info.cutoffs)
-        scored = ds.dataset(str(self.store.scored), format="parquet")
+        scored = self._scored()
         exposed = scored.to_table(columns=["day", "arm", "key", "sums"],
                                   filter=ds.field("kind") == EXPOSURE)
         sums = pc.list_flatten(exposed["sums"].combine_chunks()).to_numpy()

@@ -10,7 +10,8 @@
   :class:`~tracker.errors.StaleState`).
 - ``exposure/{daily,cumulative}/DAY/arm=ID.parquet``: item exposure per arm
   (``exposure/1``); arm 0 is the catalog.
-- ``scored/``: the groups' output of the last run (Parquet written by the executors).
+- ``scored/``: the groups' output of the last run (Arrow IPC files written by the Python workers:
+  :func:`tracker.spark.groups.write_group`).
 
 It must be a path the driver and the executors both reach (a local path for ``local[*]``,
 a shared mount on a cluster).
@@ -49,6 +50,13 @@ class StateDir:
     @property
     def scored(self) -> Path:
         return self.root / "scored"
+
+    def fresh_scored(self) -> str:
+        """The ``scored/`` folder, emptied (a run's groups write into it)."""
+        if self.scored.is_dir():
+            shutil.rmtree(self.scored)
+        self.scored.mkdir(parents=True)
+        return str(self.scored)
 
     def manifest(self) -> dict | None:
         """The manifest, None when there is none (or of another format: a rebuild)."""
