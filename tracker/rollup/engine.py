@@ -44,13 +44,13 @@ from threadpoolctl import threadpool_limits
 
 from tracker.config import Settings
 from tracker.errors import NotFound
-from tracker.rollup import covariates, queries, retention
+from tracker.rollup import covariates, provisional, queries, retention
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cumulative import recompute_cumulative
 from tracker.rollup.day import RunContext, recompute_day
 from tracker.rollup.exposure_days import publish_exposure_days
 from tracker.rollup.lock import HeldLock, rollup_lock
-from tracker.rollup.partial import recompute_users
+from tracker.rollup.partial import recompute_users, rescore_users
 from tracker.rollup.plan import Ids, KnownDay, Plan, plan_run
 from tracker.rollup.published import DayResult, publish_daily
 from tracker.rollup.summary import Progress, RollupSummary
@@ -157,6 +157,7 @@ class _Run:
             with transaction(self.engine, write=True) as conn:
                 generation = results.reset_state(conn, self.info.id, declaration=False)
                 results.clear_state(conn, self.info.id)
+                provisional.drop(conn, self.info.id)
         else:
             generation = stored.generation
             if plan.stale_pairs:
@@ -190,8 +191,11 @@ class _Run:
                              declared, window)
             for done, day in enumerate(ordered, 1):
                 users = plan.days[day]
-                partial = None if users is None else recompute_users(
-                    run, day, users, ids, summary, plan.impressions.get(day))
+                partial = rescore_users(run, day, ids, summary) if day in plan.rescore \
+                    else None
+                if partial is None and users is not None:
+                    partial = recompute_users(run, day, users, ids, summary,
+                                              plan.impressions.get(day))
                 daily[day] = partial or recompute_day(run, day, summary)
                 recent[day] = daily[day].totals
                 if len(recent) > _KEEP_DAYS:

@@ -87,6 +87,9 @@ class Plan:
     new: NewRows = NewRows()
     # per day recomputed for some users: the ids of every impression of those users
     impressions: dict[date, np.ndarray] = field(default_factory=dict)
+    # the days only new ground truth changed: a provisional one is scored again from its
+    # stored state (:mod:`tracker.rollup.provisional`)
+    rescore: set[date] = field(default_factory=set)
 
     def whole(self, days) -> None:
         for day in days:
@@ -111,7 +114,8 @@ class Plan:
 
     def _of(self, days: set[date]) -> Plan:
         return Plan({d: u for d, u in self.days.items() if d in days}, self.stale_pairs,
-                    self.new, {d: i for d, i in self.impressions.items() if d in days})
+                    self.new, {d: i for d, i in self.impressions.items() if d in days},
+                    self.rescore & days)
 
     @property
     def ordered(self) -> list[date]:
@@ -138,7 +142,9 @@ def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
     if rebuild:
         return plan
     holding = {k.day for k in known} | fresh
-    plan.whole(k.day for k in known if k.computed_at < k.closes_at <= now_us)
+    closed = {k.day for k in known if k.computed_at < k.closes_at <= now_us}
+    plan.whole(closed)
+    raw = fresh | closed  # days whose lists or popularity changed, or that are final now
     changed = queries.changed_hours(conn, ids.interactions_after, ids.interactions_through)
     timed = sorted({hour for experiment, hour in changed if experiment is None})
     named = sorted({hour for experiment, hour in changed if experiment == info.id})
@@ -147,8 +153,11 @@ def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
         _named(conn, info, ids, plan, named)
         plan.stale_pairs = fresh | _audience_days(conn, info, ids, holding - fresh, timed)
         for day in plan.stale_pairs:  # the days whose popularity window holds it
-            plan.whole(holding.intersection(
-                day + timedelta(days=i) for i in range(1, popularity_days + 1)))
+            after = holding.intersection(
+                day + timedelta(days=i) for i in range(1, popularity_days + 1))
+            plan.whole(after)
+            raw |= after
+        plan.rescore = set(plan.days) - raw
         for day, users in list(plan.days.items()):
             if users is not None and served.most_users(day, users):
                 plan.whole([day])

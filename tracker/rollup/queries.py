@@ -176,6 +176,34 @@ def new_timed_interactions(reader: ArrowReader, start: int, end: int, window_us:
         f"AND {plus}it.occurred_at < {int(end) + int(window_us)} AND {unkeyed}", NEW_TIMED)
 
 
+def new_window_interactions(reader: ArrowReader, start: int, end: int, window_us: int,
+                            after: int, through: int) -> pa.Table:
+    """Like :func:`new_timed_interactions`, with their items and events: ``user, item,
+    event, at`` (what a provisional day's ground truth gains, :mod:`tracker.rollup.provisional`)."""
+    postgresql = reader.engine.dialect.name == "postgresql"
+    plus = "" if postgresql else "+"
+    unkeyed = "it.impression_key IS NULL" if postgresql else "+it.impression_key IS NULL"
+    return reader.read(
+        "SELECT it.user_id, it.item_id, it.event_type, it.occurred_at FROM interaction it "
+        f"WHERE it.id > {int(after)} AND it.id <= {int(through)} "
+        f"AND {plus}it.occurred_at >= {int(start)} "
+        f"AND {plus}it.occurred_at < {int(end) + int(window_us)} AND {unkeyed}",
+        NEW_WINDOW)
+
+
+def new_keyed_interactions(reader: ArrowReader, experiment_id: int, start: int, end: int,
+                           after: int, through: int) -> pa.Table:
+    """The interactions with ids in ``(after, through]`` that name one of the experiment's
+    impressions served in ``[start, end)``: ``impression`` (its id), ``item``, ``event``."""
+    keyed = "it.impression_key IS NOT NULL" if reader.engine.dialect.name == "postgresql" \
+        else "it.impression_key >= ''"
+    return reader.read(
+        "SELECT imp.id, it.item_id, it.event_type FROM interaction it "
+        "JOIN impression imp ON imp.impression_key = it.impression_key "
+        f"WHERE it.id > {int(after)} AND it.id <= {int(through)} AND {keyed} "
+        f"AND {_day_literals(experiment_id, start, end)}", KEYED)
+
+
 _LISTED = "imp.id IN ("
 
 
@@ -273,6 +301,8 @@ INTERACTIONS = pa.schema([pa.field(name, kind, False) for name, kind in (
     ("keyed", pa.int64()))])
 KEYED = pa.schema([pa.field(name, kind, False) for name, kind in (
     ("impression", pa.int64()), ("item", pa.string()), ("event", pa.string()))])
+NEW_WINDOW = pa.schema([pa.field(name, kind, False) for name, kind in (
+    ("user", pa.string()), ("item", pa.string()), ("event", pa.string()), ("at", pa.int64()))])
 PAIRS = pa.schema([pa.field("item", pa.string(), False), pa.field("user", pa.string(), False)])
 
 
