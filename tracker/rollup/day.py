@@ -9,8 +9,10 @@ score, write.
 - **Score** each chunk (:func:`tracker.rollup.columnar.score_chunk`) while the next is read
   (:class:`tracker.rollup.pipeline.ChunkPipeline`), folding the chunks' per-user totals,
   exposure and catalog as they come, in the day's codes.
-- **Write** the day's state (daily units, exposure, new popularity pairs) in one
-  transaction, and hand back the rows the report reads, which the run publishes at its end.
+- **Write** the day's state (daily units, exposure, new popularity pairs; while the day is
+  provisional, its encoded impressions and ground truth: :mod:`tracker.rollup.provisional`)
+  in one transaction, and hand back the rows the report reads, which the run publishes at
+  its end.
 """
 
 from __future__ import annotations

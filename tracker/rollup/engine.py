@@ -16,7 +16,10 @@ One run, per experiment:
    (set-based SQL, then vectorised numpy over bounded chunks of impressions, read ahead
    while scored: :mod:`tracker.rollup.pipeline`); its per-user units and exposure (what the
    cumulative pass reads) are replaced in one write transaction, its arm-level rows (what
-   the report reads: a few per arm and metric) are kept for the end.
+   the report reads: a few per arm and metric) are kept for the end. A day only new ground
+   truth changed is recomputed for the users it changes: from its stored encoded state
+   while it is provisional (:mod:`tracker.rollup.provisional`), else by reading those
+   users' impressions again (:mod:`tracker.rollup.partial`).
 3. **One last transaction** publishes those daily rows (:mod:`tracker.rollup.published`),
    recomputes the cumulative rows of every day from the first touched one on from the
    unit-day rows (:mod:`tracker.rollup.cumulative`) and the exposure-day rows
@@ -191,8 +194,8 @@ class _Run:
                              declared, window)
             for done, day in enumerate(ordered, 1):
                 users = plan.days[day]
-                partial = rescore_users(run, day, ids, summary) if day in plan.rescore \
-                    else None
+                partial = rescore_users(run, day, ids, summary, plan.timed.get(day)) \
+                    if day in plan.rescore else None
                 if partial is None and users is not None:
                     partial = recompute_users(run, day, users, ids, summary,
                                               plan.impressions.get(day))

@@ -11,6 +11,10 @@ day's arm statistics are then computed again from the units, which costs a few n
 over one row per user. Every user's rows are still a function of the raw logs, never a
 delta: a run killed after writing the day and run again recomputes the same users from the
 same rows.
+
+A provisional day that kept its encoded impressions (:mod:`tracker.rollup.provisional`) is
+not read again at all: :func:`rescore_users` merges the new interactions into that state and
+scores from it the users whose ground truth changed, however many they are.
 """
 
 from __future__ import annotations
@@ -72,12 +76,13 @@ def recompute_users(run: RunContext, day: date, users: frozenset[str], ids: Ids,
     return day_result(run, day, extent, merged.totals, exposures, merged.catalog)
 
 
-def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary
-                  ) -> DayResult | None:
+def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
+                  timed: pa.Table | None = None) -> DayResult | None:
     """Merge the new interactions of ``ids`` into a provisional day's stored state and
     score again the users whose ground truth they change
     (:mod:`tracker.rollup.provisional`); None when the day has no stored state (it is then
-    recomputed from the raw logs)."""
+    recomputed from the raw logs). ``timed``: those that may answer by time, when the plan
+    read them already."""
     info = run.info
     with transaction(run.engine) as conn:
         queries.tune(conn)
@@ -87,7 +92,8 @@ def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary
     if kept is None or stored is None or 0 not in exposed:
         return None
     timed, keyed = provisional.new_interactions(run.reader, info, day, ids.interactions_after,
-                                                ids.interactions_through, run.window_us)
+                                                ids.interactions_through, run.window_us,
+                                                timed)
     answered = provisional.ProvisionalDay.decode(kept, run.cutoffs).answer(
         timed, keyed, info.relevance, run.window_us)
     changed = answered.day.totals_of(answered.changed_users, run.layout, run.cutoffs)

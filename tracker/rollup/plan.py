@@ -21,6 +21,10 @@ The watermarks are the highest impression and interaction ids already taken into
   closes_at <= now``) are recomputed whole; other features rely on this rule to have a day
   recomputed (they set its ``computed_at`` back).
 
+A day touched only through its ground truth (new interactions answering or naming its
+impressions: no new impression of it, no change in the popularity before it, not final
+since) is in ``Plan.rescore``: while provisional it is scored again from its stored state.
+
 Only days that hold impressions are ever touched, found from the distinct hours of the
 impressions (a full run: all of them; else the new ones, and the days computed before):
 the cost follows the days with data, never the calendar span between them. Rows dated
@@ -90,6 +94,9 @@ class Plan:
     # the days only new ground truth changed: a provisional one is scored again from its
     # stored state (:mod:`tracker.rollup.provisional`)
     rescore: set[date] = field(default_factory=set)
+    # per day of ``rescore``: the new interactions that may answer it by time, as read
+    # (:func:`~tracker.rollup.queries.new_window_interactions`)
+    timed: dict[date, pa.Table] = field(default_factory=dict)
 
     def whole(self, days) -> None:
         for day in days:
@@ -115,7 +122,7 @@ class Plan:
     def _of(self, days: set[date]) -> Plan:
         return Plan({d: u for d, u in self.days.items() if d in days}, self.stale_pairs,
                     self.new, {d: i for d, i in self.impressions.items() if d in days},
-                    self.rescore & days)
+                    self.rescore & days, {d: t for d, t in self.timed.items() if d in days})
 
     @property
     def ordered(self) -> list[date]:
@@ -158,6 +165,7 @@ def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
             plan.whole(after)
             raw |= after
         plan.rescore = set(plan.days) - raw
+        plan.timed = {d: t for d, t in plan.timed.items() if d in plan.rescore}
         for day, users in list(plan.days.items()):
             if users is not None and served.most_users(day, users):
                 plan.whole([day])
@@ -240,8 +248,9 @@ def _answered(served: _DayImpressions, ids: Ids, plan: Plan, holding: set[date],
         table = served.of(day)
         if not table.num_rows:
             continue
-        new = queries.new_timed_interactions(served.reader, *day_bounds(day, zone), window,
-                                             ids.interactions_after, ids.interactions_through)
+        new = queries.new_window_interactions(served.reader, *day_bounds(day, zone), window,
+                                              ids.interactions_after, ids.interactions_through)
+        plan.timed[day] = new
         (imp_users, it_users), _ = encode([table["user"], new["user"]])
         answered, _ = attribute(imp_users, table["served"].to_numpy(), it_users,
                                 new["at"].to_numpy(), window)

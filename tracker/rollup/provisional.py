@@ -277,10 +277,11 @@ def drop(conn: sa.Connection, experiment_id: int, day: date | None = None) -> No
     conn.execute(sa.delete(RollupProvisional).where(*where))
 
 
-def new_interactions(reader, info, day: date, after: int, through: int, window: int
-                     ) -> tuple[pa.Table, pa.Table]:
+def new_interactions(reader, info, day: date, after: int, through: int, window: int,
+                     timed: pa.Table | None = None) -> tuple[pa.Table, pa.Table]:
     """The interactions with ids in ``(after, through]`` that may answer the day's
-    impressions: by time, and naming one."""
+    impressions: by time (``timed`` when read already), and naming one."""
     start, end = day_bounds(day, info.timezone)
-    return (queries.new_window_interactions(reader, start, end, window, after, through),
-            queries.new_keyed_interactions(reader, info.id, start, end, after, through))
+    if timed is None:
+        timed = queries.new_window_interactions(reader, start, end, window, after, through)
+    return timed, queries.new_keyed_interactions(reader, info.id, start, end, after, through)
