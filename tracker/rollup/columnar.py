@@ -187,7 +187,7 @@ class Truth:
         ([0, 1], [2.0, 3.0])
         """
         pair = rows * max(n_items, 1) + items
-        order = np.argsort(pair, kind="stable")
+        order = np.argsort(pair)
         pair = pair[order]
         first = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]]) if pair.size else pair
         highest = np.maximum.reduceat(grades[order], first) if first.size else grades

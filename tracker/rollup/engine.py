@@ -194,8 +194,8 @@ class _Run:
                              declared, window)
             for done, day in enumerate(ordered, 1):
                 users = plan.days[day]
-                partial = rescore_users(run, day, ids, summary, plan.timed.get(day)) \
-                    if day in plan.rescore else None
+                partial = rescore_users(run, day, ids, summary, plan.timed.get(day),
+                                        plan.kept.get(day)) if day in plan.rescore else None
                 if partial is None and users is not None:
                     partial = recompute_users(run, day, users, ids, summary,
                                               plan.impressions.get(day))

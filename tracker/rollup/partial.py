@@ -77,16 +77,19 @@ def recompute_users(run: RunContext, day: date, users: frozenset[str], ids: Ids,
 
 
 def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
-                  timed: pa.Table | None = None) -> DayResult | None:
+                  timed: pa.Table | None = None,
+                  kept: provisional.ProvisionalDay | None = None) -> DayResult | None:
     """Merge the new interactions of ``ids`` into a provisional day's stored state and
     score again the users whose ground truth they change
     (:mod:`tracker.rollup.provisional`); None when the day has no stored state (it is then
-    recomputed from the raw logs). ``timed``: those that may answer by time, when the plan
-    read them already."""
+    recomputed from the raw logs). ``timed``: those that may answer by time, and ``kept``
+    the day's state, when the plan read them already."""
     info = run.info
     with transaction(run.engine) as conn:
         queries.tune(conn)
-        kept = provisional.load(conn, info.id, day)
+        if kept is None:
+            parts = provisional.load(conn, info.id, day)
+            kept = provisional.ProvisionalDay.decode(parts, run.cutoffs) if parts else None
         stored = results.units(conn, info.id, day, False) if kept else None
         exposed = results.exposure(conn, info.id, day, False) if kept else {}
     if kept is None or stored is None or 0 not in exposed:
@@ -94,8 +97,7 @@ def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
     timed, keyed = provisional.new_interactions(run.reader, info, day, ids.interactions_after,
                                                 ids.interactions_through, run.window_us,
                                                 timed)
-    answered = provisional.ProvisionalDay.decode(kept, run.cutoffs).answer(
-        timed, keyed, info.relevance, run.window_us)
+    answered = kept.answer(timed, keyed, info.relevance, run.window_us)
     changed = answered.day.totals_of(answered.changed_users, run.layout, run.cutoffs)
     exposures = {arm: Exposure.decode(data, run.cutoffs)
                  for arm, data in exposed.items() if arm}

@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
-from tracker.rollup import queries
+from tracker.rollup import provisional, queries
 from tracker.rollup.codes import encode
 from tracker.rollup.columnar import attribute
 from tracker.rollup.days import (
@@ -52,6 +52,7 @@ from tracker.rollup.days import (
     days_of_hours,
     in_range,
 )
+from tracker.rollup.provisional import ProvisionalDay
 from tracker.store.arrow import ArrowReader
 from tracker.store.experiments import ExperimentInfo
 
@@ -97,6 +98,7 @@ class Plan:
     # per day of ``rescore``: the new interactions that may answer it by time, as read
     # (:func:`~tracker.rollup.queries.new_window_interactions`)
     timed: dict[date, pa.Table] = field(default_factory=dict)
+    kept: dict[date, ProvisionalDay] = field(default_factory=dict)  # their stored state
 
     def whole(self, days) -> None:
         for day in days:
@@ -122,7 +124,8 @@ class Plan:
     def _of(self, days: set[date]) -> Plan:
         return Plan({d: u for d, u in self.days.items() if d in days}, self.stale_pairs,
                     self.new, {d: i for d, i in self.impressions.items() if d in days},
-                    self.rescore & days, {d: t for d, t in self.timed.items() if d in days})
+                    self.rescore & days, {d: t for d, t in self.timed.items() if d in days},
+                    {d: k for d, k in self.kept.items() if d in days})
 
     @property
     def ordered(self) -> list[date]:
@@ -166,6 +169,7 @@ def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
             raw |= after
         plan.rescore = set(plan.days) - raw
         plan.timed = {d: t for d, t in plan.timed.items() if d in plan.rescore}
+        plan.kept = {d: k for d, k in served.kept.items() if d in plan.rescore}
         for day, users in list(plan.days.items()):
             if users is not None and served.most_users(day, users):
                 plan.whole([day])
@@ -185,13 +189,15 @@ def _new_rows(conn: sa.Connection, info: ExperimentInfo, ids: Ids) -> NewRows:
 
 class _DayImpressions:
     """The ``id, user, served`` of the impressions of the days the plan looks into, read
-    once (by id range: :func:`~tracker.rollup.queries.day_impressions`) and kept for the
-    plan."""
+    once and kept for the plan: from a provisional day's stored state (kept too, for its
+    rescoring), else from the raw logs (by id range:
+    :func:`~tracker.rollup.queries.day_impressions`)."""
 
     def __init__(self, conn: sa.Connection, info: ExperimentInfo) -> None:
         self.conn, self.info = conn, info
         self._reader: ArrowReader | None = None
         self._tables: dict[date, pa.Table] = {}
+        self.kept: dict[date, ProvisionalDay] = {}
 
     def __enter__(self) -> _DayImpressions:
         return self
@@ -208,6 +214,11 @@ class _DayImpressions:
 
     def of(self, day: date) -> pa.Table:
         if day not in self._tables:
+            stored = provisional.load(self.conn, self.info.id, day)
+            if stored is not None:
+                kept = self.kept[day] = ProvisionalDay.decode(stored, list(self.info.cutoffs))
+                self._tables[day] = kept.impressions()
+                return self._tables[day]
             start, end = day_bounds(day, self.info.timezone)
             extent = queries.day_id_range(self.conn, self.info.id, start, end)
             self._tables[day] = queries.day_impressions(

@@ -92,6 +92,15 @@ class ProvisionalDay:
         return queries.DayExtent(lists.size, int(lists.ids.min()), int(lists.ids.max()),
                                  int(lists.served_at.max()), int(lists.lengths.max()))
 
+    def impressions(self) -> pa.Table:
+        """``id, user, served`` of the day's impressions (as
+        :func:`~tracker.rollup.queries.day_impressions` reads them)."""
+        lists = self.lists
+        return pa.table({"id": pa.array(lists.ids, pa.int64()),
+                         "user": self.users.take(pa.array(lists.users, pa.int64())),
+                         "served": pa.array(lists.served_at, pa.int64())},
+                        schema=queries.DAY_IMPRESSIONS)
+
     def answer(self, timed: pa.Table, keyed: pa.Table, relevance, window: int) -> Answered:
         """Merge new interactions: ``timed`` (``user, item, event, at``, naming no
         impression) answer by time, ``keyed`` (``impression, item, event``) the impression
