@@ -194,8 +194,10 @@ class _Run:
                              declared, window)
             for done, day in enumerate(ordered, 1):
                 users = plan.days[day]
-                partial = rescore_users(run, day, ids, summary, plan.timed.get(day),
-                                        plan.kept.get(day)) if day in plan.rescore else None
+                # popped: a day's state is not held while the days after it are computed
+                partial = rescore_users(run, day, ids, summary, plan.timed.pop(day, None),
+                                        plan.kept.pop(day, None)) \
+                    if day in plan.rescore else None
                 if partial is None and users is not None:
                     partial = recompute_users(run, day, users, ids, summary,
                                               plan.impressions.get(day))
