@@ -73,12 +73,11 @@ class ProvisionalDay:
         ``users`` and ``items``, renumbered to the codes they use (in the same order, so
         ground truths stay sorted by item code)."""
         lists = _concat(parts)
-        used_users = np.unique(lists.users)
-        used_items = np.unique(np.concatenate((lists.items, lists.truth.items)))
-        truth = Truth(lists.truth.rows, np.searchsorted(used_items, lists.truth.items),
-                      lists.truth.grades)
-        lists = replace(lists, users=np.searchsorted(used_users, lists.users),
-                        items=np.searchsorted(used_items, lists.items), truth=truth)
+        used_users, user_code = _dense(len(users), [lists.users])
+        used_items, item_code = _dense(len(items), [lists.items, lists.truth.items])
+        truth = Truth(lists.truth.rows, item_code[lists.truth.items], lists.truth.grades)
+        lists = replace(lists, users=user_code[lists.users], items=item_code[lists.items],
+                        truth=truth)
         item_ids = items.take(pa.array(used_items, pa.int64()))
         chunks = np.repeat(np.arange(len(parts), dtype=np.int32), [p.size for p in parts])
         return cls(chunks, lists, users.take(pa.array(used_users, pa.int64())), item_ids,
@@ -202,6 +201,15 @@ class ProvisionalDay:
         return cls(table["chunk"].to_numpy(), lists, user.dictionary,
                    items["item_id"].combine_chunks(), ln_users,
                    int(state.metadata(table, "n_users")))
+
+
+def _dense(size: int, codes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The codes (below ``size``) used in ``codes``, sorted, and each code's new number
+    (its rank among them): one pass, no sort."""
+    used = np.zeros(size, dtype=bool)
+    for part in codes:
+        used[part] = True
+    return np.flatnonzero(used), np.cumsum(used) - 1
 
 
 def _lengths(lists: pa.ListArray) -> np.ndarray:
