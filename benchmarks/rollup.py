@@ -170,19 +170,28 @@ def generate_day(url: str, experiment: int, arms: list[int], day: date, n: int,
     return time.perf_counter() - began
 
 
-def _child(url: str, queue) -> None:
+def _child(url: str, queue, now: datetime | None) -> None:
     with Tracker(url) as t:
         began = time.perf_counter()
-        (summary,) = t.rollup("bench")
+        (summary,) = t.rollup("bench", now=now)
         seconds = time.perf_counter() - began
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     queue.put((seconds, peak, summary.to_dict()))
 
 
-def timed_rollup(url: str) -> tuple[float, float, dict]:
+def nightly(day: date | None) -> datetime | None:
+    """The clock of a nightly run after ``day`` (None: the machine's clock, which sees every
+    benchmark day final): 30 minutes after the day ends, inside the hour of grace after
+    the previous day's last 24-hour window, so that day is still provisional."""
+    if day is None:
+        return None
+    return datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1, minutes=30)
+
+
+def timed_rollup(url: str, now: datetime | None = None) -> tuple[float, float, dict]:
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    process = context.Process(target=_child, args=(url, queue))
+    process = context.Process(target=_child, args=(url, queue, now))
     process.start()
     result = queue.get()
     process.join()
@@ -190,7 +199,7 @@ def timed_rollup(url: str) -> tuple[float, float, dict]:
 
 
 def scenario(kind: str, folder: Path, history_days: int, n: int, history_n: int,
-             users: int, active: int = 1) -> dict:
+             users: int, active: int = 1, night: bool = False) -> dict:
     name = f"bench_rollup_{history_days}d_{os.getpid()}"
     url = fresh_url(kind, folder, name)
     try:
@@ -199,10 +208,12 @@ def scenario(kind: str, folder: Path, history_days: int, n: int, history_n: int,
         for back in range(history_days, 0, -1):
             gen += generate_day(url, experiment, arms, NEW_DAY - timedelta(days=back),
                                 history_n, users, active)
-        history_seconds, _, _ = timed_rollup(url) if history_days else (0.0, 0, {})
+        last = NEW_DAY - timedelta(days=1)
+        history_seconds, _, _ = timed_rollup(url, nightly(last if night else None)) \
+            if history_days else (0.0, 0, {})
         gen += generate_day(url, experiment, arms, NEW_DAY, n, users, active)
-        seconds, peak, summary = timed_rollup(url)
-        noop, _, noop_summary = timed_rollup(url)
+        seconds, peak, summary = timed_rollup(url, nightly(NEW_DAY if night else None))
+        noop, _, noop_summary = timed_rollup(url, nightly(NEW_DAY if night else None))
         part = (f", {summary['days_in_part']} for {summary['users_recomputed']:,} users only"
                 if summary.get("days_in_part") else "")
         print(f"  {kind:10} history {history_days:2d} day(s) x {history_n:,}: generated in "
@@ -230,6 +241,10 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=200_000)
     parser.add_argument("--no-history", action="store_true",
                         help="only the new day on a 1-day history (skip the long history)")
+    parser.add_argument("--nightly", action="store_true",
+                        help="run each rollup 30 minutes after the newest day ends (the "
+                             "previous day still provisional), not at the machine's clock "
+                             "(which sees every day final)")
     parser.add_argument("--active", type=int, default=1,
                         help="one user in ACTIVE is active on a given day (the sparse shape: "
                              "--users 2000000 --active 10)")
@@ -239,16 +254,17 @@ def main() -> None:
     print(f"rollup benchmark: new day {NEW_DAY} of {args.impressions:,} impressions x 10 "
           f"items, ~1 interaction each, {args.users:,} users (1 in {args.active} active a day), "
           "3 arms, k = 5, 10, 20; "
-          f"{os.cpu_count()} CPUs", flush=True)
+          f"{os.cpu_count()} CPUs; clock: "
+          f"{'nightly' if args.nightly else 'the machine (every day final)'}", flush=True)
     with tempfile.TemporaryDirectory(prefix="tracker-bench-") as tmp:
         folder = Path(tmp)
         for kind in kinds:
             short = scenario(kind, folder, 1, args.impressions, history_n, args.users,
-                             args.active)
+                             args.active, args.nightly)
             if args.no_history:
                 continue
             long = scenario(kind, folder, args.history_days, args.impressions, history_n,
-                            args.users, args.active)
+                            args.users, args.active, args.nightly)
             print(f"  {kind:10} => new day on {args.history_days}-day history / on 1-day "
                   f"history: {long['seconds'] / short['seconds']:.2f}x", flush=True)
 

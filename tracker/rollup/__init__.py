@@ -9,7 +9,8 @@ The modules, in the order a run uses them:
 - ``engine``: one run per experiment: plan, days, last transaction (``summary``: what it did).
 - ``plan``: which days, and which users of a day, new rows changed (``queries``: the SQL).
 - ``day``: one day read, scored and written, whole; ``partial``: for some of its users only,
-  over the stored rows of the others; ``pipeline``: read-ahead and scoring threads;
+  over the stored rows of the others, read again or (a provisional day) scored from its
+  stored encoded state (``provisional``); ``pipeline``: read-ahead and scoring threads;
   ``window``: the popularity before a day.
 - ``columnar``: one chunk, from Arrow tables to per-user totals (``codes``: ids to integer
   codes; ``outcomes``: the metric kernels of ``tracker.metrics`` per impression).

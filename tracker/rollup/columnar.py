@@ -48,6 +48,7 @@ class ChunkResult:
     catalog: np.ndarray  # item codes: served anywhere in a list or in a ground truth
     impressions: int
     truth_pairs: int
+    encoded: EncodedLists | None = None  # kept for a provisional day
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,22 @@ class Truth:
     items: np.ndarray  # item codes
     grades: np.ndarray
 
+    @classmethod
+    def highest(cls, rows: np.ndarray, items: np.ndarray, grades: np.ndarray,
+                n_items: int) -> Truth:
+        """One row per (impression, item) of the pairs given, with its highest grade.
+
+        >>> t = Truth.highest(np.array([1, 0, 1]), np.array([2, 2, 2]), np.array([1., 2., 3.]), 3)
+        >>> t.rows.tolist(), t.grades.tolist()
+        ([0, 1], [2.0, 3.0])
+        """
+        pair = rows * max(n_items, 1) + items
+        order = np.argsort(pair)
+        pair = pair[order]
+        first = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]]) if pair.size else pair
+        highest = np.maximum.reduceat(grades[order], first) if first.size else grades
+        return cls(rows[order][first], items[order][first], highest)
+
 
 def _ground_truth(lists: pa.Table, imp_user: np.ndarray, interactions: Interactions,
                   it_items: np.ndarray, keyed: pa.Table, keyed_items: np.ndarray,
@@ -197,25 +214,61 @@ def _ground_truth(lists: pa.Table, imp_user: np.ndarray, interactions: Interacti
         truth_row = np.concatenate((truth_row, keyed_rows))
         truth_item = np.concatenate((truth_item, keyed_items[keep]))
         truth_grade = np.concatenate((truth_grade, keyed_grades[keep]))
-    pair = truth_row * max(n_items, 1) + truth_item
-    order = np.argsort(pair)
-    pair = pair[order]
-    first = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]]) if pair.size else pair
-    grades = np.maximum.reduceat(truth_grade[order], first) if first.size else truth_grade
-    return Truth(truth_row[order][first], truth_item[order][first], grades)
+    return Truth.highest(truth_row, truth_item, truth_grade, n_items)
+
+
+@dataclass(frozen=True)
+class EncodedLists:
+    """A chunk's scoring inputs in the day's codes, nothing left to read or hash: what a
+    provisional day keeps to score its impressions again (:mod:`tracker.rollup.provisional`).
+    ``truth.rows`` index these lists."""
+
+    ids: np.ndarray  # impression ids
+    users: np.ndarray  # user codes
+    arms: np.ndarray
+    served_at: np.ndarray  # microseconds
+    items: np.ndarray  # the served item codes, list after list (``lengths`` each)
+    lengths: np.ndarray
+    overlap: np.ndarray  # (lists, cutoffs): |R_k ∩ B_k|, which no ground truth changes
+    has_baseline: np.ndarray
+    truth: Truth
+
+    @property
+    def size(self) -> int:
+        return self.ids.size
+
+
+def score_encoded(lists: EncodedLists, ln_users: np.ndarray, n_users: int, layout: Layout,
+                  cutoffs: Sequence[int], served: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Per list and layout column: the value and whether it is defined
+    (:func:`~tracker.rollup.outcomes.impression_values`). ``ln_users``: ln(users) per item
+    code, plus a trailing 0 (padding); ``served``: the lists padded (computed when None)."""
+    if served is None:
+        served = np.ascontiguousarray(pad(lists.items, lists.lengths, min_width=1))
+    truth = lists.truth
+    positions = ServedPositions(lists.lengths, truth.rows,
+                                first_positions(served, truth.rows, truth.items), truth.grades)
+    # surprisal: Σ ln(users of the item) over the top k (never-seen items count 1 user)
+    served_top = served[:, :max(cutoffs)]
+    partial = np.cumsum(ln_users[served_top], axis=1)  # padding (-1) reads the trailing 0
+    ln_sums = np.stack([partial[:, min(k, served_top.shape[1]) - 1] for k in cutoffs], axis=1) \
+        if lists.size else np.zeros((0, len(cutoffs)))
+    return impression_values(positions, layout, cutoffs, n_users, ln_sums, lists.overlap,
+                             lists.has_baseline)
 
 
 def score_chunk(lists: pa.Table, interactions: Interactions, keyed: pa.Table,
                 popularity: Popularity, relevance: Mapping[str, float] | None, window: int,
                 cutoffs: Sequence[int], layout: Layout, items: Vocabulary,
-                users: Vocabulary) -> ChunkResult:
-    """Per-user totals, item exposure per arm and the catalog items of one chunk.
+                users: Vocabulary, keep: bool = False) -> ChunkResult:
+    """Per-user totals, item exposure per arm and the catalog items of one chunk (and,
+    with ``keep``, its :class:`EncodedLists`).
 
     ``interactions`` may hold other users' too (a whole day's, read once): only the chunk's
     users' are used. ``keyed``: the interactions naming one of the chunk's impressions.
     User and item ids are coded in the day's vocabularies ``users`` and ``items``."""
     cutoffs = list(cutoffs)
-    n = lists.num_rows
     top = max(cutoffs)
     (imp_user,) = users.encode([lists["user"]])
     present = np.zeros(len(users), dtype=bool)
@@ -227,27 +280,18 @@ def score_chunk(lists: pa.Table, interactions: Interactions, keyed: pa.Table,
         [item_values, base_values, interactions.items, keyed["item"]])
     served = np.ascontiguousarray(pad(item_codes, lengths, min_width=1))
     baseline = np.ascontiguousarray(pad(base_codes, base_lengths, top, fill=-2, min_width=1))
-    has_baseline = lists["baseline"].is_valid().to_numpy(zero_copy_only=False)
-
     truth = _ground_truth(lists, imp_user, interactions, it_items, keyed, keyed_items,
                           relevance, window, len(items))
-    positions = ServedPositions(lengths, truth.rows,
-                                first_positions(served, truth.rows, truth.items), truth.grades)
-
-    # surprisal: Σ ln(users of the item) over the top k (never-seen items count 1 user)
-    ln_users = popularity.ln_users(items.ids)
-    served_top = served[:, :top]
-    partial = np.cumsum(ln_users[served_top], axis=1)  # padding (-1) reads the trailing 0
-    ln_sums = np.stack([partial[:, min(k, served_top.shape[1]) - 1] for k in cutoffs], axis=1) \
-        if n else np.zeros((0, len(cutoffs)))
-
-    values, defined = impression_values(positions, layout, cutoffs, popularity.n_users,
-                                        ln_sums, _overlaps(served_top, baseline, cutoffs),
-                                        has_baseline)
     arms = lists["arm"].to_numpy()
+    encoded = EncodedLists(lists["id"].to_numpy(), imp_user, arms, lists["served"].to_numpy(),
+                           item_codes, lengths, _overlaps(served[:, :top], baseline, cutoffs),
+                           lists["baseline"].is_valid().to_numpy(zero_copy_only=False), truth)
+    values, defined = score_encoded(encoded, popularity.ln_users(items.ids),
+                                    popularity.n_users, layout, cutoffs, served)
     catalog = distinct(np.concatenate((item_codes, truth.items)))
     return ChunkResult(unit_totals_of_codes(imp_user, arms, values, defined),
-                       exposures(served, arms, cutoffs), catalog, n, int(truth.rows.size))
+                       exposures(served, arms, cutoffs), catalog, lists.num_rows,
+                       int(truth.rows.size), encoded if keep else None)
 
 
 def exposures(items: np.ndarray, arms: np.ndarray,

@@ -9,8 +9,10 @@ score, write.
 - **Score** each chunk (:func:`tracker.rollup.columnar.score_chunk`) while the next is read
   (:class:`tracker.rollup.pipeline.ChunkPipeline`), folding the chunks' per-user totals,
   exposure and catalog as they come, in the day's codes.
-- **Write** the day's state (daily units, exposure, new popularity pairs) in one
-  transaction, and hand back the rows the report reads, which the run publishes at its end.
+- **Write** the day's state (daily units, exposure, new popularity pairs; while the day is
+  provisional, its encoded impressions and ground truth: :mod:`tracker.rollup.provisional`)
+  in one transaction, and hand back the rows the report reads, which the run publishes at
+  its end.
 """
 
 from __future__ import annotations
@@ -24,10 +26,10 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from tracker.config import Settings
-from tracker.rollup import queries
+from tracker.rollup import provisional, queries
 from tracker.rollup.aggregate import CodedTotals, UnitTotals, health, totals_of_parts
 from tracker.rollup.codes import Vocabulary, distinct, take
-from tracker.rollup.columnar import ChunkResult, Interactions, score_chunk
+from tracker.rollup.columnar import ChunkResult, EncodedLists, Interactions, score_chunk
 from tracker.rollup.days import day_bounds, in_range
 from tracker.rollup.exposure import Exposure, catalog_size
 from tracker.rollup.outcomes import Layout
@@ -89,6 +91,7 @@ class DayScores:
     catalog: np.ndarray  # item ids (served, or in a ground truth)
     popularity: WindowPopularity
     own_pairs: DayPairs | None = None
+    kept: list[memoryview] | None = None  # a provisional day's encoded state
 
 
 def recompute_day(run: RunContext, day: date, summary: RollupSummary) -> DayResult:
@@ -105,8 +108,10 @@ def recompute_day(run: RunContext, day: date, summary: RollupSummary) -> DayResu
     if not extent.impressions:
         with transaction(run.engine, write=True) as conn:
             results.delete_day_state(conn, run.info.id, day)
+            provisional.drop(conn, run.info.id, day)
         return DayResult.empty()
-    scores = DayScorer(run, day, extent, day_wide).score(summary)
+    keep = to_micros(run.clock) < closes_at(run, extent)
+    scores = DayScorer(run, day, extent, day_wide, keep=keep).score(summary)
     with transaction(run.engine, write=True) as conn:
         queries.tune(conn)
         write_state(conn, run, day, scores)
@@ -132,20 +137,26 @@ def write_state(conn: sa.Connection, run: RunContext, day: date, scores: DayScor
                             [(arm, e.encode(cutoffs)) for arm, e in
                              sorted(scores.exposures.items())] + [(0, catalog.encode([]))])
     results.insert_units(conn, info.id, day, False, scores.totals.encode(run.layout))
+    provisional.save(conn, info.id, day, scores.kept)  # none: the day is final, or partial
 
 
 def day_result(run: RunContext, day: date, extent: queries.DayExtent, totals: UnitTotals,
                exposures: dict[int, Exposure], catalog: np.ndarray) -> DayResult:
     """The day's rows the report reads and its status, computed now."""
     now_us = to_micros(run.clock)
-    grace = int(run.settings.rollup_grace_seconds * 1_000_000)
-    closes_at = in_range(int(extent.last_served) + run.window_us + grace)  # stops at 9998
-    view = View(run.info, day, False, now_us < closes_at)
+    closing = closes_at(run, extent)
+    view = View(run.info, day, False, now_us < closing)
     stats = stats_rows(view, totals, run.layout, exposures,
                        catalog_size(catalog, run.declared))
     status = dict(experiment_id=run.info.id, day=day, impressions=extent.impressions,
-                  users=int(health(totals).users), closes_at=closes_at, computed_at=now_us)
+                  users=int(health(totals).users), closes_at=closing, computed_at=now_us)
     return DayResult(totals, stats, status)
+
+
+def closes_at(run: RunContext, extent: queries.DayExtent) -> int:
+    """When the day's last attribution window closes (plus the grace), UTC microseconds."""
+    grace = int(run.settings.rollup_grace_seconds * 1_000_000)
+    return in_range(int(extent.last_served) + run.window_us + grace)  # stops at 9998
 
 
 class DayScorer:
@@ -153,9 +164,10 @@ class DayScorer:
     :class:`ChunkPipeline`); user and item codes are the day's, shared by its chunks."""
 
     def __init__(self, run: RunContext, day: date, extent: queries.DayExtent,
-                 day_wide: bool, users: str | None = None) -> None:
+                 day_wide: bool, users: str | None = None, keep: bool = False) -> None:
         self.run, self.day, self.extent, self.day_wide = run, day, extent, day_wide
         self.only = users  # an SQL condition on the users to read (None: every user)
+        self.keep = keep and users is None  # keep the encoded day (a provisional one)
         self.start, self.end = day_bounds(day, run.info.timezone)
         self.users, self.items = Vocabulary(), Vocabulary()
         # the memory bound is split between the chunks in flight
@@ -212,7 +224,8 @@ class DayScorer:
             self._interactions(tables.timed)
         return score_chunk(tables.lists, interactions, tables.keyed,
                            self._popular.result().popularity, run.info.relevance,
-                           run.window_us, run.cutoffs, run.layout, self.items, self.users)
+                           run.window_us, run.cutoffs, run.layout, self.items, self.users,
+                           keep=self.keep)
 
     def _bounds(self) -> list[tuple[int, int]]:
         extent = self.extent
@@ -233,9 +246,12 @@ class DayScorer:
             popularity = self._popular.result()
         summary.impressions_read += fold.impressions
         summary.truth_pairs_read += fold.truth_pairs
+        kept = provisional.ProvisionalDay.of(
+            fold.encoded, self.users.ids, self.items.ids, popularity.popularity
+        ).encode(self.run.cutoffs) if self.keep and fold.encoded else None
         return DayScores(fold.totals(self.users.ids, len(self.run.layout)),
                          fold.exposures(self.items.ids, len(self.run.cutoffs)),
-                         fold.catalog(self.items.ids), popularity, self.own_pairs())
+                         fold.catalog(self.items.ids), popularity, self.own_pairs(), kept)
 
 
 class DayFold:
@@ -246,6 +262,7 @@ class DayFold:
         self.parts: list[CodedTotals] = []
         self.exposed: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
         self.catalogs: list[np.ndarray] = []
+        self.encoded: list[EncodedLists] = []  # kept chunks, in chunk order
         self.impressions = self.truth_pairs = 0
 
     def add(self, result: ChunkResult) -> None:
@@ -253,6 +270,8 @@ class DayFold:
         if len(self.parts) > IN_FLIGHT:
             self.parts[:] = [CodedTotals.merge(self.parts)]
         self.catalogs.append(result.catalog)
+        if result.encoded is not None:
+            self.encoded.append(result.encoded)
         for arm, counts in result.exposures.items():
             self.exposed.setdefault(arm, []).append(counts)
         self.impressions += result.impressions

@@ -16,7 +16,10 @@ One run, per experiment:
    (set-based SQL, then vectorised numpy over bounded chunks of impressions, read ahead
    while scored: :mod:`tracker.rollup.pipeline`); its per-user units and exposure (what the
    cumulative pass reads) are replaced in one write transaction, its arm-level rows (what
-   the report reads: a few per arm and metric) are kept for the end.
+   the report reads: a few per arm and metric) are kept for the end. A day only new ground
+   truth changed is recomputed for the users it changes: from its stored encoded state
+   while it is provisional (:mod:`tracker.rollup.provisional`), else by reading those
+   users' impressions again (:mod:`tracker.rollup.partial`).
 3. **One last transaction** publishes those daily rows (:mod:`tracker.rollup.published`),
    recomputes the cumulative rows of every day from the first touched one on from the
    unit-day rows (:mod:`tracker.rollup.cumulative`) and the exposure-day rows
@@ -51,13 +54,13 @@ from tracker.errors import (
     StoreUnavailable,
     TrackerError,
 )
-from tracker.rollup import covariates, queries, retention
+from tracker.rollup import covariates, provisional, queries, retention
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cumulative import recompute_cumulative
 from tracker.rollup.day import RunContext, recompute_day
 from tracker.rollup.exposure_days import publish_exposure_days
 from tracker.rollup.lock import HeldLock, rollup_lock
-from tracker.rollup.partial import recompute_users
+from tracker.rollup.partial import recompute_users, rescore_users
 from tracker.rollup.plan import Ids, KnownDay, Plan, plan_run
 from tracker.rollup.published import DayResult, publish_daily
 from tracker.rollup.summary import Progress, RollupSummary
@@ -185,6 +188,7 @@ class _Run:
             with transaction(self.engine, write=True) as conn:
                 generation = results.reset_state(conn, self.info.id, declaration=False)
                 results.clear_state(conn, self.info.id)
+                provisional.drop(conn, self.info.id)
         else:
             generation = stored.generation
             if plan.stale_pairs:
@@ -218,8 +222,13 @@ class _Run:
                              declared, window)
             for done, day in enumerate(ordered, 1):
                 users = plan.days[day]
-                partial = None if users is None else recompute_users(
-                    run, day, users, ids, summary, plan.impressions.get(day))
+                # popped: a day's state is not held while the days after it are computed
+                partial = rescore_users(run, day, ids, summary, plan.timed.pop(day, None),
+                                        plan.kept.pop(day, None)) \
+                    if day in plan.rescore else None
+                if partial is None and users is not None:
+                    partial = recompute_users(run, day, users, ids, summary,
+                                              plan.impressions.get(day))
                 daily[day] = partial or recompute_day(run, day, summary)
                 recent[day] = daily[day].totals
                 if len(recent) > _KEEP_DAYS:

@@ -11,6 +11,10 @@ day's arm statistics are then computed again from the units, which costs a few n
 over one row per user. Every user's rows are still a function of the raw logs, never a
 delta: a run killed after writing the day and run again recomputes the same users from the
 same rows.
+
+A provisional day that kept its encoded impressions (:mod:`tracker.rollup.provisional`) is
+not read again at all: :func:`rescore_users` merges the new interactions into that state and
+scores from it the users whose ground truth changed, however many they are.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from datetime import date
 import numpy as np
 import pyarrow as pa
 
-from tracker.rollup import queries
+from tracker.rollup import provisional, queries
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.day import DayScorer, DayScores, RunContext, day_result, write_state
 from tracker.rollup.days import day_bounds
@@ -28,6 +32,7 @@ from tracker.rollup.exposure import Exposure
 from tracker.rollup.plan import WHOLE_DAY_SHARE, Ids
 from tracker.rollup.published import DayResult
 from tracker.rollup.summary import RollupSummary
+from tracker.rollup.window import WindowPopularity
 from tracker.store import results
 from tracker.store.db import transaction
 
@@ -69,6 +74,44 @@ def recompute_users(run: RunContext, day: date, users: frozenset[str], ids: Ids,
     summary.days_in_part += 1
     summary.users_recomputed += _distinct(scores.totals.users)
     return day_result(run, day, extent, merged.totals, exposures, merged.catalog)
+
+
+def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
+                  timed: pa.Table | None = None,
+                  kept: provisional.ProvisionalDay | None = None) -> DayResult | None:
+    """Merge the new interactions of ``ids`` into a provisional day's stored state and
+    score again the users whose ground truth they change
+    (:mod:`tracker.rollup.provisional`); None when the day has no stored state (it is then
+    recomputed from the raw logs). ``timed``: those that may answer by time, and ``kept``
+    the day's state, when the plan read them already."""
+    info = run.info
+    with transaction(run.engine) as conn:
+        queries.tune(conn)
+        if kept is None:
+            parts = provisional.load(conn, info.id, day)
+            kept = provisional.ProvisionalDay.decode(parts, run.cutoffs) if parts else None
+        stored = results.units(conn, info.id, day, False) if kept else None
+        exposed = results.exposure(conn, info.id, day, False) if kept else {}
+    if kept is None or stored is None or 0 not in exposed:
+        return None
+    timed, keyed = provisional.new_interactions(run.reader, info, day, ids.interactions_after,
+                                                ids.interactions_through, run.window_us,
+                                                timed)
+    answered = kept.answer(timed, keyed, info.relevance, run.window_us)
+    changed = answered.day.totals_of(answered.changed_users, run.layout, run.cutoffs)
+    exposures = {arm: Exposure.decode(data, run.cutoffs)
+                 for arm, data in exposed.items() if arm}
+    catalog = _union(Exposure.decode(exposed[0], []).items,
+                     np.asarray(answered.new_items.to_numpy(zero_copy_only=False), dtype=object))
+    merged = DayScores(UnitTotals.decode(stored, run.layout).replacing_users(changed),
+                       exposures, catalog, WindowPopularity.unchanged(),
+                       kept=answered.day.encode(run.cutoffs))
+    with transaction(run.engine, write=True) as conn:
+        queries.tune(conn)
+        write_state(conn, run, day, merged)
+    summary.days_in_part += 1
+    summary.users_recomputed += int(answered.changed_users.size)
+    return day_result(run, day, answered.day.extent, merged.totals, exposures, catalog)
 
 
 def _distinct(users: pa.Array) -> int:

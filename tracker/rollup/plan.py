@@ -21,6 +21,10 @@ The watermarks are the highest impression and interaction ids already taken into
   closes_at <= now``) are recomputed whole; other features rely on this rule to have a day
   recomputed (they set its ``computed_at`` back).
 
+A day touched only through its ground truth (new interactions answering or naming its
+impressions: no new impression of it, no change in the popularity before it, not final
+since) is in ``Plan.rescore``: while provisional it is scored again from its stored state.
+
 Only days that hold impressions are ever touched, found from the distinct hours of the
 impressions (a full run: all of them; else the new ones, and the days computed before):
 the cost follows the days with data, never the calendar span between them. Rows dated
@@ -37,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
-from tracker.rollup import queries
+from tracker.rollup import provisional, queries
 from tracker.rollup.codes import encode
 from tracker.rollup.columnar import attribute
 from tracker.rollup.days import (
@@ -48,6 +52,7 @@ from tracker.rollup.days import (
     days_of_hours,
     in_range,
 )
+from tracker.rollup.provisional import ProvisionalDay
 from tracker.store.arrow import ArrowReader
 from tracker.store.experiments import ExperimentInfo
 
@@ -87,6 +92,13 @@ class Plan:
     new: NewRows = NewRows()
     # per day recomputed for some users: the ids of every impression of those users
     impressions: dict[date, np.ndarray] = field(default_factory=dict)
+    # the days only new ground truth changed: a provisional one is scored again from its
+    # stored state (:mod:`tracker.rollup.provisional`)
+    rescore: set[date] = field(default_factory=set)
+    # per day of ``rescore``: the new interactions that may answer it by time, as read
+    # (:func:`~tracker.rollup.queries.new_window_interactions`)
+    timed: dict[date, pa.Table] = field(default_factory=dict)
+    kept: dict[date, ProvisionalDay] = field(default_factory=dict)  # their stored state
 
     def whole(self, days) -> None:
         for day in days:
@@ -111,7 +123,9 @@ class Plan:
 
     def _of(self, days: set[date]) -> Plan:
         return Plan({d: u for d, u in self.days.items() if d in days}, self.stale_pairs,
-                    self.new, {d: i for d, i in self.impressions.items() if d in days})
+                    self.new, {d: i for d, i in self.impressions.items() if d in days},
+                    self.rescore & days, {d: t for d, t in self.timed.items() if d in days},
+                    {d: k for d, k in self.kept.items() if d in days})
 
     @property
     def ordered(self) -> list[date]:
@@ -138,7 +152,9 @@ def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
     if rebuild:
         return plan
     holding = {k.day for k in known} | fresh
-    plan.whole(k.day for k in known if k.computed_at < k.closes_at <= now_us)
+    closed = {k.day for k in known if k.computed_at < k.closes_at <= now_us}
+    plan.whole(closed)
+    raw = fresh | closed  # days whose lists or popularity changed, or that are final now
     changed = queries.changed_hours(conn, ids.interactions_after, ids.interactions_through)
     timed = sorted({hour for experiment, hour in changed if experiment is None})
     named = sorted({hour for experiment, hour in changed if experiment == info.id})
@@ -147,8 +163,13 @@ def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
         _named(conn, info, ids, plan, named)
         plan.stale_pairs = fresh | _audience_days(conn, info, ids, holding - fresh, timed)
         for day in plan.stale_pairs:  # the days whose popularity window holds it
-            plan.whole(holding.intersection(
-                day + timedelta(days=i) for i in range(1, popularity_days + 1)))
+            after = holding.intersection(
+                day + timedelta(days=i) for i in range(1, popularity_days + 1))
+            plan.whole(after)
+            raw |= after
+        plan.rescore = set(plan.days) - raw
+        plan.timed = {d: t for d, t in plan.timed.items() if d in plan.rescore}
+        plan.kept = {d: k for d, k in served.kept.items() if d in plan.rescore}
         for day, users in list(plan.days.items()):
             if users is not None and served.most_users(day, users):
                 plan.whole([day])
@@ -168,13 +189,15 @@ def _new_rows(conn: sa.Connection, info: ExperimentInfo, ids: Ids) -> NewRows:
 
 class _DayImpressions:
     """The ``id, user, served`` of the impressions of the days the plan looks into, read
-    once (by id range: :func:`~tracker.rollup.queries.day_impressions`) and kept for the
-    plan."""
+    once and kept for the plan: from a provisional day's stored state (kept too, for its
+    rescoring), else from the raw logs (by id range:
+    :func:`~tracker.rollup.queries.day_impressions`)."""
 
     def __init__(self, conn: sa.Connection, info: ExperimentInfo) -> None:
         self.conn, self.info = conn, info
         self._reader: ArrowReader | None = None
         self._tables: dict[date, pa.Table] = {}
+        self.kept: dict[date, ProvisionalDay] = {}
 
     def __enter__(self) -> _DayImpressions:
         return self
@@ -191,6 +214,11 @@ class _DayImpressions:
 
     def of(self, day: date) -> pa.Table:
         if day not in self._tables:
+            stored = provisional.load(self.conn, self.info.id, day)
+            if stored is not None:
+                kept = self.kept[day] = ProvisionalDay.decode(stored, list(self.info.cutoffs))
+                self._tables[day] = kept.impressions()
+                return self._tables[day]
             start, end = day_bounds(day, self.info.timezone)
             extent = queries.day_id_range(self.conn, self.info.id, start, end)
             self._tables[day] = queries.day_impressions(
@@ -231,8 +259,9 @@ def _answered(served: _DayImpressions, ids: Ids, plan: Plan, holding: set[date],
         table = served.of(day)
         if not table.num_rows:
             continue
-        new = queries.new_timed_interactions(served.reader, *day_bounds(day, zone), window,
-                                             ids.interactions_after, ids.interactions_through)
+        new = queries.new_window_interactions(served.reader, *day_bounds(day, zone), window,
+                                              ids.interactions_after, ids.interactions_through)
+        plan.timed[day] = new
         (imp_users, it_users), _ = encode([table["user"], new["user"]])
         answered, _ = attribute(imp_users, table["served"].to_numpy(), it_users,
                                 new["at"].to_numpy(), window)

@@ -23,6 +23,15 @@ The formats (columns in the order written; readers do not rely on it):
   read as this one).
 - ``popularity/2``: ``item_id`` (string), ``users`` (int64); metadata ``tracker.n_users``
   (the union of ``pairs/2`` over a window).
+- ``provisional/1``: a provisional day's impressions, encoded, one row each in the order
+  they were scored: ``chunk`` (int32: the read chunk, so that sums add in the same order),
+  ``id``, ``arm_id``, ``served_at`` (int64), ``user_id`` (dictionary-encoded string),
+  ``items`` (list<int32>: the served list as codes of ``provisional-items/1``), per cutoff
+  ``overlap@<k>`` (int8: |R_k ∩ B_k|), ``has_baseline`` (bool), and the ground truth
+  ``truth_items`` (list<int32>, codes) with ``truth_grades`` (list<float64>); metadata
+  ``tracker.n_users`` (of the popularity before the day).
+- ``provisional-items/1``: ``item_id`` (string; the row number is the code) and
+  ``ln_users`` (float64: ln of the item's users in the popularity before the day, 0 if none).
 - ``exposure/1``: ``item_id`` (string, sorted, unique) and per cutoff ``top@<k>`` (int64:
   lists holding the item in their top k); the catalog row has no ``top@`` column.
 """
@@ -42,6 +51,8 @@ UNITS = "units/1"
 PAIRS = "pairs/2"  # 2: the experiment's audience only (1: every interaction)
 POPULARITY = "popularity/2"  # 2: over pairs/2
 EXPOSURE = "exposure/1"
+PROVISIONAL = "provisional/1"
+PROVISIONAL_ITEMS = "provisional-items/1"
 
 _FULL = "run `tracker rollup --full` to recompute the stored state"
 

@@ -31,6 +31,11 @@ class WindowPopularity:
     fresh_pairs: dict[date, DayPairs]
     new: bool
 
+    @classmethod
+    def unchanged(cls) -> WindowPopularity:
+        """For a day whose popularity is stored and stays: nothing to write."""
+        return cls(Popularity.empty(), {}, False)
+
 
 class PopularityWindow:
     """The popularity before each day of one run, in the order the run computes them (one

@@ -33,6 +33,10 @@
   sufficient statistics of one calendar day split by days since each user's first exposure
   (the ``exposure_day`` view adds them up over calendar days;
   :mod:`tracker.rollup.exposure_days`).
+- ``rollup_provisional``: per experiment and provisional day, its impressions encoded with
+  their ground truth (``provisional/1``, ``provisional-items/1``), so that later
+  interactions score again only the users they change; dropped once the day is final
+  (:mod:`tracker.rollup.provisional`).
 - ``rollup_user_covariates``, ``rollup_covariate_sums``: CUPED's per-user pre-exposure
   covariates of an experiment, and per day and view the per-arm sums the adjustment reads.
 
@@ -217,9 +221,23 @@ class RollupExposureDay(Base):
     )
 
 
+class RollupProvisional(Base):
+    """A provisional day's scoring inputs, kept until the day is final
+    (:mod:`tracker.rollup.provisional`): part 0 its impressions, encoded (``provisional/1``),
+    part 1 its item vocabulary (``provisional-items/1``)."""
+
+    __tablename__ = "rollup_provisional"
+
+    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
+    part: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream
+
+
 ROLLUP_TABLES = (
     RollupState.__table__, RollupDay.__table__, RollupUnits.__table__, RollupPairs.__table__,
     RollupPopularity.__table__, RollupExposure.__table__, RollupMetric.__table__,
     RollupHealth.__table__, RollupFirstSeen.__table__, RollupExposureDay.__table__,
     RollupUserCovariates.__table__, RollupCovariateSums.__table__,
+    RollupProvisional.__table__,
 )

@@ -1,0 +1,173 @@
+"""A provisional day keeps its encoded impressions and ground truth: new interactions that
+answer it are scored from that state (no impression read again), only for the users they
+change, and end in the tables of one full rollup; the state goes when the day is final."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from itertools import zip_longest
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import fresh_database, migrated
+from tests.helpers import T0
+from tests.rollup.scenario import create, dump, make_logs
+from tests.rollup.test_rollup import _batches, _check_against_reference
+from tracker import Tracker
+from tracker.errors import StaleState
+from tracker.rollup import state
+from tracker.rollup.columnar import EncodedLists, Truth
+from tracker.rollup.popularity import Popularity
+from tracker.rollup.provisional import ProvisionalDay
+
+EARLY = T0  # before every impression: every day stays provisional
+
+
+def _kept_days(engine: sa.Engine) -> list:
+    with engine.connect() as conn:
+        return sorted({str(day) for (day,) in conn.execute(sa.text(
+            "SELECT day FROM rollup_provisional"))})
+
+
+def _late_click(imps):
+    """An interaction of the last day's first user, answering that user's impressions."""
+    last_day = max(r["served_at"] for r in imps).date()
+    on_last = sorted((r for r in imps if r["served_at"].date() == last_day),
+                     key=lambda r: r["served_at"])
+    imp = on_last[-1]
+    late = {"event_id": "late", "user_id": imp["user_id"], "item_id": "never-served",
+            "event": "purchase", "occurred_at": imp["served_at"] + timedelta(minutes=1)}
+    return last_day, on_last, late
+
+
+def test_a_late_click_on_a_provisional_day_reads_no_impression_again(tracker):
+    create(tracker)
+    imps, events = make_logs(seed=41, days=3, users=8, impressions=60)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=EARLY)
+    assert _kept_days(tracker.engine) == sorted({str(r["served_at"].date()) for r in imps})
+    last_day, _, late = _late_click(imps)
+    tracker.log_interactions([late])
+    (summary,) = tracker.rollup("home", now=EARLY)
+    assert summary.days_recomputed == [last_day]
+    assert summary.impressions_read == 0  # scored from the stored state
+    assert (summary.days_in_part, summary.users_recomputed) == (1, 1)
+    _check_against_reference(tracker, imps, events + [late])
+    incremental = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=EARLY)
+    assert dump(tracker.engine) == incremental
+
+
+def test_the_state_is_dropped_when_the_day_is_final(tracker):
+    create(tracker)
+    imps, events = make_logs(seed=42, days=2, users=6, impressions=30)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=EARLY)
+    assert _kept_days(tracker.engine)
+    later = max(r["served_at"] for r in imps) + timedelta(days=2)
+    (summary,) = tracker.rollup("home", now=later)  # every window closed: read whole
+    assert summary.impressions_read == len(imps)
+    assert _kept_days(tracker.engine) == []
+    _check_against_reference(tracker, imps, events)
+
+
+def test_new_impressions_on_a_provisional_day_read_it_whole(tracker):
+    create(tracker)
+    imps, events = make_logs(seed=43, days=1, users=6, impressions=30)
+    first, rest = imps[:20], imps[20:]
+    tracker.log_impressions(first, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=EARLY)
+    tracker.log_impressions(rest, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    (summary,) = tracker.rollup("home", now=EARLY)
+    assert summary.impressions_read == len(imps)
+    _check_against_reference(tracker, imps, events)
+
+
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), imp_cuts=st.lists(st.integers(0, 40), max_size=3),
+       evt_cuts=st.lists(st.integers(0, 60), min_size=1, max_size=4),
+       hours=st.integers(0, 4 * 24))
+def test_any_split_with_provisional_days_ends_in_the_tables_of_one_full_rollup(
+        tmp_path, seed, imp_cuts, evt_cuts, hours):
+    """Interactions arrive in batches while days are provisional (``now`` anywhere from
+    before the first impression to after the last window): each rollup between them may
+    score days from their stored state; the end equals one full rollup."""
+    imps, events = make_logs(seed, days=3, users=8, impressions=40)
+    imps.sort(key=lambda r: r["served_at"])
+    events.sort(key=lambda r: r["occurred_at"])
+    now = T0 + timedelta(hours=hours)
+    with fresh_database(tmp_path) as url, Tracker(migrated(url)) as tracker:
+        create(tracker)
+        for imp_batch, evt_batch in zip_longest(_batches(imps, imp_cuts),
+                                                _batches(events, evt_cuts), fillvalue=[]):
+            tracker.log_impressions(imp_batch, on_invalid="all_or_nothing")
+            tracker.log_interactions(evt_batch, on_invalid="all_or_nothing")
+            tracker.rollup("home", now=now)
+        incremental = dump(tracker.engine)
+        tracker.rollup("home", full=True, now=now)
+        assert dump(tracker.engine) == incremental
+
+
+def _day() -> ProvisionalDay:
+    truth = Truth(np.array([0, 0, 1]), np.array([0, 2, 1]), np.array([1.0, 3.0, 2.0]))
+    lists = EncodedLists(np.array([7, 9]), np.array([0, 1]), np.array([1, 2]),
+                         np.array([100, 200]), np.array([0, 1, 2, 1]), np.array([3, 1]),
+                         np.array([[1.0, 2.0], [0.0, 1.0]]), np.array([True, False]), truth)
+    popularity = Popularity(pa.array(["a", "c"]), np.array([2, 5]), 9)
+    return ProvisionalDay.of([lists], pa.array(["u1", "u2"]), pa.array(["a", "b", "c"]),
+                             popularity)
+
+
+def test_the_stored_state_round_trips():
+    day = _day()
+    back = ProvisionalDay.decode([bytes(p) for p in day.encode([2, 5])], [2, 5])
+    assert back.users.to_pylist() == ["u1", "u2"]
+    assert back.items.to_pylist() == ["a", "b", "c"]
+    assert back.ln_users.tolist() == pytest.approx([np.log(2), 0.0, np.log(5), 0.0])
+    assert back.n_users == 9
+    for name in ("ids", "users", "arms", "served_at", "items", "lengths", "overlap",
+                 "has_baseline"):
+        assert np.array_equal(getattr(back.lists, name), getattr(day.lists, name)), name
+    assert back.lists.truth.rows.tolist() == [0, 0, 1]
+    assert back.lists.truth.items.tolist() == [0, 2, 1]
+    assert back.lists.truth.grades.tolist() == [1.0, 3.0, 2.0]
+
+
+@pytest.mark.parametrize("cutoffs, message", [
+    pytest.param([2, 10], "overlap@10", id="a-cutoff-added-since-asks-for-a-full-rollup"),
+])
+def test_state_missing_a_column_asks_for_a_full_rollup(cutoffs, message):
+    parts = [bytes(p) for p in _day().encode([2, 5])]
+    with pytest.raises(StaleState, match=message):
+        ProvisionalDay.decode(parts, cutoffs)
+
+
+def test_another_format_version_asks_for_a_full_rollup():
+    parts = _day().encode([2, 5])
+    table = state.read(parts[0], state.PROVISIONAL)
+    with pytest.raises(StaleState, match="provisional/1"):
+        ProvisionalDay.decode([bytes(state.write(table, "provisional/0")), parts[1]], [2, 5])
+
+
+def test_new_interactions_change_only_the_users_they_answer():
+    day = _day()
+    timed = pa.table({"user": ["u2", "u9"], "item": ["z", "a"], "event": ["click", "click"],
+                      "at": pa.array([250, 150], pa.int64())})
+    keyed = pa.table({"impression": pa.array([7], pa.int64()), "item": ["a"],
+                      "event": ["click"]})
+    answered = day.answer(timed, keyed, None, window=100)
+    assert answered.changed_users.tolist() == [1]  # u2: z is new; a already graded on 7
+    assert answered.new_items.to_pylist() == ["z"]
+    assert answered.day.items.to_pylist() == ["a", "b", "c", "z"]
+    truth = answered.day.lists.truth
+    assert list(zip(truth.rows.tolist(), truth.items.tolist(), strict=True)) == \
+        [(0, 0), (0, 2), (1, 1), (1, 3)]
