@@ -60,13 +60,13 @@ from tracker.rollup.pre_metrics import (
     PREFIX,
     index_in,
     interactions,
-    micros,
     pre_columns,
     pre_metrics,
 )
 from tracker.store.experiments import ExperimentInfo
 from tracker.store.models import Impression
 from tracker.store.rollup_tables import RollupCovariateSums, RollupUserCovariates
+from tracker.store.types import stored_micros
 
 BASE = ("pre_interactions", "pre_graded", "no_pre_period", NO_LISTS)
 """The covariates every metric column shares (then one ``pre:<column>`` per column)."""
@@ -200,8 +200,8 @@ def _first_exposures(conn: sa.Connection, experiment_id: int, after: int, throug
     numpy: a self-join on users, which the impression table has no index for, can make
     PostgreSQL loop over the range once per user."""
     rows = conn.execute(
-        sa.select(Impression.user_id, micros(Impression.received_at),
-                  micros(Impression.served_at))
+        sa.select(Impression.user_id, stored_micros(Impression.received_at),
+                  stored_micros(Impression.served_at))
         .where(Impression.experiment_id == experiment_id, Impression.id > after,
                Impression.id <= through)).all()
     if not rows:

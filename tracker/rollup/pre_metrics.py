@@ -49,6 +49,7 @@ from tracker.rollup.state import column_name
 from tracker.store.arrow import LIST, json_lists
 from tracker.store.experiments import ExperimentInfo
 from tracker.store.models import Impression, Interaction
+from tracker.store.types import stored_micros
 
 NO_LISTS = "no_pre_lists"
 PREFIX = "pre:"
@@ -70,10 +71,6 @@ def pre_columns(layout: Layout) -> tuple[str, ...]:
     (('hit_rate@5', 'precision@5', 'recall@5'), False)
     """
     return tuple(column_name(m, k) for m, k in layout.columns if m not in BEYOND)
-
-
-def micros(column) -> sa.ColumnElement:
-    return sa.type_coerce(column, sa.BigInteger)
 
 
 def index_in(values: pa.Array, within: pa.Array) -> np.ndarray:
@@ -136,10 +133,10 @@ def _lists(conn: sa.Connection, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
     impression id as logged; ``id`` is the row number, every ``arm`` 0)."""
     sqlite = conn.dialect.name != "postgresql"
     items = sa.type_coerce(Impression.items, sa.Text) if sqlite else Impression.items
-    columns = (Impression.user_id, Impression.impression_key, micros(Impression.served_at),
+    columns = (Impression.user_id, Impression.impression_key, stored_micros(Impression.served_at),
                items)
     rows = _read(conn, users, lo, hi, got, columns, Impression.__table__, Impression.user_id,
-                 micros(Impression.served_at), micros(Impression.received_at))
+                 stored_micros(Impression.served_at), stored_micros(Impression.received_at))
     n = len(rows)
     # SQLite's JSON texts split by pyarrow (no Python list per row)
     lists = json_lists(pa.array([r[3] for r in rows], pa.string())) if sqlite else \
@@ -159,10 +156,10 @@ def interactions(conn: sa.Connection, users: pa.Array, lo: np.ndarray, hi: np.nd
     hi)`` and were received by their ``got``): ``user, item, event, at`` and ``key`` (the
     impression it names, null when none)."""
     columns = (Interaction.user_id, Interaction.item_id, Interaction.event_type,
-               micros(Interaction.occurred_at), Interaction.impression_key)
+               stored_micros(Interaction.occurred_at), Interaction.impression_key)
     rows = _read(conn, users, lo, hi, got, columns, Interaction.__table__,
-                 Interaction.user_id, micros(Interaction.occurred_at),
-                 micros(Interaction.received_at))
+                 Interaction.user_id, stored_micros(Interaction.occurred_at),
+                 stored_micros(Interaction.received_at))
     names = ("user", "item", "event", "at", "key")
     kinds = (pa.string(), pa.string(), pa.string(), pa.int64(), pa.string())
     return pa.table({name: pa.array([r[j] for r in rows], kind)
@@ -196,5 +193,5 @@ def _read(conn: sa.Connection, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
     return [rows[i][:-2] for i in np.flatnonzero(keep)]
 
 
-__all__ = ["NO_LISTS", "PREFIX", "index_in", "interactions", "micros", "pre_columns",
+__all__ = ["NO_LISTS", "PREFIX", "index_in", "interactions", "pre_columns",
            "pre_metrics", "windows"]

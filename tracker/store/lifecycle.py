@@ -38,18 +38,15 @@ from tracker.store.rollup_tables import (
     RollupState,
     RollupUnits,
 )
+from tracker.store.types import stored_micros
 
 _HOUR = 3_600 * 1_000_000
 _DAYS_PER_STATEMENT = 500
 
 
-def _micros(column) -> sa.ColumnElement:
-    return sa.type_coerce(column, sa.BigInteger)
-
-
 def _hour(column) -> sa.ColumnElement:
     """The UTC hour (micros, floored; ``%`` keeps the dividend's sign on both engines)."""
-    micros = _micros(column)
+    micros = stored_micros(column)
     return micros - ((micros % _HOUR) + _HOUR) % _HOUR
 
 
@@ -171,7 +168,7 @@ def mark_for_recompute(conn: sa.Connection, experiment_id: int, days: Iterable[d
     ``computed_at < closes_at <= now``): ``closes_at`` is brought down to ``now_us`` if
     later, ``computed_at`` to a microsecond before it. Until then the days read as
     provisional. Returns the days marked (those rolled up)."""
-    closes = _micros(RollupDay.closes_at)
+    closes = stored_micros(RollupDay.closes_at)
     capped = sa.case((closes > now_us, sa.literal(now_us, sa.BigInteger)), else_=closes)
     days = sorted(set(days))
     marked = 0
@@ -189,7 +186,7 @@ def mark_for_recompute(conn: sa.Connection, experiment_id: int, days: Iterable[d
 def expired_before(conn: sa.Connection) -> int | None:
     """The latest retention cutoff (micros): raw rows dated before it were deleted; None
     when logs never expired."""
-    value = conn.execute(sa.select(sa.func.max(_micros(LogExpiry.expired_before)))).scalar()
+    value = conn.execute(sa.select(sa.func.max(stored_micros(LogExpiry.expired_before)))).scalar()
     return None if value is None else int(value)
 
 
@@ -200,7 +197,7 @@ def not_rolled_up_before(conn: sa.Connection, before_us: int) -> list[str]:
             .where(RollupState.experiment_id == Experiment.id).scalar_subquery())
     pending = sa.exists().where(
         Impression.experiment_id == Experiment.id,
-        _micros(Impression.served_at) < before_us,
+        stored_micros(Impression.served_at) < before_us,
         sa.or_(seen.is_(None), Impression.id > seen))
     return list(conn.execute(sa.select(Experiment.key).where(pending)
                              .order_by(Experiment.key)).scalars())
@@ -216,9 +213,9 @@ def count_logs_before(conn: sa.Connection, before_us: int) -> ExpiredRows:
     """Raw rows dated before ``before_us`` (what :func:`expire_logs` would delete)."""
     return ExpiredRows(
         int(conn.execute(sa.select(sa.func.count()).where(
-            _micros(Impression.served_at) < before_us)).scalar_one()),
+            stored_micros(Impression.served_at) < before_us)).scalar_one()),
         int(conn.execute(sa.select(sa.func.count()).where(
-            _micros(Interaction.occurred_at) < before_us)).scalar_one()))
+            stored_micros(Interaction.occurred_at) < before_us)).scalar_one()))
 
 
 def record_expiry(conn: sa.Connection, before_us: int, now_us: int) -> int:
@@ -232,9 +229,9 @@ def record_expiry(conn: sa.Connection, before_us: int, now_us: int) -> int:
 def delete_logs_before(conn: sa.Connection, before_us: int) -> ExpiredRows:
     """Delete raw impressions served and interactions that occurred before ``before_us``."""
     impressions = conn.execute(sa.delete(Impression).where(
-        _micros(Impression.served_at) < before_us)).rowcount
+        stored_micros(Impression.served_at) < before_us)).rowcount
     interactions = conn.execute(sa.delete(Interaction).where(
-        _micros(Interaction.occurred_at) < before_us)).rowcount
+        stored_micros(Interaction.occurred_at) < before_us)).rowcount
     _clamp_watermarks(conn)
     return ExpiredRows(int(impressions), int(interactions))
 
@@ -298,7 +295,7 @@ def rollup_targets(conn: sa.Connection) -> list[ExperimentInfo]:
         return everything
     open_days = set(conn.execute(sa.select(RollupDay.experiment_id).distinct().where(
         RollupDay.experiment_id.in_(archived),
-        _micros(RollupDay.computed_at) < _micros(RollupDay.closes_at))).scalars())
+        stored_micros(RollupDay.computed_at) < stored_micros(RollupDay.closes_at))).scalars())
     ready = set(conn.execute(sa.select(RollupState.experiment_id).where(
         RollupState.experiment_id.in_(archived),
         RollupState.impressions_seen.is_not(None))).scalars())

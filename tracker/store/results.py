@@ -23,11 +23,7 @@ from tracker.store.rollup_tables import (
     RollupState,
     RollupUnits,
 )
-
-
-def _micros(column) -> sa.ColumnElement:
-    """A time column as its stored integer (microseconds since the epoch)."""
-    return sa.type_coerce(column, sa.BigInteger)
+from tracker.store.types import stored_micros
 
 
 def latest_ids(conn: sa.Connection) -> tuple[int, int]:
@@ -127,7 +123,7 @@ def delete_results(conn: sa.Connection, experiment_id: int) -> None:
 def served_range(conn: sa.Connection, experiment_id: int, after: int = 0,
                  through: int | None = None) -> tuple[int | None, int | None]:
     """(min, max) served_at of the experiment's impressions with ids in (after, through]."""
-    served = _micros(Impression.served_at)
+    served = stored_micros(Impression.served_at)
     if not after:
         # every row (the few above ``through`` are newer than the run: harmless to include):
         # min and max apart, each one step down the (experiment, served_at) index (SQLite
@@ -147,8 +143,8 @@ def served_range(conn: sa.Connection, experiment_id: int, after: int = 0,
 
 def known_days(conn: sa.Connection, experiment_id: int) -> list[tuple[date, int, int]]:
     """(day, closes_at micros, computed_at micros) of the days rolled up so far."""
-    rows = conn.execute(sa.select(RollupDay.day, _micros(RollupDay.closes_at),
-                                  _micros(RollupDay.computed_at))
+    rows = conn.execute(sa.select(RollupDay.day, stored_micros(RollupDay.closes_at),
+                                  stored_micros(RollupDay.computed_at))
                         .where(RollupDay.experiment_id == experiment_id)
                         .order_by(RollupDay.day)).all()
     return [(r[0], int(r[1]), int(r[2])) for r in rows]

@@ -46,6 +46,12 @@ def from_micros(value: int) -> datetime:
     return EPOCH + timedelta(microseconds=int(value))
 
 
+def stored_micros(column) -> sa.ColumnElement:
+    """An :class:`EpochMicros` column as the integer it stores (microseconds since the epoch),
+    for SQL that compares or returns it without a datetime round trip."""
+    return sa.type_coerce(column, sa.BigInteger)
+
+
 class EpochMicros(sa.types.TypeDecorator):
     """An aware datetime in Python, microseconds since the epoch (BIGINT) in the database."""
 
