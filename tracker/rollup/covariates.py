@@ -64,10 +64,9 @@ from tracker.rollup.pre_metrics import (
     pre_metrics,
     scored_lists,
 )
+from tracker.store.arrow import ArrowReader
 from tracker.store.experiments import ExperimentInfo
-from tracker.store.models import Impression
 from tracker.store.rollup_tables import RollupCovariateSums, RollupUserCovariates
-from tracker.store.types import stored_micros
 
 BASE = ("pre_interactions", "pre_graded", "no_pre_period", NO_LISTS)
 """The covariates every metric column shares (then one ``pre:<column>`` per column)."""
@@ -78,6 +77,9 @@ _SHARED = [BASE.index(c) for c in SUM_COVARIATES if c != "pre_metric"]
 USERS = "covariates/2"  # 2: named columns for the pre-period metrics and no_pre_lists
 SUMS = "covsums/2"  # 2: pre_metric and no_pre_lists
 PAIRS = tuple(combinations_with_replacement(range(len(SUM_COVARIATES)), 2))
+_EXPOSURES = pa.schema([pa.field("user", pa.string(), False),
+                        pa.field("received", pa.int64(), False),
+                        pa.field("served", pa.int64(), False)])
 _CHUNK = 2000  # users per read of their pre-period interactions
 _DAY_US = 86_400_000_000
 
@@ -142,12 +144,13 @@ class UserCovariates:
         return cls(table["user_id"].combine_chunks().cast(pa.string()), x, names)
 
 
-def refresh(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
-            daily: dict) -> UserCovariates | None:
+def refresh(conn: sa.Connection, reader: ArrowReader | None, info: ExperimentInfo, ids: Ids,
+            rebuild: bool, daily: dict) -> UserCovariates | None:
     """The covariates of the run's users: the stored ones, and those of the users of the
     run's days (``daily``'s :class:`DayResult`s) that have none yet, computed from the logs
-    (every user when ``rebuild``); :func:`settle` stores them after the cumulative pass.
-    None (and the stored ones dropped) when the experiment's ``cuped_days`` is 0."""
+    read through ``reader`` (every user when ``rebuild``; None only for a run without
+    days); :func:`settle` stores them after the cumulative pass. None (and the stored ones
+    dropped) when the experiment's ``cuped_days`` is 0."""
     if info.cuped_days == 0:
         _delete(conn, info.id)
         return None
@@ -160,10 +163,10 @@ def refresh(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
     users = users.filter(pc.invert(pc.is_in(users, value_set=stored.users)))
     if not len(users):
         return stored
-    first = _first_exposures(conn, info.id, after, ids.impressions_through)
+    first = _first_exposures(reader, info.id, after, ids.impressions_through)
     new = pc.is_in(first[0], value_set=users).to_numpy(zero_copy_only=False)
     first = (first[0].filter(pa.array(new)), first[1][new], first[2][new])
-    return stored.merged(_compute(conn, info, *first))
+    return stored.merged(_compute(reader, info, *first))
 
 
 def settle(conn: sa.Connection, info: ExperimentInfo, totals: UnitTotals,
@@ -192,30 +195,29 @@ def _load(conn: sa.Connection, info: ExperimentInfo) -> UserCovariates | None:
         return None  # recomputed from the logs
 
 
-def _first_exposures(conn: sa.Connection, experiment_id: int, after: int, through: int
+def _first_exposures(reader: ArrowReader, experiment_id: int, after: int, through: int
                      ) -> tuple[pa.Array, np.ndarray, np.ndarray]:
     """Users with impressions in ``(after, through]`` and, for each, the first exposure among
     those: the earliest served of the impressions received first (one logging call stamps
     its rows with one ``received_at``; ids within a call need not follow the list's order),
-    as served and received time (µs). One read of the range (by primary key), the rest in
-    numpy: a self-join on users, which the impression table has no index for, can make
-    PostgreSQL loop over the range once per user."""
-    rows = conn.execute(
-        sa.select(Impression.user_id, stored_micros(Impression.received_at),
-                  stored_micros(Impression.served_at))
-        .where(Impression.experiment_id == experiment_id, Impression.id > after,
-               Impression.id <= through)).all()
-    if not rows:
+    as served and received time (µs). One read of the range (by primary key, as Arrow), the
+    rest in numpy: a self-join on users, which the impression table has no index for, can
+    make PostgreSQL loop over the range once per user."""
+    rows = reader.read("SELECT imp.user_id, imp.received_at, imp.served_at FROM impression imp "
+                       "WHERE imp.experiment_id = :experiment AND imp.id > :after "
+                       "AND imp.id <= :through", _EXPOSURES,
+                       {"experiment": experiment_id, "after": after, "through": through})
+    if not rows.num_rows:
         return pa.array([], type=pa.string()), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    users, codes = sorted_codes(pa.array([r[0] for r in rows], type=pa.string()))
-    received = np.array([r[1] for r in rows], dtype=np.int64)
-    served = np.array([r[2] for r in rows], dtype=np.int64)
+    users, codes = sorted_codes(rows["user"].combine_chunks())
+    received = rows["received"].to_numpy()
+    served = rows["served"].to_numpy()
     order = np.lexsort((served, received, codes))  # by user, then received, then served
     first = order[np.r_[True, codes[order][1:] != codes[order][:-1]]]
     return users, served[first], received[first]
 
 
-def _compute(conn: sa.Connection, info: ExperimentInfo, users: pa.Array, served: np.ndarray,
+def _compute(reader: ArrowReader, info: ExperimentInfo, users: pa.Array, served: np.ndarray,
              received: np.ndarray) -> UserCovariates:
     """The covariates of ``users`` first served at ``served`` (µs), their first impression
     received at ``received``: per chunk of users sorted by first exposure (their windows
@@ -230,10 +232,10 @@ def _compute(conn: sa.Connection, info: ExperimentInfo, users: pa.Array, served:
         part = order[at:at + _CHUNK]
         mine = users.take(pa.array(part))
         window = (lo[part], served[part], received[part])
-        events = interactions(conn, mine, *window)
+        events = interactions(reader, mine, *window)
         _counted(x, part, info, mine, events)
         x[part, len(BASE):], x[part, BASE.index(NO_LISTS)] = pre_metrics(
-            conn, info, mine, *window, events)
+            reader, info, mine, *window, events)
     x[:, 2] = (x[:, 0] == 0).astype(float)
     return UserCovariates(users, x, names)
 

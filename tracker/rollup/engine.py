@@ -155,11 +155,13 @@ class _Run:
         plan = start.plan.until(self.until)
         ordered = plan.ordered
         declared = self._declared_catalog() if ordered else None
-        daily, recent = self._compute_days(plan, start.ids, declared, summary)
-        summary.days_recomputed = ordered
-        advance = self.until is None
-        if ordered or advance or start.rebuild:
-            self._commit(daily, recent, declared, start, summary, advance)
+        # one reader for the days and for the last transaction's covariates (none: no day)
+        with ArrowReader(self.engine) if ordered else nullcontext() as reader:
+            daily, recent = self._compute_days(plan, start.ids, declared, summary, reader)
+            summary.days_recomputed = ordered
+            advance = self.until is None
+            if ordered or advance or start.rebuild:
+                self._commit(daily, recent, declared, start, summary, advance, reader)
         summary.seconds = time.perf_counter() - started
         return summary
 
@@ -204,7 +206,7 @@ class _Run:
                                       self.settings.rollup_popularity_days)
 
     def _compute_days(self, plan: Plan, ids: Ids, declared: pa.Array | None,
-                      summary: RollupSummary
+                      summary: RollupSummary, reader: ArrowReader | None
                       ) -> tuple[dict[date, DayResult], dict[date, UnitTotals | None]]:
         """Each day of the plan recomputed, whole or for its changed users; the rows the
         report reads (published at the end), and the unit totals of the last days (for the
@@ -214,8 +216,7 @@ class _Run:
         recent: dict[date, UnitTotals | None] = {}
         # one BLAS thread: the metric kernels' small matrix products gain nothing from a
         # second one, which only spins and takes a core from the database and the readers
-        with ArrowReader(self.engine) if ordered else nullcontext() as reader, \
-                threadpool_limits(limits=1, user_api="blas"):
+        with threadpool_limits(limits=1, user_api="blas"):
             window = PopularityWindow(self.engine, reader, self.info,
                                       self.settings.rollup_popularity_days)
             run = RunContext(self.engine, reader, self.settings, self.info, self.clock,
@@ -239,7 +240,7 @@ class _Run:
 
     def _commit(self, daily: dict[date, DayResult], recent: dict[date, UnitTotals | None],
                 declared: pa.Array | None, start: _Start, summary: RollupSummary,
-                advance: bool) -> None:
+                advance: bool, reader: ArrowReader | None) -> None:
         """The run's last transaction: the days' rows the report reads, the cumulative rows
         from the first of them on, and the watermarks (when ``advance``: the ids taken into
         account, with the generation the run started from). Either all of it is committed
@@ -251,7 +252,8 @@ class _Run:
             publish_daily(conn, self.info, daily, everything=start.rebuild)
             publish_exposure_days(conn, self.info, min(daily) if daily else None, recent,
                                   rebuild=start.rebuild)
-            users = covariates.refresh(conn, self.info, start.ids, start.rebuild, daily)
+            users = covariates.refresh(conn, reader, self.info, start.ids, start.rebuild,
+                                       daily)
             covariates.publish_daily(conn, self.info, daily, users, start.rebuild)
             if daily:
                 recompute_cumulative(conn, self.info, min(daily), to_micros(self.clock),

@@ -26,30 +26,27 @@ another experiment's facts. ``no_pre_lists`` is 1 for a user with no pre-period 
 exposure, so a chunk's windows overlap), one read of their interactions over the window
 (:func:`interactions`, the ``(user_id, occurred_at)`` index; it serves the interaction
 covariates too) and one of their pre-period lists (the ``(user_id, served_at)`` index of
-migration 0013); PostgreSQL joins ``unnest`` of the users' windows, SQLite reads the
-chunk's users over the chunk's time range and numpy keeps each user's window. A chunk's
+migration 0013), as Arrow through :class:`tracker.store.arrow.ArrowReader` with the users
+and their windows bound as arrays (no Python object per row or per user on PostgreSQL);
+PostgreSQL joins ``unnest`` of the users' windows, SQLite reads the chunk's users over the
+chunk's time range and numpy keeps each user's window. A chunk's
 lists are scored at once: its memory follows its users' lists in the window, not
 ``TRACKER_ROLLUP_CHUNK_CELLS``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import sqlalchemy as sa
 
 from tracker.rollup.codes import Vocabulary
 from tracker.rollup.columnar import Interactions, score_chunk
 from tracker.rollup.outcomes import BEYOND, Layout
 from tracker.rollup.popularity import Popularity
 from tracker.rollup.state import column_name
-from tracker.store.arrow import LIST, json_lists
+from tracker.store.arrow import LIST, ArrowReader
 from tracker.store.experiments import ExperimentInfo
-from tracker.store.models import Impression, Interaction
-from tracker.store.types import stored_micros
 
 NO_LISTS = "no_pre_lists"
 PREFIX = "pre:"
@@ -58,6 +55,15 @@ _LISTS = pa.schema([pa.field("id", pa.int64()), pa.field("arm", pa.int64()),
                     pa.field("items", LIST), pa.field("baseline", LIST)])
 _TIMED = pa.schema([pa.field("user", pa.string()), pa.field("item", pa.string()),
                     pa.field("event", pa.string()), pa.field("at", pa.int64())])
+_SOURCE = {"user": "user_id", "key": "impression_key", "at": "{at}", "items": "items",
+           "item": "item_id", "event": "event_type"}
+"""The stored column of each column :func:`_read` returns (``at``: the row's time)."""
+_LIST_ROWS = pa.schema([pa.field("user", pa.string(), False), pa.field("key", pa.string()),
+                        pa.field("at", pa.int64(), False), pa.field("items", LIST, False)])
+_EVENT_ROWS = pa.schema([pa.field("user", pa.string(), False),
+                         pa.field("item", pa.string(), False),
+                         pa.field("event", pa.string(), False),
+                         pa.field("at", pa.int64(), False), pa.field("key", pa.string())])
 _KEYED = pa.schema([pa.field("impression", pa.int64()), pa.field("item", pa.string()),
                     pa.field("event", pa.string())])
 
@@ -78,28 +84,14 @@ def index_in(values: pa.Array, within: pa.Array) -> np.ndarray:
     return pc.fill_null(pc.index_in(values, value_set=within), -1).to_numpy().astype(np.int64)
 
 
-def windows(users: list[str], lo: np.ndarray, hi: np.ndarray, got: np.ndarray):
-    """The users' windows as a PostgreSQL table ``w(user_id, lo, hi, got)``: ``unnest`` of
-    four arrays (four parameters, one plan whatever the chunk)."""
-    from sqlalchemy.dialects.postgresql import ARRAY
-
-    return (sa.text("SELECT * FROM unnest(:u, :lo, :hi, :got) AS w(user_id, lo, hi, got)")
-            .bindparams(sa.bindparam("u", users, type_=ARRAY(sa.String)),
-                        sa.bindparam("lo", lo.tolist(), type_=ARRAY(sa.BigInteger)),
-                        sa.bindparam("hi", hi.tolist(), type_=ARRAY(sa.BigInteger)),
-                        sa.bindparam("got", got.tolist(), type_=ARRAY(sa.BigInteger)))
-            .columns(user_id=sa.String, lo=sa.BigInteger, hi=sa.BigInteger, got=sa.BigInteger)
-            .subquery("w"))
-
-
-def pre_metrics(conn: sa.Connection, info: ExperimentInfo, users: pa.Array, lo: np.ndarray,
+def pre_metrics(reader: ArrowReader, info: ExperimentInfo, users: pa.Array, lo: np.ndarray,
                 hi: np.ndarray, got: np.ndarray, events: pa.Table
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Per user of ``users`` (each with the window ``[lo, hi)`` and the instant ``got``, µs;
     ``events``: their :func:`interactions`, read once for every covariate): the ``pre:``
     values in the order of :func:`pre_columns` ``(users, columns)`` and the
     ``no_pre_lists`` indicator ``(users,)``."""
-    return scored_lists(info, users, _lists(conn, users, lo, hi, got), events)
+    return scored_lists(info, users, _lists(reader, users, lo, hi, got), events)
 
 
 def scored_lists(info: ExperimentInfo, users: pa.Array, lists: pa.Table, events: pa.Table
@@ -135,71 +127,54 @@ def scored_lists(info: ExperimentInfo, users: pa.Array, lists: pa.Table, events:
     return values, no_lists
 
 
-def _lists(conn: sa.Connection, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
+def _lists(reader: ArrowReader, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
            got: np.ndarray) -> pa.Table:
     """The pre-period lists of ``users`` (columns of :data:`_LISTS` plus ``key``, the
     impression id as logged; ``id`` is the row number, every ``arm`` 0)."""
-    sqlite = conn.dialect.name != "postgresql"
-    items = sa.type_coerce(Impression.items, sa.Text) if sqlite else Impression.items
-    columns = (Impression.user_id, Impression.impression_key, stored_micros(Impression.served_at),
-               items)
-    rows = _read(conn, users, lo, hi, got, columns, Impression.__table__, Impression.user_id,
-                 stored_micros(Impression.served_at), stored_micros(Impression.received_at))
-    n = len(rows)
-    # SQLite's JSON texts split by pyarrow (no Python list per row)
-    lists = json_lists(pa.array([r[3] for r in rows], pa.string())) if sqlite else \
-        pa.array([r[3] for r in rows], LIST)
+    rows = _read(reader, users, lo, hi, got, "impression", "served_at", _LIST_ROWS)
+    n = rows.num_rows
     return pa.table({
         "id": pa.array(np.arange(n, dtype=np.int64)), "arm": pa.array(np.zeros(n, np.int64)),
-        "user": pa.array([r[0] for r in rows], pa.string()),
-        "served": pa.array([r[2] for r in rows], pa.int64()),
-        "items": lists,
-        "baseline": pa.nulls(n, LIST),
-        "key": pa.array([r[1] for r in rows], pa.string())})
+        "user": rows["user"], "served": rows["at"], "items": rows["items"],
+        "baseline": pa.nulls(n, LIST), "key": rows["key"]})
 
 
-def interactions(conn: sa.Connection, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
+def interactions(reader: ArrowReader, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
                  got: np.ndarray) -> pa.Table:
     """The pre-period interactions of ``users`` (each user's that occurred in their ``[lo,
     hi)`` and were received by their ``got``): ``user, item, event, at`` and ``key`` (the
     impression it names, null when none)."""
-    columns = (Interaction.user_id, Interaction.item_id, Interaction.event_type,
-               stored_micros(Interaction.occurred_at), Interaction.impression_key)
-    rows = _read(conn, users, lo, hi, got, columns, Interaction.__table__,
-                 Interaction.user_id, stored_micros(Interaction.occurred_at),
-                 stored_micros(Interaction.received_at))
-    names = ("user", "item", "event", "at", "key")
-    kinds = (pa.string(), pa.string(), pa.string(), pa.int64(), pa.string())
-    return pa.table({name: pa.array([r[j] for r in rows], kind)
-                     for j, (name, kind) in enumerate(zip(names, kinds, strict=True))})
+    return _read(reader, users, lo, hi, got, "interaction", "occurred_at", _EVENT_ROWS)
 
 
-def _read(conn: sa.Connection, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
-          got: np.ndarray, columns: Sequence, table: sa.Table, user, at, received
-          ) -> list[tuple]:
-    """``columns`` of the rows of each user of ``users`` whose ``at`` lies in the user's
-    ``[lo, hi)`` and whose ``received`` is not after the user's ``got``. PostgreSQL joins
-    ``unnest`` of the windows (an index range per user, or a hash join where the planner
-    finds the table small); SQLite reads the users over the chunk's time range by the
-    ``(user, time)`` index and numpy keeps each user's window."""
-    ids = users.to_pylist()
-    if not ids:
-        return []
-    if conn.dialect.name == "postgresql":
-        w = windows(ids, lo, hi, got)
-        return conn.execute(sa.select(*columns).select_from(w).join(
-            table, sa.and_(user == w.c.user_id, at >= w.c.lo, at < w.c.hi,
-                           received <= w.c.got))).all()
-    rows = conn.execute(sa.select(*columns, at, received).where(
-        user.in_(ids), at >= int(lo.min()), at < int(hi.max()))).all()
-    if not rows:
-        return []
-    who = index_in(pa.array([r[0] for r in rows], pa.string()), users)
-    at_us = np.array([r[-2] for r in rows], dtype=np.int64)
-    got_us = np.array([r[-1] for r in rows], dtype=np.int64)
+def _read(reader: ArrowReader, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
+          got: np.ndarray, table: str, at: str, columns: pa.Schema) -> pa.Table:
+    """``columns`` (named in :data:`_SOURCE`) of the rows of ``table`` of each user of
+    ``users`` whose ``at`` lies in the user's ``[lo, hi)`` and that were received by the
+    user's ``got``, as Arrow (the users and windows bound as arrays, never inlined).
+    PostgreSQL joins ``unnest`` of the windows (an index range per user, or a hash join
+    where the planner finds the table small); SQLite reads the users over the chunk's time
+    range by the ``(user, time)`` index and numpy keeps each user's window."""
+    if not len(users):
+        return columns.empty_table()
+    selected = ", ".join(f"t.{_SOURCE[name].format(at=at)}" for name in columns.names)
+    if reader.engine.dialect.name == "postgresql":
+        return reader.read(
+            f"SELECT {selected} FROM unnest(CAST(:users AS text[]), CAST(:lo AS bigint[]), "
+            "CAST(:hi AS bigint[]), CAST(:got AS bigint[])) AS w(user_id, lo, hi, got) "
+            f"JOIN {table} t ON t.user_id = w.user_id AND t.{at} >= w.lo AND t.{at} < w.hi "
+            "AND t.received_at <= w.got", columns,
+            {"users": users, "lo": pa.array(lo, pa.int64()), "hi": pa.array(hi, pa.int64()),
+             "got": pa.array(got, pa.int64())}).combine_chunks()
+    timed = columns.append(pa.field("received", pa.int64(), False))
+    rows = reader.read(f"SELECT {selected}, t.received_at FROM {table} t "
+                       f"WHERE t.user_id IN :users AND t.{at} >= :lo AND t.{at} < :hi", timed,
+                       {"users": users, "lo": int(lo.min()), "hi": int(hi.max())})
+    who = index_in(rows["user"], users)
+    at_us, got_us = rows["at"].to_numpy(), rows["received"].to_numpy()
     keep = (at_us >= lo[who]) & (at_us < hi[who]) & (got_us <= got[who])
-    return [rows[i][:-2] for i in np.flatnonzero(keep)]
+    return rows.filter(pa.array(keep)).drop_columns("received").combine_chunks()
 
 
 __all__ = ["NO_LISTS", "PREFIX", "index_in", "interactions", "pre_columns",
-           "pre_metrics", "scored_lists", "windows"]
+           "pre_metrics", "scored_lists"]

@@ -17,14 +17,17 @@ per row (and a Python string per item) would cost more than all the metrics. So:
   break the file locks of the first: see sqlite.org/howtocorrupt.html, section 2.2.1.)
 
 Both return the columns with the types asked for, in the query's row order
-(:class:`ArrowReader`).
+(:class:`ArrowReader`), and bind the query's ``:name`` parameters (never inlined): an
+integer, a string, or an Arrow array, which PostgreSQL takes as one SQL array value
+(``unnest(CAST(:users AS text[]))``) and SQLite as a list (``user_id IN :users``), so that
+thousands of values cross without a Python object each on PostgreSQL.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 import pyarrow as pa
@@ -36,6 +39,9 @@ from tracker.store.db import retried, transaction, transient_reason
 
 LIST = pa.list_(pa.string())
 """The type of a list column (``text[]`` on PostgreSQL, a JSON array on SQLite)."""
+
+Params = Mapping[str, int | str | pa.Array] | None
+"""A query's parameters by name (see the module docstring)."""
 
 _SEPARATOR = "\x1f"  # between values of a string column (SQLite)
 _ROWS = "\x1e"  # between the JSON texts of a list column (SQLite)
@@ -81,26 +87,28 @@ class ArrowReader:
         for conn in idle:
             conn.close()
 
-    def read(self, select: str, columns: pa.Schema) -> pa.Table:
+    def read(self, select: str, columns: pa.Schema, params: Params = None) -> pa.Table:
         """The rows of ``select`` as an Arrow table with the names and types of ``columns``
         (``select``'s columns in that order): ``pa.int64()``, ``pa.string()`` and
-        :data:`LIST`, NULL allowed only where the field is nullable. ``select`` takes no
-        parameters: callers inline integers only, never user input."""
+        :data:`LIST`, NULL allowed only where the field is nullable. ``params``: the values
+        of ``select``'s ``:name`` placeholders (see the module docstring); without them,
+        ``select`` is sent as it is (callers inline integers only, never user input)."""
         if self.engine.dialect.name != "postgresql":
             def read_sqlite() -> pa.Table:
                 with transaction(self.engine) as conn:
-                    return _read_sqlite(conn, select, columns)
+                    return _read_sqlite(conn, select, columns, params)
             return retried(self.engine, read_sqlite)
         if self._warming is not None:
             self._warming.join()
-        table = retried(self.engine, lambda: self._read_postgresql(select))
+        bound = _numbered(select, params) if params else (select, None)
+        table = retried(self.engine, lambda: self._read_postgresql(*bound))
         table = table.rename_columns(columns.names)
         for field in columns:
             if not field.nullable and table[field.name].null_count:
                 raise _null_in(field)
         return _typed(table, columns)
 
-    def _read_postgresql(self, select: str) -> pa.Table:
+    def _read_postgresql(self, select: str, params: pa.RecordBatch | None) -> pa.Table:
         """One attempt of a read on an idle ADBC connection (or a new one)."""
         with _adbc_errors():
             with self._lock:
@@ -109,7 +117,7 @@ class ArrowReader:
                 conn = _connect(self.engine.url)
             try:
                 with conn.cursor() as cursor:
-                    cursor.execute(select)
+                    cursor.execute(select, params)
                     table = cursor.fetch_arrow_table()
             except BaseException:
                 conn.close()  # in an unknown state: not reused
@@ -129,6 +137,23 @@ def adbc_uri(url: sa.URL) -> str:
     'postgresql://u:p%40ss@h:5433/db?options=-csearch_path%3Dx'
     """
     return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def _numbered(select: str, params: Mapping) -> tuple[str, pa.RecordBatch]:
+    """``select`` with PostgreSQL's ``$n`` placeholders for its ``:name`` ones, and their
+    values as one row of Arrow columns (an array as one list value), which ADBC binds."""
+    from sqlalchemy.dialects import postgresql
+
+    compiled = sa.text(select).compile(dialect=postgresql.dialect(paramstyle="numeric_dollar"))
+    row = {}
+    for name in compiled.positiontup:
+        value = params[name]
+        if isinstance(value, pa.Array | pa.ChunkedArray):
+            value = value.combine_chunks() if isinstance(value, pa.ChunkedArray) else value
+            row[name] = pa.ListArray.from_arrays(pa.array([0, len(value)], pa.int32()), value)
+        else:
+            row[name] = pa.array([value], pa.string() if isinstance(value, str) else pa.int64())
+    return compiled.string, pa.record_batch(row)
 
 
 def _connect(url: sa.URL):
@@ -176,8 +201,20 @@ def _typed(table: pa.Table, columns: pa.Schema) -> pa.Table:
 # ------------------------------------------------------------------ SQLite
 
 
-def _read_sqlite(conn: sa.Connection, select: str,
-                 columns: pa.Schema) -> pa.Table:
+def _execute(conn: sa.Connection, query: str, params: Params) -> sa.CursorResult:
+    """``query`` with its parameters bound (an Arrow array as an expanding list)."""
+    if not params:
+        return conn.exec_driver_sql(query)
+    values = {name: value.to_pylist() if isinstance(value, pa.Array | pa.ChunkedArray)
+              else value if isinstance(value, str) else int(value)  # numpy's ints too
+              for name, value in params.items()}
+    lists = [sa.bindparam(name, expanding=True) for name, value in params.items()
+             if isinstance(value, pa.Array | pa.ChunkedArray)]
+    return conn.execute(sa.text(query).bindparams(*lists), values)
+
+
+def _read_sqlite(conn: sa.Connection, select: str, columns: pa.Schema,
+                 params: Params = None) -> pa.Table:
     query = f"WITH q({', '.join(f'c{i}' for i in range(len(columns)))}) AS ({select}) "
     folds = ["count(*)"]
     for i, field in enumerate(columns):
@@ -187,7 +224,7 @@ def _read_sqlite(conn: sa.Connection, select: str,
             separator = "char(30)" if field.type == LIST else "char(31)"
             folds.append(f"group_concat(coalesce(c{i}, ''), {separator})")
         folds.append(f"group_concat(c{i} IS NULL, '')" if field.nullable else f"count(c{i})")
-    row = iter(conn.exec_driver_sql(f"{query}SELECT {', '.join(folds)} FROM q").one())
+    row = iter(_execute(conn, f"{query}SELECT {', '.join(folds)} FROM q", params).one())
     count = int(next(row))
     if count == 0:
         return columns.empty_table()
@@ -203,7 +240,7 @@ def _read_sqlite(conn: sa.Connection, select: str,
         else:
             values = _split(text, _ROWS if field.type == LIST else _SEPARATOR)
             if len(values) != count:  # some value holds the separator: the exact path
-                return _read_rows(conn, f"{query}SELECT * FROM q", columns)
+                return _read_rows(conn, f"{query}SELECT * FROM q", columns, params)
         if "1" in nulls:  # one flag per row, "1" where the value is NULL
             flags = pa.Array.from_buffers(pa.uint8(), count, [None, pa.py_buffer(nulls.encode())])
             values = pc.if_else(pc.equal(flags, ord("1")), pa.scalar(None, type=values.type),
@@ -216,10 +253,10 @@ def _null_in(field: pa.Field) -> StoreError:
     return StoreError(f"column {field.name!r} holds NULL where a value is required")
 
 
-def _read_rows(conn: sa.Connection, select: str,
-               columns: pa.Schema) -> pa.Table:
+def _read_rows(conn: sa.Connection, select: str, columns: pa.Schema,
+               params: Params = None) -> pa.Table:
     """The slow, exact path: every row through the driver."""
-    rows = conn.exec_driver_sql(select).all()
+    rows = _execute(conn, select, params).all()
     out = {}
     for i, field in enumerate(columns):
         values = pa.array([r[i] for r in rows],
