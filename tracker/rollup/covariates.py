@@ -58,6 +58,7 @@ from tracker.rollup.plan import Ids
 from tracker.rollup.pre_metrics import (
     NO_LISTS,
     PREFIX,
+    any_lists,
     index_in,
     interactions,
     pre_columns,
@@ -165,8 +166,10 @@ def refresh(conn: sa.Connection, reader: ArrowReader | None, info: ExperimentInf
         return stored
     first = _first_exposures(reader, info.id, after, ids.impressions_through)
     new = pc.is_in(first[0], value_set=users).to_numpy(zero_copy_only=False)
-    first = (first[0].filter(pa.array(new)), first[1][new], first[2][new])
-    return stored.merged(_compute(reader, info, *first))
+    users, served, received = first[0].filter(pa.array(new)), first[1][new], first[2][new]
+    lists = len(users) > 0 and any_lists(conn, info.id, after, ids.impressions_through,
+                                         served - info.cuped_days * _DAY_US, served, received)
+    return stored.merged(_compute(reader, info, users, served, received, lists))
 
 
 def settle(conn: sa.Connection, info: ExperimentInfo, totals: UnitTotals,
@@ -218,12 +221,14 @@ def _first_exposures(reader: ArrowReader, experiment_id: int, after: int, throug
 
 
 def _compute(reader: ArrowReader, info: ExperimentInfo, users: pa.Array, served: np.ndarray,
-             received: np.ndarray) -> UserCovariates:
+             received: np.ndarray, lists: bool = True) -> UserCovariates:
     """The covariates of ``users`` first served at ``served`` (µs), their first impression
     received at ``received``: per chunk of users sorted by first exposure (their windows
     overlap), one read of their interactions (:func:`tracker.rollup.pre_metrics.
     interactions`) for the counts and the pre-period metrics
-    (:func:`~tracker.rollup.pre_metrics.pre_metrics`)."""
+    (:func:`~tracker.rollup.pre_metrics.pre_metrics`; without ``lists``, when
+    :func:`~tracker.rollup.pre_metrics.any_lists` found none to read, no list is read and
+    every user gets what no list gives: ``pre:`` 0, ``no_pre_lists`` 1)."""
     lo = served - info.cuped_days * _DAY_US
     names = names_for(info.cutoffs)
     x = np.zeros((len(users), len(names)))
@@ -234,8 +239,11 @@ def _compute(reader: ArrowReader, info: ExperimentInfo, users: pa.Array, served:
         window = (lo[part], served[part], received[part])
         events = interactions(reader, mine, *window)
         _counted(x, part, info, mine, events)
-        x[part, len(BASE):], x[part, BASE.index(NO_LISTS)] = pre_metrics(
-            reader, info, mine, *window, events)
+        if lists:
+            x[part, len(BASE):], x[part, BASE.index(NO_LISTS)] = pre_metrics(
+                reader, info, mine, *window, events)
+    if not lists:
+        x[:, BASE.index(NO_LISTS)] = 1.0
     x[:, 2] = (x[:, 0] == 0).astype(float)
     return UserCovariates(users, x, names)
 
@@ -365,6 +373,16 @@ def write_sums(conn: sa.Connection, info: ExperimentInfo, day: date, cumulative:
         {"experiment_id": info.id, "day": day, "cumulative": cumulative, "data": data}])
 
 
+def copy_daily_sums(conn: sa.Connection, experiment_id: int, day: date) -> None:
+    """The cumulative sums of ``day`` as its daily ones (already written by this run, of the
+    same totals and covariates): the first day's cumulative totals are its daily ones."""
+    daily = conn.execute(sa.select(RollupCovariateSums.data).where(
+        RollupCovariateSums.experiment_id == experiment_id, RollupCovariateSums.day == day,
+        RollupCovariateSums.cumulative.is_(False))).scalar_one()
+    conn.execute(sa.insert(RollupCovariateSums), [
+        {"experiment_id": experiment_id, "day": day, "cumulative": True, "data": daily}])
+
+
 def publish_daily(conn: sa.Connection, info: ExperimentInfo, daily: dict,
                   covariates: UserCovariates | None, everything: bool) -> None:
     """The daily sums of the run's days (of ``daily``'s :class:`DayResult`s); with
@@ -382,6 +400,6 @@ def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> N
         RollupCovariateSums.cumulative.is_(True), RollupCovariateSums.day >= since))
 
 
-__all__ = ["BASE", "SUM_COVARIATES", "UserCovariates", "covariate_sums", "covariates_of",
-           "delete_cumulative", "names_for", "publish_daily", "refresh", "settle",
-           "sum_columns", "write_sums"]
+__all__ = ["BASE", "SUM_COVARIATES", "UserCovariates", "copy_daily_sums", "covariate_sums",
+           "covariates_of", "delete_cumulative", "names_for", "publish_daily", "refresh",
+           "settle", "sum_columns", "write_sums"]

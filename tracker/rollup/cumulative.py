@@ -62,7 +62,9 @@ def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date,
         running.provisional |= computed < closes
         _add_day(conn, info, day, running, layout, recent or {})
         view = View(info, day, True, running.provisional or now_us < closes)
-        _write_day(conn, view, running, layout, declared)
+        # the experiment's first day: its cumulative totals are its daily ones (one object)
+        own = running.totals is (recent or {}).get(day)
+        _write_day(conn, view, running, layout, declared, own)
         if progress:
             progress("cumulative", done, total, day)
     cuped.settle(conn, info, running.totals, running.covariates)
@@ -98,8 +100,9 @@ def _add_day(conn: sa.Connection, info: ExperimentInfo, day: date, running: Runn
 
 
 def _write_day(conn: sa.Connection, view: View, running: Running, layout: Layout,
-               declared: pa.Array | None) -> None:
-    """The cumulative units, exposure and report rows of one day."""
+               declared: pa.Array | None, own: bool = False) -> None:
+    """The cumulative units, exposure and report rows of one day (``own``: its cumulative
+    totals are the daily ones the run just computed, whose CUPED sums it has written)."""
     info, cutoffs = view.info, list(view.info.cutoffs)
     results.insert_units(conn, info.id, view.day, True, running.totals.encode(layout))
     results.insert_exposure(conn, info.id, view.day, True,
@@ -109,7 +112,11 @@ def _write_day(conn: sa.Connection, view: View, running: Running, layout: Layout
     arms = {arm: e for arm, e in running.exposure.items() if arm}
     insert_stats(conn, stats_rows(view, running.totals, layout, arms,
                                   catalog_size(seen, declared)))
-    cuped.write_sums(conn, info, view.day, True, running.totals, running.covariates, layout)
+    if own and running.covariates is not None:
+        cuped.copy_daily_sums(conn, info.id, view.day)  # the same sums, not computed again
+    else:
+        cuped.write_sums(conn, info, view.day, True, running.totals, running.covariates,
+                         layout)
 
 
 def _decode(data: bytes, arm: int, cutoffs: list[int]) -> Exposure:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import sqlalchemy as sa
 
 from tracker.rollup.codes import Vocabulary
 from tracker.rollup.columnar import Interactions, score_chunk
@@ -127,6 +128,27 @@ def scored_lists(info: ExperimentInfo, users: pa.Array, lists: pa.Table, events:
     return values, no_lists
 
 
+def any_lists(conn: sa.Connection, experiment_id: int, after: int, through: int,
+              lo: np.ndarray, hi: np.ndarray, got: np.ndarray) -> bool:
+    """Whether some impression could be a pre-period list of a user first exposed in
+    ``experiment_id``'s impressions with ids in ``(after, through]`` (windows ``[lo, hi)``,
+    received by ``got``): one served in ``[min lo, max hi)`` and received by ``max got``,
+    of another experiment or of this one outside that id range. None of the range's own can
+    be: a user's first exposure is the earliest served of their range's impressions received
+    first, so those received by then were served at it or after. One index lookup per
+    experiment and two primary-key ranges, where the lists' reads probe the index once per
+    user (a first experiment on fresh logs has no list to read at all)."""
+    window = {"lo": int(lo.min()), "hi": int(hi.max()), "got": int(got.max()),
+              "experiment": experiment_id, "after": after, "through": through}
+    found = "i.served_at >= :lo AND i.served_at < :hi AND i.received_at <= :got"
+    return conn.execute(sa.text(
+        f"SELECT EXISTS (SELECT 1 FROM impression i WHERE i.experiment_id = :experiment "
+        f"AND (i.id <= :after OR i.id > :through) AND {found}) "
+        "OR EXISTS (SELECT 1 FROM experiment x WHERE x.id <> :experiment AND EXISTS ("
+        f"SELECT 1 FROM impression i WHERE i.experiment_id = x.id AND {found}))"),
+        window).scalar_one() in (True, 1)
+
+
 def _lists(reader: ArrowReader, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
            got: np.ndarray) -> pa.Table:
     """The pre-period lists of ``users`` (columns of :data:`_LISTS` plus ``key``, the
@@ -176,5 +198,5 @@ def _read(reader: ArrowReader, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
     return rows.filter(pa.array(keep)).drop_columns("received").combine_chunks()
 
 
-__all__ = ["NO_LISTS", "PREFIX", "index_in", "interactions", "pre_columns",
+__all__ = ["NO_LISTS", "PREFIX", "any_lists", "index_in", "interactions", "pre_columns",
            "pre_metrics", "scored_lists"]
