@@ -18,6 +18,7 @@ from tests.rollup.test_rollup import NOW
 from tracker import stats
 from tracker.report import report
 from tracker.rollup.covariates import UserCovariates, names_for
+from tracker.rollup.pre_metrics import any_lists
 from tracker.store import computed, schema
 from tracker.store.db import create_engine
 
@@ -151,3 +152,52 @@ def test_migration_0013_adds_the_index_and_has_the_covariates_recomputed(tracker
     after = computed.covariate_table(tracker.engine, "home")
     assert after.equals(before)
     engine.dispose()
+
+
+def _impressions(engine) -> dict[str, dict]:
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(
+            "SELECT impression_key, id, experiment_id, served_at, received_at FROM impression"))
+        return {key: {"id": i, "experiment": e, "served": s, "received": r}
+                for key, i, e, s, r in rows}
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param("only-the-runs-own-impressions", id="the-runs-own-impressions-are-no-list"),
+    pytest.param("seen-before", id="an-impression-of-the-experiment-seen-before-can-be"),
+    pytest.param("logged-since", id="an-impression-of-the-experiment-logged-since-can-be"),
+    pytest.param("other-in-window", id="another-experiments-impression-in-a-window-can-be"),
+    pytest.param("other-before", id="another-experiments-impression-before-the-windows-is-not"),
+    pytest.param("other-received-later", id="one-received-after-every-first-exposure-is-not"),
+])
+def test_lists_are_looked_for_only_where_one_can_be(tracker, case):
+    """:func:`any_lists` against the rule it stands for: an impression served in some
+    window, received by then, outside the run's own range of the experiment's ids."""
+    create(tracker, cuped_days=2)
+    create(tracker, "other")
+    own = [_list("h-1", "a", ["x"], T0 + timedelta(hours=1), "home"),
+           _list("h-2", "b", ["y"], T0 + timedelta(hours=2), "home"),
+           _list("h-3", "b", ["z"], T0 + timedelta(hours=3), "home")]
+    if case == "logged-since":  # committed after the run's plan (an id beyond its range)
+        own.append(_list("h-4", "c", ["x"], T0 + timedelta(minutes=30), "home"))
+    if case == "other-in-window":  # logged before the experiment's: known by then
+        tracker.log_impressions([_list("o-1", "c", ["x"], T0 - DAY)])
+    elif case == "other-before":
+        tracker.log_impressions([_list("o-1", "c", ["x"], T0 - 3 * DAY)])
+    tracker.log_impressions(own, on_invalid="all_or_nothing")
+    if case == "other-received-later":  # served in a window, logged after the exposures
+        tracker.log_impressions([_list("o-1", "c", ["x"], T0 - DAY)])
+    rows = _impressions(tracker.engine)
+    home = rows["h-1"]["experiment"]
+    after, through = 0, max(rows[k]["id"] for k in ("h-1", "h-2", "h-3"))
+    firsts = [rows["h-1"], rows["h-2"]]  # a's and b's first exposures (one logging call)
+    if case == "seen-before":  # a's list was taken into account by an earlier run
+        after, firsts = rows["h-1"]["id"], [rows["h-2"]]
+    if case == "logged-since":
+        assert rows["h-4"]["id"] > through
+    served = np.array([r["served"] for r in firsts], dtype=np.int64)
+    received = np.array([r["received"] for r in firsts], dtype=np.int64)
+    with tracker.engine.connect() as conn:
+        found = any_lists(conn, home, after, through, served - 2 * 86_400_000_000, served,
+                          received)
+    assert found == (case in {"seen-before", "logged-since", "other-in-window"})

@@ -92,6 +92,35 @@ def test_a_missing_table_says_to_upgrade(engine):
         reader.read("SELECT id FROM no_such_table", pa.schema([pa.field("id", pa.int64())]))
 
 
+def _bound_query(postgresql: bool) -> str:
+    """The rows of ``scratch`` whose name is one of ``:names`` and id at least ``:low``."""
+    among = "= ANY(CAST(:names AS text[]))" if postgresql else "IN :names"
+    return f"SELECT id, name, tags FROM scratch WHERE name {among} AND id >= :low ORDER BY id"
+
+
+@pytest.mark.parametrize("names", [
+    pytest.param(["a", "b\x1fc", "last"], id="plain-and-separator-values"),
+    pytest.param(['"', "{x,y}", "NULL", "a,b", "\\", "é🎵\n"], id="array-literal-syntax-in-values"),
+    pytest.param([], id="no-value"),
+])
+def test_parameters_are_bound_not_inlined(engine, names):
+    rows = ROWS + [(7, n, [n]) for n in names if n not in {r[1] for r in ROWS}]
+    _store(engine, rows)
+    with ArrowReader(engine) as reader:
+        table = reader.read(_bound_query(engine.dialect.name == "postgresql"), SCHEMA,
+                            {"names": pa.array(names, pa.string()), "low": 2})
+    got = sorted((r["id"], r["name"], r["tags"]) for r in table.to_pylist())
+    assert got == sorted(r for r in rows if r[1] in names and r[0] >= 2)
+
+
+def test_a_bound_string_is_a_value_never_sql(engine):
+    _store(engine, ROWS)
+    with ArrowReader(engine) as reader:
+        table = reader.read("SELECT id, name, tags FROM scratch WHERE name = :name", SCHEMA,
+                            {"name": "a' OR '1'='1"})
+    assert table.num_rows == 0
+
+
 @pytest.mark.skipif(BACKEND != "postgresql", reason="a PostgreSQL server that is not there")
 def test_an_unreachable_server_is_unavailable():
     engine = create_engine("postgresql+psycopg://postgres@127.0.0.1:1/test")
