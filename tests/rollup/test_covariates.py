@@ -197,3 +197,27 @@ def test_cuped_days_zero_stores_no_covariates_and_a_new_window_recomputes(tracke
     (summary,) = tracker.rollup("home", now=NOW)
     assert summary.days_recomputed
     assert not computed.covariate_table(tracker.engine, "home").empty
+
+
+def test_stored_user_covariates_are_compressed_and_older_plain_streams_still_read():
+    import pyarrow as pa
+
+    from tracker.rollup import state
+    from tracker.rollup.covariates import USERS, UserCovariates, names_for
+
+    names = names_for(CUTOFFS)
+    users = pa.array([f"user-{i:05d}" for i in range(5000)])
+    x = np.zeros((len(users), len(names)))  # mostly zeros, as without pre-period data
+    x[:, names.index("no_pre_period")] = x[:, names.index("no_pre_lists")] = 1.0
+    x[::7, 0] = np.arange(0, len(users), 7) % 5
+    x[::7, -1] = np.linspace(0, 1, len(x[::7]))
+    written = UserCovariates(users, x, names).encode(CUPED_DAYS)
+    plain = state.write(pa.table({"user_id": users, **{n: x[:, j] for j, n in
+                                                       enumerate(names)}}),
+                        USERS, cuped_days=str(CUPED_DAYS))
+    assert len(written) * 5 < len(plain)
+    for data in (written, plain):
+        back = UserCovariates.decode(data, CUPED_DAYS, names)
+        assert back.users.to_pylist() == users.to_pylist()
+        np.testing.assert_array_equal(back.x, x)
+    assert UserCovariates.decode(written, CUPED_DAYS + 1, names) is None  # another window

@@ -22,7 +22,8 @@ known at first exposure. Later rows never change a user's covariates, so a run c
 only for the users of its days that it has not seen (reads of their interactions and lists
 over the window, bounded by user and time: the ``(user_id, occurred_at)`` and ``(user_id,
 served_at)`` indexes) and keeps them in ``rollup_user_covariates`` (one Arrow stream,
-``covariates/2``: ``user_id`` and one named float64 column per covariate) for exactly the
+``covariates/2``: ``user_id`` and one named float64 column per covariate, zstd-compressed
+buffers) for exactly the
 users of the cumulative totals (an erased user's go with them); a full rebuild computes
 every user's from the logs to the same values.
 
@@ -81,6 +82,7 @@ PAIRS = tuple(combinations_with_replacement(range(len(SUM_COVARIATES)), 2))
 _EXPOSURES = pa.schema([pa.field("user", pa.string(), False),
                         pa.field("received", pa.int64(), False),
                         pa.field("served", pa.int64(), False)])
+_COMPRESSED = pa.ipc.IpcWriteOptions(compression="zstd")
 _CHUNK = 2000  # users per read of their pre-period interactions
 _DAY_US = 86_400_000_000
 
@@ -128,9 +130,18 @@ class UserCovariates:
         return x
 
     def encode(self, days: int) -> memoryview:
+        """The ``covariates/2`` stream of :func:`tracker.rollup.state.write`, its buffers
+        compressed with zstd (Arrow IPC's own buffer compression, which any reader of the
+        stream undoes): mostly zeros where users have no pre-period data, 200,000 users'
+        27 columns take ~1 MB instead of 45 MB to write and read back."""
         data = {"user_id": self.users}
         data.update({name: pa.array(self.x[:, j]) for j, name in enumerate(self.names)})
-        return state.write(pa.table(data), USERS, cuped_days=str(days))
+        table = pa.table(data).replace_schema_metadata(
+            {state.FORMAT: USERS.encode(), b"tracker.cuped_days": str(days).encode()})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema, options=_COMPRESSED) as writer:
+            writer.write_table(table)
+        return memoryview(sink.getvalue())
 
     @classmethod
     def decode(cls, data: bytes, days: int, names: tuple[str, ...]) -> UserCovariates | None:
