@@ -167,6 +167,7 @@ def test_erasing_a_user_then_rolling_up_equals_a_full_rollup_without_them(tracke
     tracker.rollup(now=NOW)
     user = imps[0]["user_id"]
     assert user in _blob_users(tracker.engine, "rollup_units")
+    assert user in _blob_users(tracker.engine, "rollup_user_covariates")  # compressed stream
     erasure = tracker.delete_user(user, now=NOW)
     assert erasure.impressions == sum(r["user_id"] == user for r in imps)
     assert erasure.interactions == sum(r["user_id"] == user for r in events)
@@ -181,7 +182,7 @@ def test_erasing_a_user_then_rolling_up_equals_a_full_rollup_without_them(tracke
     tracker.rollup("other", full=True, now=NOW)
     assert dump(tracker.engine) == incremental
     assert user not in _raw_users(tracker.engine)
-    for table in ("rollup_units", "rollup_pairs"):
+    for table in ("rollup_units", "rollup_pairs", "rollup_user_covariates"):
         assert user not in _blob_users(tracker.engine, table), table
 
 
