@@ -216,9 +216,12 @@ def _first_exposures(reader: ArrowReader, experiment_id: int, after: int, throug
     its rows with one ``received_at``; ids within a call need not follow the list's order),
     as served and received time (µs). One read of the range (by primary key, as Arrow), the
     rest in numpy: a self-join on users, which the impression table has no index for, can
-    make PostgreSQL loop over the range once per user."""
+    make PostgreSQL loop over the range once per user. On SQLite a unary ``+`` keeps the
+    read off the (experiment, served_at) index, whose order is random on disk: through it,
+    1M impressions took ~10x as long as walking their ids."""
+    plus = "" if reader.engine.dialect.name == "postgresql" else "+"
     rows = reader.read("SELECT imp.user_id, imp.received_at, imp.served_at FROM impression imp "
-                       "WHERE imp.experiment_id = :experiment AND imp.id > :after "
+                       f"WHERE {plus}imp.experiment_id = :experiment AND imp.id > :after "
                        "AND imp.id <= :through", _EXPOSURES,
                        {"experiment": experiment_id, "after": after, "through": through})
     if not rows.num_rows:
