@@ -1,0 +1,126 @@
+"""Where a first day's rollup spends its time: one day of N impressions generated as
+benchmarks/rollup.py does (kept, so that several trees can be timed on the same rows), then
+a full rollup of it (the work of a first day) in this process, with the wall seconds of the
+engine's steps and of the CUPED covariates' parts.
+
+    .venv/bin/python benchmarks/first_day.py --db postgresql --generate   # once: the day
+    .venv/bin/python benchmarks/first_day.py --db postgresql --nightly    # a timed rollup
+    TRACKER_TREE=/other/worktree .venv/bin/python benchmarks/first_day.py --db sqlite  # its code
+
+``--nightly`` runs at 00:30 after the day (its windows still open: provisional, its state
+kept), else at the machine's clock (final). The rows live in the schema ``bench_first_day``
+(PostgreSQL) or ``$TMPDIR/bench_first_day.db`` (SQLite) until ``--drop``. Spans overlap
+(a step holds its parts) and are summed over calls; the rollup's reading threads are not
+split out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import os
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import rollup as bench  # noqa: E402  (benchmarks/rollup.py: the same generated rows)
+
+if os.environ.get("TRACKER_TREE"):  # time another checkout's tracker (before/after pairs)
+    for module in [m for m in sys.modules if m == "tracker" or m.startswith("tracker.")]:
+        del sys.modules[module]
+    sys.path.insert(0, os.environ["TRACKER_TREE"])
+
+NAME = "bench_first_day"
+SPANS = [  # (module, attribute, label): the wall time of each call is summed
+    ("tracker.rollup.engine", "_Run._plan", "plan"),
+    ("tracker.rollup.engine", "_Run._compute_days", "days (read, score, write)"),
+    ("tracker.rollup.day", "provisional.save", "  provisional state written"),
+    ("tracker.rollup.engine", "_Run._commit", "last transaction"),
+    ("tracker.rollup.engine", "covariates.refresh", "  CUPED covariates of new users"),
+    ("tracker.rollup.covariates", "_first_exposures", "    first exposures"),
+    ("tracker.rollup.covariates", "interactions", "    pre-period interactions"),
+    ("tracker.rollup.pre_metrics", "_lists", "    pre-period lists"),
+    ("tracker.rollup.engine", "covariates.publish_daily", "  CUPED daily sums"),
+    ("tracker.rollup.engine", "recompute_cumulative", "  cumulative pass"),
+    ("tracker.rollup.cumulative", "cuped.write_sums", "    CUPED cumulative sums"),
+    ("tracker.rollup.cumulative", "cuped.settle", "    CUPED covariates stored"),
+]
+
+
+def _url(kind: str) -> str:
+    if kind == "sqlite":
+        return f"sqlite:///{Path(tempfile.gettempdir()) / (NAME + '.db')}"
+    return f"{bench.PG_URL}?options=-csearch_path%3D{NAME}"
+
+
+def _timed(spans: dict, label: str, function):
+    @functools.wraps(function)
+    def timed(*args, **kwargs):
+        began = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            spans[label] = spans.get(label, 0.0) + time.perf_counter() - began
+    return timed
+
+
+def _instrument(spans: dict) -> None:
+    for module, path, label in SPANS:
+        owner = importlib.import_module(module)
+        *parents, name = path.split(".")
+        for parent in parents:
+            owner = getattr(owner, parent)
+        if hasattr(owner, name):  # a tree without the part: not shown
+            setattr(owner, name, _timed(spans, label, getattr(owner, name)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", choices=["sqlite", "postgresql"], required=True)
+    parser.add_argument("--generate", action="store_true", help="generate the day first")
+    parser.add_argument("--drop", action="store_true", help="drop the generated rows")
+    parser.add_argument("--impressions", type=int, default=1_000_000)
+    parser.add_argument("--users", type=int, default=200_000)
+    parser.add_argument("--nightly", action="store_true")
+    args = parser.parse_args()
+    day = bench.NEW_DAY - timedelta(days=1)
+    if args.drop:
+        bench.drop(args.db, NAME)
+        if args.db == "sqlite":  # the file, its WAL and the rollup's lock files
+            for path in Path(tempfile.gettempdir()).glob(NAME + ".db*"):
+                path.unlink()
+        return
+    url = _url(args.db)
+    if args.generate:
+        if args.db == "sqlite":
+            Path(url.removeprefix("sqlite:///")).unlink(missing_ok=True)
+        url = bench.fresh_url(args.db, Path(tempfile.gettempdir()), NAME)
+        experiment, arms = bench.setup(url)
+        seconds = bench.generate_day(url, experiment, arms, day, args.impressions, args.users)
+        print(f"generated {args.impressions:,} impressions in {seconds:.0f} s", flush=True)
+    from tracker import Tracker
+
+    spans: dict[str, float] = {}
+    _instrument(spans)
+    now = bench.nightly(day) if args.nightly else None
+    with Tracker(url) as tracker:
+        began = time.perf_counter()
+        tracker.rollup("bench", full=True, now=now)
+        total = time.perf_counter() - began
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    import tracker
+
+    print(f"{args.db} first day ({'nightly' if args.nightly else 'final'}): {total:.2f} s "
+          f"(load average {load}; tracker of {Path(tracker.__file__).parents[1]})")
+    for _, _, label in SPANS:
+        if label in spans:
+            print(f"  {label:34} {spans[label]:7.2f} s")
+
+
+if __name__ == "__main__":
+    main()
