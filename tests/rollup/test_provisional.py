@@ -64,7 +64,7 @@ def test_a_late_click_on_a_provisional_day_reads_no_impression_again(tracker):
     assert dump(tracker.engine) == incremental
 
 
-def test_the_state_is_dropped_when_the_day_is_final(tracker):
+def test_a_day_final_since_is_computed_from_its_state_and_the_state_dropped(tracker):
     create(tracker)
     imps, events = make_logs(seed=42, days=2, users=6, impressions=30)
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
@@ -72,10 +72,86 @@ def test_the_state_is_dropped_when_the_day_is_final(tracker):
     tracker.rollup("home", now=EARLY)
     assert _kept_days(tracker.engine)
     later = max(r["served_at"] for r in imps) + timedelta(days=2)
-    (summary,) = tracker.rollup("home", now=later)  # every window closed: read whole
-    assert summary.impressions_read == len(imps)
+    (summary,) = tracker.rollup("home", now=later)  # every window closed
+    assert summary.days_recomputed == sorted({r["served_at"].date() for r in imps})
+    assert summary.impressions_read == 0  # from the stored state
     assert _kept_days(tracker.engine) == []
     _check_against_reference(tracker, imps, events)
+    final = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=later)
+    assert dump(tracker.engine) == final
+
+
+def _take_out(engine: sa.Engine, event_id: str) -> dict:
+    """Remove the interaction ``event_id``; :func:`_put_back` commits it again with the
+    same id: a row whose transaction committed after a rollup had read a higher id (the
+    watermark then stands above it, and no later run sees it as new)."""
+    interaction = sa.Table("interaction", sa.MetaData(), autoload_with=engine)
+    with engine.begin() as conn:
+        row = dict(conn.execute(sa.select(interaction).where(
+            interaction.c.event_key == event_id)).mappings().one())
+        conn.execute(sa.delete(interaction).where(interaction.c.id == row["id"]))
+    return row
+
+
+def _put_back(engine: sa.Engine, row: dict) -> None:
+    interaction = sa.Table("interaction", sa.MetaData(), autoload_with=engine)
+    with engine.begin() as conn:
+        conn.execute(sa.insert(interaction).values(**row))
+
+
+def test_a_row_committed_out_of_id_order_counts_once_the_day_is_final(tracker):
+    """An interaction below the watermark that the provisional runs never saw: the final
+    pass, computed from the stored state, still counts it (it reads every interaction of
+    the day's windows again), and ends in the tables of one full rollup."""
+    create(tracker)
+    imps, events = make_logs(seed=44, days=2, users=6, impressions=30)
+    _, on_last, late = _late_click(imps)
+    late["item_id"] = on_last[-1]["items"][0]  # its top item: every metric of it moves
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions([late], on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")  # ids above the late one
+    row = _take_out(tracker.engine, "late")
+    tracker.rollup("home", now=EARLY)  # reads the highest id, not the late row
+    _put_back(tracker.engine, row)  # committed now, below the watermark
+    (summary,) = tracker.rollup("home", now=EARLY)
+    assert summary.days_recomputed == []  # nothing new above the watermark
+    provisional = dump(tracker.engine)
+    later = max(r["served_at"] for r in imps) + timedelta(days=2)
+    (summary,) = tracker.rollup("home", now=later)
+    assert summary.impressions_read == 0  # the final pass from the stored state
+    assert _kept_days(tracker.engine) == []
+    _check_against_reference(tracker, imps, events + [late])
+    final = dump(tracker.engine)
+    assert final["rollup_units"] != provisional["rollup_units"]  # the late row counted
+    tracker.rollup("home", full=True, now=later)
+    assert dump(tracker.engine) == final
+
+
+def test_a_day_final_since_with_a_late_impression_is_read_whole(tracker):
+    """An impression below the watermark that the provisional runs never saw: the day's
+    impressions no longer match its state, and the final pass reads the day whole."""
+    create(tracker)
+    imps, events = make_logs(seed=45, days=1, users=6, impressions=30)
+    imps.sort(key=lambda r: r["served_at"])
+    tracker.log_impressions(imps[:-1], on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=EARLY)
+    tracker.log_impressions(imps[-1:], on_invalid="all_or_nothing")
+    impression = sa.Table("impression", sa.MetaData(), autoload_with=tracker.engine)
+    with tracker.engine.begin() as conn:  # the watermark as if a run had read its id
+        conn.execute(sa.text("UPDATE rollup_state SET impressions_seen = "
+                             "(SELECT max(id) FROM impression)"))
+        assert conn.execute(sa.select(sa.func.count()).select_from(impression)).scalar() \
+            == len(imps)
+    later = imps[-1]["served_at"] + timedelta(days=2)
+    (summary,) = tracker.rollup("home", now=later)
+    day = imps[-1]["served_at"].date()  # read whole; the other day from its state
+    assert summary.impressions_read == sum(r["served_at"].date() == day for r in imps)
+    _check_against_reference(tracker, imps, events)
+    final = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=later)
+    assert dump(tracker.engine) == final
 
 
 def test_new_impressions_on_a_provisional_day_read_it_whole(tracker):

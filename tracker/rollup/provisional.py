@@ -131,6 +131,28 @@ class ProvisionalDay:
         return Answered(day, np.unique(lists.users[merged.rows[changed]]),
                         items.take(pa.array(np.unique(merged.items[changed]), pa.int64())))
 
+    def rebuilt(self, timed: pa.Table, keyed: pa.Table, relevance, window: int) -> Answered:
+        """The ground truth built again from ``timed`` and ``keyed`` (as :meth:`answer`
+        takes them: here every interaction of the day's windows), not merged into the
+        stored one; the users whose ground truth differs from the stored one in any
+        (impression, item) pair or grade (:mod:`tracker.rollup.final`)."""
+        empty = Truth(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0))
+        fresh = replace(self, lists=replace(self.lists, truth=empty)).answer(
+            timed, keyed, relevance, window).day
+        old, new = self.lists.truth, fresh.lists.truth
+        gained = _changed(old, new, len(fresh.items))
+        rows = np.concatenate((new.rows[gained], old.rows[_changed(new, old, len(fresh.items))]))
+        return Answered(fresh, np.unique(self.lists.users[rows]),
+                        fresh.items.take(pa.array(np.unique(new.items[gained]), pa.int64())))
+
+    def catalog(self) -> np.ndarray:
+        """The day's catalog items (ids): served in a list or in a ground truth."""
+        used = np.zeros(len(self.items), dtype=bool)
+        used[self.lists.items] = True
+        used[self.lists.truth.items] = True
+        return np.asarray(self.items.filter(pa.array(used)).to_numpy(zero_copy_only=False),
+                          dtype=object)
+
     def totals_of(self, users: np.ndarray, layout: Layout, cutoffs: list[int]) -> UnitTotals:
         """The unit totals of ``users`` (codes): every impression of theirs scored, chunk
         by chunk in the day's order (each user's sums add as in a whole day)."""
@@ -268,6 +290,12 @@ def _changed(old: Truth, merged: Truth, n_items: int) -> np.ndarray:
     if before.size == 0:
         return np.ones(after.size, dtype=bool)
     return (before[at] != after) | (old.grades[at] != merged.grades)
+
+
+def kept_days(conn: sa.Connection, experiment_id: int) -> set[date]:
+    """The days of the experiment that keep a stored state."""
+    return set(conn.execute(sa.select(RollupProvisional.day).distinct().where(
+        RollupProvisional.experiment_id == experiment_id)).scalars())
 
 
 def load(conn: sa.Connection, experiment_id: int, day: date) -> list[bytes] | None:
