@@ -20,7 +20,7 @@ from tests.rollup.scenario import create, dump, make_logs
 from tests.rollup.test_rollup import _batches, _check_against_reference
 from tracker import Tracker
 from tracker.errors import StaleState
-from tracker.rollup import state
+from tracker.rollup import provisional, state
 from tracker.rollup.columnar import EncodedLists, Truth
 from tracker.rollup.popularity import Popularity
 from tracker.rollup.provisional import ProvisionalDay
@@ -154,6 +154,42 @@ def test_a_day_final_since_with_a_late_impression_is_read_whole(tracker):
     assert dump(tracker.engine) == final
 
 
+def _parts(engine: sa.Engine) -> dict[tuple, bytes]:
+    with engine.connect() as conn:
+        return {(str(day), part): bytes(data) for day, part, data in conn.execute(sa.text(
+            "SELECT day, part, data FROM rollup_provisional"))}
+
+
+def test_a_day_read_in_chunks_keeps_one_part_per_chunk_and_rewrites_the_changed_ones(
+        settings):
+    """A day of several read chunks (1,000 impressions each): a late click of a user served
+    only in the first changes that chunk's ground truth part only (and the items it adds);
+    the end equals one full rollup."""
+    imps, events = make_logs(seed=47, days=1, users=300, impressions=2_500)
+    solo = dict(imps[0], impression_id="home-imp-solo", user_id="solo")
+    imps.insert(0, solo)  # the lowest id: the first chunk
+    late = {"event_id": "late", "user_id": "solo", "item_id": solo["items"][0],
+            "event": "purchase", "occurred_at": solo["served_at"] + timedelta(minutes=1)}
+    with Tracker(settings=settings.replace(rollup_chunk_cells=1)) as tracker:
+        create(tracker)
+        tracker.log_impressions(imps, on_invalid="all_or_nothing")
+        tracker.log_interactions(events, on_invalid="all_or_nothing")
+        tracker.rollup("home", now=EARLY)
+        before = _parts(tracker.engine)
+        day = str(solo["served_at"].date())
+        parts = {part for d, part in before if d == day}
+        assert parts == set(range(len(parts))) and len(parts) >= 2 + 2 * 2  # 2+ chunks
+        tracker.log_interactions([late])
+        (summary,) = tracker.rollup("home", now=EARLY)
+        assert (summary.impressions_read, summary.users_recomputed) == (0, 1)
+        after = _parts(tracker.engine)
+        changed = {key for key in before if before[key] != after[key]}
+        assert changed == {(day, 3)}  # the first chunk's ground truth; the item was known
+        incremental = dump(tracker.engine)
+        tracker.rollup("home", full=True, now=EARLY)
+        assert dump(tracker.engine) == incremental
+
+
 def test_new_impressions_on_a_provisional_day_read_it_whole(tracker):
     create(tracker)
     imps, events = make_logs(seed=43, days=1, users=6, impressions=30)
@@ -194,44 +230,128 @@ def test_any_split_with_provisional_days_ends_in_the_tables_of_one_full_rollup(
 
 
 def _day() -> ProvisionalDay:
-    truth = Truth(np.array([0, 0, 1]), np.array([0, 2, 1]), np.array([1.0, 3.0, 2.0]))
-    lists = EncodedLists(np.array([7, 9]), np.array([0, 1]), np.array([1, 2]),
+    """Two chunks: impressions 7 (u1) and 9 (u2), then 11 (u2)."""
+    first = EncodedLists(np.array([7, 9]), np.array([0, 1]), np.array([1, 2]),
                          np.array([100, 200]), np.array([0, 1, 2, 1]), np.array([3, 1]),
-                         np.array([[1.0, 2.0], [0.0, 1.0]]), np.array([True, False]), truth)
+                         np.array([[1.0, 2.0], [0.0, 1.0]]), np.array([True, False]),
+                         Truth(np.array([0, 0, 1]), np.array([0, 2, 1]),
+                               np.array([1.0, 3.0, 2.0])))
+    second = EncodedLists(np.array([11]), np.array([1]), np.array([2]), np.array([300]),
+                          np.array([2, 0]), np.array([2]), np.array([[2.0, 2.0]]),
+                          np.array([True]), Truth(np.array([0]), np.array([0]),
+                                                  np.array([1.0])))
     popularity = Popularity(pa.array(["a", "c"]), np.array([2, 5]), 9)
-    return ProvisionalDay.of([lists], pa.array(["u1", "u2"]), pa.array(["a", "b", "c"]),
-                             popularity)
+    return ProvisionalDay.of([first, second], pa.array(["u1", "u2"]),
+                             pa.array(["a", "b", "c"]), popularity)
+
+
+def _stored(parts: provisional.Parts, over: dict[int, bytes] | None = None) -> list[bytes]:
+    """The parts a table holds after ``parts`` are written over ``over``."""
+    rows = {} if parts.whole or over is None else dict(over)
+    rows.update({part: bytes(data) for part, data in parts.data.items()})
+    return [rows[part] for part in sorted(rows)]
 
 
 def test_the_stored_state_round_trips():
     day = _day()
-    back = ProvisionalDay.decode([bytes(p) for p in day.encode([2, 5])], [2, 5])
+    parts = day.encode([2, 5])
+    assert parts.whole and sorted(parts.data) == [0, 1, 2, 3, 4, 5]  # users, items, 2 x 2
+    back = ProvisionalDay.decode(_stored(parts), [2, 5])
     assert back.users.to_pylist() == ["u1", "u2"]
     assert back.items.to_pylist() == ["a", "b", "c"]
     assert back.ln_users.tolist() == pytest.approx([np.log(2), 0.0, np.log(5), 0.0])
     assert back.n_users == 9
+    assert back.chunks.tolist() == [0, 0, 1]
     for name in ("ids", "users", "arms", "served_at", "items", "lengths", "overlap",
                  "has_baseline"):
         assert np.array_equal(getattr(back.lists, name), getattr(day.lists, name)), name
-    assert back.lists.truth.rows.tolist() == [0, 0, 1]
-    assert back.lists.truth.items.tolist() == [0, 2, 1]
-    assert back.lists.truth.grades.tolist() == [1.0, 3.0, 2.0]
+    assert back.lists.truth.rows.tolist() == [0, 0, 1, 2]
+    assert back.lists.truth.items.tolist() == [0, 2, 1, 0]
+    assert back.lists.truth.grades.tolist() == [1.0, 3.0, 2.0, 1.0]
+    assert back.lists.users.dtype == back.lists.items.dtype == np.int32
+
+
+def test_new_ground_truth_rewrites_only_the_truth_of_its_chunks():
+    day = _day()
+    stored = {part: bytes(data) for part, data in day.encode([2, 5]).data.items()}
+    back = ProvisionalDay.decode(_stored(provisional.Parts(stored, True)), [2, 5])
+    # u1 clicks "a" within the window of impression 7 (chunk 0): already graded 1, now 3
+    timed = pa.table({"user": ["u1"], "item": ["a"], "event": ["purchase"],
+                      "at": pa.array([150], pa.int64())})
+    keyed = pa.table({"impression": pa.array([], pa.int64()), "item": pa.array([], pa.string()),
+                      "event": pa.array([], pa.string())})
+    answered = back.answer(timed, keyed, {"purchase": 3.0}, window=100)
+    assert answered.changed_users.tolist() == [0]
+    parts = answered.day.encode([2, 5])
+    assert not parts.whole and sorted(parts.data) == [3]  # chunk 0's truth only
+    again = ProvisionalDay.decode(_stored(parts, stored), [2, 5])
+    truth = again.lists.truth
+    assert list(zip(truth.rows.tolist(), truth.items.tolist(), truth.grades.tolist(),
+                    strict=True)) == [(0, 0, 3.0), (0, 2, 3.0), (1, 1, 2.0), (2, 0, 1.0)]
+    # a new item: the items part too
+    timed = pa.table({"user": ["u2"], "item": ["z"], "event": ["click"],
+                      "at": pa.array([300], pa.int64())})
+    grown = again.answer(timed, keyed, None, window=100).day.encode([2, 5])
+    assert sorted(grown.data) == [1, 3, 5]  # items; u2's impressions 9 and 11: both chunks
 
 
 @pytest.mark.parametrize("cutoffs, message", [
     pytest.param([2, 10], "overlap@10", id="a-cutoff-added-since-asks-for-a-full-rollup"),
 ])
 def test_state_missing_a_column_asks_for_a_full_rollup(cutoffs, message):
-    parts = [bytes(p) for p in _day().encode([2, 5])]
+    parts = _stored(_day().encode([2, 5]))
     with pytest.raises(StaleState, match=message):
         ProvisionalDay.decode(parts, cutoffs)
 
 
 def test_another_format_version_asks_for_a_full_rollup():
-    parts = _day().encode([2, 5])
-    table = state.read(parts[0], state.PROVISIONAL)
-    with pytest.raises(StaleState, match="provisional/1"):
-        ProvisionalDay.decode([bytes(state.write(table, "provisional/0")), parts[1]], [2, 5])
+    parts = _stored(_day().encode([2, 5]))
+    table = state.read(parts[2], state.PROVISIONAL_LISTS)
+    parts[2] = bytes(state.write(table, "provisional-lists/0"))
+    with pytest.raises(StaleState, match="provisional-lists/1"):
+        ProvisionalDay.decode(parts, [2, 5])
+
+
+def test_a_state_missing_a_chunk_asks_for_a_full_rollup():
+    parts = _stored(_day().encode([2, 5]))
+    with pytest.raises(StaleState, match="2 chunks"):
+        ProvisionalDay.decode(parts[:-2], [2, 5])
+
+
+def test_a_state_in_the_one_stream_layout_is_not_read_and_its_day_read_whole(tracker):
+    """A day kept as ``provisional/1`` (one stream of the whole day, part 0, and its items,
+    part 1) is recomputed from the raw logs, which replaces (here: drops) the state."""
+    create(tracker)
+    imps, events = make_logs(seed=46, days=1, users=6, impressions=30)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=EARLY)
+    with tracker.engine.begin() as conn:
+        days = [day for (day,) in conn.execute(sa.text(
+            "SELECT DISTINCT day FROM rollup_provisional"))]
+        conn.execute(sa.text("DELETE FROM rollup_provisional"))
+        old = state.write(pa.table({"chunk": pa.array([0], pa.int32())}), "provisional/1",
+                          n_users="3")
+        items = state.write(pa.table({"item_id": ["a"], "ln_users": [0.0]}),
+                            "provisional-items/1")
+        for day in days:
+            for part, data in enumerate((old, items)):
+                conn.execute(sa.text("INSERT INTO rollup_provisional (experiment_id, day, "
+                                     "part, data) VALUES (1, :day, :part, :data)"),
+                             {"day": day, "part": part, "data": bytes(data)})
+    last_day, on_last, late = _late_click(imps)
+    tracker.log_interactions([late])
+    (summary,) = tracker.rollup("home", now=EARLY)
+    assert summary.days_recomputed == [last_day]
+    assert summary.impressions_read > 0  # from the raw logs, not the old state
+    _check_against_reference(tracker, imps, events + [late])
+    with tracker.engine.connect() as conn:
+        found = conn.execute(sa.text("SELECT data FROM rollup_provisional WHERE day = :day"),
+                             {"day": last_day}).scalars().all()
+    assert "provisional/1" not in {state.format_of(data) for data in found}  # replaced
+    incremental = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=EARLY)
+    assert dump(tracker.engine) == incremental
 
 
 def test_new_interactions_change_only_the_users_they_answer():
