@@ -229,6 +229,31 @@ def test_any_split_with_provisional_days_ends_in_the_tables_of_one_full_rollup(
         assert dump(tracker.engine) == incremental
 
 
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), evt_cuts=st.lists(st.integers(0, 60), min_size=1,
+                                                     max_size=4),
+       hours=st.integers(0, 2 * 24), step=st.integers(1, 36))
+def test_days_turning_final_between_batches_end_in_the_tables_of_one_full_rollup(
+        tmp_path, seed, evt_cuts, hours, step):
+    """The clock moves ``step`` hours between rollups: days computed provisional turn final
+    on the way (computed final from their state); the end equals one full rollup."""
+    imps, events = make_logs(seed, days=3, users=8, impressions=40)
+    events.sort(key=lambda r: r["occurred_at"])
+    with fresh_database(tmp_path) as url, Tracker(migrated(url)) as tracker:
+        create(tracker)
+        tracker.log_impressions(imps, on_invalid="all_or_nothing")
+        now = T0 + timedelta(hours=hours)
+        for batch in _batches(events, evt_cuts):
+            tracker.log_interactions(batch, on_invalid="all_or_nothing")
+            tracker.rollup("home", now=now)
+            now += timedelta(hours=step)
+        tracker.rollup("home", now=now)
+        incremental = dump(tracker.engine)
+        tracker.rollup("home", full=True, now=now)
+        assert dump(tracker.engine) == incremental
+
+
 def _day() -> ProvisionalDay:
     """Two chunks: impressions 7 (u1) and 9 (u2), then 11 (u2)."""
     first = EncodedLists(np.array([7, 9]), np.array([0, 1]), np.array([1, 2]),
@@ -366,4 +391,4 @@ def test_new_interactions_change_only_the_users_they_answer():
     assert answered.day.items.to_pylist() == ["a", "b", "c", "z"]
     truth = answered.day.lists.truth
     assert list(zip(truth.rows.tolist(), truth.items.tolist(), strict=True)) == \
-        [(0, 0), (0, 2), (1, 1), (1, 3)]
+        [(0, 0), (0, 2), (1, 1), (1, 3), (2, 0)]
