@@ -11,7 +11,7 @@ formats of :mod:`tracker.rollup.state`), one row per part:
 
 - part 0, ``provisional-users/1``: the day's users (the row number is the code), and the
   number of read chunks;
-- part 1, ``provisional-items/1``: per item code its id and ln(users) in the popularity
+- part 1, ``provisional-items/2``: per item code its id and ln(users) in the popularity
   before the day (rewritten when a ground truth gains an item);
 - per read chunk ``c``, part ``2 + 2c``, ``provisional-lists/1``: per impression its id,
   user, arm, serving time, served list as item codes and overlap with the baseline list,
