@@ -20,7 +20,7 @@ from tests.rollup.scenario import create, dump, make_logs
 from tests.rollup.test_rollup import _batches, _check_against_reference
 from tracker import Tracker
 from tracker.errors import StaleState
-from tracker.rollup import state
+from tracker.rollup import provisional, state
 from tracker.rollup.columnar import EncodedLists, Truth
 from tracker.rollup.popularity import Popularity
 from tracker.rollup.provisional import ProvisionalDay
@@ -64,7 +64,7 @@ def test_a_late_click_on_a_provisional_day_reads_no_impression_again(tracker):
     assert dump(tracker.engine) == incremental
 
 
-def test_the_state_is_dropped_when_the_day_is_final(tracker):
+def test_a_day_final_since_is_computed_from_its_state_and_the_state_dropped(tracker):
     create(tracker)
     imps, events = make_logs(seed=42, days=2, users=6, impressions=30)
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
@@ -72,10 +72,123 @@ def test_the_state_is_dropped_when_the_day_is_final(tracker):
     tracker.rollup("home", now=EARLY)
     assert _kept_days(tracker.engine)
     later = max(r["served_at"] for r in imps) + timedelta(days=2)
-    (summary,) = tracker.rollup("home", now=later)  # every window closed: read whole
-    assert summary.impressions_read == len(imps)
+    (summary,) = tracker.rollup("home", now=later)  # every window closed
+    assert summary.days_recomputed == sorted({r["served_at"].date() for r in imps})
+    assert summary.impressions_read == 0  # from the stored state
     assert _kept_days(tracker.engine) == []
     _check_against_reference(tracker, imps, events)
+    final = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=later)
+    assert dump(tracker.engine) == final
+
+
+def _take_out(engine: sa.Engine, event_id: str) -> dict:
+    """Remove the interaction ``event_id``; :func:`_put_back` commits it again with the
+    same id: a row whose transaction committed after a rollup had read a higher id (the
+    watermark then stands above it, and no later run sees it as new)."""
+    interaction = sa.Table("interaction", sa.MetaData(), autoload_with=engine)
+    with engine.begin() as conn:
+        row = dict(conn.execute(sa.select(interaction).where(
+            interaction.c.event_key == event_id)).mappings().one())
+        conn.execute(sa.delete(interaction).where(interaction.c.id == row["id"]))
+    return row
+
+
+def _put_back(engine: sa.Engine, row: dict) -> None:
+    interaction = sa.Table("interaction", sa.MetaData(), autoload_with=engine)
+    with engine.begin() as conn:
+        conn.execute(sa.insert(interaction).values(**row))
+
+
+def test_a_row_committed_out_of_id_order_counts_once_the_day_is_final(tracker):
+    """An interaction below the watermark that the provisional runs never saw: the final
+    pass, computed from the stored state, still counts it (it reads every interaction of
+    the day's windows again), and ends in the tables of one full rollup."""
+    create(tracker)
+    imps, events = make_logs(seed=44, days=2, users=6, impressions=30)
+    _, on_last, late = _late_click(imps)
+    late["item_id"] = on_last[-1]["items"][0]  # its top item: every metric of it moves
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions([late], on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")  # ids above the late one
+    row = _take_out(tracker.engine, "late")
+    tracker.rollup("home", now=EARLY)  # reads the highest id, not the late row
+    _put_back(tracker.engine, row)  # committed now, below the watermark
+    (summary,) = tracker.rollup("home", now=EARLY)
+    assert summary.days_recomputed == []  # nothing new above the watermark
+    provisional = dump(tracker.engine)
+    later = max(r["served_at"] for r in imps) + timedelta(days=2)
+    (summary,) = tracker.rollup("home", now=later)
+    assert summary.impressions_read == 0  # the final pass from the stored state
+    assert _kept_days(tracker.engine) == []
+    _check_against_reference(tracker, imps, events + [late])
+    final = dump(tracker.engine)
+    assert final["rollup_units"] != provisional["rollup_units"]  # the late row counted
+    tracker.rollup("home", full=True, now=later)
+    assert dump(tracker.engine) == final
+
+
+def test_a_day_final_since_with_a_late_impression_is_read_whole(tracker):
+    """An impression below the watermark that the provisional runs never saw: the day's
+    impressions no longer match its state, and the final pass reads the day whole."""
+    create(tracker)
+    imps, events = make_logs(seed=45, days=1, users=6, impressions=30)
+    imps.sort(key=lambda r: r["served_at"])
+    tracker.log_impressions(imps[:-1], on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=EARLY)
+    tracker.log_impressions(imps[-1:], on_invalid="all_or_nothing")
+    impression = sa.Table("impression", sa.MetaData(), autoload_with=tracker.engine)
+    with tracker.engine.begin() as conn:  # the watermark as if a run had read its id
+        conn.execute(sa.text("UPDATE rollup_state SET impressions_seen = "
+                             "(SELECT max(id) FROM impression)"))
+        assert conn.execute(sa.select(sa.func.count()).select_from(impression)).scalar() \
+            == len(imps)
+    later = imps[-1]["served_at"] + timedelta(days=2)
+    (summary,) = tracker.rollup("home", now=later)
+    day = imps[-1]["served_at"].date()  # read whole; the other day from its state
+    assert summary.impressions_read == sum(r["served_at"].date() == day for r in imps)
+    _check_against_reference(tracker, imps, events)
+    final = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=later)
+    assert dump(tracker.engine) == final
+
+
+def _parts(engine: sa.Engine) -> dict[tuple, bytes]:
+    with engine.connect() as conn:
+        return {(str(day), part): bytes(data) for day, part, data in conn.execute(sa.text(
+            "SELECT day, part, data FROM rollup_provisional"))}
+
+
+def test_a_day_read_in_chunks_keeps_one_part_per_chunk_and_rewrites_the_changed_ones(
+        settings):
+    """A day of several read chunks (1,000 impressions each): a late click of a user served
+    once changes the ground truth part of that impression's chunk only (the item it adds
+    was known: no items part either); the end equals one full rollup."""
+    imps, events = make_logs(seed=47, days=1, users=300, impressions=2_500)
+    solo = dict(imps[0], impression_id="home-imp-solo", user_id="solo")
+    imps.insert(0, solo)
+    late = {"event_id": "late", "user_id": "solo", "item_id": solo["items"][0],
+            "event": "purchase", "occurred_at": solo["served_at"] + timedelta(minutes=1)}
+    with Tracker(settings=settings.replace(rollup_chunk_cells=1)) as tracker:
+        create(tracker)
+        tracker.log_impressions(imps, on_invalid="all_or_nothing")
+        tracker.log_interactions(events, on_invalid="all_or_nothing")
+        tracker.rollup("home", now=EARLY)
+        before = _parts(tracker.engine)
+        day = str(solo["served_at"].date())
+        parts = {part for d, part in before if d == day}
+        assert parts == set(range(len(parts))) and len(parts) >= 2 + 2 * 2  # 2+ chunks
+        tracker.log_interactions([late])
+        (summary,) = tracker.rollup("home", now=EARLY)
+        assert (summary.impressions_read, summary.users_recomputed) == (0, 1)
+        after = _parts(tracker.engine)
+        changed = {key for key in before if before[key] != after[key]}
+        ((changed_day, part),) = changed  # one chunk's ground truth; the item was known
+        assert changed_day == day and part >= 3 and part % 2 == 1
+        incremental = dump(tracker.engine)
+        tracker.rollup("home", full=True, now=EARLY)
+        assert dump(tracker.engine) == incremental
 
 
 def test_new_impressions_on_a_provisional_day_read_it_whole(tracker):
@@ -117,45 +230,154 @@ def test_any_split_with_provisional_days_ends_in_the_tables_of_one_full_rollup(
         assert dump(tracker.engine) == incremental
 
 
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), evt_cuts=st.lists(st.integers(0, 60), min_size=1,
+                                                     max_size=4),
+       hours=st.integers(0, 2 * 24), step=st.integers(1, 36))
+def test_days_turning_final_between_batches_end_in_the_tables_of_one_full_rollup(
+        tmp_path, seed, evt_cuts, hours, step):
+    """The clock moves ``step`` hours between rollups: days computed provisional turn final
+    on the way (computed final from their state); the end equals one full rollup."""
+    imps, events = make_logs(seed, days=3, users=8, impressions=40)
+    events.sort(key=lambda r: r["occurred_at"])
+    with fresh_database(tmp_path) as url, Tracker(migrated(url)) as tracker:
+        create(tracker)
+        tracker.log_impressions(imps, on_invalid="all_or_nothing")
+        now = T0 + timedelta(hours=hours)
+        for batch in _batches(events, evt_cuts):
+            tracker.log_interactions(batch, on_invalid="all_or_nothing")
+            tracker.rollup("home", now=now)
+            now += timedelta(hours=step)
+        tracker.rollup("home", now=now)
+        incremental = dump(tracker.engine)
+        tracker.rollup("home", full=True, now=now)
+        assert dump(tracker.engine) == incremental
+
+
 def _day() -> ProvisionalDay:
-    truth = Truth(np.array([0, 0, 1]), np.array([0, 2, 1]), np.array([1.0, 3.0, 2.0]))
-    lists = EncodedLists(np.array([7, 9]), np.array([0, 1]), np.array([1, 2]),
+    """Two chunks: impressions 7 (u1) and 9 (u2), then 11 (u2)."""
+    first = EncodedLists(np.array([7, 9]), np.array([0, 1]), np.array([1, 2]),
                          np.array([100, 200]), np.array([0, 1, 2, 1]), np.array([3, 1]),
-                         np.array([[1.0, 2.0], [0.0, 1.0]]), np.array([True, False]), truth)
+                         np.array([[1.0, 2.0], [0.0, 1.0]]), np.array([True, False]),
+                         Truth(np.array([0, 0, 1]), np.array([0, 2, 1]),
+                               np.array([1.0, 3.0, 2.0])))
+    second = EncodedLists(np.array([11]), np.array([1]), np.array([2]), np.array([300]),
+                          np.array([2, 0]), np.array([2]), np.array([[2.0, 2.0]]),
+                          np.array([True]), Truth(np.array([0]), np.array([0]),
+                                                  np.array([1.0])))
     popularity = Popularity(pa.array(["a", "c"]), np.array([2, 5]), 9)
-    return ProvisionalDay.of([lists], pa.array(["u1", "u2"]), pa.array(["a", "b", "c"]),
-                             popularity)
+    return ProvisionalDay.of([first, second], pa.array(["u1", "u2"]),
+                             pa.array(["a", "b", "c"]), popularity)
+
+
+def _stored(parts: provisional.Parts, over: dict[int, bytes] | None = None) -> list[bytes]:
+    """The parts a table holds after ``parts`` are written over ``over``."""
+    rows = {} if parts.whole or over is None else dict(over)
+    rows.update({part: bytes(data) for part, data in parts.data.items()})
+    return [rows[part] for part in sorted(rows)]
 
 
 def test_the_stored_state_round_trips():
     day = _day()
-    back = ProvisionalDay.decode([bytes(p) for p in day.encode([2, 5])], [2, 5])
+    parts = day.encode([2, 5])
+    assert parts.whole and sorted(parts.data) == [0, 1, 2, 3, 4, 5]  # users, items, 2 x 2
+    back = ProvisionalDay.decode(_stored(parts), [2, 5])
     assert back.users.to_pylist() == ["u1", "u2"]
     assert back.items.to_pylist() == ["a", "b", "c"]
     assert back.ln_users.tolist() == pytest.approx([np.log(2), 0.0, np.log(5), 0.0])
     assert back.n_users == 9
+    assert back.chunks.tolist() == [0, 0, 1]
     for name in ("ids", "users", "arms", "served_at", "items", "lengths", "overlap",
                  "has_baseline"):
         assert np.array_equal(getattr(back.lists, name), getattr(day.lists, name)), name
-    assert back.lists.truth.rows.tolist() == [0, 0, 1]
-    assert back.lists.truth.items.tolist() == [0, 2, 1]
-    assert back.lists.truth.grades.tolist() == [1.0, 3.0, 2.0]
+    assert back.lists.truth.rows.tolist() == [0, 0, 1, 2]
+    assert back.lists.truth.items.tolist() == [0, 2, 1, 0]
+    assert back.lists.truth.grades.tolist() == [1.0, 3.0, 2.0, 1.0]
+    assert back.lists.users.dtype == back.lists.items.dtype == np.int32
+
+
+def test_new_ground_truth_rewrites_only_the_truth_of_its_chunks():
+    day = _day()
+    stored = {part: bytes(data) for part, data in day.encode([2, 5]).data.items()}
+    back = ProvisionalDay.decode(_stored(provisional.Parts(stored, True)), [2, 5])
+    # u1 clicks "a" within the window of impression 7 (chunk 0): already graded 1, now 3
+    timed = pa.table({"user": ["u1"], "item": ["a"], "event": ["purchase"],
+                      "at": pa.array([150], pa.int64())})
+    keyed = pa.table({"impression": pa.array([], pa.int64()), "item": pa.array([], pa.string()),
+                      "event": pa.array([], pa.string())})
+    answered = back.answer(timed, keyed, {"purchase": 3.0}, window=100)
+    assert answered.changed_users.tolist() == [0]
+    parts = answered.day.encode([2, 5])
+    assert not parts.whole and sorted(parts.data) == [3]  # chunk 0's truth only
+    again = ProvisionalDay.decode(_stored(parts, stored), [2, 5])
+    truth = again.lists.truth
+    assert list(zip(truth.rows.tolist(), truth.items.tolist(), truth.grades.tolist(),
+                    strict=True)) == [(0, 0, 3.0), (0, 2, 3.0), (1, 1, 2.0), (2, 0, 1.0)]
+    # a new item: the items part too
+    timed = pa.table({"user": ["u2"], "item": ["z"], "event": ["click"],
+                      "at": pa.array([300], pa.int64())})
+    grown = again.answer(timed, keyed, None, window=100).day.encode([2, 5])
+    assert sorted(grown.data) == [1, 3, 5]  # items; u2's impressions 9 and 11: both chunks
 
 
 @pytest.mark.parametrize("cutoffs, message", [
     pytest.param([2, 10], "overlap@10", id="a-cutoff-added-since-asks-for-a-full-rollup"),
 ])
 def test_state_missing_a_column_asks_for_a_full_rollup(cutoffs, message):
-    parts = [bytes(p) for p in _day().encode([2, 5])]
+    parts = _stored(_day().encode([2, 5]))
     with pytest.raises(StaleState, match=message):
         ProvisionalDay.decode(parts, cutoffs)
 
 
 def test_another_format_version_asks_for_a_full_rollup():
-    parts = _day().encode([2, 5])
-    table = state.read(parts[0], state.PROVISIONAL)
-    with pytest.raises(StaleState, match="provisional/1"):
-        ProvisionalDay.decode([bytes(state.write(table, "provisional/0")), parts[1]], [2, 5])
+    parts = _stored(_day().encode([2, 5]))
+    table = state.read(parts[2], state.PROVISIONAL_LISTS)
+    parts[2] = bytes(state.write(table, "provisional-lists/0"))
+    with pytest.raises(StaleState, match="provisional-lists/1"):
+        ProvisionalDay.decode(parts, [2, 5])
+
+
+def test_a_state_missing_a_chunk_asks_for_a_full_rollup():
+    parts = _stored(_day().encode([2, 5]))
+    with pytest.raises(StaleState, match="2 chunks"):
+        ProvisionalDay.decode(parts[:-2], [2, 5])
+
+
+def test_a_state_in_the_one_stream_layout_is_not_read_and_its_day_read_whole(tracker):
+    """A day kept as ``provisional/1`` (one stream of the whole day, part 0, and its items,
+    part 1) is recomputed from the raw logs, which replaces (here: drops) the state."""
+    create(tracker)
+    imps, events = make_logs(seed=46, days=1, users=6, impressions=30)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=EARLY)
+    with tracker.engine.begin() as conn:
+        days = [day for (day,) in conn.execute(sa.text(
+            "SELECT DISTINCT day FROM rollup_provisional"))]
+        conn.execute(sa.text("DELETE FROM rollup_provisional"))
+        old = state.write(pa.table({"chunk": pa.array([0], pa.int32())}), "provisional/1",
+                          n_users="3")
+        items = state.write(pa.table({"item_id": ["a"], "ln_users": [0.0]}),
+                            "provisional-items/1")
+        for day in days:
+            for part, data in enumerate((old, items)):
+                conn.execute(sa.text("INSERT INTO rollup_provisional (experiment_id, day, "
+                                     "part, data) VALUES (1, :day, :part, :data)"),
+                             {"day": day, "part": part, "data": bytes(data)})
+    last_day, on_last, late = _late_click(imps)
+    tracker.log_interactions([late])
+    (summary,) = tracker.rollup("home", now=EARLY)
+    assert summary.days_recomputed == [last_day]
+    assert summary.impressions_read > 0  # from the raw logs, not the old state
+    _check_against_reference(tracker, imps, events + [late])
+    with tracker.engine.connect() as conn:
+        found = conn.execute(sa.text("SELECT data FROM rollup_provisional WHERE day = :day"),
+                             {"day": last_day}).scalars().all()
+    assert "provisional/1" not in {state.format_of(data) for data in found}  # replaced
+    incremental = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=EARLY)
+    assert dump(tracker.engine) == incremental
 
 
 def test_new_interactions_change_only_the_users_they_answer():
@@ -170,4 +392,4 @@ def test_new_interactions_change_only_the_users_they_answer():
     assert answered.day.items.to_pylist() == ["a", "b", "c", "z"]
     truth = answered.day.lists.truth
     assert list(zip(truth.rows.tolist(), truth.items.tolist(), strict=True)) == \
-        [(0, 0), (0, 2), (1, 1), (1, 3)]
+        [(0, 0), (0, 2), (1, 1), (1, 3), (2, 0)]

@@ -91,7 +91,7 @@ class DayScores:
     catalog: np.ndarray  # item ids (served, or in a ground truth)
     popularity: WindowPopularity
     own_pairs: DayPairs | None = None
-    kept: list[memoryview] | None = None  # a provisional day's encoded state
+    kept: provisional.Parts | None = None  # a provisional day's encoded state
 
 
 def recompute_day(run: RunContext, day: date, summary: RollupSummary) -> DayResult:
@@ -246,12 +246,19 @@ class DayScorer:
             popularity = self._popular.result()
         summary.impressions_read += fold.impressions
         summary.truth_pairs_read += fold.truth_pairs
-        kept = provisional.ProvisionalDay.of(
-            fold.encoded, self.users.ids, self.items.ids, popularity.popularity
-        ).encode(self.run.cutoffs) if self.keep and fold.encoded else None
+        kept = self._kept(fold, popularity) if self.keep and fold.encoded else None
         return DayScores(fold.totals(self.users.ids, len(self.run.layout)),
                          fold.exposures(self.items.ids, len(self.run.cutoffs)),
                          fold.catalog(self.items.ids), popularity, self.own_pairs(), kept)
+
+
+    def _kept(self, fold: DayFold, popularity: WindowPopularity) -> provisional.Parts:
+        """The day's state to store (the kept chunks let go once joined)."""
+        encoded, fold.encoded = fold.encoded, []
+        day = provisional.ProvisionalDay.of(encoded, self.users.ids, self.items.ids,
+                                            popularity.popularity)
+        del encoded
+        return day.encode(self.run.cutoffs)
 
 
 class DayFold:
@@ -271,7 +278,7 @@ class DayFold:
             self.parts[:] = [CodedTotals.merge(self.parts)]
         self.catalogs.append(result.catalog)
         if result.encoded is not None:
-            self.encoded.append(result.encoded)
+            self.encoded.append(provisional.compact(result.encoded))
         for arm, counts in result.exposures.items():
             self.exposed.setdefault(arm, []).append(counts)
         self.impressions += result.impressions

@@ -29,12 +29,14 @@ from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.day import DayScorer, DayScores, RunContext, day_result, write_state
 from tracker.rollup.days import day_bounds
 from tracker.rollup.exposure import Exposure
+from tracker.rollup.final import final_pass, is_due
 from tracker.rollup.plan import WHOLE_DAY_SHARE, Ids
 from tracker.rollup.published import DayResult
 from tracker.rollup.summary import RollupSummary
 from tracker.rollup.window import WindowPopularity
 from tracker.store import results
 from tracker.store.db import transaction
+from tracker.store.types import to_micros
 
 
 def recompute_users(run: RunContext, day: date, users: frozenset[str], ids: Ids,
@@ -92,8 +94,11 @@ def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
             kept = provisional.ProvisionalDay.decode(parts, run.cutoffs) if parts else None
         stored = results.units(conn, info.id, day, False) if kept else None
         exposed = results.exposure(conn, info.id, day, False) if kept else {}
+        due = is_due(conn, info.id, day, to_micros(run.clock))
     if kept is None or stored is None or 0 not in exposed:
         return None
+    if due:  # final since, or marked for recompute: from every interaction of its windows
+        return final_pass(run, day, kept, stored, exposed, summary)
     timed, keyed = provisional.new_interactions(run.reader, info, day, ids.interactions_after,
                                                 ids.interactions_through, run.window_us,
                                                 timed)

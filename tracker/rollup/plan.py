@@ -22,8 +22,10 @@ The watermarks are the highest impression and interaction ids already taken into
   recomputed (they set its ``computed_at`` back).
 
 A day touched only through its ground truth (new interactions answering or naming its
-impressions: no new impression of it, no change in the popularity before it, not final
-since) is in ``Plan.rescore``: while provisional it is scored again from its stored state.
+impressions: no new impression of it, no change in the popularity before it), or final
+since while it keeps a stored state, is in ``Plan.rescore``: it is scored again from its
+stored state (:mod:`tracker.rollup.provisional`; its final pass:
+:mod:`tracker.rollup.final`, which reads every interaction of its windows again).
 
 Only days that hold impressions are ever touched, found from the distinct hours of the
 impressions (a full run: all of them; else the new ones, and the days computed before):
@@ -154,7 +156,9 @@ def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
     holding = {k.day for k in known} | fresh
     closed = {k.day for k in known if k.computed_at < k.closes_at <= now_us}
     plan.whole(closed)
-    raw = fresh | closed  # days whose lists or popularity changed, or that are final now
+    # days whose lists or popularity changed, or final now without a stored state (a day
+    # with one is computed final from it: :mod:`tracker.rollup.final`)
+    raw = fresh | (closed - provisional.kept_days(conn, info.id))
     changed = queries.changed_hours(conn, ids.interactions_after, ids.interactions_through)
     timed = sorted({hour for experiment, hour in changed if experiment is None})
     named = sorted({hour for experiment, hour in changed if experiment == info.id})

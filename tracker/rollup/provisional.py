@@ -6,11 +6,22 @@ time later interactions answer its impressions (the next day's clicks fall in it
 Nothing else of it changes then: not its served lists (new impressions make the plan read
 the day whole again), not the popularity before it (likewise), only ground truths, which
 only grow (per impression and item the highest grade). So when a day is computed while
-provisional, its scoring inputs are kept (``rollup_provisional``, formats ``provisional/1``
-and ``provisional-items/1`` of :mod:`tracker.rollup.state`): per impression its id, user,
-arm, serving time, served list as item codes, its overlap with the baseline list, and its
-ground truth as (item code, grade) pairs; per item code its id and ln(users) in the
-popularity before the day.
+provisional, its scoring inputs are kept (``rollup_provisional``, the ``provisional-*``
+formats of :mod:`tracker.rollup.state`), one row per part:
+
+- part 0, ``provisional-users/1``: the day's users (the row number is the code), and the
+  number of read chunks;
+- part 1, ``provisional-items/2``: per item code its id and ln(users) in the popularity
+  before the day (rewritten when a ground truth gains an item);
+- per read chunk ``c``, part ``2 + 2c``, ``provisional-lists/1``: per impression its id,
+  user, arm, serving time, served list as item codes and overlap with the baseline list,
+  which nothing changes while the day is provisional: **written once**;
+- and part ``3 + 2c``, ``provisional-truth/1``: per impression its ground truth as (item
+  code, grade) lists, **rewritten only when that chunk's ground truth changed**.
+
+In memory the codes are int32 (a day of 1M lists of 10 items: 40 MB of item codes rather
+than 80). State in another layout (``provisional/1``, one stream of the whole day) is not
+read: the day is then recomputed from the raw logs, which replaces it.
 
 When new interactions answer the day (:mod:`tracker.rollup.plan`, ``Plan.rescore``), only
 those interactions are read (by primary key), attributed to the stored impressions in numpy
@@ -19,9 +30,9 @@ ground truth; the impressions whose ground truth changed give the users to score
 and every impression of those users is scored with the kernels a whole day uses
 (:func:`~tracker.rollup.columnar.score_encoded`), chunk by chunk in the order the day was
 read, so that each user's sums add in the same order as a full rollup's. Their unit rows
-replace the stored ones; the arm statistics are computed again from the units. The state is
-written again with the merged ground truth, and dropped when the day is computed final (its
-windows closed: the plan then reads it whole from the raw logs).
+replace the stored ones; the arm statistics are computed again from the units. The truth
+parts of the chunks that changed are written again. Once its windows close, the day is
+computed final from the state too (:mod:`tracker.rollup.final`), and the state dropped.
 """
 
 from __future__ import annotations
@@ -34,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
+from tracker.errors import StaleState
 from tracker.rollup import queries, state
 from tracker.rollup.aggregate import UnitTotals, totals_of_parts, unit_totals_of_codes
 from tracker.rollup.columnar import EncodedLists, Truth, attribute, grades_of, score_encoded
@@ -41,6 +53,8 @@ from tracker.rollup.days import day_bounds
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.popularity import Popularity
 from tracker.store.rollup_tables import RollupProvisional
+
+USERS_PART, ITEMS_PART, FIRST_CHUNK_PART = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -54,10 +68,21 @@ class Answered:
 
 
 @dataclass(frozen=True)
+class Parts:
+    """``rollup_provisional`` rows to write: ``data`` by part number; ``whole``: they are
+    the day's every part (any other is dropped), else they replace these parts only."""
+
+    data: dict[int, memoryview]
+    whole: bool
+
+
+@dataclass(frozen=True)
 class ProvisionalDay:
     """A provisional day's scoring inputs: every impression of the day (in the order they
-    were scored, ``chunks`` numbering the read chunks), with user and item codes into
-    ``users`` and ``items``; ``ln_users`` per item code plus a trailing 0 (padding)."""
+    were scored, ``chunks`` numbering the read chunks), with user and item codes (int32)
+    into ``users`` and ``items``; ``ln_users`` per item code plus a trailing 0 (padding).
+    ``dirty``: the chunks whose ground truth changed since the state was read (None: a new
+    state, every part to write); ``stored_items``: the items the stored state holds."""
 
     chunks: np.ndarray
     lists: EncodedLists
@@ -65,19 +90,22 @@ class ProvisionalDay:
     items: pa.Array
     ln_users: np.ndarray
     n_users: int
+    dirty: frozenset[int] | None = None
+    stored_items: int = 0
 
     @classmethod
     def of(cls, parts: list[EncodedLists], users: pa.Array, items: pa.Array,
            popularity: Popularity) -> ProvisionalDay:
-        """The day from its chunks' inputs (in chunk order) in the day's vocabularies
-        ``users`` and ``items``, renumbered to the codes they use (in the same order, so
-        ground truths stay sorted by item code)."""
+        """The day from its chunks' inputs (in chunk order, best :func:`compact`) in the day's
+        vocabularies ``users`` and ``items``, renumbered to the codes they use (in the same
+        order, so ground truths stay sorted by item code)."""
+        used_users, user_code = _dense(len(users), [p.users for p in parts])
+        used_items, item_code = _dense(len(items), [a for p in parts
+                                                    for a in (p.items, p.truth.items)])
         lists = _concat(parts)
-        used_users, user_code = _dense(len(users), [lists.users])
-        used_items, item_code = _dense(len(items), [lists.items, lists.truth.items])
         truth = Truth(lists.truth.rows, item_code[lists.truth.items], lists.truth.grades)
-        lists = replace(lists, users=user_code[lists.users], items=item_code[lists.items],
-                        truth=truth)
+        lists = compact(replace(lists, users=user_code[lists.users],
+                                items=item_code[lists.items], truth=truth))
         item_ids = items.take(pa.array(used_items, pa.int64()))
         chunks = np.repeat(np.arange(len(parts), dtype=np.int32), [p.size for p in parts])
         return cls(chunks, lists, users.take(pa.array(used_users, pa.int64())), item_ids,
@@ -96,7 +124,7 @@ class ProvisionalDay:
         :func:`~tracker.rollup.queries.day_impressions` reads them)."""
         lists = self.lists
         return pa.table({"id": pa.array(lists.ids, pa.int64()),
-                         "user": self.users.take(pa.array(lists.users, pa.int64())),
+                         "user": self.users.take(pa.array(lists.users, pa.int32())),
                          "served": pa.array(lists.served_at, pa.int64())},
                         schema=queries.DAY_IMPRESSIONS)
 
@@ -109,7 +137,7 @@ class ProvisionalDay:
         users = pc.index_in(timed["user"], value_set=self.users)
         known = users.is_valid().to_numpy(zero_copy_only=False) & (grades > 0)
         it_users = pc.fill_null(users, 0).to_numpy()[known].astype(np.int64)
-        imp, it = attribute(lists.users, lists.served_at, it_users,
+        imp, it = attribute(lists.users.astype(np.int64), lists.served_at, it_users,
                             timed["at"].to_numpy()[known], window)
         keyed_grades = grades_of(keyed["event"], relevance)
         by_id = np.argsort(lists.ids)
@@ -125,11 +153,42 @@ class ProvisionalDay:
             np.concatenate((old.items, codes[0][it], codes[1][named])),
             np.concatenate((old.grades, grades[known][it], keyed_grades[named])), len(items))
         changed = _changed(old, merged, len(items))
+        merged = replace(merged, items=merged.items.astype(np.int32))
         ln_users = np.concatenate((self.ln_users[:-1], np.zeros(len(items) - len(self.items)
                                                                 + 1)))
-        day = replace(self, lists=replace(lists, truth=merged), items=items, ln_users=ln_users)
+        day = replace(self, lists=replace(lists, truth=merged), items=items, ln_users=ln_users,
+                      dirty=self._dirtied(merged.rows[changed]))
         return Answered(day, np.unique(lists.users[merged.rows[changed]]),
                         items.take(pa.array(np.unique(merged.items[changed]), pa.int64())))
+
+    def rebuilt(self, timed: pa.Table, keyed: pa.Table, relevance, window: int) -> Answered:
+        """The ground truth built again from ``timed`` and ``keyed`` (as :meth:`answer`
+        takes them: here every interaction of the day's windows), not merged into the
+        stored one; the users whose ground truth differs from the stored one in any
+        (impression, item) pair or grade (:mod:`tracker.rollup.final`)."""
+        empty = Truth(np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0))
+        fresh = replace(self, lists=replace(self.lists, truth=empty)).answer(
+            timed, keyed, relevance, window).day
+        old, new = self.lists.truth, fresh.lists.truth
+        gained = _changed(old, new, len(fresh.items))
+        rows = np.concatenate((new.rows[gained], old.rows[_changed(new, old, len(fresh.items))]))
+        return Answered(replace(fresh, dirty=self._dirtied(rows)),
+                        np.unique(self.lists.users[rows]),
+                        fresh.items.take(pa.array(np.unique(new.items[gained]), pa.int64())))
+
+    def _dirtied(self, rows: np.ndarray) -> frozenset[int] | None:
+        """The chunks to write again once ``rows`` changed (None: all of them)."""
+        if self.dirty is None:
+            return None
+        return self.dirty | frozenset(np.unique(self.chunks[rows]).tolist())
+
+    def catalog(self) -> np.ndarray:
+        """The day's catalog items (ids): served in a list or in a ground truth."""
+        used = np.zeros(len(self.items), dtype=bool)
+        used[self.lists.items] = True
+        used[self.lists.truth.items] = True
+        return np.asarray(self.items.filter(pa.array(used)).to_numpy(zero_copy_only=False),
+                          dtype=object)
 
     def totals_of(self, users: np.ndarray, layout: Layout, cutoffs: list[int]) -> UnitTotals:
         """The unit totals of ``users`` (codes): every impression of theirs scored, chunk
@@ -139,68 +198,135 @@ class ProvisionalDay:
         rows = np.flatnonzero(marked[self.lists.users])
         parts = []
         for chunk in np.unique(self.chunks[rows]):
-            mine = _take(self.lists, rows[self.chunks[rows] == chunk])
+            mine = _widened(_take(self.lists, rows[self.chunks[rows] == chunk]))
             values, defined = score_encoded(mine, self.ln_users, self.n_users, layout,
                                             cutoffs)
             parts.append(unit_totals_of_codes(mine.users, mine.arms, values, defined))
         return totals_of_parts(parts, self.users, len(layout))
 
-    def encode(self, cutoffs: list[int]) -> list[memoryview]:
-        """The two ``rollup_provisional`` parts: the impressions, the items."""
-        lists = self.lists
-        offsets = np.r_[0, np.cumsum(lists.lengths)].astype(np.int32)
-        truth_offsets = np.searchsorted(lists.truth.rows, np.arange(lists.size + 1))
-        data = {"chunk": pa.array(self.chunks, pa.int32()),
-                "id": pa.array(lists.ids, pa.int64()),
-                "arm_id": pa.array(lists.arms, pa.int64()),
-                "served_at": pa.array(lists.served_at, pa.int64()),
-                "user_id": pa.DictionaryArray.from_arrays(
-                    pa.array(lists.users, pa.int32()), self.users),
-                "items": pa.ListArray.from_arrays(pa.array(offsets),
-                                                  pa.array(lists.items, pa.int32())),
-                "has_baseline": pa.array(lists.has_baseline, pa.bool_()),
-                "truth_items": pa.ListArray.from_arrays(
-                    pa.array(truth_offsets.astype(np.int32)),
-                    pa.array(lists.truth.items, pa.int32())),
-                "truth_grades": pa.ListArray.from_arrays(
-                    pa.array(truth_offsets.astype(np.int32)),
-                    pa.array(lists.truth.grades, pa.float64()))}
-        for j, k in enumerate(cutoffs):
-            data[f"overlap@{k}"] = pa.array(lists.overlap[:, j].astype(np.int8), pa.int8())
-        items = pa.table({"item_id": self.items,
-                          "ln_users": pa.array(self.ln_users[:-1], pa.float64())})
-        return [state.write(pa.table(data), state.PROVISIONAL, n_users=str(self.n_users)),
-                state.write(items, state.PROVISIONAL_ITEMS)]
+    def encode(self, cutoffs: list[int]) -> Parts:
+        """The ``rollup_provisional`` parts to write: every part of a new state; else the
+        truth of the chunks that changed, and the items when they grew."""
+        bounds = np.searchsorted(self.chunks, np.arange(int(self.chunks.max(initial=-1)) + 2))
+        rows = np.searchsorted(self.lists.truth.rows, bounds)
+        new = self.dirty is None
+        data: dict[int, memoryview] = {}
+        if new:
+            data[USERS_PART] = state.write(pa.table({"user_id": self.users}),
+                                           state.PROVISIONAL_USERS,
+                                           chunks=str(bounds.size - 1))
+        if new or len(self.items) > self.stored_items:
+            data[ITEMS_PART] = state.write(pa.table({
+                "item_id": self.items, "ln_users": pa.array(self.ln_users[:-1], pa.float64())}),
+                state.PROVISIONAL_ITEMS, n_users=str(self.n_users))
+        for chunk in range(bounds.size - 1):
+            part = FIRST_CHUNK_PART + 2 * chunk
+            if new:
+                data[part] = _encode_lists(self.lists, bounds[chunk], bounds[chunk + 1],
+                                           cutoffs)
+            if new or chunk in self.dirty:
+                data[part + 1] = _encode_truth(self.lists.truth, bounds[chunk],
+                                               bounds[chunk + 1], rows[chunk], rows[chunk + 1])
+        return Parts(data, new)
 
     @classmethod
     def decode(cls, parts: list[bytes], cutoffs: list[int]) -> ProvisionalDay:
-        """The day of :meth:`encode`'s parts (columns read by name; a cutoff without its
-        overlap column raises :class:`~tracker.errors.StaleState`)."""
-        table = state.read(parts[0], state.PROVISIONAL)
-        overlaps = [f"overlap@{k}" for k in cutoffs]
-        state.require(table, ["chunk", "id", "arm_id", "served_at", "user_id", "items",
-                              "has_baseline", "truth_items", "truth_grades", *overlaps],
-                      state.PROVISIONAL)
-        items = state.read(parts[1], state.PROVISIONAL_ITEMS)
+        """The day of :meth:`encode`'s parts, in part order (columns read by name; a cutoff
+        without its overlap column raises :class:`~tracker.errors.StaleState`)."""
+        users = state.read(parts[USERS_PART], state.PROVISIONAL_USERS)
+        state.require(users, ["user_id"], state.PROVISIONAL_USERS)
+        items = state.read(parts[ITEMS_PART], state.PROVISIONAL_ITEMS)
         state.require(items, ["item_id", "ln_users"], state.PROVISIONAL_ITEMS)
-        user = table["user_id"].combine_chunks()
-        truth_items = table["truth_items"].combine_chunks()
-        served = table["items"].combine_chunks()
-        n = table.num_rows
-        truth = Truth(np.repeat(np.arange(n), _lengths(truth_items)),
-                      _values(truth_items, np.int64),
-                      _values(table["truth_grades"].combine_chunks(), np.float64))
-        overlap = np.stack([table[name].to_numpy().astype(np.float64) for name in overlaps],
-                           axis=1) if n else np.zeros((0, len(cutoffs)))
-        lists = EncodedLists(
-            table["id"].to_numpy(), user.indices.to_numpy().astype(np.int64),
-            table["arm_id"].to_numpy(), table["served_at"].to_numpy(),
-            _values(served, np.int64), _lengths(served), overlap,
-            table["has_baseline"].to_numpy(zero_copy_only=False), truth)
-        ln_users = np.r_[items["ln_users"].to_numpy(), 0.0]
-        return cls(table["chunk"].to_numpy(), lists, user.dictionary,
-                   items["item_id"].combine_chunks(), ln_users,
-                   int(state.metadata(table, "n_users")))
+        count = int(state.metadata(users, "chunks"))
+        if len(parts) != FIRST_CHUNK_PART + 2 * count:
+            raise StaleState(f"stored rollup state ({state.PROVISIONAL_USERS}) names "
+                                   f"{count} chunks and holds {len(parts) - 2} parts of them; "
+                                   "run `tracker rollup --full` to recompute the stored state")
+        chunks = [_decode_chunk(parts[FIRST_CHUNK_PART + 2 * c], parts[FIRST_CHUNK_PART + 2 * c
+                                                                       + 1], cutoffs)
+                  for c in range(count)]
+        item_ids = items["item_id"].combine_chunks()
+        return cls(np.repeat(np.arange(count, dtype=np.int32), [c.size for c in chunks]),
+                   _concat(chunks), users["user_id"].combine_chunks(), item_ids,
+                   np.r_[items["ln_users"].to_numpy(), 0.0],
+                   int(state.metadata(items, "n_users")), frozenset(), len(item_ids))
+
+
+def compact(lists: EncodedLists) -> EncodedLists:
+    """``lists`` as a provisional day keeps them: int32 codes and lengths, the overlap as
+    small integers (counts up to the largest cutoff)."""
+    small = np.int8 if lists.overlap.max(initial=0) < 128 else np.int16
+    return replace(lists, users=lists.users.astype(np.int32, copy=False),
+                   items=lists.items.astype(np.int32, copy=False),
+                   lengths=lists.lengths.astype(np.int32, copy=False),
+                   overlap=lists.overlap.astype(small, copy=False),
+                   truth=replace(lists.truth,
+                                 items=lists.truth.items.astype(np.int32, copy=False)))
+
+
+def _widened(lists: EncodedLists) -> EncodedLists:
+    """``lists`` as a whole day's chunk scores them: int64 codes, float overlap."""
+    return replace(lists, users=lists.users.astype(np.int64),
+                   items=lists.items.astype(np.int64), lengths=lists.lengths.astype(np.int64),
+                   overlap=lists.overlap.astype(np.float64),
+                   truth=replace(lists.truth, items=lists.truth.items.astype(np.int64)))
+
+
+def _encode_lists(lists: EncodedLists, low: int, high: int, cutoffs: list[int]) -> memoryview:
+    """The ``provisional-lists/1`` part of the rows ``[low, high)``."""
+    offsets = np.r_[0, np.cumsum(lists.lengths)]
+    served = lists.items[offsets[low]:offsets[high]].astype(np.int32)
+    data = {"id": pa.array(lists.ids[low:high], pa.int64()),
+            "user": pa.array(lists.users[low:high], pa.int32()),
+            "arm_id": pa.array(lists.arms[low:high], pa.int64()),
+            "served_at": pa.array(lists.served_at[low:high], pa.int64()),
+            "items": pa.ListArray.from_arrays(
+                pa.array((offsets[low:high + 1] - offsets[low]).astype(np.int32)),
+                pa.array(served, pa.int32())),
+            "has_baseline": pa.array(lists.has_baseline[low:high], pa.bool_())}
+    for j, k in enumerate(cutoffs):
+        data[f"overlap@{k}"] = pa.array(lists.overlap[low:high, j])
+    return state.write(pa.table(data), state.PROVISIONAL_LISTS)
+
+
+def _encode_truth(truth: Truth, low: int, high: int, first: int, last: int) -> memoryview:
+    """The ``provisional-truth/1`` part of the rows ``[low, high)``, whose pairs are
+    ``[first, last)`` of ``truth``."""
+    offsets = np.searchsorted(truth.rows[first:last], np.arange(low, high + 1)).astype(np.int32)
+    return state.write(pa.table({
+        "truth_items": pa.ListArray.from_arrays(pa.array(offsets),
+                                                pa.array(truth.items[first:last], pa.int32())),
+        "truth_grades": pa.ListArray.from_arrays(pa.array(offsets),
+                                                 pa.array(truth.grades[first:last],
+                                                          pa.float64()))}),
+        state.PROVISIONAL_TRUTH)
+
+
+def _decode_chunk(lists_part: bytes, truth_part: bytes, cutoffs: list[int]) -> EncodedLists:
+    """One chunk's lists and ground truth (truth rows index the chunk)."""
+    table = state.read(lists_part, state.PROVISIONAL_LISTS)
+    overlaps = [f"overlap@{k}" for k in cutoffs]
+    state.require(table, ["id", "user", "arm_id", "served_at", "items", "has_baseline",
+                          *overlaps], state.PROVISIONAL_LISTS)
+    truth_table = state.read(truth_part, state.PROVISIONAL_TRUTH)
+    state.require(truth_table, ["truth_items", "truth_grades"], state.PROVISIONAL_TRUTH)
+    n = table.num_rows
+    if truth_table.num_rows != n:
+        raise StaleState(f"stored rollup state ({state.PROVISIONAL_TRUTH}) holds "
+                               f"{truth_table.num_rows} rows for {n} lists; run `tracker "
+                               "rollup --full` to recompute the stored state")
+    truth_items = truth_table["truth_items"].combine_chunks()
+    served = table["items"].combine_chunks()
+    truth = Truth(np.repeat(np.arange(n, dtype=np.int64), _lengths(truth_items)),
+                  _values(truth_items, np.int32),
+                  _values(truth_table["truth_grades"].combine_chunks(), np.float64))
+    overlap = np.stack([table[name].to_numpy() for name in overlaps], axis=1) if n else \
+        np.zeros((0, len(cutoffs)), dtype=np.int8)
+    return EncodedLists(
+        table["id"].to_numpy(), table["user"].to_numpy(), table["arm_id"].to_numpy(),
+        table["served_at"].to_numpy(), _values(served, np.int32),
+        _lengths(served).astype(np.int32), overlap,
+        table["has_baseline"].to_numpy(zero_copy_only=False), truth)
 
 
 def _dense(size: int, codes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -218,7 +344,7 @@ def _lengths(lists: pa.ListArray) -> np.ndarray:
 
 def _values(lists: pa.ListArray, dtype) -> np.ndarray:
     offsets = lists.offsets.to_numpy()
-    return lists.values.to_numpy()[offsets[0]:offsets[-1]].astype(dtype)
+    return lists.values.to_numpy()[offsets[0]:offsets[-1]].astype(dtype, copy=False)
 
 
 def _concat(parts: list[EncodedLists]) -> EncodedLists:
@@ -270,18 +396,34 @@ def _changed(old: Truth, merged: Truth, n_items: int) -> np.ndarray:
     return (before[at] != after) | (old.grades[at] != merged.grades)
 
 
+def kept_days(conn: sa.Connection, experiment_id: int) -> set[date]:
+    """The days of the experiment that keep a stored state."""
+    return set(conn.execute(sa.select(RollupProvisional.day).distinct().where(
+        RollupProvisional.experiment_id == experiment_id)).scalars())
+
+
 def load(conn: sa.Connection, experiment_id: int, day: date) -> list[bytes] | None:
-    rows = conn.execute(sa.select(RollupProvisional.data).where(
+    """The day's parts, in part order; None without a state, or with a state in another
+    layout (``provisional/1``: the day is then recomputed from the raw logs)."""
+    rows = conn.execute(sa.select(RollupProvisional.part, RollupProvisional.data).where(
         RollupProvisional.experiment_id == experiment_id, RollupProvisional.day == day)
-        .order_by(RollupProvisional.part)).scalars().all()
-    return [bytes(data) for data in rows] if len(rows) == 2 else None
+        .order_by(RollupProvisional.part)).all()
+    if not rows or rows[0][0] != USERS_PART or \
+            state.format_of(rows[0][1]) != state.PROVISIONAL_USERS:
+        return None
+    return [bytes(data) for _, data in rows]
 
 
-def save(conn: sa.Connection, experiment_id: int, day: date,
-         parts: list[memoryview] | None) -> None:
-    """Replace the day's state by ``parts`` (None: drop it; the day is final)."""
-    drop(conn, experiment_id, day)
-    for part, data in enumerate(parts or []):
+def save(conn: sa.Connection, experiment_id: int, day: date, parts: Parts | None) -> None:
+    """Write ``parts`` (:meth:`ProvisionalDay.encode`; None: drop the day's state, it is
+    final)."""
+    if parts is None or parts.whole:
+        drop(conn, experiment_id, day)
+    elif parts.data:
+        conn.execute(sa.delete(RollupProvisional).where(
+            RollupProvisional.experiment_id == experiment_id, RollupProvisional.day == day,
+            RollupProvisional.part.in_(sorted(parts.data))))
+    for part, data in sorted((parts.data if parts else {}).items()):
         conn.execute(sa.insert(RollupProvisional).values(
             experiment_id=experiment_id, day=day, part=part, data=data))
 

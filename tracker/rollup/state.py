@@ -23,15 +23,19 @@ The formats (columns in the order written; readers do not rely on it):
   read as this one).
 - ``popularity/2``: ``item_id`` (string), ``users`` (int64); metadata ``tracker.n_users``
   (the union of ``pairs/2`` over a window).
-- ``provisional/1``: a provisional day's impressions, encoded, one row each in the order
-  they were scored: ``chunk`` (int32: the read chunk, so that sums add in the same order),
-  ``id``, ``arm_id``, ``served_at`` (int64), ``user_id`` (dictionary-encoded string),
-  ``items`` (list<int32>: the served list as codes of ``provisional-items/1``), per cutoff
-  ``overlap@<k>`` (int8: |R_k ∩ B_k|), ``has_baseline`` (bool), and the ground truth
-  ``truth_items`` (list<int32>, codes) with ``truth_grades`` (list<float64>); metadata
-  ``tracker.n_users`` (of the popularity before the day).
-- ``provisional-items/1``: ``item_id`` (string; the row number is the code) and
-  ``ln_users`` (float64: ln of the item's users in the popularity before the day, 0 if none).
+- ``provisional-users/1``, ``provisional-items/2``, ``provisional-lists/1`` and
+  ``provisional-truth/1``: a provisional day's scoring inputs, one stream per part
+  (:mod:`tracker.rollup.provisional`). Users: ``user_id`` (string; the row number is the
+  code), metadata ``tracker.chunks`` (the read chunks). Items: ``item_id`` (string; the row
+  number is the code) and ``ln_users`` (float64: ln of the item's users in the popularity
+  before the day, 0 if none), metadata ``tracker.n_users`` (of that popularity). Lists, one
+  stream per read chunk, one row per impression in the order they were scored: ``id``,
+  ``arm_id``, ``served_at`` (int64), ``user`` (int32, a user code), ``items``
+  (list<int32>: the served list as item codes), ``has_baseline`` (bool) and per cutoff
+  ``overlap@<k>`` (int8, int16 past 127: |R_k ∩ B_k|). Truth, one stream per read chunk,
+  row for row with its lists: ``truth_items`` (list<int32>, item codes) and
+  ``truth_grades`` (list<float64>). (``provisional/1`` and ``provisional-items/1`` held the
+  whole day in one stream: such a state is not read, its day is recomputed.)
 - ``exposure/1``: ``item_id`` (string, sorted, unique) and per cutoff ``top@<k>`` (int64:
   lists holding the item in their top k); the catalog row has no ``top@`` column.
 """
@@ -51,8 +55,10 @@ UNITS = "units/1"
 PAIRS = "pairs/2"  # 2: the experiment's audience only (1: every interaction)
 POPULARITY = "popularity/2"  # 2: over pairs/2
 EXPOSURE = "exposure/1"
-PROVISIONAL = "provisional/1"
-PROVISIONAL_ITEMS = "provisional-items/1"
+PROVISIONAL_USERS = "provisional-users/1"
+PROVISIONAL_ITEMS = "provisional-items/2"  # 2: per part of a day in chunks (1: one stream)
+PROVISIONAL_LISTS = "provisional-lists/1"
+PROVISIONAL_TRUTH = "provisional-truth/1"
 
 _FULL = "run `tracker rollup --full` to recompute the stored state"
 
@@ -93,6 +99,17 @@ def read(data: bytes | memoryview, fmt: str) -> pa.Table:
         raise StaleState(f"stored rollup state has format {found or 'none'!r}, this version "
                          f"of tracker reads {fmt!r}; {_FULL}")
     return table
+
+
+def format_of(data: bytes | memoryview) -> str | None:
+    """The format a stored stream names (its schema only is read), None when it is no
+    Arrow stream or names none."""
+    try:
+        schema = pa.ipc.open_stream(pa.py_buffer(data)).schema
+    except (pa.ArrowInvalid, OSError):
+        return None
+    found = (schema.metadata or {}).get(FORMAT)
+    return None if found is None else found.decode(errors="replace")
 
 
 def metadata(table: pa.Table, key: str) -> str:

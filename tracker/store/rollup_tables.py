@@ -34,9 +34,10 @@
   (the ``exposure_day`` view adds them up over calendar days;
   :mod:`tracker.rollup.exposure_days`).
 - ``rollup_provisional``: per experiment and provisional day, its impressions encoded with
-  their ground truth (``provisional/1``, ``provisional-items/1``), so that later
-  interactions score again only the users they change; dropped once the day is final
-  (:mod:`tracker.rollup.provisional`).
+  their ground truth (the ``provisional-*`` formats, one row per part: the lists of a read
+  chunk written once, its ground truth rewritten when it changes), so that later
+  interactions score again only the users they change; dropped once the day is computed
+  final, from it (:mod:`tracker.rollup.provisional`, :mod:`tracker.rollup.final`).
 - ``rollup_user_covariates``, ``rollup_covariate_sums``: CUPED's per-user pre-exposure
   covariates of an experiment, and per day and view the per-arm sums the adjustment reads.
 
@@ -223,8 +224,9 @@ class RollupExposureDay(Base):
 
 class RollupProvisional(Base):
     """A provisional day's scoring inputs, kept until the day is final
-    (:mod:`tracker.rollup.provisional`): part 0 its impressions, encoded (``provisional/1``),
-    part 1 its item vocabulary (``provisional-items/1``)."""
+    (:mod:`tracker.rollup.provisional`): part 0 its users (``provisional-users/1``), part 1
+    its item vocabulary (``provisional-items/2``), then per read chunk its encoded lists
+    (``provisional-lists/1``) and their ground truth (``provisional-truth/1``)."""
 
     __tablename__ = "rollup_provisional"
 
