@@ -62,6 +62,7 @@ from tracker.rollup.pre_metrics import (
     interactions,
     pre_columns,
     pre_metrics,
+    scored_lists,
 )
 from tracker.store.experiments import ExperimentInfo
 from tracker.store.models import Impression
@@ -230,12 +231,34 @@ def _compute(conn: sa.Connection, info: ExperimentInfo, users: pa.Array, served:
         mine = users.take(pa.array(part))
         window = (lo[part], served[part], received[part])
         events = interactions(conn, mine, *window)
-        who = index_in(events["user"].combine_chunks(), mine)
-        grades = grades_of(events["event"], info.relevance)
-        x[part, 0] = np.bincount(who, minlength=part.size)
-        x[part, 1] = np.bincount(who, weights=grades, minlength=part.size)
+        _counted(x, part, info, mine, events)
         x[part, len(BASE):], x[part, BASE.index(NO_LISTS)] = pre_metrics(
             conn, info, mine, *window, events)
+    x[:, 2] = (x[:, 0] == 0).astype(float)
+    return UserCovariates(users, x, names)
+
+
+def _counted(x: np.ndarray, part: np.ndarray, info: ExperimentInfo, users: pa.Array,
+             events: pa.Table) -> None:
+    """The interaction covariates (count and graded sum) of ``users`` (rows ``part`` of
+    ``x``) from their pre-period ``events``."""
+    who = index_in(events["user"].combine_chunks(), users)
+    grades = grades_of(events["event"], info.relevance)
+    x[part, 0] = np.bincount(who, minlength=part.size)
+    x[part, 1] = np.bincount(who, weights=grades, minlength=part.size)
+
+
+def covariates_of(info: ExperimentInfo, users: pa.Array, events: pa.Table,
+                  lists: pa.Table) -> UserCovariates:
+    """The covariates of ``users`` from already read rows (pure: the Spark engine calls it
+    on Arrow tables from the lake): their pre-period ``events``
+    (:func:`tracker.rollup.pre_metrics.interactions`' columns) and ``lists``
+    (:func:`tracker.rollup.pre_metrics.scored_lists`' input), each user's window and
+    receipt cut already applied; the same values :func:`_compute` reads and computes."""
+    names = names_for(info.cutoffs)
+    x = np.zeros((len(users), len(names)))
+    _counted(x, np.arange(len(users)), info, users, events)
+    x[:, len(BASE):], x[:, BASE.index(NO_LISTS)] = scored_lists(info, users, lists, events)
     x[:, 2] = (x[:, 0] == 0).astype(float)
     return UserCovariates(users, x, names)
 
@@ -357,5 +380,6 @@ def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> N
         RollupCovariateSums.cumulative.is_(True), RollupCovariateSums.day >= since))
 
 
-__all__ = ["BASE", "SUM_COVARIATES", "UserCovariates", "covariate_sums", "delete_cumulative",
-           "names_for", "publish_daily", "refresh", "settle", "sum_columns", "write_sums"]
+__all__ = ["BASE", "SUM_COVARIATES", "UserCovariates", "covariate_sums", "covariates_of",
+           "delete_cumulative", "names_for", "publish_daily", "refresh", "settle",
+           "sum_columns", "write_sums"]

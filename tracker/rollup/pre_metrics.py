@@ -99,11 +99,19 @@ def pre_metrics(conn: sa.Connection, info: ExperimentInfo, users: pa.Array, lo: 
     ``events``: their :func:`interactions`, read once for every covariate): the ``pre:``
     values in the order of :func:`pre_columns` ``(users, columns)`` and the
     ``no_pre_lists`` indicator ``(users,)``."""
+    return scored_lists(info, users, _lists(conn, users, lo, hi, got), events)
+
+
+def scored_lists(info: ExperimentInfo, users: pa.Array, lists: pa.Table, events: pa.Table
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pre_metrics` of already read rows (pure: the Spark engine calls it on Arrow
+    tables from the lake): ``lists``, the users' pre-period lists (columns of
+    :data:`_LISTS` plus ``key``, as :func:`_lists` reads them), and ``events``, their
+    pre-period :func:`interactions`."""
     layout = Layout.for_cutoffs(list(info.cutoffs))
     wanted = [layout.names.index(name) for name in pre_columns(layout)]
     values = np.zeros((len(users), len(wanted)))
     no_lists = np.ones(len(users))
-    lists = _lists(conn, users, lo, hi, got)
     if not lists.num_rows:
         return values, no_lists
     codes = Vocabulary()
@@ -194,4 +202,4 @@ def _read(conn: sa.Connection, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
 
 
 __all__ = ["NO_LISTS", "PREFIX", "index_in", "interactions", "pre_columns",
-           "pre_metrics", "windows"]
+           "pre_metrics", "scored_lists", "windows"]
