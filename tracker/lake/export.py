@@ -8,9 +8,10 @@ one machine to Spark, and the data of the Spark tests.
   ``occurred_at``; ``N`` is the experiment's place in the export (0 when one is exported) for
   impressions, 0 for interactions.
 - **Exact**: every field as stored, the receipt time (``received_at``) included. Lists
-  come as ``text[]`` / ``float8[]`` from PostgreSQL and as JSON text from SQLite (parsed in Arrow, scores written by ``repr``: exact). An
-  interaction's ``value`` on SQLite is read through the driver (SQLite prints a double to
-  text with 15 to 17 digits, which does not always read back as the same number).
+  come as ``text[]`` / ``float8[]`` from PostgreSQL and as JSON text from SQLite (parsed
+  in Arrow, scores written by ``repr``: exact). An interaction's ``value`` on SQLite is
+  read through the driver (SQLite prints a double to text with 15 to 17 digits, which does
+  not always read back as the same number).
 - **Interactions belong to no experiment**: all of them are exported even when one experiment
   is, since the rollup reads every interaction (item popularity for novelty, attribution by
   user and time).
