@@ -119,19 +119,19 @@ def compute(spark: SparkSession, lake: Lake, info: ExperimentInfo,
     if users is None:
         users = pa.array(sorted(windows.select("user").toArrow()["user"].to_pylist()),
                          pa.string())
-    buckets = max(1, -(-len(users) // USERS_PER_GROUP))
-    windows = windows.withColumn("_bucket", bucket_of(F.col("user"), buckets))
+    bucket = bucket_of(F.col("user"), max(1, -(-len(users) // USERS_PER_GROUP))).alias(
+        "_bucket")
     events = (lake.interactions.rows.select(
         F.col("user_id").alias("user"), F.col("item_id").alias("item"), "event",
         F.unix_micros("occurred_at").alias("at"), F.col("impression_id").alias("key"),
         _received("occurred_at"))
         .join(windows, "user").where(_inside("at"))
-        .select("_bucket", "user", "item", "event", "at", "key"))
+        .select(bucket, "user", "item", "event", "at", "key"))
     lists = (lake.impressions.rows.select(
         F.col("user_id").alias("user"), F.unix_micros("served_at").alias("served"), "items",
         F.col("impression_id").alias("key"), _received("served_at"))
         .join(windows, "user").where(_inside("served"))
-        .select("_bucket", "user", "served", "items", "key"))
+        .select(bucket, "user", "served", "items", "key"))
 
     def group(_key, left: pa.Table, right: pa.Table) -> pa.Table:
         return group_covariates(info, left, right)
