@@ -215,15 +215,28 @@ def test_an_incremental_spark_run_gives_the_tables_of_a_from_scratch_run(spark, 
     first, second = _batches(5)
     for imps, events in first:
         _log(tracker, imps, events)
+    tracker.log_interactions([{"event_id": "new-before", "user_id": "u-new", "item_id": "i9",
+                               "event": "save", "occurred_at": T0 + timedelta(days=2)}],
+                             on_invalid="all_or_nothing")
     lake, state = tmp_path / "lake", tmp_path / "state"
     taken = _export(tracker, lake)
     [one] = _spark_rollup(spark, tracker, lake, state)
     assert one.full
     for imps, events in second:
         _log(tracker, imps, events)
-    _export(tracker, lake, taken)
+    taken = _export(tracker, lake, taken)
     [two] = _spark_rollup(spark, tracker, lake, state)
     assert not two.full and two.days_recomputed
+    # a new user on the last day only (with a click in the window, logged long before):
+    # the exposure-day rows from that day on start from the stored first-seen users
+    _log(tracker, [{"impression_id": "home-new", "experiment": "home", "arm": "control",
+                    "user_id": "u-new", "items": ["i1", "i2"],
+                    "served_at": T0 + timedelta(days=2, hours=20)}],
+         [{"event_id": "new-click", "user_id": "u-new", "item_id": "i2", "event": "click",
+           "occurred_at": T0 + timedelta(days=2, hours=20, minutes=5)}])
+    taken = _export(tracker, lake, taken)
+    [three] = _spark_rollup(spark, tracker, lake, state)
+    assert not three.full and min(three.days_recomputed) > min(one.days_recomputed)
     incremental, incremental_x = _outcome(tracker), _spark_covariates(state)
     _spark_rollup(spark, tracker, lake, tmp_path / "scratch", full=True)
     assert_close(_outcome(tracker), incremental, "from scratch")

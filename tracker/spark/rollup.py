@@ -214,8 +214,9 @@ class _Run:
             declared = pa.array(sorted(set(declared_list)), pa.string()) if declared_list \
                 else None
             daily = self._compute(f, days, declared, summary) if days else {}
-            users = covariates.refresh(self.spark, self.lake, self.info, self.store,
-                                       daily) if daily else None
+            with _phase("covariates"):
+                users = covariates.refresh(self.spark, self.lake, self.info, self.store,
+                                           daily) if daily else None
         finally:
             self.census.release()
         with _phase("commit"), transaction(self.engine, write=True) as conn:
