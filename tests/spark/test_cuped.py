@@ -235,8 +235,12 @@ def test_an_incremental_spark_run_gives_the_tables_of_a_from_scratch_run(spark, 
          [{"event_id": "new-click", "user_id": "u-new", "item_id": "i2", "event": "click",
            "occurred_at": T0 + timedelta(days=2, hours=20, minutes=5)}])
     taken = _export(tracker, lake, taken)
+    seen = {p.name: p.stat().st_mtime_ns for p in (state / "home" / "first_seen").iterdir()}
     [three] = _spark_rollup(spark, tracker, lake, state)
     assert not three.full and min(three.days_recomputed) > min(one.days_recomputed)
+    kept = {p.name: p.stat().st_mtime_ns for p in (state / "home" / "first_seen").iterdir()
+            if p.name < f"{min(three.days_recomputed).isoformat()}.parquet"}
+    assert kept and kept.items() <= seen.items()  # read, not rebuilt from the first day
     incremental, incremental_x = _outcome(tracker), _spark_covariates(state)
     _spark_rollup(spark, tracker, lake, tmp_path / "scratch", full=True)
     assert_close(_outcome(tracker), incremental, "from scratch")
