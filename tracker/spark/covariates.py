@@ -58,6 +58,9 @@ FILE = "covariates.parquet"
 """The state directory's file of per-user covariates."""
 USERS_PER_GROUP = 20_000
 """New users a group of the covariate job holds on average."""
+BROADCAST_USERS = 1_000_000
+"""Up to this many new users, their windows are broadcast to the joins (~50 MB at most):
+the logs are then filtered where they lie, not shuffled by user."""
 _DAY_US = 86_400_000_000
 _OUT = "user string, x array<double>"
 
@@ -119,6 +122,8 @@ def compute(spark: SparkSession, lake: Lake, info: ExperimentInfo,
     if users is None:
         users = pa.array(sorted(windows.select("user").toArrow()["user"].to_pylist()),
                          pa.string())
+    if len(users) <= BROADCAST_USERS:
+        windows = F.broadcast(windows)
     bucket = bucket_of(F.col("user"), max(1, -(-len(users) // USERS_PER_GROUP))).alias(
         "_bucket")
     events = (lake.interactions.rows.select(
@@ -160,6 +165,8 @@ def _windows(spark: SparkSession, lake: Lake, info: ExperimentInfo,
         F.unix_micros("served_at").alias("served")).alias("f"))
     if users is not None:
         wanted = spark.createDataFrame(pa.table({"user": users.cast(pa.string())}))
+        if len(users) <= BROADCAST_USERS:
+            wanted = F.broadcast(wanted)
         first = first.join(wanted, "user", "left_semi")
     first = first.groupBy("user").agg(F.min("f").alias("f"))  # received first, then served
     return first.select("user", (F.col("f.served") - info.cuped_days * _DAY_US).alias("lo"),
