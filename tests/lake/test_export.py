@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+import sqlalchemy as sa
 from click.testing import CliRunner
 
 from tests.lake.logs import IMPRESSIONS, INTERACTIONS, load
@@ -15,6 +16,7 @@ from tracker.cli import main
 from tracker.errors import NotFound, TrackerError
 from tracker.lake import layout
 from tracker.lake.export import export_logs
+from tracker.store.models import Impression, Interaction
 
 
 def rows_of(folder: Path) -> list[dict]:
@@ -23,6 +25,17 @@ def rows_of(folder: Path) -> list[dict]:
     for path in sorted(folder.rglob("*.parquet")):
         rows += pq.read_table(path).to_pylist()
     return rows
+
+
+def received(engine, model, key) -> dict[str, object]:
+    """Each logged row's receipt time in the database, by its client id."""
+    with engine.connect() as conn:
+        return dict(conn.execute(sa.select(key, model.received_at)).all())
+
+
+def without_received(rows: dict[str, dict]) -> dict[str, object]:
+    """Pop the rows' ``received_at`` (no field of a logged record) and return them."""
+    return {key: row.pop("received_at") for key, row in rows.items()}
 
 
 def by_id(rows: list[dict], key: str) -> dict[str, dict]:
@@ -48,6 +61,9 @@ def test_every_field_comes_back_as_logged(logged, tmp_path, batch_rows):
     assert (done.impressions, done.interactions) == (len(IMPRESSIONS), len(INTERACTIONS))
     assert done.experiments == ("exp-a", "exp-b")
     got = by_id(rows_of(tmp_path / "imp"), "impression_id")
+    # the receipt time as stored (the lake's optional received_at: CUPED's history cut)
+    assert without_received(got) == received(logged.engine, Impression,
+                                             Impression.impression_key)
     for key, record in expected_impressions({"exp-a", "exp-b"}).items():
         row = got[key]
         context = row.pop("context")
@@ -55,6 +71,8 @@ def test_every_field_comes_back_as_logged(logged, tmp_path, batch_rows):
             else record["context"] is None, key
         assert row == {k: v for k, v in record.items() if k != "context"}, key
     events = by_id(rows_of(tmp_path / "int"), "event_id")
+    assert without_received(events) == received(logged.engine, Interaction,
+                                                Interaction.event_key)
     assert events == {r["event_id"]: r for r in INTERACTIONS}
 
 

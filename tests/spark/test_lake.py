@@ -11,11 +11,13 @@ import pytest
 
 from tests.conftest import BACKEND
 from tests.lake.logs import IMPRESSIONS, INTERACTIONS, load
+from tests.lake.test_export import received, without_received
 from tests.spark.lakefiles import T, impression, interaction, write, write_interactions
 from tests.spark.support import SKIP_REASON
 from tracker.lake.export import export_logs
 from tracker.lake.layout import IMPRESSIONS as IMPRESSION_SCHEMA
 from tracker.lake.layout import TIMESTAMP
+from tracker.store.models import Impression, Interaction
 
 pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON))
 once = pytest.mark.skipif(BACKEND != "sqlite", reason="no database is read: once")
@@ -26,15 +28,16 @@ def collected(log, key: str) -> dict[str, dict]:
     the Python process's time zone)."""
     from pyspark.sql import functions as F
 
-    times = [c for c in log.rows.columns if c in ("served_at", "occurred_at")]
+    times = [c for c in log.rows.columns if c in ("served_at", "occurred_at", "received_at")]
     frame = log.rows.select(*[F.unix_micros(c).alias(c) if c in times else c
                               for c in log.rows.columns])
     out = {}
     for row in frame.collect():
         record = row.asDict(recursive=True)
         for column in times:
-            record[column] = T.__class__.fromtimestamp(0, T.tzinfo) + timedelta(
-                microseconds=record[column])
+            if record[column] is not None:
+                record[column] = T.__class__.fromtimestamp(0, T.tzinfo) + timedelta(
+                    microseconds=record[column])
         out[record[key]] = record
     assert len(out) == len(log.rows.collect())
     return out
@@ -48,12 +51,17 @@ def test_an_export_reads_back_as_the_database_rows(spark, tracker, tmp_path):
     lake = read_lake(spark, tmp_path / "imp", tmp_path / "int")
     got = collected(lake.impressions, "impression_id")
     assert set(got) == {r["impression_id"] for r in IMPRESSIONS}
+    assert without_received(got) == received(tracker.engine, Impression,
+                                             Impression.impression_key)
     for record in IMPRESSIONS:
         row = dict(got[record["impression_id"]])
         context = row.pop("context")
         assert (json.loads(context) if context is not None else None) == record["context"]
         assert row == {k: v for k, v in record.items() if k != "context"}
-    assert collected(lake.interactions, "event_id") == {r["event_id"]: r for r in INTERACTIONS}
+    events = collected(lake.interactions, "event_id")
+    assert without_received(events) == received(tracker.engine, Interaction,
+                                                Interaction.event_key)
+    assert events == {r["event_id"]: r for r in INTERACTIONS}
     for log in (lake.impressions, lake.interactions):
         assert (log.duplicates, log.conflicts, log.conflict_sample) == (0, 0, ())
     assert lake.impressions.rows_read == len(IMPRESSIONS)
@@ -78,6 +86,23 @@ def test_repeats_count_once_and_conflicts_keep_the_earliest_then_smallest(spark,
     assert (log.files, log.rows_read) == (2, 9)
     # "same" twice more, "tie" [a, b] once more: 3 repeats of the kept payload
     assert (log.duplicates, log.conflicts, log.conflict_sample) == (3, 2, ("late", "tie"))
+
+
+@once
+def test_a_receipt_time_is_no_payload_and_the_earliest_receipt_is_kept(spark, tmp_path):
+    from tracker.spark import read_log
+
+    hour = timedelta(hours=1)
+    write(tmp_path / "a.parquet", [
+        impression("resent", received_at=T + 2 * hour), impression("resent", received_at=T + hour),
+        impression("unstamped"), impression("unstamped", received_at=T + hour),
+        impression("moved", received_at=T), impression("moved", items=["z"], received_at=T)])
+    log = read_log(spark, tmp_path, "impressions")
+    rows = collected(log, "impression_id")
+    assert rows["resent"]["received_at"] == T + hour  # the earliest receipt
+    assert rows["unstamped"]["received_at"] is None  # absent: taken as served_at, earlier
+    # two receipts of one payload: a duplicate each; another payload: a conflict
+    assert (log.duplicates, log.conflicts, log.conflict_sample) == (2, 1, ("moved",))
 
 
 @once
@@ -178,7 +203,7 @@ def test_an_empty_lake_reads_as_no_rows(spark, tmp_path):
     log = read_log(spark, tmp_path, "interactions")
     assert (log.files, log.rows_read, log.rows.count()) == (0, 0, 0)
     assert log.rows.columns == ["event_id", "user_id", "item_id", "event", "value",
-                                "occurred_at", "impression_id"]
+                                "occurred_at", "impression_id", "received_at"]
     write_interactions(tmp_path / "x.parquet", [interaction("e", value=0.5)])
     assert read_log(spark, tmp_path, "interactions").rows.first()["value"] == 0.5
     assert TIMESTAMP.tz == "UTC"

@@ -7,10 +7,11 @@ one machine to Spark, and the data of the Spark tests.
 - **Layout**: ``DIR/day=YYYY-MM-DD/part-N.parquet``, the UTC day of ``served_at`` /
   ``occurred_at``; ``N`` is the experiment's place in the export (0 when one is exported) for
   impressions, 0 for interactions.
-- **Exact**: every field as stored. Lists come as ``text[]`` / ``float8[]`` from PostgreSQL
-  and as JSON text from SQLite (parsed in Arrow, scores written by ``repr``: exact). An
-  interaction's ``value`` on SQLite is read through the driver (SQLite prints a double to
-  text with 15 to 17 digits, which does not always read back as the same number).
+- **Exact**: every field as stored, the receipt time (``received_at``) included. Lists
+  come as ``text[]`` / ``float8[]`` from PostgreSQL and as JSON text from SQLite (parsed
+  in Arrow, scores written by ``repr``: exact). An interaction's ``value`` on SQLite is
+  read through the driver (SQLite prints a double to text with 15 to 17 digits, which does
+  not always read back as the same number).
 - **Interactions belong to no experiment**: all of them are exported even when one experiment
   is, since the rollup reads every interaction (item popularity for novelty, attribution by
   user and time).
@@ -140,9 +141,11 @@ def _impression_batches(reader: ArrowReader, experiment_id: int, key: str,
         pa.field("impression_id", pa.string(), False), pa.field("arm", pa.string(), False),
         pa.field("user_id", pa.string(), False), pa.field("items", LIST, False),
         pa.field("scores", _SCORES if postgresql else pa.string(), True),
-        pa.field("baseline_items", LIST, True), pa.field("context", pa.string(), True)])
+        pa.field("baseline_items", LIST, True), pa.field("context", pa.string(), True),
+        pa.field("received_at", pa.int64(), False)])
     select = ("SELECT imp.id, imp.served_at, imp.impression_key, a.key, imp.user_id, "
-              f"imp.items, imp.scores, imp.baseline_items, {context} FROM impression imp "
+              f"imp.items, imp.scores, imp.baseline_items, {context}, imp.received_at "
+              "FROM impression imp "
               "JOIN arm a ON a.id = imp.arm_id ")
     where = f"imp.experiment_id = {int(experiment_id)}"
 
@@ -159,6 +162,7 @@ def _impression_batches(reader: ArrowReader, experiment_id: int, key: str,
             "served_at": table["served_at"].cast(TIMESTAMP), "items": table["items"],
             "scores": scores_column, "baseline_items": table["baseline_items"],
             "context": _no_json_null(table["context"]),
+            "received_at": table["received_at"].cast(TIMESTAMP),
         }, schema=IMPRESSIONS)
 
 
@@ -167,9 +171,10 @@ def _interaction_batches(reader: ArrowReader, batch_rows: int) -> Iterator[pa.Ta
     fields = [pa.field("id", pa.int64(), False), pa.field("occurred_at", pa.int64(), False),
               pa.field("event_id", pa.string(), False), pa.field("user_id", pa.string(), False),
               pa.field("item_id", pa.string(), False), pa.field("event", pa.string(), False),
-              pa.field("impression_id", pa.string(), True)]
+              pa.field("impression_id", pa.string(), True),
+              pa.field("received_at", pa.int64(), False)]
     select = ("SELECT it.id, it.occurred_at, it.event_key, it.user_id, it.item_id, "
-              "it.event_type, it.impression_key")
+              "it.event_type, it.impression_key, it.received_at")
     if postgresql:  # ADBC reads float8 as double, exactly
         fields.append(pa.field("value", pa.float64(), True))
         select += ", it.value"
@@ -186,6 +191,7 @@ def _interaction_batches(reader: ArrowReader, batch_rows: int) -> Iterator[pa.Ta
             "item_id": table["item_id"], "event": table["event"], "value": value,
             "occurred_at": table["occurred_at"].cast(TIMESTAMP),
             "impression_id": table["impression_id"],
+            "received_at": table["received_at"].cast(TIMESTAMP),
         }, schema=INTERACTIONS)
 
 

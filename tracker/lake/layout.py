@@ -19,6 +19,7 @@ items              list<string>           no
 scores             list<double>           yes
 baseline_items     list<string>           yes
 context            string (a JSON object) yes
+received_at        timestamp[us, UTC]     yes
 =================  =====================  ========
 
 Interactions (one user event on an item):
@@ -31,7 +32,14 @@ event              string                 no
 value              double                 yes
 occurred_at        timestamp[us, UTC]     no
 impression_id      string                 yes
+received_at        timestamp[us, UTC]     yes
 =================  =====================  ========
+
+``received_at`` (both logs) is when the row reached the log (the database's receipt time;
+``tracker export`` writes it). It is not part of a row's payload: the same id with another
+receipt time is a duplicate, and the earliest receipt counts. Absent or null, it is taken
+as ``served_at`` / ``occurred_at``. Only CUPED's covariates read it (the history as known at
+a user's first exposure: :mod:`tracker.spark.covariates`).
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ IMPRESSIONS = pa.schema([
     pa.field("scores", pa.list_(pa.float64()), nullable=True),
     pa.field("baseline_items", pa.list_(pa.string()), nullable=True),
     pa.field("context", pa.string(), nullable=True),
+    pa.field("received_at", TIMESTAMP, nullable=True),
 ])
 """The impressions' columns, in this order."""
 
@@ -62,6 +71,7 @@ INTERACTIONS = pa.schema([
     pa.field("value", pa.float64(), nullable=True),
     pa.field("occurred_at", TIMESTAMP, nullable=False),
     pa.field("impression_id", pa.string(), nullable=True),
+    pa.field("received_at", TIMESTAMP, nullable=True),
 ])
 """The interactions' columns, in this order."""
 
@@ -70,5 +80,8 @@ IDS = {"impressions": "impression_id", "interactions": "event_id"}
 
 TIMES = {"impressions": "served_at", "interactions": "occurred_at"}
 """The instant each log is partitioned by (its UTC day)."""
+
+RECEIVED = "received_at"
+"""The optional receipt time of both logs: no part of a row's payload (module docstring)."""
 
 SCHEMAS = {"impressions": IMPRESSIONS, "interactions": INTERACTIONS}

@@ -17,6 +17,7 @@ from datetime import date
 import numpy as np
 import pyarrow as pa
 
+from tracker.rollup import covariates as cuped
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cumulative import Running
 from tracker.rollup.exposure import catalog_size
@@ -28,13 +29,16 @@ from tracker.store.experiments import ExperimentInfo
 
 
 def cumulative_rows(conn, info: ExperimentInfo, store: StateDir, since: date, now_us: int,
-                    recent: dict[date, UnitTotals], declared: pa.Array | None) -> None:
+                    recent: dict[date, UnitTotals], declared: pa.Array | None,
+                    covariates: cuped.UserCovariates | None = None) -> None:
     """Replace the cumulative rows (database) and state (directory) of every day from
-    ``since`` on; ``recent``: daily totals of days just computed (not read back)."""
+    ``since`` on; ``recent``: daily totals of days just computed (not read back);
+    ``covariates``: CUPED's per-user covariates, whose sums are written too."""
     layout = Layout.for_cutoffs(list(info.cutoffs))
     cutoffs = list(info.cutoffs)
     days = results.known_days(conn, info.id)
     results.delete_cumulative(conn, info.id, since)
+    cuped.delete_cumulative(conn, info.id, since)
     before = [d for d, _, _ in days if d < since]
     running = Running(UnitTotals.empty(len(layout)), {})
     if before:
@@ -59,3 +63,4 @@ def cumulative_rows(conn, info: ExperimentInfo, store: StateDir, since: date, no
         view = View(info, day, True, running.provisional or now_us < closes)
         insert_stats(conn, stats_rows(view, running.totals, layout, arms,
                                       catalog_size(seen, declared)))
+        cuped.write_sums(conn, info, day, True, running.totals, covariates, layout)

@@ -15,7 +15,8 @@ The database keeps the payload stored first; a lake has no arrival order, so *fi
 a deterministic order that does not depend on file names, partitioning or the number of
 tasks: the earliest ``served_at`` / ``occurred_at``, then the smallest payload in Spark's
 ordering of the columns in layout order (strings by code point, lists element by element,
-nulls first).
+nulls first). ``received_at`` is no payload: of rows with equal payloads the earliest
+receipt is kept.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from tracker.errors import TrackerError
-from tracker.lake.layout import IDS, SCHEMAS, TIMES
+from tracker.lake.layout import IDS, RECEIVED, SCHEMAS, TIMES
 
 SAMPLE = 10
 """How many conflicting ids a read reports by name."""
@@ -228,7 +229,7 @@ def _deduplicated(raw: DataFrame, kind: str, files: int, sample: int) -> LakeLog
     Most ids come once: only the rows of ids seen more than once (found from a shuffle of
     the ids alone) are ranked by a window; the others pass through without a sort."""
     key, time = IDS[kind], TIMES[kind]
-    payload = [name for name in SCHEMAS[kind].names if name != key]
+    payload = [name for name in SCHEMAS[kind].names if name not in (key, RECEIVED)]
     per_id = raw.groupBy(key).agg(F.count(F.lit(1)).alias("_n"))
     found = per_id.agg(F.sum("_n").alias("rows"),
                        F.count(F.when(F.col("_n") > 1, 1)).alias("repeated")).first()
@@ -237,10 +238,13 @@ def _deduplicated(raw: DataFrame, kind: str, files: int, sample: int) -> LakeLog
         return LakeLog(raw, files, int(total), 0, 0, ())
     # few in a sound log: kept for the run, and broadcast to the joins below
     repeated = F.broadcast(per_id.where(F.col("_n") > 1).select(key).persist())
-    ordered = Window.partitionBy(key).orderBy(F.col(time).asc_nulls_first(),
-                                              *(F.col(c).asc_nulls_first() for c in payload))
+    order = [F.col(time).asc_nulls_first(), *(F.col(c).asc_nulls_first() for c in payload)]
+    ordered = Window.partitionBy(key).orderBy(*order)
+    # the receipt time is no payload: of equal payloads the earliest receipt is kept
+    received = F.coalesce(F.col(RECEIVED), F.col(time)).asc()
     ranked = (raw.join(repeated, key, "left_semi")
-              .withColumn("_row", F.row_number().over(ordered))
+              .withColumn("_row", F.row_number().over(
+                  Window.partitionBy(key).orderBy(*order, received)))
               .withColumn("_payload", F.dense_rank().over(ordered)))
     counts = ranked.agg(
         F.sum(F.when((F.col("_row") > 1) & (F.col("_payload") == 1), 1).otherwise(0))

@@ -17,7 +17,11 @@ the tracker database):
 3. **On the driver**, per day: the per-user sums (:class:`UnitTotals`) into the state
    directory, and the rows the report reads from the default engine's own code
    (:func:`tracker.rollup.day.day_result`).
+   CUPED's per-user covariates of the users first seen in the run, on Spark
+   (:mod:`tracker.spark.covariates`), into the state directory.
 4. **One transaction**: the daily rows (:func:`tracker.rollup.published.publish_daily`),
+   CUPED's covariate sums (:func:`tracker.rollup.covariates.publish_daily`), the
+   exposure-day rows (:mod:`tracker.spark.exposure`),
    the cumulative rows from the first recomputed day on (:mod:`tracker.spark.cumulative`),
    and the default engine's watermarks reset (a later default-engine run rebuilds rather
    than trust them). The manifest is saved after it: a run killed before leaves its files
@@ -42,6 +46,7 @@ from pyspark.sql import SparkSession
 
 from tracker.config import Settings
 from tracker.errors import NotFound
+from tracker.rollup import covariates as cuped
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.day import RunContext, day_result
 from tracker.rollup.exposure import Exposure
@@ -50,7 +55,7 @@ from tracker.rollup.outcomes import Layout
 from tracker.rollup.published import DayResult, publish_daily
 from tracker.rollup.queries import DayExtent
 from tracker.rollup.summary import RollupSummary
-from tracker.spark import plan
+from tracker.spark import covariates, exposure, plan
 from tracker.spark.cumulative import cumulative_rows
 from tracker.spark.frames import (
     GROUP_ROWS,
@@ -186,6 +191,7 @@ class _Run:
                 "window_us": int(info.attribution_window.total_seconds() * 1_000_000),
                 "relevance": info.relevance, "timezone": info.timezone,
                 "popularity_days": self.settings.rollup_popularity_days,
+                "cuped_days": info.cuped_days,
                 "catalog": sorted(self._declared_list())}
 
     def _declared_list(self) -> list[str]:
@@ -208,16 +214,23 @@ class _Run:
             declared = pa.array(sorted(set(declared_list)), pa.string()) if declared_list \
                 else None
             daily = self._compute(f, days, declared, summary) if days else {}
+            with _phase("covariates"):
+                users = covariates.refresh(self.spark, self.lake, self.info, self.store,
+                                           daily) if daily else None
         finally:
             self.census.release()
         with _phase("commit"), transaction(self.engine, write=True) as conn:
             publish_daily(conn, self.info, daily, everything=rebuild)
+            cuped.publish_daily(conn, self.info, daily, users,
+                                everything=rebuild or self.info.cuped_days == 0)
             if rebuild:
                 results.clear_state(conn, self.info.id)  # the default engine's, now stale
+            recent = {d: r.totals for d, r in daily.items() if r.totals is not None}
+            exposure.publish(conn, self.info, self.store, min(daily) if daily else None,
+                             recent, rebuild=rebuild)
             if daily:
-                recent = {d: r.totals for d, r in daily.items() if r.totals is not None}
                 cumulative_rows(conn, self.info, self.store, min(daily),
-                                to_micros(self.clock), recent, declared)
+                                to_micros(self.clock), recent, declared, users)
                 summary.cumulative_from = min(daily)
             results.reset_state(conn, self.info.id, declaration=False)
             lock.confirm()

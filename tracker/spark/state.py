@@ -10,6 +10,9 @@
   :class:`~tracker.errors.StaleState`).
 - ``exposure/{daily,cumulative}/DAY/arm=ID.parquet``: item exposure per arm
   (``exposure/1``); arm 0 is the catalog.
+- ``covariates.parquet``: CUPED's per-user covariates (``covariates/2``,
+  :mod:`tracker.spark.covariates`); ``first_seen/DAY.parquet``: the users first seen on a
+  day (``first_seen/1``, :mod:`tracker.spark.exposure`).
 - ``scored/``: the groups' output of the last run (Arrow IPC files written by the Python workers:
   :func:`tracker.spark.groups.write_group`).
 
@@ -77,7 +80,8 @@ class StateDir:
 
     def clear(self) -> None:
         """Forget everything (a rebuild)."""
-        for name in ("manifest.json", "units", "exposure", "scored"):
+        for name in ("manifest.json", "units", "exposure", "scored", "covariates.parquet",
+                     "first_seen"):
             path = self.root / name
             if path.is_dir():
                 shutil.rmtree(path)

@@ -1,0 +1,214 @@
+"""CUPED's pre-exposure covariates on Spark: :mod:`tracker.rollup.covariates` with the lake
+as the history and the per-user covariates in the state directory.
+
+**What is computed** is the default engine's, by its own code: per user first seen in the run
+(a user of the run's days without stored covariates), fixed at first exposure, the
+interaction count and graded sum of the ``cuped_days`` before it, ``no_pre_period``, the
+pre-period value of each metric column over the lists served to the user in that window in
+*any* experiment of the lake, and ``no_pre_lists``
+(:func:`tracker.rollup.covariates.covariates_of`, which scores the lists with this
+experiment's cutoffs, grades and window through
+:func:`tracker.rollup.pre_metrics.scored_lists` and the ``tracker.metrics`` kernels).
+
+**History as known at first exposure.** The lake's optional ``received_at`` column
+(:mod:`tracker.lake.layout`; absent or null: ``served_at`` / ``occurred_at``) plays the
+database's receipt time: a user's first exposure is the earliest served of their
+first-received impressions in the experiment (known arms), and only rows received by then
+count, so a run that sees a late-received row later does not change a user's values, and
+``--full`` gives the same ones.
+
+**On Spark**: one Spark job joins the new users' windows ``[first − cuped_days, first)`` to
+the interactions and to every experiment's impressions (by user, time and receipt), groups
+the matches by user bucket (:data:`USERS_PER_GROUP` users a group on average), and each group
+runs :func:`group_covariates` (Arrow and numpy, no pyspark) in a Python worker; a row per
+user with pre-period data comes back to the driver (a user without any gets the covariates of
+no history, as the default engine gives it). A group's memory follows its users'
+pre-period lists: a user with a huge history makes its group large (not sliced).
+
+**Stored**: every user's covariates so far in ``covariates.parquet`` of the state directory
+(format ``covariates/2`` with its ``cuped_days``, as ``rollup_user_covariates``); the sums per
+arm, metric and view go to ``rollup_covariate_sums`` through the default engine's
+:func:`~tracker.rollup.covariates.publish_daily` and
+:func:`~tracker.rollup.covariates.write_sums` (:mod:`tracker.spark.cumulative`).
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from tracker.errors import StaleState
+from tracker.rollup import state
+from tracker.rollup.covariates import USERS, UserCovariates, covariates_of, names_for
+from tracker.rollup.pre_metrics import index_in
+from tracker.rollup.published import DayResult
+from tracker.spark.frames import bucket_of
+from tracker.spark.lake import Lake
+from tracker.spark.state import StateDir
+from tracker.store.arrow import LIST
+from tracker.store.experiments import ExperimentInfo
+
+FILE = "covariates.parquet"
+"""The state directory's file of per-user covariates."""
+USERS_PER_GROUP = 20_000
+"""New users a group of the covariate job holds on average."""
+BROADCAST_USERS = 1_000_000
+"""Up to this many new users, their windows are broadcast to the joins (~50 MB at most):
+the logs are then filtered where they lie, not shuffled by user."""
+_DAY_US = 86_400_000_000
+_OUT = "user string, x array<double>"
+
+
+def refresh(spark: SparkSession, lake: Lake, info: ExperimentInfo, store: StateDir,
+            daily: dict[date, DayResult]) -> UserCovariates | None:
+    """The covariates of the experiment's users: the stored ones, and those of the users of
+    the run's days (``daily``) that have none yet, computed on Spark and stored. None when
+    the experiment's ``cuped_days`` is 0. Stored covariates that cannot be read (another
+    format) are recomputed for every user of the experiment."""
+    if info.cuped_days == 0:
+        return None
+    stored = load(store, info)
+    if stored is None and (store.root / FILE).exists():
+        users = None  # unreadable: every user again
+    else:
+        seen = [r.totals.users.cast(pa.string()) for r in daily.values()
+                if r.totals is not None and r.totals.size]
+        users = pc.unique(pa.concat_arrays(seen)) if seen else pa.array([], pa.string())
+        if stored is not None:
+            users = users.filter(pc.invert(pc.is_in(users, value_set=stored.users)))
+        if not len(users):
+            return stored or UserCovariates.empty(names_for(info.cutoffs))
+    computed = compute(spark, lake, info, users)
+    merged = computed if stored is None else stored.merged(computed)
+    save(store, info, merged)
+    return merged
+
+
+def load(store: StateDir, info: ExperimentInfo) -> UserCovariates | None:
+    """The stored covariates, None when there are none or they cannot serve (another
+    format, window or cutoffs)."""
+    path = store.root / FILE
+    if not path.exists():
+        return None
+    table = pq.read_table(path)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    try:
+        return UserCovariates.decode(sink.getvalue(), info.cuped_days,
+                                     names_for(info.cutoffs))
+    except StaleState:
+        return None
+
+
+def save(store: StateDir, info: ExperimentInfo, covariates: UserCovariates) -> None:
+    store.root.mkdir(parents=True, exist_ok=True)
+    table = state.read(covariates.encode(info.cuped_days), USERS)
+    temporary = store.root / (FILE + ".tmp")
+    pq.write_table(table, temporary)
+    temporary.replace(store.root / FILE)
+
+
+def compute(spark: SparkSession, lake: Lake, info: ExperimentInfo,
+            users: pa.Array | None) -> UserCovariates:
+    """The covariates of ``users`` (None: every user of the experiment) from the lake."""
+    windows = _windows(spark, lake, info, users)
+    if users is None:
+        users = pa.array(sorted(windows.select("user").toArrow()["user"].to_pylist()),
+                         pa.string())
+    if len(users) <= BROADCAST_USERS:
+        windows = F.broadcast(windows)
+    bucket = bucket_of(F.col("user"), max(1, -(-len(users) // USERS_PER_GROUP))).alias(
+        "_bucket")
+    events = (lake.interactions.rows.select(
+        F.col("user_id").alias("user"), F.col("item_id").alias("item"), "event",
+        F.unix_micros("occurred_at").alias("at"), F.col("impression_id").alias("key"),
+        _received("occurred_at"))
+        .join(windows, "user").where(_inside("at"))
+        .select(bucket, "user", "item", "event", "at", "key"))
+    lists = (lake.impressions.rows.select(
+        F.col("user_id").alias("user"), F.unix_micros("served_at").alias("served"), "items",
+        F.col("impression_id").alias("key"), _received("served_at"))
+        .join(windows, "user").where(_inside("served"))
+        .select(bucket, "user", "served", "items", "key"))
+
+    def group(_key, left: pa.Table, right: pa.Table) -> pa.Table:
+        return group_covariates(info, left, right)
+
+    found = (events.groupBy("_bucket").cogroup(lists.groupBy("_bucket"))
+             .applyInArrow(group, _OUT).toArrow())
+    names = names_for(info.cutoffs)
+    users = users.take(pc.array_sort_indices(users))
+    out = UserCovariates(users, np.zeros((len(users), len(names))), names)
+    out.x[:] = out.missing()
+    if found.num_rows:
+        at = index_in(found["user"].combine_chunks().cast(pa.string()), users)
+        flat = pc.list_flatten(found["x"].combine_chunks()).to_numpy(zero_copy_only=False)
+        out.x[at] = flat.reshape(found.num_rows, len(names))
+    return out
+
+
+def _windows(spark: SparkSession, lake: Lake, info: ExperimentInfo,
+             users: pa.Array | None) -> DataFrame:
+    """Per user of ``users`` (None: every user of the experiment): ``lo, hi`` (the window,
+    µs) and ``got`` (the receipt of the first exposure, µs)."""
+    mine = lake.impressions.rows.where(
+        (F.col("experiment") == info.key) & F.col("arm").isin([a.key for a in info.arms]))
+    first = mine.select(F.col("user_id").alias("user"), F.struct(
+        F.unix_micros(F.coalesce("received_at", "served_at")).alias("got"),
+        F.unix_micros("served_at").alias("served")).alias("f"))
+    if users is not None:
+        wanted = spark.createDataFrame(pa.table({"user": users.cast(pa.string())}))
+        if len(users) <= BROADCAST_USERS:
+            wanted = F.broadcast(wanted)
+        first = first.join(wanted, "user", "left_semi")
+    first = first.groupBy("user").agg(F.min("f").alias("f"))  # received first, then served
+    return first.select("user", (F.col("f.served") - info.cuped_days * _DAY_US).alias("lo"),
+                        F.col("f.served").alias("hi"), F.col("f.got").alias("got"))
+
+
+def _received(time: str):
+    return F.unix_micros(F.coalesce("received_at", time)).alias("_received")
+
+
+def _inside(at: str):
+    """In the user's window, and received by their first exposure's receipt."""
+    return ((F.col(at) >= F.col("lo")) & (F.col(at) < F.col("hi"))
+            & (F.col("_received") <= F.col("got")))
+
+
+def group_covariates(info: ExperimentInfo, events: pa.Table, lists: pa.Table) -> pa.Table:
+    """One group's covariates (``user``, ``x``: the values in the order of
+    :func:`tracker.rollup.covariates.names_for`), for the users of its pre-period
+    ``events`` (``user, item, event, at, key``) and ``lists`` (``user, served, items,
+    key``), through the default engine's :func:`~tracker.rollup.covariates.covariates_of`.
+    """
+    events = pa.table({name: _column(events, name, kind) for name, kind in (
+        ("user", pa.string()), ("item", pa.string()), ("event", pa.string()),
+        ("at", pa.int64()), ("key", pa.string()))})
+    n = lists.num_rows
+    lists = pa.table({
+        "id": pa.array(np.arange(n, dtype=np.int64)), "arm": pa.array(np.zeros(n, np.int64)),
+        "user": _column(lists, "user", pa.string()),
+        "served": _column(lists, "served", pa.int64()),
+        "items": _column(lists, "items", LIST), "baseline": pa.nulls(n, LIST),
+        "key": _column(lists, "key", pa.string())})
+    users = pc.unique(pa.concat_arrays([events["user"].combine_chunks(),
+                                        lists["user"].combine_chunks()]))
+    found = covariates_of(info, users, events, lists)
+    width = len(found.names)
+    offsets = pa.array(np.arange(len(users) + 1, dtype=np.int32) * width)
+    return pa.table({"user": found.users,
+                     "x": pa.ListArray.from_arrays(offsets, pa.array(found.x.ravel()))})
+
+
+def _column(table: pa.Table, name: str, kind: pa.DataType) -> pa.Array:
+    if name not in table.column_names:
+        return pa.array([], kind)
+    return table[name].combine_chunks().cast(kind)
