@@ -207,3 +207,44 @@ def test_an_empty_lake_reads_as_no_rows(spark, tmp_path):
     write_interactions(tmp_path / "x.parquet", [interaction("e", value=0.5)])
     assert read_log(spark, tmp_path, "interactions").rows.first()["value"] == 0.5
     assert TIMESTAMP.tz == "UTC"
+
+
+@once
+def test_footers_prove_a_column_all_null_or_free_of_nulls_only_with_statistics(tmp_path):
+    import pyarrow.parquet as pq
+
+    from tracker.lake.layout import INTERACTIONS as INTERACTION_SCHEMA
+    from tracker.spark.lake import checked_footers
+
+    write_interactions(tmp_path / "a" / "1.parquet", [interaction("e1"), interaction("e2")])
+    lacking = [f for f in INTERACTION_SCHEMA if f.name not in ("impression_id", "value")]
+    write(tmp_path / "a" / "2.parquet", [interaction("e3")], pa.schema(lacking))
+    _, footers = checked_footers(tmp_path / "a", "interactions")
+    assert footers.only_nulls == {"impression_id", "value"}
+    assert footers.no_nulls == {"event_id", "user_id", "item_id", "event", "occurred_at"}
+
+    write_interactions(tmp_path / "a" / "3.parquet", [interaction("e4", impression_id="x")])
+    assert checked_footers(tmp_path / "a", "interactions")[1].only_nulls == {"value"}
+
+    bare = pa.Table.from_pylist([interaction("e5")], schema=INTERACTION_SCHEMA)
+    (tmp_path / "c").mkdir()
+    pq.write_table(bare, tmp_path / "c" / "1.parquet", write_statistics=False)
+    _, footers = checked_footers(tmp_path / "c", "interactions")
+    assert (footers.no_nulls, footers.only_nulls) == (frozenset(), frozenset())
+
+
+@once
+def test_a_null_that_no_footer_counts_still_fails_the_job_that_reads_it(spark, tmp_path):
+    import pyarrow.parquet as pq
+
+    from tracker.spark import read_log
+
+    schema = pa.schema([pa.field(f.name, f.type, nullable=True) for f in IMPRESSION_SCHEMA])
+    table = pa.Table.from_pylist([impression("a"), impression("b", user_id=None)],
+                                 schema=schema)
+    pq.write_table(table, tmp_path / "bare.parquet", write_statistics=False)
+    log = read_log(spark, tmp_path, "impressions")  # counts ids only: user_id not read
+    assert log.rows_read == 2
+    with pytest.raises(Exception, match="required column 'user_id' is null in") as raised:
+        log.rows.select("user_id").collect()
+    assert "bare.parquet" in str(raised.value)

@@ -50,12 +50,14 @@ def bucket_of(user: Column, buckets: int) -> Column:
 class Frames:
     """One experiment's rows: ``impressions`` (every day, coded: ``impression_id, arm,
     user, served, items, baseline, _day``) and the lake's ``interactions`` (``event_id,
-    user, item, event, at, named``)."""
+    user, item, event, at, named, occurred_at``); ``unnamed``: the lake's footers prove
+    that no interaction names an impression."""
 
     info: ExperimentInfo
     impressions: DataFrame
     interactions: DataFrame
     unknown_arms: DataFrame  # the experiment's impressions whose arm it does not declare
+    unnamed: bool = False
 
     @property
     def window_us(self) -> int:
@@ -78,18 +80,23 @@ def coded_impressions(info: ExperimentInfo, impressions: DataFrame) -> DataFrame
 
 
 def coded_interactions(interactions: DataFrame) -> DataFrame:
-    """Interactions (lake rows) with µs times."""
+    """Interactions (lake rows) with µs times (``at``; the lake's ``occurred_at`` kept
+    beside it: a filter on it reaches the files' statistics)."""
     return interactions.select(
         "event_id", F.col("user_id").alias("user"), F.col("item_id").alias("item"), "event",
-        F.unix_micros("occurred_at").alias("at"), F.col("impression_id").alias("named"))
+        F.unix_micros("occurred_at").alias("at"), F.col("impression_id").alias("named"),
+        "occurred_at")
 
 
-def frames(info: ExperimentInfo, impressions: DataFrame, interactions: DataFrame) -> Frames:
+def frames(info: ExperimentInfo, impressions: DataFrame, interactions: DataFrame,
+           unnamed: bool = False) -> Frames:
     """The experiment's impressions (deduplicated lake rows, :func:`coded_impressions`)
-    and every interaction (:func:`coded_interactions`)."""
+    and every interaction (:func:`coded_interactions`); ``unnamed``: no interaction names
+    an impression (the footers prove the lake's ``impression_id`` column all null)."""
     coded = coded_impressions(info, impressions)
     return Frames(info, coded.where(F.col("arm").isNotNull()),
-                  coded_interactions(interactions), coded.where(F.col("arm").isNull()))
+                  coded_interactions(interactions), coded.where(F.col("arm").isNull()),
+                  unnamed)
 
 
 def _days_filter(days: list[date] | None) -> Column:
@@ -115,8 +122,9 @@ def grouped(f: Frames, days: list[date] | None, buckets: int, heavy: list[tuple[
     impressions, by_time = _slices(impressions, by_time, f.window_us, heavy, user_rows)
     by_time = by_time.select(*columns)
     keyed = f.interactions.where(F.col("named").isNotNull())
-    if keyed.select("named").isEmpty():  # reads one column: no join, and no impression
-        return impressions.drop("impression_id"), by_time  # ids shuffled to the groups
+    # no join, and no impression ids shuffled to the groups (else a job reads one column)
+    if f.unnamed or keyed.select("named").isEmpty():
+        return impressions.drop("impression_id"), by_time
     named = impressions.select(F.col("impression_id").alias("named"), "_day", "_bucket",
                                "_slice")
     return impressions, by_time.unionByName(keyed.join(named, "named").select(*columns))
@@ -160,8 +168,11 @@ def popularity(f: Frames, days: list[date], window_days: int,
     if not days:
         return {}
     first = day_start(min(days) - timedelta(days=window_days), f.zone)
-    events = f.interactions.where((F.col("at") >= first)
-                                  & (F.col("at") < day_start(max(days), f.zone)))
+    last = day_start(max(days), f.zone)
+    # on the lake's column (a constant bound): Parquet skips the row groups outside
+    occurred = F.col("occurred_at")
+    events = f.interactions.where((occurred >= F.timestamp_micros(F.lit(first)))
+                                  & (occurred < F.timestamp_micros(F.lit(last))))
     if served is None:
         served = f.impressions.select("user", "_day").distinct()
     pairs = (events.withColumn("_day", local_day(F.col("at"), f.zone))

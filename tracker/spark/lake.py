@@ -6,7 +6,9 @@ Spark and Hadoop skip them. Each file's footer is checked in the driver before a
 (pyarrow: local paths and the URIs ``pyarrow.fs`` knows): extra columns are ignored, an
 absent nullable column reads as null, and a missing required column, a column of another
 type, or a file that is not Parquet is a :class:`LakeError` naming the file and the column.
-A null in a required column fails the Spark job that meets it, naming the column and file.
+A null in a required column fails the Spark job that meets it, naming the column and file;
+a column whose every footer gives a null count of 0 is read as it is (no check per row, and
+Spark can push a filter on it down to the files' statistics).
 
 **Duplicates and conflicts** (as the database treats a client id, ``impression_id`` /
 ``event_id``): rows with the same id and the same payload (every other column) count once;
@@ -21,7 +23,7 @@ receipt is kept.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -47,7 +49,8 @@ class LakeLog:
     """One log read from the lake: ``rows`` (a DataFrame with the layout's columns, one row
     per id), how many rows the files held, how many repeated an id with the same payload
     (dropped), and the ids that came with different payloads (``conflicts`` of them; the
-    first ``sample`` in id order)."""
+    first ``sample`` in id order); ``null_columns``: the nullable columns that every
+    file's footer proves hold only nulls (or that no file has)."""
 
     rows: DataFrame
     files: int
@@ -55,6 +58,7 @@ class LakeLog:
     duplicates: int
     conflicts: int
     conflict_sample: tuple[str, ...]
+    null_columns: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -78,14 +82,15 @@ def read_log(spark: SparkSession, directory: str | Path, kind: str, *,
     """One log (``kind``: ``"impressions"`` or ``"interactions"``) under ``directory``."""
     if kind not in SCHEMAS:
         raise ValueError(f"kind must be one of {', '.join(SCHEMAS)}, got {kind!r}")
-    files = checked_files(directory, kind)
+    files, footers = checked_footers(directory, kind)
     schema = spark_schema(SCHEMAS[kind])
     if files:
         raw = spark.read.schema(schema).parquet(*files)
-        raw = raw.select(*_required(SCHEMAS[kind]))
+        raw = raw.select(*_required(SCHEMAS[kind], footers.no_nulls))
     else:
         raw = spark.createDataFrame([], schema)
-    return _deduplicated(raw, kind, len(files), sample)
+    log = _deduplicated(raw, kind, len(files), sample)
+    return replace(log, null_columns=footers.only_nulls)
 
 
 def lake_files(directory: str | Path) -> tuple[pafs.FileSystem, list[str]]:
@@ -108,10 +113,29 @@ def _hidden(relative: str) -> bool:
     return any(part.startswith(("_", ".")) for part in relative.split("/") if part)
 
 
+@dataclass(frozen=True)
+class Footers:
+    """What the footers of every file of a log prove: the required columns free of nulls
+    (each row group's null count is 0) and the nullable columns holding only nulls (each
+    row group's null count is its row count, or the file lacks the column). A column a
+    footer says nothing about (no statistics) is in neither."""
+
+    no_nulls: frozenset[str]
+    only_nulls: frozenset[str]
+
+
 def checked_files(directory: str | Path, kind: str) -> list[str]:
     """The files of one log, each checked against the layout (module docstring); their
     paths as Spark reads them."""
+    return checked_footers(directory, kind)[0]
+
+
+def checked_footers(directory: str | Path, kind: str) -> tuple[list[str], Footers]:
+    """:func:`checked_files`, and what their footers prove (:class:`Footers`)."""
     fs, files = lake_files(directory)
+    flat = [f.name for f in SCHEMAS[kind] if not pa.types.is_list(f.type)]
+    no_nulls = {name for name in flat if not SCHEMAS[kind].field(name).nullable}
+    only_nulls = set(flat) - no_nulls
     for path in files:
         try:
             meta = pq.read_metadata(path, filesystem=fs)
@@ -120,9 +144,30 @@ def checked_files(directory: str | Path, kind: str) -> list[str]:
             raise LakeError(f"{path}: not a Parquet file ({error})") from None
         _check_columns(path, found, kind)
         _check_nulls(path, meta, kind)
-    if isinstance(fs, pafs.LocalFileSystem):
-        return files
-    return [f"{fs.type_name}://{path}" for path in files]
+        nulls = _null_counts(meta)
+        no_nulls &= {name for name, (count, rows) in nulls.items() if count == 0}
+        only_nulls &= {name for name, (count, rows) in nulls.items() if count == rows} \
+            | (set(flat) - set(found.names))
+    if not isinstance(fs, pafs.LocalFileSystem):
+        files = [f"{fs.type_name}://{path}" for path in files]
+    return files, Footers(frozenset(no_nulls), frozenset(only_nulls))
+
+
+def _null_counts(meta: pq.FileMetaData) -> dict[str, tuple[int, int]]:
+    """Per top-level column of a file: (nulls, rows) summed over its row groups, for the
+    columns whose every row group's statistics give a null count."""
+    out = {}
+    for index in range(meta.num_columns):
+        path = meta.schema.column(index).path
+        nulls = 0
+        for group in range(meta.num_row_groups):
+            stats = meta.row_group(group).column(index).statistics
+            if stats is None or not stats.has_null_count:
+                break
+            nulls += stats.null_count
+        else:
+            out[path] = (nulls, meta.num_rows)
+    return out
 
 
 def _check_columns(path: str, found: pa.Schema, kind: str) -> None:
@@ -209,13 +254,14 @@ def _spark_type(kind: pa.DataType) -> T.DataType:
     raise TypeError(f"no Spark type for {kind}")
 
 
-def _required(schema: pa.Schema) -> list:
+def _required(schema: pa.Schema, no_nulls: frozenset[str] = frozenset()) -> list:
     """The columns in layout order, a required one failing the job at its first null with
-    the column and the file named (lazily: no extra pass over the data)."""
+    the column and the file named (lazily: no extra pass over the data), unless the
+    footers prove it free of nulls (``no_nulls``)."""
     columns = []
     for field in schema:
         column = F.col(field.name)
-        if not field.nullable:
+        if not field.nullable and field.name not in no_nulls:
             message = F.concat(F.lit(f"lake: required column {field.name!r} is null in "),
                                F.input_file_name())
             column = F.coalesce(column, F.raise_error(message))
@@ -226,16 +272,23 @@ def _required(schema: pa.Schema) -> list:
 def _deduplicated(raw: DataFrame, kind: str, files: int, sample: int) -> LakeLog:
     """One row per id (the first, module docstring) and the counts.
 
-    Most ids come once: only the rows of ids seen more than once (found from a shuffle of
-    the ids alone) are ranked by a window; the others pass through without a sort."""
+    Most ids come once: only the rows of ids seen more than once are ranked by a window;
+    the others pass through without a sort. Repeated ids are found from a shuffle of the
+    ids' 64-bit hashes (a long is cheaper to hash, shuffle and count than a string): an id
+    whose hash comes once comes once, so only the rows under a repeated hash (every
+    repeated id, and the rare ids that share a hash with another) are counted by id."""
     key, time = IDS[kind], TIMES[kind]
     payload = [name for name in SCHEMAS[kind].names if name not in (key, RECEIVED)]
-    per_id = raw.groupBy(key).agg(F.count(F.lit(1)).alias("_n"))
-    found = per_id.agg(F.sum("_n").alias("rows"),
-                       F.count(F.when(F.col("_n") > 1, 1)).alias("repeated")).first()
+    per_hash = raw.select(F.xxhash64(key).alias("_hash")).groupBy("_hash").agg(
+        F.count(F.lit(1)).alias("_n"))
+    found = per_hash.agg(F.sum("_n").alias("rows"),
+                         F.count(F.when(F.col("_n") > 1, 1)).alias("repeated")).first()
     total = found["rows"] or 0
     if not found["repeated"]:  # a sound log: every row is its id's only one
         return LakeLog(raw, files, int(total), 0, 0, ())
+    suspects = F.broadcast(per_hash.where(F.col("_n") > 1).select("_hash"))
+    per_id = (raw.withColumn("_hash", F.xxhash64(key)).join(suspects, "_hash", "left_semi")
+              .groupBy(key).agg(F.count(F.lit(1)).alias("_n")))
     # few in a sound log: kept for the run, and broadcast to the joins below
     repeated = F.broadcast(per_id.where(F.col("_n") > 1).select(key).persist())
     order = [F.col(time).asc_nulls_first(), *(F.col(c).asc_nulls_first() for c in payload)]

@@ -203,7 +203,8 @@ class _Run:
         summary = RollupSummary(self.info.key, full)
         # not cached: every use reads only its columns, and deduplication is a broadcast
         # join of the few repeated ids (caching lists of strings costs more than a scan)
-        f = frames(self.info, self.lake.impressions.rows, self.lake.interactions.rows)
+        f = frames(self.info, self.lake.impressions.rows, self.lake.interactions.rows,
+                   "impression_id" in self.lake.interactions.null_columns)
         with _phase("plan"):
             days, rebuild = self._days(f, full)
         try:
