@@ -217,14 +217,17 @@ def test_footers_prove_a_column_all_null_or_free_of_nulls_only_with_statistics(t
     from tracker.spark.lake import checked_footers
 
     write_interactions(tmp_path / "a" / "1.parquet", [interaction("e1"), interaction("e2")])
-    lacking = [f for f in INTERACTION_SCHEMA if f.name not in ("impression_id", "value")]
+    lacking = [f for f in INTERACTION_SCHEMA
+               if f.name not in ("impression_id", "value", "received_at")]
     write(tmp_path / "a" / "2.parquet", [interaction("e3")], pa.schema(lacking))
     _, footers = checked_footers(tmp_path / "a", "interactions")
-    assert footers.only_nulls == {"impression_id", "value"}
+    # no row gives a receipt time (the optional column): null throughout, or absent
+    assert footers.only_nulls == {"impression_id", "value", "received_at"}
     assert footers.no_nulls == {"event_id", "user_id", "item_id", "event", "occurred_at"}
 
     write_interactions(tmp_path / "a" / "3.parquet", [interaction("e4", impression_id="x")])
-    assert checked_footers(tmp_path / "a", "interactions")[1].only_nulls == {"value"}
+    assert checked_footers(tmp_path / "a", "interactions")[1].only_nulls == {"value",
+                                                                             "received_at"}
 
     bare = pa.Table.from_pylist([interaction("e5")], schema=INTERACTION_SCHEMA)
     (tmp_path / "c").mkdir()
