@@ -138,6 +138,26 @@ def _first_seen(conn: sa.Connection, experiment_id: int, before: date) -> dict[d
     return {day: bytes(data) for day, data in rows}
 
 
+
+def forget_first_seen(conn: sa.Connection, experiment_id: int) -> None:
+    """Drop the experiment's stored first-seen users (the Spark engine keeps its own in its
+    state directory)."""
+    conn.execute(sa.delete(RollupFirstSeen).where(RollupFirstSeen.experiment_id == experiment_id))
+
+
+def delete_rows(conn: sa.Connection, experiment_id: int, since: date | None) -> None:
+    """The experiment's exposure-day rows from ``since`` on (None: every day)."""
+    where = [RollupExposureDay.experiment_id == experiment_id]
+    if since is not None:
+        where.append(RollupExposureDay.day >= since)
+    conn.execute(sa.delete(RollupExposureDay).where(*where))
+
+
+def insert_rows(conn: sa.Connection, rows: list[dict]) -> None:
+    """Store exposure-day rows (:func:`day_rows` with experiment, day and provisional set)."""
+    if rows:
+        conn.execute(sa.insert(RollupExposureDay), rows)
+
 def _delete(conn: sa.Connection, experiment_id: int, since: date | None) -> None:
     for table in (RollupFirstSeen, RollupExposureDay):
         where = [table.experiment_id == experiment_id]

@@ -20,29 +20,34 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import sqlalchemy as sa
 
 from tracker.rollup import state
 from tracker.rollup.aggregate import UnitTotals
-from tracker.rollup.exposure_days import FIRST_SEEN, FirstSeen, day_rows
+from tracker.rollup.exposure_days import (
+    FIRST_SEEN,
+    FirstSeen,
+    day_rows,
+    delete_rows,
+    forget_first_seen,
+    insert_rows,
+)
 from tracker.rollup.outcomes import Layout
 from tracker.spark.state import StateDir
 from tracker.store import results
 from tracker.store.experiments import ExperimentInfo
-from tracker.store.rollup_tables import RollupExposureDay, RollupFirstSeen
 
 FOLDER = "first_seen"
 """The state directory's folder of first-seen users, one Parquet file per day."""
 
 
-def publish(conn: sa.Connection, info: ExperimentInfo, store: StateDir, since: date | None,
+def publish(conn, info: ExperimentInfo, store: StateDir, since: date | None,
             recent: Mapping[date, UnitTotals], *, rebuild: bool) -> None:
     """Replace the exposure-day rows (database) and first-seen users (state directory) of
     every day from ``since`` on (None: no day changed); ``rebuild``: forget the
     experiment's rows first. ``recent``: unit totals of days just computed."""
-    conn.execute(sa.delete(RollupFirstSeen).where(RollupFirstSeen.experiment_id == info.id))
+    forget_first_seen(conn, info.id)
     if rebuild:
-        _delete(conn, info.id, None)
+        delete_rows(conn, info.id, None)
     if since is None:
         return
     days = results.known_days(conn, info.id)
@@ -50,7 +55,7 @@ def publish(conn: sa.Connection, info: ExperimentInfo, store: StateDir, since: d
     stored = {day: users for day, users in stored.items() if users is not None}
     if set(stored) != {d for d, _, _ in days if d < since}:  # state missing: from day one
         since, stored = (days[0][0] if days else since), {}
-    _delete(conn, info.id, since)
+    delete_rows(conn, info.id, since)
     for day, path in _files(store).items():
         if day >= since:
             path.unlink()
@@ -67,8 +72,7 @@ def publish(conn: sa.Connection, info: ExperimentInfo, store: StateDir, since: d
         rows = day_rows(info, totals, offsets, layout)
         for row in rows:
             row.update(experiment_id=info.id, day=day, provisional=computed < closes)
-        if rows:
-            conn.execute(sa.insert(RollupExposureDay), rows)
+        insert_rows(conn, rows)
 
 
 def _files(store: StateDir) -> dict[date, Path]:
@@ -93,9 +97,3 @@ def _write(store: StateDir, day: date, users: pa.Array) -> None:
                                    FIRST_SEEN), FIRST_SEEN)
     pq.write_table(table, folder / f"{day.isoformat()}.parquet")
 
-
-def _delete(conn: sa.Connection, experiment_id: int, since: date | None) -> None:
-    where = [RollupExposureDay.experiment_id == experiment_id]
-    if since is not None:
-        where.append(RollupExposureDay.day >= since)
-    conn.execute(sa.delete(RollupExposureDay).where(*where))
