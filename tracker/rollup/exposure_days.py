@@ -142,15 +142,12 @@ def _first_seen(conn: sa.Connection, experiment_id: int, before: date) -> dict[d
 def forget_first_seen(conn: sa.Connection, experiment_id: int) -> None:
     """Drop the experiment's stored first-seen users (the Spark engine keeps its own in its
     state directory)."""
-    conn.execute(sa.delete(RollupFirstSeen).where(RollupFirstSeen.experiment_id == experiment_id))
+    _delete_from(conn, RollupFirstSeen, experiment_id, None)
 
 
 def delete_rows(conn: sa.Connection, experiment_id: int, since: date | None) -> None:
     """The experiment's exposure-day rows from ``since`` on (None: every day)."""
-    where = [RollupExposureDay.experiment_id == experiment_id]
-    if since is not None:
-        where.append(RollupExposureDay.day >= since)
-    conn.execute(sa.delete(RollupExposureDay).where(*where))
+    _delete_from(conn, RollupExposureDay, experiment_id, since)
 
 
 def insert_rows(conn: sa.Connection, rows: list[dict]) -> None:
@@ -160,7 +157,11 @@ def insert_rows(conn: sa.Connection, rows: list[dict]) -> None:
 
 def _delete(conn: sa.Connection, experiment_id: int, since: date | None) -> None:
     for table in (RollupFirstSeen, RollupExposureDay):
-        where = [table.experiment_id == experiment_id]
-        if since is not None:
-            where.append(table.day >= since)
-        conn.execute(sa.delete(table).where(*where))
+        _delete_from(conn, table, experiment_id, since)
+
+
+def _delete_from(conn: sa.Connection, table, experiment_id: int, since: date | None) -> None:
+    where = [table.experiment_id == experiment_id]
+    if since is not None:
+        where.append(table.day >= since)
+    conn.execute(sa.delete(table).where(*where))
