@@ -202,3 +202,15 @@ def test_a_run_over_state_without_a_metric_now_computed_asks_for_full_and_full_r
     tracker.rollup("home", full=True, now=NOW)
     after = tracker.metric_table("home", cumulative=True)
     assert set(after["day"]) > set(before["day"])  # the second batch's days are in
+
+
+def test_a_compressed_stream_reads_back_the_same_table_and_is_smaller():
+    codes = np.random.default_rng(3).integers(0, 500, 200_000).astype(np.int32)
+    table = pa.table({"code": codes, "flag": np.zeros(codes.size, dtype=np.int8)})
+    plain = state.write(table, state.PROVISIONAL_LISTS, chunks="1")
+    packed = state.write(table, state.PROVISIONAL_LISTS, compress=True, chunks="1")
+    assert len(packed) < len(plain) / 2
+    for data in (plain, packed):  # a reader takes either: older plain streams still read
+        back = state.read(data, state.PROVISIONAL_LISTS)
+        assert back.equals(table.replace_schema_metadata(back.schema.metadata))
+        assert state.metadata(back, "chunks") == "1"

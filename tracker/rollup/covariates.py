@@ -82,7 +82,6 @@ PAIRS = tuple(combinations_with_replacement(range(len(SUM_COVARIATES)), 2))
 _EXPOSURES = pa.schema([pa.field("user", pa.string(), False),
                         pa.field("received", pa.int64(), False),
                         pa.field("served", pa.int64(), False)])
-_COMPRESSED = pa.ipc.IpcWriteOptions(compression="zstd")
 _CHUNK = 2000  # users per read of their pre-period interactions
 _DAY_US = 86_400_000_000
 
@@ -136,12 +135,7 @@ class UserCovariates:
         27 columns take ~1 MB instead of 45 MB to write and read back."""
         data = {"user_id": self.users}
         data.update({name: pa.array(self.x[:, j]) for j, name in enumerate(self.names)})
-        table = pa.table(data).replace_schema_metadata(
-            {state.FORMAT: USERS.encode(), b"tracker.cuped_days": str(days).encode()})
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema, options=_COMPRESSED) as writer:
-            writer.write_table(table)
-        return memoryview(sink.getvalue())
+        return state.write(pa.table(data), USERS, compress=True, cuped_days=str(days))
 
     @classmethod
     def decode(cls, data: bytes, days: int, names: tuple[str, ...]) -> UserCovariates | None:

@@ -286,7 +286,7 @@ def _encode_lists(lists: EncodedLists, low: int, high: int, cutoffs: list[int]) 
             "has_baseline": pa.array(lists.has_baseline[low:high], pa.bool_())}
     for j, k in enumerate(cutoffs):
         data[f"overlap@{k}"] = pa.array(lists.overlap[low:high, j])
-    return state.write(pa.table(data), state.PROVISIONAL_LISTS)
+    return state.write(pa.table(data), state.PROVISIONAL_LISTS, compress=True)
 
 
 def _encode_truth(truth: Truth, low: int, high: int, first: int, last: int) -> memoryview:
@@ -299,7 +299,7 @@ def _encode_truth(truth: Truth, low: int, high: int, first: int, last: int) -> m
         "truth_grades": pa.ListArray.from_arrays(pa.array(offsets),
                                                  pa.array(truth.grades[first:last],
                                                           pa.float64()))}),
-        state.PROVISIONAL_TRUTH)
+        state.PROVISIONAL_TRUTH, compress=True)
 
 
 def _decode_chunk(lists_part: bytes, truth_part: bytes, cutoffs: list[int]) -> EncodedLists:

@@ -72,15 +72,24 @@ def column_name(metric: str, k: int) -> str:
     return f"{metric}@{k}" if k else metric
 
 
-def write(table: pa.Table, fmt: str, **metadata: str) -> memoryview:
+_ZSTD = pa.ipc.IpcWriteOptions(compression="zstd")
+
+
+def write(table: pa.Table, fmt: str, *, compress: bool = False, **metadata: str) -> memoryview:
     """``table`` as one Arrow IPC stream whose schema metadata names ``fmt`` (and holds
     ``metadata`` as ``tracker.<key>``). A view of Arrow's buffer, which both drivers bind as
-    a blob: copying it into ``bytes`` would cost more than writing the stream."""
+    a blob: copying it into ``bytes`` would cost more than writing the stream.
+
+    ``compress``: the buffers zstd-compressed (Arrow IPC's own buffer compression, which
+    :func:`read` and any Arrow reader undo), for large states of small integers or mostly
+    zeros: they shrink 5-40x, and PostgreSQL then stores them without compressing them
+    again itself (its pglz is slow on values of tens of megabytes)."""
     meta = {FORMAT: fmt.encode()}
     meta.update({f"tracker.{key}".encode(): value.encode() for key, value in metadata.items()})
     table = table.replace_schema_metadata(meta)
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
+    with pa.ipc.new_stream(sink, table.schema,
+                           options=_ZSTD if compress else None) as writer:
         writer.write_table(table)
     return memoryview(sink.getvalue())
 
