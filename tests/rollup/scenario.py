@@ -80,3 +80,35 @@ def dump(engine: sa.Engine, without: tuple[str, ...] = ()) -> dict[str, list[tup
             out[table] = [tuple((k, v) for k, v in sorted(row.items()) if k not in SKIP)
                           for row in rows]
     return out
+
+
+def assert_same_tables(found: dict[str, list[tuple]], expected: dict[str, list[tuple]],
+                       rel: float = 1e-12) -> None:
+    """Two :func:`dump`\\ s hold the same rows: every key and integer equal, floats equal up
+    to ``rel`` (a day scored in part sums a user's values in another order than a whole
+    day: the last bits may differ), stored Arrow streams compared column by column so."""
+    assert found.keys() == expected.keys()
+    for table, rows in expected.items():
+        assert len(found[table]) == len(rows), table
+        for got, want in zip(found[table], rows, strict=True):
+            assert [k for k, _ in got] == [k for k, _ in want], table
+            assert [_comparable(v, rel) for _, v in got] == \
+                [_comparable(v, rel) for _, v in want], (table, want)
+
+
+def _comparable(value, rel: float):
+    """``value`` as :func:`assert_same_tables` compares it."""
+    import pyarrow as pa
+    import pytest
+
+    if isinstance(value, float):
+        return pytest.approx(value, rel=rel, abs=rel)
+    if isinstance(value, bytes | memoryview):
+        try:
+            table = pa.ipc.open_stream(pa.py_buffer(value)).read_all()
+        except (pa.ArrowInvalid, OSError):
+            return bytes(value)
+        return (table.schema.metadata,
+                [(name, [_comparable(v, rel) for v in table[name].to_pylist()])
+                 for name in table.column_names])
+    return value

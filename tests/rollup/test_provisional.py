@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import fresh_database, migrated
 from tests.helpers import T0
-from tests.rollup.scenario import create, dump, make_logs
+from tests.rollup.scenario import assert_same_tables, create, dump, make_logs
 from tests.rollup.test_rollup import _batches, _check_against_reference
 from tracker import Tracker
 from tracker.errors import StaleState
@@ -188,7 +188,7 @@ def test_a_day_read_in_chunks_keeps_one_part_per_chunk_and_rewrites_the_changed_
         assert changed_day == day and part >= 3 and part % 2 == 1
         incremental = dump(tracker.engine)
         tracker.rollup("home", full=True, now=EARLY)
-        assert dump(tracker.engine) == incremental
+        assert_same_tables(dump(tracker.engine), incremental)
 
 
 def test_new_impressions_on_a_provisional_day_read_it_whole(tracker):
@@ -227,7 +227,7 @@ def test_any_split_with_provisional_days_ends_in_the_tables_of_one_full_rollup(
             tracker.rollup("home", now=now)
         incremental = dump(tracker.engine)
         tracker.rollup("home", full=True, now=now)
-        assert dump(tracker.engine) == incremental
+        assert_same_tables(dump(tracker.engine), incremental)
 
 
 @settings(max_examples=8, deadline=None,
@@ -252,7 +252,7 @@ def test_days_turning_final_between_batches_end_in_the_tables_of_one_full_rollup
         tracker.rollup("home", now=now)
         incremental = dump(tracker.engine)
         tracker.rollup("home", full=True, now=now)
-        assert dump(tracker.engine) == incremental
+        assert_same_tables(dump(tracker.engine), incremental)
 
 
 def _day() -> ProvisionalDay:

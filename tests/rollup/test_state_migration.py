@@ -6,11 +6,10 @@ results."""
 
 from __future__ import annotations
 
-import pytest
 import sqlalchemy as sa
 
 from tests.helpers import insert_plain_experiment
-from tests.rollup.scenario import create, dump, make_logs
+from tests.rollup.scenario import assert_same_tables, create, dump, make_logs
 from tests.rollup.test_rollup import NOW
 from tracker import Tracker
 from tracker.store import schema
@@ -75,17 +74,6 @@ def _results(url: str) -> dict:
     return out
 
 
-def _assert_same(found: dict, expected: dict) -> None:
-    assert found.keys() == expected.keys()
-    for table, rows in expected.items():
-        assert len(found[table]) == len(rows), table
-        for got, want in zip(found[table], rows, strict=True):
-            assert [k for k, _ in got] == [k for k, _ in want]
-            assert [v for _, v in got] == [
-                pytest.approx(v, rel=1e-12, abs=1e-12) if isinstance(v, float) else v
-                for _, v in want], (table, want)
-
-
 def test_0008_invalidates_state_both_ways_keeps_results_and_the_next_run_rebuilds_them(
         empty_url):
     engine = create_engine(empty_url)
@@ -107,7 +95,7 @@ def test_0008_invalidates_state_both_ways_keeps_results_and_the_next_run_rebuild
     # rebuilt in the new format, the same results (up to the last bits of float sums: on
     # PostgreSQL the index 0013 re-creates refreshes the table's statistics, and the reads'
     # row order, hence the order of summation, can follow another plan)
-    _assert_same(_rolled_up(empty_url), expected)
+    assert_same_tables(_rolled_up(empty_url), expected)
     assert all(_state_rows(engine).values())
     engine.dispose()
 
