@@ -25,6 +25,10 @@ One run, per experiment:
    unit-day rows (:mod:`tracker.rollup.cumulative`) and the exposure-day rows
    (:mod:`tracker.rollup.exposure_days`), and advances the watermarks if no
    catalog was declared since the run began (compare-and-set on the state's generation).
+   CUPED's covariates of the run's new users are read and computed in a thread while the
+   days are (:func:`tracker.rollup.covariates.ahead`: their reads mostly wait on the
+   database); the last transaction takes them, and reads only those of users that thread
+   did not see.
 
 Crash-safe: a run killed at any point leaves the results the report reads, daily and
 cumulative, as the previous run left them, and the watermarks where they were; every step is
