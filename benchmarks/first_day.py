@@ -41,6 +41,7 @@ SPANS = [  # (module, attribute, label): the wall time of each call is summed
     ("tracker.rollup.engine", "_Run._compute_days", "days (read, score, write)"),
     ("tracker.rollup.day", "provisional.save", "  provisional state written"),
     ("tracker.rollup.engine", "_Run._commit", "last transaction"),
+    ("tracker.rollup.engine", "covariates.ahead", "CUPED covariates read ahead (thread)"),
     ("tracker.rollup.engine", "covariates.refresh", "  CUPED covariates of new users"),
     ("tracker.rollup.covariates", "_first_exposures", "    first exposures"),
     ("tracker.rollup.covariates", "interactions", "    pre-period interactions"),

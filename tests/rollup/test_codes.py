@@ -39,6 +39,16 @@ def test_vocabulary_shared_by_threads_gives_one_code_per_id():
         assert vocabulary.ids.take(pa.array(codes)).to_pylist() == batch.to_pylist()
 
 
+def test_vocabulary_looks_known_ids_up_and_codes_new_ones_in_order_of_arrival():
+    vocabulary = Vocabulary()
+    assert [c.tolist() for c in vocabulary.encode([pa.array(["a", "b"])])] == [[0, 1]]
+    codes = vocabulary.encode([pa.array(["c", "a", None, "d"]),
+                               pa.chunked_array([["d", None], ["e", "b"]])])
+    assert [c.tolist() for c in codes] == [[2, 0, -1, 3], [3, -1, 4, 1]]
+    assert vocabulary.ids.to_pylist() == ["a", "b", "c", "d", "e"]
+    assert [c.tolist() for c in vocabulary.encode([pa.array(["e", "a"])])] == [[4, 0]]
+
+
 def test_encode_keeps_nulls_apart():
     (codes,), dictionary = encode([pa.array(["x", None, "x"])])
     assert codes.tolist() == [0, -1, 0] and dictionary.to_pylist() == ["x"]

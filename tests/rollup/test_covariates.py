@@ -10,11 +10,13 @@ from datetime import timedelta
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from tests.helpers import T0
 from tests.rollup import reference
 from tests.rollup.scenario import CUTOFFS, RELEVANCE, WINDOW, create, dump, make_logs
+from tracker.rollup import covariates
 from tracker.store import computed
 
 from .test_rollup import NOW
@@ -221,3 +223,36 @@ def test_stored_user_covariates_are_compressed_and_older_plain_streams_still_rea
         assert back.users.to_pylist() == users.to_pylist()
         np.testing.assert_array_equal(back.x, x)
     assert UserCovariates.decode(written, CUPED_DAYS + 1, names) is None  # another window
+
+
+def test_covariates_read_ahead_in_part_or_not_at_all_store_the_same(tracker, monkeypatch):
+    """The covariates computed while the days are (:func:`covariates.ahead`) are those the
+    last transaction would compute: the run stores the same with all of them, with half
+    (the rest read at the end) or with none."""
+    _log_scenario(tracker, 7)
+    tracker.rollup("home", now=NOW)
+    stored = dump(tracker.engine)
+    assert stored["rollup_user_covariates"]
+    whole, read_at_end, users = covariates.ahead, [], []
+
+    def half(*args):
+        found = whole(*args)
+        users.append(len(found.users))
+        read_at_end.clear()  # ahead's own computation: not the last step's
+        return found.subset(found.users.filter(pa.array(np.arange(len(found.users)) % 2 == 0)))
+
+    def counted(conn, reader, info, new, *args):
+        read_at_end.append(len(new))
+        return of_new_users(conn, reader, info, new, *args)
+
+    of_new_users = covariates._of_new_users
+    monkeypatch.setattr(covariates, "_of_new_users", counted)
+    monkeypatch.setattr(covariates, "ahead", half)
+    tracker.rollup("home", full=True, now=NOW)
+    assert dump(tracker.engine) == stored
+    assert users[0] > 2 and read_at_end == [users[0] // 2]  # ahead lacked the odd ones
+    read_at_end.clear()
+    monkeypatch.setattr(covariates, "ahead", lambda *args: None)
+    tracker.rollup("home", full=True, now=NOW)
+    assert dump(tracker.engine) == stored
+    assert read_at_end == [users[0]]  # every user read in the last step

@@ -107,7 +107,37 @@ class Vocabulary:
         return out
 
     def encode(self, arrays: Sequence[pa.Array | pa.ChunkedArray]) -> list[np.ndarray]:
-        """Like :func:`encode`, in this vocabulary's codes (-1 for null)."""
+        """Like :func:`encode`, in this vocabulary's codes (-1 for null). Once it holds
+        ids, each array is first looked up among them (``index_in``: one probe per value,
+        about half the cost of hashing the values into a new dictionary and remapping it);
+        only the values not found (new ids) are hashed, in their order of arrival."""
+        known = self._ids  # codes never change: a snapshot stays right
+        if not len(known):
+            return self._hashed(arrays)
+        out, misses = [], []
+        for array in arrays:
+            found = pc.index_in(array, value_set=known)
+            if isinstance(found, pa.ChunkedArray):
+                found = found.combine_chunks()
+            codes = pc.fill_null(found, -1).to_numpy().astype(np.int64) \
+                if found.null_count else found.to_numpy().astype(np.int64)
+            missing = np.flatnonzero(codes < 0)
+            if missing.size:
+                values = array.take(pa.array(missing))
+                valid = values.is_valid()
+                valid = (valid.combine_chunks() if isinstance(valid, pa.ChunkedArray)
+                         else valid).to_numpy(zero_copy_only=False)
+                missing = missing[valid]
+                misses.append((codes, missing, values.filter(pa.array(valid))))
+            out.append(codes)
+        if misses:
+            new = self._hashed([values for _, _, values in misses])
+            for (codes, missing, _), fresh in zip(misses, new, strict=True):
+                codes[missing] = fresh
+        return out
+
+    def _hashed(self, arrays: Sequence[pa.Array | pa.ChunkedArray]) -> list[np.ndarray]:
+        """:meth:`encode` by hashing every value into one dictionary, then its codes."""
         codes, dictionary = encode(arrays)
         mapping = self.codes_of(dictionary)
         return [remap(c, mapping) for c in codes]

@@ -67,6 +67,7 @@ from tracker.rollup.pre_metrics import (
     scored_lists,
 )
 from tracker.store.arrow import ArrowReader
+from tracker.store.db import transaction
 from tracker.store.experiments import ExperimentInfo
 from tracker.store.rollup_tables import RollupCovariateSums, RollupUserCovariates
 
@@ -119,6 +120,12 @@ class UserCovariates:
         return np.array([1.0 if n in ("no_pre_period", NO_LISTS) else 0.0
                          for n in self.names])
 
+    def subset(self, users: pa.Array) -> UserCovariates:
+        """The rows of those of ``users`` it holds."""
+        keep = pc.is_in(self.users, value_set=users)
+        return UserCovariates(self.users.filter(keep),
+                              self.x[keep.to_numpy(zero_copy_only=False)], self.names)
+
     def of(self, users: pa.Array) -> np.ndarray:
         """The covariates of ``users`` (a user without a row: no pre-period data)."""
         index = index_in(users, self.users)
@@ -151,12 +158,15 @@ class UserCovariates:
 
 
 def refresh(conn: sa.Connection, reader: ArrowReader | None, info: ExperimentInfo, ids: Ids,
-            rebuild: bool, daily: dict) -> UserCovariates | None:
+            rebuild: bool, daily: dict, ahead: UserCovariates | None = None
+            ) -> UserCovariates | None:
     """The covariates of the run's users: the stored ones, and those of the users of the
     run's days (``daily``'s :class:`DayResult`s) that have none yet, computed from the logs
     read through ``reader`` (every user when ``rebuild``; None only for a run without
     days); :func:`settle` stores them after the cumulative pass. None (and the stored ones
-    dropped) when the experiment's ``cuped_days`` is 0."""
+    dropped) when the experiment's ``cuped_days`` is 0. ``ahead``: those :func:`ahead`
+    computed while the days were (the same values: a user's covariates are fixed by the
+    first exposure among the run's impressions); only the users it lacks are read here."""
     if info.cuped_days == 0:
         _delete(conn, info.id)
         return None
@@ -167,14 +177,46 @@ def refresh(conn: sa.Connection, reader: ArrowReader | None, info: ExperimentInf
             if r.totals is not None and r.totals.size]
     users = pc.unique(pa.concat_arrays(seen)) if seen else pa.array([], type=pa.string())
     users = users.filter(pc.invert(pc.is_in(users, value_set=stored.users)))
+    if ahead is not None and len(users):
+        found = ahead.subset(users)
+        stored = stored.merged(found)
+        users = users.filter(pc.invert(pc.is_in(users, value_set=found.users)))
     if not len(users):
         return stored
-    first = _first_exposures(reader, info.id, after, ids.impressions_through)
+    return stored.merged(_of_new_users(conn, reader, info, users, after,
+                                       ids.impressions_through))
+
+
+def ahead(engine: sa.Engine, reader: ArrowReader, info: ExperimentInfo, ids: Ids,
+          rebuild: bool) -> UserCovariates | None:
+    """What :func:`refresh` will compute, computed beforehand (in a thread, while the
+    run's days are read and scored, whose cores it shares with the database's waits): the
+    covariates of every user first exposed among the run's impressions that has none
+    stored (stored ones as :func:`refresh` reads them). None when CUPED is off."""
+    if info.cuped_days == 0:
+        return None
+    with transaction(engine) as conn:
+        stored = None if rebuild else _load(conn, info)
+        after = 0 if stored is None else ids.impressions_after
+        first = _first_exposures(reader, info.id, after, ids.impressions_through)
+        users = first[0] if stored is None else first[0].filter(
+            pc.invert(pc.is_in(first[0], value_set=stored.users)))
+        return _of_new_users(conn, reader, info, users, after, ids.impressions_through,
+                             first)
+
+
+def _of_new_users(conn: sa.Connection, reader: ArrowReader, info: ExperimentInfo,
+                  users: pa.Array, after: int, through: int,
+                  first: tuple[pa.Array, np.ndarray, np.ndarray] | None = None
+                  ) -> UserCovariates:
+    """The covariates of ``users`` (none stored), from their first exposure among the
+    impressions with ids in ``(after, through]`` (``first``: those already read)."""
+    first = first or _first_exposures(reader, info.id, after, through)
     new = pc.is_in(first[0], value_set=users).to_numpy(zero_copy_only=False)
     users, served, received = first[0].filter(pa.array(new)), first[1][new], first[2][new]
-    lists = len(users) > 0 and any_lists(conn, info.id, after, ids.impressions_through,
+    lists = len(users) > 0 and any_lists(conn, info.id, after, through,
                                          served - info.cuped_days * _DAY_US, served, received)
-    return stored.merged(_compute(reader, info, users, served, received, lists))
+    return _compute(reader, info, users, served, received, lists)
 
 
 def settle(conn: sa.Connection, info: ExperimentInfo, totals: UnitTotals,

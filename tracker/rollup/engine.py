@@ -25,6 +25,10 @@ One run, per experiment:
    unit-day rows (:mod:`tracker.rollup.cumulative`) and the exposure-day rows
    (:mod:`tracker.rollup.exposure_days`), and advances the watermarks if no
    catalog was declared since the run began (compare-and-set on the state's generation).
+   CUPED's covariates of the run's new users are read and computed in a thread while the
+   days are (:func:`tracker.rollup.covariates.ahead`: their reads mostly wait on the
+   database); the last transaction takes them, and reads only those of users that thread
+   did not see.
 
 Crash-safe: a run killed at any point leaves the results the report reads, daily and
 cumulative, as the previous run left them, and the watermarks where they were; every step is
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -156,12 +161,25 @@ class _Run:
         ordered = plan.ordered
         declared = self._declared_catalog() if ordered else None
         # one reader for the days and for the last transaction's covariates (none: no day)
-        with ArrowReader(self.engine) if ordered else nullcontext() as reader:
-            daily, recent = self._compute_days(plan, start.ids, declared, summary, reader)
+        with ArrowReader(self.engine) if ordered else nullcontext() as reader, \
+                ThreadPoolExecutor(max_workers=1) as aside:
+            # the CUPED covariates of the run's new users, read while the days are
+            # computed (their reads wait on the database, the days' scoring on the cores)
+            ahead = aside.submit(covariates.ahead, self.engine, reader, self.info,
+                                 start.ids, start.rebuild) \
+                if ordered and self.until is None and self.info.cuped_days else None
+            try:
+                daily, recent = self._compute_days(plan, start.ids, declared, summary,
+                                                   reader)
+            except BaseException:
+                if ahead is not None:
+                    ahead.cancel()
+                raise
             summary.days_recomputed = ordered
             advance = self.until is None
             if ordered or advance or start.rebuild:
-                self._commit(daily, recent, declared, start, summary, advance, reader)
+                self._commit(daily, recent, declared, start, summary, advance, reader,
+                             ahead)
         summary.seconds = time.perf_counter() - started
         return summary
 
@@ -240,20 +258,23 @@ class _Run:
 
     def _commit(self, daily: dict[date, DayResult], recent: dict[date, UnitTotals | None],
                 declared: pa.Array | None, start: _Start, summary: RollupSummary,
-                advance: bool, reader: ArrowReader | None) -> None:
+                advance: bool, reader: ArrowReader | None, ahead: Future | None = None
+                ) -> None:
         """The run's last transaction: the days' rows the report reads, the cumulative rows
         from the first of them on, and the watermarks (when ``advance``: the ids taken into
         account, with the generation the run started from). Either all of it is committed
         or none: a run killed before leaves the previous results, daily and cumulative
         alike. The watermarks are recorded only if no catalog was declared meanwhile
-        (compare-and-set on the generation); a run that lost its lock commits nothing."""
+        (compare-and-set on the generation); a run that lost its lock commits nothing.
+        ``ahead``: the covariates :func:`~tracker.rollup.covariates.ahead` is computing."""
+        found = None if ahead is None else ahead.result()  # before the write lock
         with transaction(self.engine, write=True) as conn:
             queries.tune(conn)
             publish_daily(conn, self.info, daily, everything=start.rebuild)
             publish_exposure_days(conn, self.info, min(daily) if daily else None, recent,
                                   rebuild=start.rebuild)
             users = covariates.refresh(conn, reader, self.info, start.ids, start.rebuild,
-                                       daily)
+                                       daily, found)
             covariates.publish_daily(conn, self.info, daily, users, start.rebuild)
             if daily:
                 recompute_cumulative(conn, self.info, min(daily), to_micros(self.clock),

@@ -23,7 +23,8 @@ Tables = TypeVar("Tables")
 Result = TypeVar("Result")
 
 SCORERS = 2  # chunks scored at once (the machines this runs on: 2+ cores)
-IN_FLIGHT = 2  # chunks read or being scored at once (more only contend for the cores)
+IN_FLIGHT = 3  # chunks read or being scored at once: one read while SCORERS score
+# (with 2, a chunk was read only once one was scored: reads and scores took turns)
 
 
 class ChunkPipeline(Generic[Chunk, Tables, Result]):
