@@ -43,10 +43,19 @@ RUN = NAME + "_run"
 FIRST = bench.NEW_DAY - timedelta(days=1)
 SPANS = [  # (module, attribute, label): the wall time of each call is summed
     ("tracker.rollup.engine", "_Run._plan", "plan"),
+    ("tracker.rollup.plan", "_DayImpressions.of", "  a day's impressions (or its state)"),
+    ("tracker.rollup.plan", "_answered", "  the users new interactions answer"),
+    ("tracker.rollup.plan", "_named", "  the users new interactions name"),
+    ("tracker.rollup.plan", "_audience_days", "  the days whose audience interacted"),
+    ("tracker.rollup.queries", "changed_hours", "  the hours of the new interactions"),
     ("tracker.rollup.engine", "_Run._compute_days", "days (read, score, write)"),
     ("tracker.rollup.engine", "recompute_day", "  days read whole"),
     ("tracker.rollup.engine", "rescore_users", "  days from their state"),
     ("tracker.rollup.partial", "final_pass", "    final passes"),
+    ("tracker.rollup.partial", "results.units", "    stored units read"),
+    ("tracker.rollup.partial", "provisional.new_interactions", "    new interactions read"),
+    ("tracker.rollup.provisional", "ProvisionalDay.answer", "    merged into the truth"),
+    ("tracker.rollup.provisional", "ProvisionalDay.totals_of", "    changed users scored"),
     ("tracker.rollup.day", "provisional.save", "  provisional state written"),
     ("tracker.rollup.partial", "write_state", "  state of days from their state written"),
     ("tracker.rollup.engine", "_Run._commit", "last transaction"),
@@ -200,7 +209,7 @@ def main() -> None:
     commit = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
-    first, first_peak, _, _ = rollup(url, FIRST)
+    first, first_peak, _, first_spans = rollup(url, FIRST)
     put_back(url)
     seconds, peak, summary, spans = rollup(url, bench.NEW_DAY)
     import tracker
@@ -209,9 +218,10 @@ def main() -> None:
           f"({first_peak:.0f} MiB), next day {seconds:.2f} s ({peak:.0f} MiB): "
           f"{seconds / first:.2f}x; users recomputed {summary.get('users_recomputed', 0):,}, "
           f"impressions read {summary['impressions_read']:,}", flush=True)
+    print(f"  {'step (wall seconds, summed over calls)':44} {'first':>7}   {'next':>7}")
     for label in [label for _, _, label in SPANS] + ["CPU seconds of the process (all threads)"]:
-        if label in spans:
-            print(f"  {label:44} {spans[label]:7.2f} s")
+        if label in spans or label in first_spans:
+            print(f"  {label:44} {first_spans.get(label, 0):7.2f} s {spans.get(label, 0):7.2f} s")
 
 
 if __name__ == "__main__":
