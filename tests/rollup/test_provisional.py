@@ -393,3 +393,18 @@ def test_new_interactions_change_only_the_users_they_answer():
     truth = answered.day.lists.truth
     assert list(zip(truth.rows.tolist(), truth.items.tolist(), strict=True)) == \
         [(0, 0), (0, 2), (1, 1), (1, 3), (2, 0)]
+
+
+@settings(max_examples=50, deadline=None)
+@given(old=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4), st.integers(1, 3))),
+       new=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4), st.integers(1, 3))))
+def test_new_ground_truth_merged_into_the_stored_one_is_the_highest_grade_of_both(old, new):
+    def truth(triples):
+        table = np.array(triples, dtype=np.int64).reshape(-1, 3)
+        return Truth.highest(table[:, 0], table[:, 1], table[:, 2].astype(np.float64), 5)
+
+    merged = provisional._merge(truth(old), truth(new), 5)
+    expected = truth(old + new)
+    np.testing.assert_array_equal(merged.rows, expected.rows)
+    np.testing.assert_array_equal(merged.items, expected.items)
+    np.testing.assert_array_equal(merged.grades, expected.grades)

@@ -4,6 +4,7 @@ out (``tracker rollup --full``), never misread."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import numpy as np
@@ -68,6 +69,17 @@ def test_unit_totals_are_stored_with_named_columns_and_a_version():
     assert {"sum:ndcg@10", "sum:r_precision", "sum:hit_rate@5"} <= set(table.column_names)
     # counts equal to the impressions are implied, not stored; the partial column is stored
     assert [n for n in table.column_names if n.startswith("count:")] == ["count:hit_rate@5"]
+
+
+def test_unit_totals_are_stored_compressed_and_plain_streams_of_before_still_read():
+    totals = _totals(2000, seed=3)
+    # sums as a day's are: mostly zeros and small multiples of 1/k
+    totals = replace(totals, sums=np.asfortranarray(np.floor(totals.sums * 3) / 5))
+    (data,) = totals.encode(LAYOUT)
+    plain = _rewrite(data, state.UNITS, lambda t: t)  # as written before: no compression
+    assert len(data) < len(plain) / 2
+    _equal(UnitTotals.decode([plain], LAYOUT), totals)
+    _equal(UnitTotals.decode([data], LAYOUT), totals)
 
 
 def test_a_reordered_stored_layout_reads_by_name():

@@ -37,6 +37,7 @@ computed final from the state too (:mod:`tracker.rollup.final`), and the state d
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import date
 
@@ -51,6 +52,7 @@ from tracker.rollup.aggregate import UnitTotals, totals_of_parts, unit_totals_of
 from tracker.rollup.columnar import EncodedLists, Truth, attribute, grades_of, score_encoded
 from tracker.rollup.days import day_bounds
 from tracker.rollup.outcomes import Layout
+from tracker.rollup.pipeline import SCORERS
 from tracker.rollup.popularity import Popularity
 from tracker.store.rollup_tables import RollupProvisional
 
@@ -92,6 +94,9 @@ class ProvisionalDay:
     n_users: int
     dirty: frozenset[int] | None = None
     stored_items: int = 0
+    # the plan's attribution of the new interactions it read (``timed``) to the lists:
+    # (list rows, interaction rows) of every pair, so that :meth:`answer` need not repeat it
+    matched: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def of(cls, parts: list[EncodedLists], users: pa.Array, items: pa.Array,
@@ -136,9 +141,14 @@ class ProvisionalDay:
         grades = grades_of(timed["event"], relevance)
         users = pc.index_in(timed["user"], value_set=self.users)
         known = users.is_valid().to_numpy(zero_copy_only=False) & (grades > 0)
-        it_users = pc.fill_null(users, 0).to_numpy()[known].astype(np.int64)
-        imp, it = attribute(lists.users.astype(np.int64), lists.served_at, it_users,
-                            timed["at"].to_numpy()[known], window)
+        if self.matched is None:
+            it_users = pc.fill_null(users, 0).to_numpy()[known].astype(np.int64)
+            imp, it = attribute(lists.users.astype(np.int64), lists.served_at, it_users,
+                                timed["at"].to_numpy()[known], window)
+        else:  # the same pairs, of the interactions that grade (renumbered among them)
+            imp, it = self.matched
+            graded = known[it]
+            imp, it = imp[graded], (np.cumsum(known) - 1)[it[graded]]
         keyed_grades = grades_of(keyed["event"], relevance)
         by_id = np.argsort(lists.ids)
         ids = keyed["impression"].to_numpy()
@@ -148,16 +158,16 @@ class ProvisionalDay:
         items, codes = _extend(self.items, [timed["item"].filter(pa.array(known)),
                                             keyed["item"]])
         old = lists.truth
-        merged = Truth.highest(
-            np.concatenate((old.rows, imp, by_id[at][named])),
-            np.concatenate((old.items, codes[0][it], codes[1][named])),
-            np.concatenate((old.grades, grades[known][it], keyed_grades[named])), len(items))
+        merged = _merge(old, Truth.highest(
+            np.concatenate((imp, by_id[at][named])),
+            np.concatenate((codes[0][it], codes[1][named])),
+            np.concatenate((grades[known][it], keyed_grades[named])), len(items)), len(items))
         changed = _changed(old, merged, len(items))
         merged = replace(merged, items=merged.items.astype(np.int32))
         ln_users = np.concatenate((self.ln_users[:-1], np.zeros(len(items) - len(self.items)
                                                                 + 1)))
         day = replace(self, lists=replace(lists, truth=merged), items=items, ln_users=ln_users,
-                      dirty=self._dirtied(merged.rows[changed]))
+                      dirty=self._dirtied(merged.rows[changed]), matched=None)
         return Answered(day, np.unique(lists.users[merged.rows[changed]]),
                         items.take(pa.array(np.unique(merged.items[changed]), pa.int64())))
 
@@ -167,7 +177,7 @@ class ProvisionalDay:
         stored one; the users whose ground truth differs from the stored one in any
         (impression, item) pair or grade (:mod:`tracker.rollup.final`)."""
         empty = Truth(np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0))
-        fresh = replace(self, lists=replace(self.lists, truth=empty)).answer(
+        fresh = replace(self, lists=replace(self.lists, truth=empty), matched=None).answer(
             timed, keyed, relevance, window).day
         old, new = self.lists.truth, fresh.lists.truth
         gained = _changed(old, new, len(fresh.items))
@@ -196,12 +206,18 @@ class ProvisionalDay:
         marked = np.zeros(len(self.users), dtype=bool)
         marked[users] = True
         rows = np.flatnonzero(marked[self.lists.users])
-        parts = []
-        for chunk in np.unique(self.chunks[rows]):
-            mine = _widened(_take(self.lists, rows[self.chunks[rows] == chunk]))
+        chunks = self.chunks[rows]
+
+        def score(chunk: int):
+            mine = _widened(_take(self.lists, rows[chunks == chunk]))
             values, defined = score_encoded(mine, self.ln_users, self.n_users, layout,
                                             cutoffs)
-            parts.append(unit_totals_of_codes(mine.users, mine.arms, values, defined))
+            return unit_totals_of_codes(mine.users, mine.arms, values, defined)
+
+        # the chunks scored side by side as a whole day's are (the kernels release the
+        # GIL), their parts merged in chunk order
+        with ThreadPoolExecutor(max_workers=SCORERS) as pool:
+            parts = list(pool.map(score, np.unique(chunks).tolist()))
         return totals_of_parts(parts, self.users, len(layout))
 
     def encode(self, cutoffs: list[int]) -> Parts:
@@ -384,6 +400,20 @@ def _extend(dictionary: pa.Array, arrays: list[pa.Array | pa.ChunkedArray]
     extended = pa.concat_arrays([dictionary, distinct.filter(missing)])
     return extended, [pc.index_in(v, value_set=extended).to_numpy(zero_copy_only=False)
                       .astype(np.int64) for v in values]
+
+
+def _merge(old: Truth, new: Truth, n_items: int) -> Truth:
+    """``Truth.highest`` of both (each sorted by (row, item), one row a pair), in linear
+    time: a stable sort of two sorted runs merges them."""
+    width = max(n_items, 1)
+    pair = np.concatenate((old.rows * width + old.items, new.rows * width + new.items))
+    order = np.argsort(pair, kind="stable")
+    pair = pair[order]
+    first = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]]) if pair.size else pair
+    grades = np.concatenate((old.grades, new.grades))[order]
+    highest = np.maximum.reduceat(grades, first) if first.size else grades
+    rows = np.concatenate((old.rows, new.rows))[order][first]
+    return Truth(rows, np.concatenate((old.items, new.items))[order][first], highest)
 
 
 def _changed(old: Truth, merged: Truth, n_items: int) -> np.ndarray:
