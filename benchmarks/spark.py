@@ -224,16 +224,19 @@ def kernel(lake: Path) -> float:
     return spent
 
 
-def spark_run(lake: Path, url: str, buckets: int) -> dict:
+def spark_run(lake: Path, url: str, buckets: int, conf: dict[str, str]) -> dict:
     from pyspark.sql import SparkSession
 
     from tracker.spark.rollup import rollup
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master("local[2]").appName("tracker-bench")
-             .config("spark.ui.enabled", "false").config("spark.driver.memory", "4g")
-             .config("spark.sql.shuffle.partitions", "8")
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    builder = (SparkSession.builder.master("local[2]").appName("tracker-bench")
+               .config("spark.ui.enabled", "false").config("spark.driver.memory", "4g")
+               .config("spark.sql.shuffle.partitions", "8")
+               .config("spark.ui.showConsoleProgress", "false"))
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.range(10).collect()  # warm
     split0, jit0 = _split_cpu(os.getpid())[0], _jit_cpu(os.getpid())
@@ -317,7 +320,17 @@ def main() -> None:
                              "is there (same size and seed)")
     parser.add_argument("--no-default", action="store_true",
                         help="skip the default engine (its import takes minutes at 10M)")
+    parser.add_argument("--untuned", action="store_true",
+                        help="without tracker.spark.session.TUNING (the settings the CLI's "
+                             "session gets)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting of the session (after TUNING; repeatable)")
     args = parser.parse_args()
+    from tracker.spark.session import TUNING
+
+    conf = {} if args.untuned else dict(TUNING)
+    conf.update(item.split("=", 1) for item in args.conf)
+    print(f"session settings: {conf}")
     n = args.impressions
     with tempfile.TemporaryDirectory(prefix="tracker-spark-bench-") as folder:
         folder = Path(folder)
@@ -331,7 +344,7 @@ def main() -> None:
             parser.error(f"--lake {lake} holds {held:,} impressions, not {n:,}")
         url = _database(folder)
         kernel_cpu = kernel(lake)
-        result = spark_run(lake, url, args.buckets)
+        result = spark_run(lake, url, args.buckets, conf)
         per_m = 1_000_000 / n
         print(f"kernel alone: {kernel_cpu:.1f} CPU-s ({kernel_cpu * per_m:.2f} per 1M)")
         print(f"spark local[2]: {result['cpu']:.1f} CPU-s ({result['cpu'] * per_m:.2f} per 1M), "
