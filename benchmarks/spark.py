@@ -31,6 +31,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -129,11 +130,23 @@ def _tree_cpu(root: int) -> tuple[float, dict[int, int]]:
     return sum(split.values()), peaks
 
 
+_DAEMONS: dict[int, float] = {}
+"""The last CPU-seconds seen of each pyspark daemon (with its reaped workers): a daemon
+that exits mid-run (the JVM does not reap it into its own children's times) still counts
+(round h-spark3: without this, runs lost the Python workers' ~45-60 CPU-s at 10M)."""
+
+
+def _watch(root: int, stop: threading.Event, every: float = 1.0) -> None:
+    """Sample ``root``'s tree every ``every`` s until ``stop`` (keeps :data:`_DAEMONS`)."""
+    while not stop.wait(every):
+        _split_cpu(root)
+
+
 def _split_cpu(root: int) -> tuple[dict[str, float], dict[int, int]]:
     """CPU-seconds of ``root``'s process tree by kind: ``driver`` (this process, its
     reaped children), ``jvm`` (Spark's JVM, its own threads), ``python`` (the Python
-    workers: pyspark's daemon with the workers it forked and reaped); and each worker's
-    peak RSS."""
+    workers: pyspark's daemon with the workers it forked and reaped, and the last figure
+    of a daemon gone since, :data:`_DAEMONS`); and each worker's peak RSS."""
     found = _processes()
     tree = {root}
     changed = True
@@ -150,6 +163,8 @@ def _split_cpu(root: int) -> tuple[dict[str, float], dict[int, int]]:
         _, times, command = found[pid]
         if b"pyspark.daemon" in command or b"pyspark.worker" in command:
             split["python"] += sum(times) / ticks
+            if b"pyspark.daemon" in command:
+                _DAEMONS[pid] = sum(times) / ticks
             try:
                 with open(f"/proc/{pid}/status") as f:
                     hwm = [line for line in f if line.startswith("VmHWM")]
@@ -160,6 +175,7 @@ def _split_cpu(root: int) -> tuple[dict[str, float], dict[int, int]]:
             split["jvm"] += sum(times[:2]) / ticks
         else:
             split["driver"] += sum(times) / ticks
+    split["python"] += sum(cpu for pid, cpu in _DAEMONS.items() if pid not in tree)
     return split, peaks
 
 
@@ -224,24 +240,34 @@ def kernel(lake: Path) -> float:
     return spent
 
 
-def spark_run(lake: Path, url: str, buckets: int) -> dict:
+def spark_run(lake: Path, url: str, buckets: int, conf: dict[str, str]) -> dict:
     from pyspark.sql import SparkSession
 
     from tracker.spark.rollup import rollup
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master("local[2]").appName("tracker-bench")
-             .config("spark.ui.enabled", "false").config("spark.driver.memory", "4g")
-             .config("spark.sql.shuffle.partitions", "8")
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    builder = (SparkSession.builder.master("local[2]").appName("tracker-bench")
+               .config("spark.ui.enabled", "false").config("spark.driver.memory", "4g")
+               .config("spark.sql.shuffle.partitions", "8")
+               .config("spark.ui.showConsoleProgress", "false"))
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.range(10).collect()  # warm
     split0, jit0 = _split_cpu(os.getpid())[0], _jit_cpu(os.getpid())
     cpu0, wall0 = sum(split0.values()), time.perf_counter()
     for handler in logging.getLogger("tracker.spark").handlers:
         handler.last = cpu0
-    [summary] = rollup(spark, lake / "imp", lake / "int", experiment="bench",
-                       database_url=url, buckets=buckets)
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch, args=(os.getpid(), stop), daemon=True)
+    watcher.start()
+    try:
+        [summary] = rollup(spark, lake / "imp", lake / "int", experiment="bench",
+                           database_url=url, buckets=buckets)
+    finally:
+        stop.set()
+        watcher.join()
     wall = time.perf_counter() - wall0
     split, peaks = _split_cpu(os.getpid())
     jit = _jit_cpu(os.getpid()) - jit0
@@ -317,7 +343,17 @@ def main() -> None:
                              "is there (same size and seed)")
     parser.add_argument("--no-default", action="store_true",
                         help="skip the default engine (its import takes minutes at 10M)")
+    parser.add_argument("--untuned", action="store_true",
+                        help="without tracker.spark.session.TUNING (the settings the CLI's "
+                             "session gets)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting of the session (after TUNING; repeatable)")
     args = parser.parse_args()
+    from tracker.spark.session import TUNING
+
+    conf = {} if args.untuned else dict(TUNING)
+    conf.update(item.split("=", 1) for item in args.conf)
+    print(f"session settings: {conf}")
     n = args.impressions
     with tempfile.TemporaryDirectory(prefix="tracker-spark-bench-") as folder:
         folder = Path(folder)
@@ -331,7 +367,7 @@ def main() -> None:
             parser.error(f"--lake {lake} holds {held:,} impressions, not {n:,}")
         url = _database(folder)
         kernel_cpu = kernel(lake)
-        result = spark_run(lake, url, args.buckets)
+        result = spark_run(lake, url, args.buckets, conf)
         per_m = 1_000_000 / n
         print(f"kernel alone: {kernel_cpu:.1f} CPU-s ({kernel_cpu * per_m:.2f} per 1M)")
         print(f"spark local[2]: {result['cpu']:.1f} CPU-s ({result['cpu'] * per_m:.2f} per 1M), "

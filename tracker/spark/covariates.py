@@ -66,11 +66,14 @@ _OUT = "user string, x array<double>"
 
 
 def refresh(spark: SparkSession, lake: Lake, info: ExperimentInfo, store: StateDir,
-            daily: dict[date, DayResult]) -> UserCovariates | None:
+            daily: dict[date, DayResult],
+            firsts: DataFrame | None = None) -> UserCovariates | None:
     """The covariates of the experiment's users: the stored ones, and those of the users of
     the run's days (``daily``) that have none yet, computed on Spark and stored. None when
     the experiment's ``cuped_days`` is 0. Stored covariates that cannot be read (another
-    format) are recomputed for every user of the experiment."""
+    format) are recomputed for every user of the experiment. ``firsts``: the census's
+    per-user first receipts (:attr:`tracker.spark.frames.Census.firsts`), else read from
+    the lake."""
     if info.cuped_days == 0:
         return None
     stored = load(store, info)
@@ -84,7 +87,7 @@ def refresh(spark: SparkSession, lake: Lake, info: ExperimentInfo, store: StateD
             users = users.filter(pc.invert(pc.is_in(users, value_set=stored.users)))
         if not len(users):
             return stored or UserCovariates.empty(names_for(info.cutoffs))
-    computed = compute(spark, lake, info, users)
+    computed = compute(spark, lake, info, users, firsts)
     merged = computed if stored is None else stored.merged(computed)
     save(store, info, merged)
     return merged
@@ -115,54 +118,105 @@ def save(store: StateDir, info: ExperimentInfo, covariates: UserCovariates) -> N
     temporary.replace(store.root / FILE)
 
 
-def compute(spark: SparkSession, lake: Lake, info: ExperimentInfo,
-            users: pa.Array | None) -> UserCovariates:
-    """The covariates of ``users`` (None: every user of the experiment) from the lake."""
-    windows = _windows(spark, lake, info, users)
+def compute(spark: SparkSession, lake: Lake, info: ExperimentInfo, users: pa.Array | None,
+            firsts: DataFrame | None = None) -> UserCovariates:
+    """The covariates of ``users`` (None: every user of the experiment) from the lake
+    (``firsts``: as :func:`refresh` says)."""
+    windows = _windows(spark, lake, info, users, firsts)
     if users is None:
         users = pa.array(sorted(windows.select("user").toArrow()["user"].to_pylist()),
                          pa.string())
-    if len(users) <= BROADCAST_USERS:
-        windows = F.broadcast(windows)
-    bucket = bucket_of(F.col("user"), max(1, -(-len(users) // USERS_PER_GROUP))).alias(
-        "_bucket")
-    events = (lake.interactions.rows.select(
-        F.col("user_id").alias("user"), F.col("item_id").alias("item"), "event",
-        F.unix_micros("occurred_at").alias("at"), F.col("impression_id").alias("key"),
-        _received("occurred_at"))
-        .join(windows, "user").where(_inside("at"))
-        .select(bucket, "user", "item", "event", "at", "key"))
-    lists = (lake.impressions.rows.select(
-        F.col("user_id").alias("user"), F.unix_micros("served_at").alias("served"), "items",
-        F.col("impression_id").alias("key"), _received("served_at"))
-        .join(windows, "user").where(_inside("served"))
-        .select(bucket, "user", "served", "items", "key"))
-
-    def group(_key, left: pa.Table, right: pa.Table) -> pa.Table:
-        return group_covariates(info, left, right)
-
-    found = (events.groupBy("_bucket").cogroup(lists.groupBy("_bucket"))
-             .applyInArrow(group, _OUT).toArrow())
     names = names_for(info.cutoffs)
     users = users.take(pc.array_sort_indices(users))
     out = UserCovariates(users, np.zeros((len(users), len(names))), names)
     out.x[:] = out.missing()
-    if found.num_rows:
+    found = _matched(lake, info, windows, len(users))
+    if found is not None and found.num_rows:
         at = index_in(found["user"].combine_chunks().cast(pa.string()), users)
         flat = pc.list_flatten(found["x"].combine_chunks()).to_numpy(zero_copy_only=False)
         out.x[at] = flat.reshape(found.num_rows, len(names))
     return out
 
 
+def _matched(lake: Lake, info: ExperimentInfo, windows: DataFrame,
+             users: int) -> pa.Table | None:
+    """The rows (``user``, ``x``) of the users with any pre-period row, None when no row
+    of the lake falls in a window.
+
+    The logs are filtered to the windows' span first (a filter on the lake's own time
+    columns: Parquet skips the row groups outside). The lists' items are read only for the
+    impressions that fall in a window (found first from their user, time and receipt):
+    a scan of the impressions with their lists is the largest read of this step, and many
+    users (new to the service) have no list before first exposure."""
+    cached = windows.persist()
+    try:
+        span = cached.agg(F.min("lo").alias("lo"), F.max("hi").alias("hi")).first()
+        if span["lo"] is None:
+            return None
+        windows = F.broadcast(cached) if users <= BROADCAST_USERS else cached
+        bucket = bucket_of(F.col("user"), max(1, -(-users // USERS_PER_GROUP))).alias(
+            "_bucket")
+        events = (_spanned(lake.interactions.rows, "occurred_at", span).select(
+            F.col("user_id").alias("user"), F.col("item_id").alias("item"), "event",
+            F.unix_micros("occurred_at").alias("at"), F.col("impression_id").alias("key"),
+            _received("occurred_at"))
+            .join(windows, "user").where(_inside("at"))
+            .select(bucket, "user", "item", "event", "at", "key")).persist()
+        impressions = _spanned(lake.impressions.rows, "served_at", span)
+        keys = (impressions.select(
+            F.col("user_id").alias("user"), F.unix_micros("served_at").alias("served"),
+            F.col("impression_id").alias("key"), _received("served_at"))
+            .join(windows, "user").where(_inside("served"))
+            .select(bucket, "user", "served", "key")).persist()
+        try:
+            return _scored(lake, info, events, keys, impressions)
+        finally:
+            events.unpersist()
+            keys.unpersist()
+    finally:
+        cached.unpersist()
+
+
+def _scored(lake: Lake, info: ExperimentInfo, events: DataFrame, keys: DataFrame,
+            impressions: DataFrame) -> pa.Table | None:
+    """:func:`group_covariates` per user bucket of the matched ``events`` and lists
+    (``keys``: their items joined from ``impressions``)."""
+    listed = keys.count()
+    if not listed and events.isEmpty():
+        return None
+    items = impressions.select(F.col("impression_id").alias("key"), "items")
+    if listed <= BROADCAST_USERS:
+        lists = items.join(F.broadcast(keys), "key")
+    else:
+        lists = items.join(keys, "key")
+    lists = lists.select("_bucket", "user", "served", "items", "key")
+
+    def group(_key, left: pa.Table, right: pa.Table) -> pa.Table:
+        return group_covariates(info, left, right)
+
+    return (events.groupBy("_bucket").cogroup(lists.groupBy("_bucket"))
+            .applyInArrow(group, _OUT).toArrow())
+
+
+def _spanned(rows: DataFrame, time: str, span) -> DataFrame:
+    """The rows whose ``time`` falls in ``[span.lo, span.hi)`` (µs)."""
+    column = F.col(time)
+    return rows.where((column >= F.timestamp_micros(F.lit(int(span["lo"]))))
+                      & (column < F.timestamp_micros(F.lit(int(span["hi"])))))
+
+
 def _windows(spark: SparkSession, lake: Lake, info: ExperimentInfo,
-             users: pa.Array | None) -> DataFrame:
+             users: pa.Array | None, firsts: DataFrame | None = None) -> DataFrame:
     """Per user of ``users`` (None: every user of the experiment): ``lo, hi`` (the window,
-    µs) and ``got`` (the receipt of the first exposure, µs)."""
-    mine = lake.impressions.rows.where(
-        (F.col("experiment") == info.key) & F.col("arm").isin([a.key for a in info.arms]))
-    first = mine.select(F.col("user_id").alias("user"), F.struct(
-        F.unix_micros(F.coalesce("received_at", "served_at")).alias("got"),
-        F.unix_micros("served_at").alias("served")).alias("f"))
+    µs) and ``got`` (the receipt of the first exposure, µs). ``firsts``: ``user, f`` rows
+    (:attr:`tracker.spark.frames.Census.firsts`), else the experiment's impressions."""
+    if firsts is None:
+        mine = lake.impressions.rows.where(
+            (F.col("experiment") == info.key) & F.col("arm").isin([a.key for a in info.arms]))
+        firsts = mine.select(F.col("user_id").alias("user"), F.struct(
+            F.unix_micros(F.coalesce("received_at", "served_at")).alias("got"),
+            F.unix_micros("served_at").alias("served")).alias("f"))
+    first = firsts
     if users is not None:
         wanted = spark.createDataFrame(pa.table({"user": users.cast(pa.string())}))
         if len(users) <= BROADCAST_USERS:

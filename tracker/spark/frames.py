@@ -49,7 +49,7 @@ def bucket_of(user: Column, buckets: int) -> Column:
 @dataclass(frozen=True)
 class Frames:
     """One experiment's rows: ``impressions`` (every day, coded: ``impression_id, arm,
-    user, served, items, baseline, _day``) and the lake's ``interactions`` (``event_id,
+    user, served, items, baseline, got, _day``) and the lake's ``interactions`` (``event_id,
     user, item, event, at, named, occurred_at``); ``unnamed``: the lake's footers prove
     that no interaction names an impression."""
 
@@ -70,12 +70,14 @@ class Frames:
 
 def coded_impressions(info: ExperimentInfo, impressions: DataFrame) -> DataFrame:
     """The experiment's impressions (lake rows) with arm ids (null: an arm it does not
-    declare), µs times, the baseline's first ``max(cutoffs)`` items, and their day."""
+    declare), µs times (``served``; ``got``: received, or served when the lake has no
+    receipt time), the baseline's first ``max(cutoffs)`` items, and their day."""
     arms = F.create_map(*[F.lit(x) for arm in info.arms for x in (arm.key, arm.id)])
     coded = impressions.where(F.col("experiment") == info.key).select(
         "impression_id", F.element_at(arms, F.col("arm")).cast("long").alias("arm"),
         F.col("user_id").alias("user"), F.unix_micros("served_at").alias("served"), "items",
-        F.slice("baseline_items", 1, max(info.cutoffs)).alias("baseline"))
+        F.slice("baseline_items", 1, max(info.cutoffs)).alias("baseline"),
+        F.unix_micros(F.coalesce("received_at", "served_at")).alias("got"))
     return coded.withColumn("_day", local_day(F.col("served"), info.timezone))
 
 
@@ -109,7 +111,7 @@ def grouped(f: Frames, days: list[date] | None, buckets: int, heavy: list[tuple[
     them, each with its group (``_bucket, _day, _slice``); the ``heavy`` (user, day) pairs,
     of more than ``user_rows`` impressions (:func:`census`), are split into slices
     (:func:`_slices`)."""
-    impressions = f.impressions.where(_days_filter(days)).withColumn(
+    impressions = f.impressions.drop("got").where(_days_filter(days)).withColumn(
         "_bucket", bucket_of(F.col("user"), buckets))
     columns = ["_bucket", "_day", "_slice", "user", "item", "event", "at", "named"]
     by_time = f.interactions.where(F.col("named").isNull()).withColumn(
@@ -207,22 +209,37 @@ class Extent:
 @dataclass(frozen=True)
 class Census:
     """What one scan of the experiment's impressions tells: each day's :class:`Extent`,
-    the (user, day) pairs of more than ``user_rows`` impressions, and ``served``: every
-    (``user``, ``_day``) pair, cached for :func:`popularity` (one row per user and day: a
-    tenth of the impressions here, no item lists) until :meth:`release`."""
+    the (user, day) pairs of more than ``user_rows`` impressions, and ``per_user``: a row
+    per (``user``, ``_day``) pair with ``first``, the user's earliest (received, served)
+    pair that day (µs), cached (one row per user and day: a tenth of the impressions here,
+    no item lists) until :meth:`release`, for :func:`popularity` (:attr:`served`) and
+    CUPED's first exposures (:attr:`firsts`)."""
 
     days: dict[date, Extent]
     heavy: list[tuple[str, date]]
-    served: DataFrame | None = None
+    per_user: DataFrame | None = None
+
+    @property
+    def served(self) -> DataFrame | None:
+        """Every (``user``, ``_day``) pair of the impressions."""
+        return None if self.per_user is None else self.per_user.select("user", "_day")
+
+    @property
+    def firsts(self) -> DataFrame | None:
+        """``user, f``: (``got``, ``served``) of the impression received first (then
+        served first) per (user, day): the input of CUPED's first exposures."""
+        return None if self.per_user is None else self.per_user.select(
+            "user", F.col("first").alias("f"))
 
     def release(self) -> None:
-        if self.served is not None:
-            self.served.unpersist()
+        if self.per_user is not None:
+            self.per_user.unpersist()
 
 
 def census(f: Frames, user_rows: int) -> Census:
     per_user = f.impressions.groupBy("user", "_day").agg(
-        F.count(F.lit(1)).alias("n"), F.max("served").alias("last")).persist()
+        F.count(F.lit(1)).alias("n"), F.max("served").alias("last"),
+        F.min(F.struct("got", "served")).alias("first")).persist()
     try:
         days = per_user.groupBy("_day").agg(F.sum("n").alias("n"),
                                             F.max("last").alias("last")).collect()
@@ -231,5 +248,4 @@ def census(f: Frames, user_rows: int) -> Census:
         per_user.unpersist()
         raise
     return Census({row["_day"]: Extent(int(row["n"]), int(row["last"])) for row in days},
-                  [(row["user"], row["_day"]) for row in heavy],
-                  per_user.select("user", "_day"))
+                  [(row["user"], row["_day"]) for row in heavy], per_user)

@@ -217,7 +217,7 @@ class _Run:
             daily = self._compute(f, days, declared, summary) if days else {}
             with _phase("covariates"):
                 users = covariates.refresh(self.spark, self.lake, self.info, self.store,
-                                           daily) if daily else None
+                                           daily, self.census.firsts) if daily else None
         finally:
             self.census.release()
         with _phase("commit"), transaction(self.engine, write=True) as conn:
