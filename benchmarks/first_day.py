@@ -70,8 +70,10 @@ def _timed(spans: dict, label: str, function):
     return timed
 
 
-def _instrument(spans: dict) -> None:
-    for module, path, label in SPANS:
+def instrument(spans: dict, table: list[tuple[str, str, str]] = SPANS) -> None:
+    """Wrap each attribute of ``table`` so that its calls' wall seconds add up in
+    ``spans[label]`` (benchmarks/next_day.py uses it too)."""
+    for module, path, label in table:
         owner = importlib.import_module(module)
         *parents, name = path.split(".")
         for parent in parents:
@@ -107,7 +109,7 @@ def main() -> None:
     from tracker import Tracker
 
     spans: dict[str, float] = {}
-    _instrument(spans)
+    instrument(spans)
     now = bench.nightly(day) if args.nightly else None
     with Tracker(url) as tracker:
         began = time.perf_counter()

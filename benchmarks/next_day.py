@@ -31,12 +31,8 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import first_day  # noqa: E402  (its spans; importing it honours TRACKER_TREE, another tree)
 import rollup as bench  # noqa: E402  (benchmarks/rollup.py: the same generated rows)
-
-if os.environ.get("TRACKER_TREE"):  # time another checkout's tracker (before/after pairs)
-    for module in [m for m in sys.modules if m == "tracker" or m.startswith("tracker.")]:
-        del sys.modules[module]
-    sys.path.insert(0, os.environ["TRACKER_TREE"])
 
 NAME = "bench_next_day" + (f"_{os.environ['BENCH_TAG']}" if os.environ.get("BENCH_TAG") else "")
 RUN = NAME + "_run"
@@ -139,19 +135,12 @@ def put_back(url: str) -> float:
 
 
 def _child(url: str, day, queue) -> None:
-    import importlib
     import resource
 
     from tracker import Tracker
 
     spans: dict[str, float] = {}
-    for module, path, label in SPANS:
-        owner = importlib.import_module(module)
-        *parents, name = path.split(".")
-        for parent in parents:
-            owner = getattr(owner, parent)
-        if hasattr(owner, name):
-            setattr(owner, name, _timed(spans, label, getattr(owner, name)))
+    first_day.instrument(spans, SPANS)
     with Tracker(url) as tracker:
         began = time.perf_counter()
         (summary,) = tracker.rollup("bench", now=bench.nightly(day))
@@ -159,19 +148,6 @@ def _child(url: str, day, queue) -> None:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     spans["CPU seconds of the process (all threads)"] = usage.ru_utime + usage.ru_stime
     queue.put((seconds, usage.ru_maxrss / 1024, summary.to_dict(), spans))
-
-
-def _timed(spans: dict, label: str, function):
-    import functools
-
-    @functools.wraps(function)
-    def timed(*args, **kwargs):
-        began = time.perf_counter()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            spans[label] = spans.get(label, 0.0) + time.perf_counter() - began
-    return timed
 
 
 def rollup(url: str, day) -> tuple[float, float, dict, dict]:
