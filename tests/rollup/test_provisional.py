@@ -403,7 +403,9 @@ def test_new_ground_truth_merged_into_the_stored_one_is_the_highest_grade_of_bot
         table = np.array(triples, dtype=np.int64).reshape(-1, 3)
         return Truth.highest(table[:, 0], table[:, 1], table[:, 2].astype(np.float64), 5)
 
-    merged = provisional._merge(truth(old), truth(new), 5)
+    a, b = truth(old), truth(new)  # two runs sorted by (row, item), merged by a stable sort
+    merged = Truth.highest(np.concatenate((a.rows, b.rows)), np.concatenate((a.items, b.items)),
+                           np.concatenate((a.grades, b.grades)), 5, kind="stable")
     expected = truth(old + new)
     np.testing.assert_array_equal(merged.rows, expected.rows)
     np.testing.assert_array_equal(merged.items, expected.items)

@@ -268,7 +268,7 @@ def _answered(served: _DayImpressions, ids: Ids, plan: Plan, holding: set[date],
         plan.timed[day] = new
         kept = served.kept.get(day)
         if kept is not None:  # its codes, and the pairs kept for its rescoring
-            answered, users = _kept_pairs(kept, new, window)
+            answered, users = kept.pairs(new, window)
             served.kept[day] = replace(kept, matched=(answered, users))
             plan.users(day, kept.users.take(pa.array(np.unique(kept.lists.users[answered]),
                                                      pa.int32())).to_pylist())
@@ -277,18 +277,6 @@ def _answered(served: _DayImpressions, ids: Ids, plan: Plan, holding: set[date],
         answered, _ = attribute(imp_users, table["served"].to_numpy(), it_users,
                                 new["at"].to_numpy(), window)
         plan.users(day, table["user"].take(pa.array(np.unique(answered))).to_pylist())
-
-
-def _kept_pairs(kept: ProvisionalDay, new: pa.Table, window: int
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """The (list row, interaction row) pairs of the interactions ``new`` that answer a
-    stored day's impressions (users coded as the state codes them)."""
-    codes = pc.index_in(new["user"], value_set=kept.users)
-    known = np.flatnonzero(codes.is_valid().to_numpy(zero_copy_only=False))
-    users = pc.fill_null(codes, 0).to_numpy().astype(np.int64)[known]
-    rows, it = attribute(kept.lists.users.astype(np.int64), kept.lists.served_at, users,
-                         new["at"].to_numpy()[known], window)
-    return rows, known[it]
 
 
 def _named(conn: sa.Connection, info: ExperimentInfo, ids: Ids, plan: Plan,

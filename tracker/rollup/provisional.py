@@ -139,16 +139,11 @@ class ProvisionalDay:
         they name."""
         lists = self.lists
         grades = grades_of(timed["event"], relevance)
-        users = pc.index_in(timed["user"], value_set=self.users)
-        known = users.is_valid().to_numpy(zero_copy_only=False) & (grades > 0)
-        if self.matched is None:
-            it_users = pc.fill_null(users, 0).to_numpy()[known].astype(np.int64)
-            imp, it = attribute(lists.users.astype(np.int64), lists.served_at, it_users,
-                                timed["at"].to_numpy()[known], window)
-        else:  # the same pairs, of the interactions that grade (renumbered among them)
-            imp, it = self.matched
-            graded = known[it]
-            imp, it = imp[graded], (np.cumsum(known) - 1)[it[graded]]
+        known = pc.is_in(timed["user"], value_set=self.users).to_numpy(
+            zero_copy_only=False) & (grades > 0)
+        imp, it = self.matched if self.matched is not None else self.pairs(timed, window)
+        graded = known[it]  # the pairs of the interactions that grade, renumbered among them
+        imp, it = imp[graded], (np.cumsum(known) - 1)[it[graded]]
         keyed_grades = grades_of(keyed["event"], relevance)
         by_id = np.argsort(lists.ids)
         ids = keyed["impression"].to_numpy()
@@ -158,10 +153,15 @@ class ProvisionalDay:
         items, codes = _extend(self.items, [timed["item"].filter(pa.array(known)),
                                             keyed["item"]])
         old = lists.truth
-        merged = _merge(old, Truth.highest(
-            np.concatenate((imp, by_id[at][named])),
-            np.concatenate((codes[0][it], codes[1][named])),
-            np.concatenate((grades[known][it], keyed_grades[named])), len(items)), len(items))
+        new = Truth.highest(np.concatenate((imp, by_id[at][named])),
+                            np.concatenate((codes[0][it], codes[1][named])),
+                            np.concatenate((grades[known][it], keyed_grades[named])),
+                            len(items))
+        # both sorted by (row, item): a stable sort of the two runs merges them in linear time
+        merged = Truth.highest(np.concatenate((old.rows, new.rows)),
+                               np.concatenate((old.items, new.items)),
+                               np.concatenate((old.grades, new.grades)), len(items),
+                               kind="stable")
         changed = _changed(old, merged, len(items))
         merged = replace(merged, items=merged.items.astype(np.int32))
         ln_users = np.concatenate((self.ln_users[:-1], np.zeros(len(items) - len(self.items)
@@ -170,6 +170,16 @@ class ProvisionalDay:
                       dirty=self._dirtied(merged.rows[changed]), matched=None)
         return Answered(day, np.unique(lists.users[merged.rows[changed]]),
                         items.take(pa.array(np.unique(merged.items[changed]), pa.int64())))
+
+    def pairs(self, timed: pa.Table, window: int) -> tuple[np.ndarray, np.ndarray]:
+        """The (list row, interaction row) pairs where an interaction of ``timed`` answers
+        one of the day's impressions by time (users coded as the state codes them)."""
+        codes = pc.index_in(timed["user"], value_set=self.users)
+        known = np.flatnonzero(codes.is_valid().to_numpy(zero_copy_only=False))
+        users = pc.fill_null(codes, 0).to_numpy().astype(np.int64)[known]
+        rows, it = attribute(self.lists.users.astype(np.int64), self.lists.served_at, users,
+                             timed["at"].to_numpy()[known], window)
+        return rows, known[it]
 
     def rebuilt(self, timed: pa.Table, keyed: pa.Table, relevance, window: int) -> Answered:
         """The ground truth built again from ``timed`` and ``keyed`` (as :meth:`answer`
@@ -400,20 +410,6 @@ def _extend(dictionary: pa.Array, arrays: list[pa.Array | pa.ChunkedArray]
     extended = pa.concat_arrays([dictionary, distinct.filter(missing)])
     return extended, [pc.index_in(v, value_set=extended).to_numpy(zero_copy_only=False)
                       .astype(np.int64) for v in values]
-
-
-def _merge(old: Truth, new: Truth, n_items: int) -> Truth:
-    """``Truth.highest`` of both (each sorted by (row, item), one row a pair), in linear
-    time: a stable sort of two sorted runs merges them."""
-    width = max(n_items, 1)
-    pair = np.concatenate((old.rows * width + old.items, new.rows * width + new.items))
-    order = np.argsort(pair, kind="stable")
-    pair = pair[order]
-    first = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]]) if pair.size else pair
-    grades = np.concatenate((old.grades, new.grades))[order]
-    highest = np.maximum.reduceat(grades, first) if first.size else grades
-    rows = np.concatenate((old.rows, new.rows))[order][first]
-    return Truth(rows, np.concatenate((old.items, new.items))[order][first], highest)
 
 
 def _changed(old: Truth, merged: Truth, n_items: int) -> np.ndarray:
