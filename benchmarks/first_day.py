@@ -22,7 +22,9 @@ import importlib
 import os
 import sys
 import tempfile
+import threading
 import time
+from contextlib import nullcontext
 from datetime import timedelta
 from pathlib import Path
 
@@ -39,6 +41,18 @@ NAME = "bench_first_day"
 SPANS = [  # (module, attribute, label): the wall time of each call is summed
     ("tracker.rollup.engine", "_Run._plan", "plan"),
     ("tracker.rollup.engine", "_Run._compute_days", "days (read, score, write)"),
+    ("tracker.rollup.day", "DayScorer.read_chunk", "  chunks read (reader threads)"),
+    ("tracker.rollup.day", "DayScorer._whole_day_interactions", "  the day's interactions read"),
+    ("tracker.rollup.day", "score_chunk", "  chunks scored (scorer threads)"),
+    ("tracker.rollup.columnar", "Vocabulary.encode", "    ids encoded"),
+    ("tracker.rollup.columnar", "Interactions.of_users", "    the chunk's users' interactions"),
+    ("tracker.rollup.columnar", "_ground_truth", "    ground truth"),
+    ("tracker.rollup.columnar", "_overlaps", "    overlaps with the baseline"),
+    ("tracker.rollup.columnar", "score_encoded", "    metrics"),
+    ("tracker.rollup.columnar", "exposures", "    exposure"),
+    ("tracker.rollup.day", "DayFold.add", "  chunks folded"),
+    ("tracker.rollup.day", "DayScorer.own_pairs", "  the day's own pairs"),
+    ("tracker.rollup.day", "DayScorer._kept", "  provisional state encoded"),
     ("tracker.rollup.day", "provisional.save", "  provisional state written"),
     ("tracker.rollup.engine", "_Run._commit", "last transaction"),
     ("tracker.rollup.engine", "covariates.ahead", "CUPED covariates read ahead (thread)"),
@@ -59,27 +73,78 @@ def _url(kind: str) -> str:
     return f"{bench.PG_URL}?options=-csearch_path%3D{NAME}"
 
 
-def _timed(spans: dict, label: str, function):
+def _timed(spans: dict, label: str, function, cpu: dict | None = None):
     @functools.wraps(function)
     def timed(*args, **kwargs):
-        began = time.perf_counter()
+        began, thread = time.perf_counter(), time.thread_time()
         try:
             return function(*args, **kwargs)
         finally:
             spans[label] = spans.get(label, 0.0) + time.perf_counter() - began
+            if cpu is not None:  # the calling thread's CPU (numpy, Arrow and ADBC count)
+                cpu[label] = cpu.get(label, 0.0) + time.thread_time() - thread
     return timed
 
 
-def instrument(spans: dict, table: list[tuple[str, str, str]] = SPANS) -> None:
+def instrument(spans: dict, table: list[tuple[str, str, str]] = SPANS,
+               cpu: dict | None = None) -> None:
     """Wrap each attribute of ``table`` so that its calls' wall seconds add up in
-    ``spans[label]`` (benchmarks/next_day.py uses it too)."""
+    ``spans[label]`` (and the calling threads' CPU seconds in ``cpu[label]``);
+    benchmarks/next_day.py uses it too."""
     for module, path, label in table:
         owner = importlib.import_module(module)
         *parents, name = path.split(".")
         for parent in parents:
             owner = getattr(owner, parent)
         if hasattr(owner, name):  # a tree without the part: not shown
-            setattr(owner, name, _timed(spans, label, getattr(owner, name)))
+            setattr(owner, name, _timed(spans, label, getattr(owner, name), cpu))
+
+
+class ServerCpu:
+    """CPU seconds of the local PostgreSQL server's processes serving ``database`` (and
+    their parallel workers), polled from /proc every ``every`` seconds in a thread while
+    in use (a backend's last moment before it ends is missed). Other databases' work on
+    the same server is left out. ``seconds`` is None when no such process was seen."""
+
+    def __init__(self, database: str, every: float = 0.1) -> None:
+        self.database, self.every = database, every
+        self.seen: dict[str, float] = {}
+        self.before: dict[str, float] = {}  # the processes found at the start: so far
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> ServerCpu:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def seconds(self) -> float | None:
+        return sum(self.seen.values()) - sum(self.before.values()) if self.seen else None
+
+    def _poll(self) -> None:
+        ticks, first = os.sysconf("SC_CLK_TCK"), True
+        while True:
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    line = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+                    if not line.startswith("postgres:"):
+                        continue
+                    mine = f" {self.database} " in line or any(
+                        f"parallel worker for PID {leader}" in line for leader in self.seen)
+                    if mine:
+                        stat = Path(f"/proc/{pid}/stat").read_text()
+                        fields = stat[stat.rindex(")") + 2:].split()
+                        self.seen[pid] = (int(fields[11]) + int(fields[12])) / ticks
+                except OSError:
+                    continue
+            if first:
+                self.before, first = dict(self.seen), False
+            if self._stop.wait(self.every):
+                return
 
 
 def main() -> None:
@@ -109,20 +174,27 @@ def main() -> None:
     from tracker import Tracker
 
     spans: dict[str, float] = {}
-    instrument(spans)
+    span_cpu: dict[str, float] = {}
+    instrument(spans, cpu=span_cpu)
     now = bench.nightly(day) if args.nightly else None
     with Tracker(url) as tracker:
-        began = time.perf_counter()
-        tracker.rollup("bench", full=True, now=now)
-        total = time.perf_counter() - began
+        database = bench.PG_URL.rsplit("/", 1)[-1].split("?")[0]
+        with ServerCpu(database) if args.db == "postgresql" else nullcontext() as server:
+            began, cpu = time.perf_counter(), time.process_time()
+            tracker.rollup("bench", full=True, now=now)
+            total, cpu = time.perf_counter() - began, time.process_time() - cpu
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     import tracker
 
     print(f"{args.db} first day ({'nightly' if args.nightly else 'final'}): {total:.2f} s "
           f"(load average {load}; tracker of {Path(tracker.__file__).parents[1]})")
+    print(f"  CPU of this process (all threads)  {cpu:7.2f} s" + (
+        "" if server is None or server.seconds is None
+        else f"; of the PostgreSQL server (this database) {server.seconds:.2f} s"))
+    print(f"  {'step (spans overlap)':38} {'wall':>8} {'CPU':>8}")
     for _, _, label in SPANS:
         if label in spans:
-            print(f"  {label:34} {spans[label]:7.2f} s")
+            print(f"  {label:38} {spans[label]:7.2f}s {span_cpu[label]:7.2f}s")
 
 
 if __name__ == "__main__":

@@ -250,6 +250,35 @@ def test_many_chunks_give_the_tables_of_one_chunk(tracker, monkeypatch):
                                       atol=1e-9)
 
 
+@pytest.mark.parametrize("interleaved", [
+    pytest.param(False, id="a-day-whose-ids-are-one-run-is-chunked-without-reading-them"),
+    pytest.param(True, id="a-day-whose-ids-are-interleaved-reads-them-for-its-bounds"),
+])
+def test_chunk_bounds_are_those_of_the_day_ids(tracker, monkeypatch, interleaved):
+    create(tracker)
+    imps, events = _big_day()
+    day = [imp for imp in imps if not imp["impression_id"].startswith("pre-")]
+    before = [imp for imp in imps if imp["impression_id"].startswith("pre-")]
+    if interleaved:  # the day before's impressions logged between two halves of the day
+        imps = day[:1000] + before + day[1000:]
+    _log(tracker, imps, events)
+    calls, read = _spy_chunks(monkeypatch), []
+    real = queries.day_ids
+    monkeypatch.setattr(queries, "day_ids", lambda *args: read.append(args) or real(*args))
+    with Tracker(settings=tracker.settings.replace(rollup_chunk_cells=1)) as small:
+        small.rollup("home", full=True, now=NOW)
+        _check_against_reference(small, imps, events)
+    with tracker.engine.connect() as conn:
+        ids = conn.execute(sa.text("SELECT id FROM impression WHERE served_at >= :start "
+                                   "ORDER BY id"), {"start": int(MIDNIGHT.timestamp() * 1e6)}
+                           ).scalars().all()
+    assert len(ids) == len(day) > 1_000
+    assert (ids[-1] - ids[0] + 1 > len(ids)) == interleaved
+    expected = queries.chunk_bounds(np.array(ids), 1_000)  # rows: the floor of 1,000
+    assert calls and all(bounds == expected for bounds in calls), calls
+    assert bool(read) == interleaved
+
+
 def test_unit_totals_stored_in_many_parts_give_the_same_tables(tracker, monkeypatch):
     # the parts bound what one rollup_units row holds (a PostgreSQL value or a SQLite blob
     # holds at most 1 GiB); here a few users a part, over days that the cumulative pass

@@ -231,7 +231,13 @@ class DayScorer:
         extent = self.extent
         if extent.impressions <= self.rows:
             return [(extent.first_id, extent.last_id)]
-        return queries.chunk_bounds(self._read(queries.day_ids), self.rows)
+        if extent.last_id - extent.first_id + 1 == extent.impressions:
+            # the day's ids are every id of their range (ids are unique): the same bounds
+            # without reading them (1M ids: ~0.7 s before the first chunk could be read)
+            ids = np.arange(extent.first_id, extent.last_id + 1, dtype=np.int64)
+        else:
+            ids = self._read(queries.day_ids)
+        return queries.chunk_bounds(ids, self.rows)
 
     def score(self, summary: RollupSummary) -> DayScores:
         """Every chunk of the day read and scored, folded in chunk order."""
