@@ -225,7 +225,12 @@ def totals_of_parts(parts: list[CodedTotals], user_ids: pa.Array, columns: int) 
     parts = [p for p in parts if p.users.size]
     if not parts:
         return UnitTotals.empty(columns)
-    merged = CodedTotals.merge(parts)
+    return totals_of_coded(CodedTotals.merge(parts), user_ids)
+
+
+def totals_of_coded(merged: CodedTotals, user_ids: pa.Array) -> UnitTotals:
+    """``merged`` (one row per (user, arm)) with the user ids of its codes, sorted by
+    (user, arm) as :meth:`UnitTotals.reduce` sorts."""
     order = pc.array_sort_indices(user_ids).to_numpy()
     rank = np.empty(order.size, dtype=np.int64)  # a user's place in id order
     rank[order] = np.arange(order.size, dtype=np.int64)
@@ -234,6 +239,75 @@ def totals_of_parts(parts: list[CodedTotals], user_ids: pa.Array, columns: int) 
     return UnitTotals(user_ids.take(pa.array(merged.users[rows])), merged.arms[rows],
                       merged.impressions[rows], _rows(merged.sums, rows),
                       _rows(merged.counts, rows))
+
+
+class CodedSums:
+    """Per (user code, arm) totals added up chunk after chunk, in place: a row per (user,
+    arm) seen so far, each chunk's rows added to theirs (a chunk holds a (user, arm) once).
+    The same sums as :meth:`CodedTotals.merge` of the chunks in the order added, to the
+    bit: each row is added up in that order from 0, as ``bincount`` adds; without
+    concatenating the chunks or adding up again the rows already summed.
+
+    >>> sums = CodedSums(1)
+    >>> one = np.ones((2, 1))
+    >>> sums.add(CodedTotals(np.array([0, 1]), np.array([7, 7]), np.array([1, 2]), one, one))
+    >>> sums.add(CodedTotals(np.array([1, 0]), np.array([7, 8]), np.array([3, 4]), one, one))
+    >>> t = sums.totals()
+    >>> t.users.tolist(), t.arms.tolist(), t.impressions.tolist(), t.sums[:, 0].tolist()
+    ([0, 1, 0], [7, 7, 8], [1, 5, 4], [1.0, 2.0, 1.0])
+    """
+
+    def __init__(self, columns: int) -> None:
+        self.size = 0
+        self._row_of: dict[int, np.ndarray] = {}  # arm -> row of each user code (-1: none)
+        self._users = self._arms = self._impressions = np.zeros(0, dtype=np.int64)
+        self._sums, self._counts = _columns(columns, 0), _columns(columns, 0)
+
+    def add(self, part: CodedTotals) -> None:
+        rows = np.empty(part.users.size, dtype=np.int64)
+        for arm in np.unique(part.arms).tolist():
+            mine = np.flatnonzero(part.arms == arm)
+            rows[mine] = self._rows(int(arm), part.users[mine])
+        self._impressions[rows] += part.impressions
+        for j in range(self._sums.shape[1]):  # columns: contiguous in column-major
+            self._sums[:, j][rows] += part.sums[:, j]
+            self._counts[:, j][rows] += part.counts[:, j]
+
+    def _rows(self, arm: int, codes: np.ndarray) -> np.ndarray:
+        """The rows of ``codes`` in ``arm``, new rows appended for codes not seen yet."""
+        table = self._row_of.get(arm, np.zeros(0, dtype=np.int64))
+        if codes.size and int(codes.max()) >= table.size:
+            grown = np.full(max(int(codes.max()) + 1, 2 * table.size), -1, dtype=np.int64)
+            grown[:table.size] = table
+            self._row_of[arm] = table = grown
+        rows = table[codes]
+        new = np.flatnonzero(rows < 0)
+        if new.size:
+            rows[new] = self.size + np.arange(new.size)
+            table[codes[new]] = rows[new]
+            self._grow(self.size + new.size)
+            self._users[rows[new]] = codes[new]
+            self._arms[rows[new]] = arm
+            self.size += new.size
+        return rows
+
+    def _grow(self, size: int) -> None:
+        if size <= self._users.size:
+            return
+        capacity = max(size, 2 * self._users.size)
+        for name in ("_users", "_arms", "_impressions"):
+            old = getattr(self, name)
+            setattr(self, name, np.concatenate((old, np.zeros(capacity - old.size, np.int64))))
+        for name in ("_sums", "_counts"):
+            old = getattr(self, name)
+            grown = _columns(old.shape[1], capacity)
+            grown[:old.shape[0]] = old
+            setattr(self, name, grown)
+
+    def totals(self) -> CodedTotals:
+        n = self.size
+        return CodedTotals(self._users[:n], self._arms[:n], self._impressions[:n],
+                           self._sums[:n], self._counts[:n])
 
 
 @dataclass(frozen=True)

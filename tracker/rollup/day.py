@@ -17,6 +17,7 @@ score, write.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date, datetime
 
@@ -27,7 +28,7 @@ import sqlalchemy as sa
 
 from tracker.config import Settings
 from tracker.rollup import provisional, queries
-from tracker.rollup.aggregate import CodedTotals, UnitTotals, health, totals_of_parts
+from tracker.rollup.aggregate import CodedSums, UnitTotals, health, totals_of_coded
 from tracker.rollup.codes import Vocabulary, distinct, take
 from tracker.rollup.columnar import ChunkResult, EncodedLists, Interactions, score_chunk
 from tracker.rollup.days import day_bounds, in_range
@@ -112,12 +113,18 @@ def recompute_day(run: RunContext, day: date, summary: RollupSummary) -> DayResu
         return DayResult.empty()
     keep = to_micros(run.clock) < closes_at(run, extent)
     scores = DayScorer(run, day, extent, day_wide, keep=keep).score(summary)
-    with transaction(run.engine, write=True) as conn:
-        queries.tune(conn)
-        write_state(conn, run, day, scores)
+    with ThreadPoolExecutor(max_workers=1) as aside:
+        # the rows the report reads (numpy) while the state is written (mostly the
+        # database's work)
+        result = aside.submit(day_result, run, day, extent, scores.totals, scores.exposures,
+                              scores.catalog)
+        with transaction(run.engine, write=True) as conn:
+            queries.tune(conn)
+            write_state(conn, run, day, scores)
+        result = result.result()
     if scores.own_pairs is not None:
         run.window.remember(day, scores.own_pairs)
-    return day_result(run, day, extent, scores.totals, scores.exposures, scores.catalog)
+    return result
 
 
 def write_state(conn: sa.Connection, run: RunContext, day: date, scores: DayScores) -> None:
@@ -250,12 +257,18 @@ class DayScorer:
                 if result is not None:
                     fold.add(result)
             popularity = self._popular.result()
+            # a provisional day's state encoded beside the day's totals (both numpy and
+            # Arrow, which release the GIL: the day's end uses both cores)
+            kept = pipeline.side(lambda: self._kept(fold, popularity)) \
+                if self.keep and fold.encoded else None
+            totals = fold.totals(self.users.ids, len(self.run.layout))
+            exposures = fold.exposures(self.items.ids, len(self.run.cutoffs))
+            catalog = fold.catalog(self.items.ids)
+            own = self.own_pairs()
+            kept = kept.result() if kept is not None else None
         summary.impressions_read += fold.impressions
         summary.truth_pairs_read += fold.truth_pairs
-        kept = self._kept(fold, popularity) if self.keep and fold.encoded else None
-        return DayScores(fold.totals(self.users.ids, len(self.run.layout)),
-                         fold.exposures(self.items.ids, len(self.run.cutoffs)),
-                         fold.catalog(self.items.ids), popularity, self.own_pairs(), kept)
+        return DayScores(totals, exposures, catalog, popularity, own, kept)
 
 
     def _kept(self, fold: DayFold, popularity: WindowPopularity) -> provisional.Parts:
@@ -272,16 +285,16 @@ class DayFold:
     chunks)."""
 
     def __init__(self) -> None:
-        self.parts: list[CodedTotals] = []
+        self.sums: CodedSums | None = None
         self.exposed: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
         self.catalogs: list[np.ndarray] = []
         self.encoded: list[EncodedLists] = []  # kept chunks, in chunk order
         self.impressions = self.truth_pairs = 0
 
     def add(self, result: ChunkResult) -> None:
-        self.parts.append(result.totals)
-        if len(self.parts) > IN_FLIGHT:
-            self.parts[:] = [CodedTotals.merge(self.parts)]
+        if self.sums is None:
+            self.sums = CodedSums(result.totals.sums.shape[1])
+        self.sums.add(result.totals)
         self.catalogs.append(result.catalog)
         if result.encoded is not None:
             self.encoded.append(provisional.compact(result.encoded))
@@ -291,7 +304,9 @@ class DayFold:
         self.truth_pairs += result.truth_pairs
 
     def totals(self, user_ids: pa.Array, columns: int) -> UnitTotals:
-        return totals_of_parts(self.parts, user_ids, columns)
+        if self.sums is None or not self.sums.size:
+            return UnitTotals.empty(columns)
+        return totals_of_coded(self.sums.totals(), user_ids)
 
     def exposures(self, item_ids: pa.Array, cutoffs: int) -> dict[int, Exposure]:
         return {arm: _exposure(pieces, item_ids, cutoffs)
