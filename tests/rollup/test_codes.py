@@ -3,6 +3,7 @@ of a chunk's users: the pieces that let a day's chunks be scored apart and added
 
 from __future__ import annotations
 
+import pickle
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -10,7 +11,13 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker.rollup.aggregate import CodedTotals, UnitTotals, totals_of_parts
+from tracker.rollup.aggregate import (
+    CodedSums,
+    CodedTotals,
+    UnitTotals,
+    totals_of_coded,
+    totals_of_parts,
+)
 from tracker.rollup.codes import Vocabulary, encode, factorize
 from tracker.rollup.columnar import Interactions
 
@@ -82,6 +89,48 @@ def test_totals_added_by_code_equal_totals_added_by_id(data, n_parts):
     np.testing.assert_allclose(got.sums, want.sums, rtol=1e-12)
     np.testing.assert_allclose(got.counts, want.counts, rtol=1e-12)
     assert got.users.tolist() == sorted(got.users.tolist(), key=lambda u: u.encode())
+
+
+def _chunk_totals(rng: np.random.Generator, users: int, rows: int) -> CodedTotals:
+    """One chunk's totals: each (user code, arm) once, values of many magnitudes."""
+    keys = rng.choice(users * 3, size=min(rows, users * 3), replace=False)
+    sums = rng.standard_normal((keys.size, 3)) * 10.0 ** rng.integers(-8, 8, (keys.size, 3))
+    counts = rng.integers(0, 4, (keys.size, 3)).astype(float)
+    return CodedTotals(keys // 3, np.array([7, 2, 11])[keys % 3],
+                       rng.integers(1, 9, keys.size), np.asfortranarray(sums),
+                       np.asfortranarray(counts))
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), chunks=st.integers(1, 9), users=st.integers(1, 40))
+def test_sums_added_in_place_equal_the_merge_of_the_chunks_to_the_bit(seed, chunks, users):
+    rng = np.random.default_rng(seed)
+    parts = [_chunk_totals(rng, users, int(rng.integers(0, 60))) for _ in range(chunks)]
+    in_place = CodedSums(3)
+    for part in parts:
+        in_place.add(part)
+    names = pa.array([f"u{n}" for n in range(users)])
+    if not in_place.size:
+        assert all(p.users.size == 0 for p in parts)
+        return
+    got = totals_of_coded(in_place.totals(), names)
+    want = totals_of_parts(parts, names, 3)
+    assert got.users.equals(want.users)
+    assert got.arms.tolist() == want.arms.tolist()
+    assert got.impressions.tolist() == want.impressions.tolist()
+    assert np.array_equal(got.sums, want.sums) and np.array_equal(got.counts, want.counts)
+
+
+def test_what_is_derived_from_totals_is_computed_once_and_not_pickled():
+    totals = UnitTotals(pa.array(["a", "b"]), np.array([1, 1]), np.array([1, 2]),
+                        np.ones((2, 1)), np.ones((2, 1)))
+    calls = []
+    for _ in range(2):
+        assert totals.derived(("x",), lambda: calls.append(1) or memoryview(b"v")) == b"v"
+    assert calls == [1]
+    copy = pickle.loads(pickle.dumps(totals))  # a memoryview does not pickle
+    assert copy.users.equals(totals.users) and copy.sums.tolist() == totals.sums.tolist()
+    assert copy.derived(("x",), lambda: "again") == "again"
 
 
 def test_factorize_sorts_ids_as_utf8_bytes():

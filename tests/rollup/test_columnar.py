@@ -279,6 +279,23 @@ def test_chunk_bounds_are_those_of_the_day_ids(tracker, monkeypatch, interleaved
     assert bool(read) == interleaved
 
 
+def test_a_first_days_cumulative_units_are_its_daily_ones_encoded_once(tracker, monkeypatch):
+    create(tracker)
+    imps, events = make_logs(seed=5, days=1, users=12, impressions=60, start=MIDNIGHT)
+    _log(tracker, imps, events)
+    encoded = []
+    real = aggregate.UnitTotals._encode
+    monkeypatch.setattr(aggregate.UnitTotals, "_encode",
+                        lambda self, *args: encoded.append(self) or real(self, *args))
+    tracker.rollup("home", now=NOW)
+    with tracker.engine.connect() as conn:
+        stored = conn.execute(sa.text("SELECT cumulative, data FROM rollup_units")).all()
+    assert sorted(cumulative for cumulative, _ in stored) == [False, True]
+    assert bytes(stored[0][1]) == bytes(stored[1][1])
+    assert len(encoded) == 1  # the one totals object of the day, daily and cumulative
+    _check_against_reference(tracker, imps, events)
+
+
 def test_unit_totals_stored_in_many_parts_give_the_same_tables(tracker, monkeypatch):
     # the parts bound what one rollup_units row holds (a PostgreSQL value or a SQLite blob
     # holds at most 1 GiB); here a few users a part, over days that the cumulative pass

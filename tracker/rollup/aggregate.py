@@ -15,7 +15,9 @@ Everything is vectorised numpy over (user, arm) rows; no Python loop per user.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -41,10 +43,23 @@ class UnitTotals:
     impressions: np.ndarray  # int64
     sums: np.ndarray  # float64 (rows, columns), column-major
     counts: np.ndarray  # float64 (rows, columns), column-major
+    # what was derived from these totals (they never change): the experiment's first day
+    # publishes one object as its daily and its cumulative totals, encoded and summed once
+    _derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def size(self) -> int:
         return len(self.users)
+
+    def __getstate__(self) -> dict:  # pickled without what was derived (memoryviews)
+        return {**self.__dict__, "_derived": {}}
+
+    def derived(self, key: tuple, compute: Callable[[], Any]) -> Any:
+        """``compute()``, once per ``key`` for these totals (its result is shared: read
+        it, never change it)."""
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return self._derived[key]
 
     @classmethod
     def empty(cls, columns: int) -> UnitTotals:
@@ -67,8 +82,9 @@ class UnitTotals:
         zstd-compressed."""
         columns = max(len(layout), 1)
         rows = max(1, PART_BYTES // (8 * columns))
-        return [self._encode(slice(at, at + rows), layout)
-                for at in range(0, max(self.size, 1), rows)]
+        return self.derived(("encode", tuple(layout.names), PART_BYTES), lambda: [
+            self._encode(slice(at, at + rows), layout)
+            for at in range(0, max(self.size, 1), rows)])
 
     def _encode(self, part: slice, layout: Layout) -> memoryview:
         impressions, sums, counts = self.impressions[part], self.sums[part], self.counts[part]
@@ -347,8 +363,11 @@ def crossover_mask(totals: UnitTotals) -> np.ndarray:
     :func:`unit_totals_of_codes` give them)."""
     if totals.size == 0:
         return np.zeros(0, dtype=bool)
-    same = _same_user_as_previous(totals)
-    return np.r_[same, False] | np.r_[False, same]
+
+    def crossed() -> np.ndarray:
+        same = _same_user_as_previous(totals)
+        return np.r_[same, False] | np.r_[False, same]
+    return totals.derived(("crossover",), crossed)
 
 
 def health(totals: UnitTotals) -> HealthCounts:
@@ -364,7 +383,12 @@ def health(totals: UnitTotals) -> HealthCounts:
 
 
 def arm_stats(totals: UnitTotals, arm_ids: list[int]) -> list[ArmColumnStats]:
-    """Per arm, the sufficient statistics of every column over its non-crossover users."""
+    """Per arm, the sufficient statistics of every column over its non-crossover users
+    (computed once per ``totals`` and arms)."""
+    return totals.derived(("arm_stats", tuple(arm_ids)), lambda: _arm_stats(totals, arm_ids))
+
+
+def _arm_stats(totals: UnitTotals, arm_ids: list[int]) -> list[ArmColumnStats]:
     keep = ~crossover_mask(totals)
     out = []
     for arm in arm_ids:
