@@ -15,6 +15,7 @@ Everything is vectorised numpy over (user, arm) rows; no Python loop per user.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,20 +47,26 @@ class UnitTotals:
     # what was derived from these totals (they never change): the experiment's first day
     # publishes one object as its daily and its cumulative totals, encoded and summed once
     _derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _deriving: threading.RLock = field(default_factory=threading.RLock, init=False,
+                                       repr=False, compare=False)
 
     @property
     def size(self) -> int:
         return len(self.users)
 
     def __getstate__(self) -> dict:  # pickled without what was derived (memoryviews)
-        return {**self.__dict__, "_derived": {}}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_derived", "_deriving")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _derived={}, _deriving=threading.RLock())
 
     def derived(self, key: tuple, compute: Callable[[], Any]) -> Any:
-        """``compute()``, once per ``key`` for these totals (its result is shared: read
-        it, never change it)."""
-        if key not in self._derived:
-            self._derived[key] = compute()
-        return self._derived[key]
+        """``compute()``, once per ``key`` for these totals, whichever thread asks first
+        (the others wait for it); its result is shared: read it, never change it."""
+        with self._deriving:
+            if key not in self._derived:
+                self._derived[key] = compute()
+            return self._derived[key]
 
     @classmethod
     def empty(cls, columns: int) -> UnitTotals:

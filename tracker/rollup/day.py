@@ -113,11 +113,14 @@ def recompute_day(run: RunContext, day: date, summary: RollupSummary) -> DayResu
         return DayResult.empty()
     keep = to_micros(run.clock) < closes_at(run, extent)
     scores = DayScorer(run, day, extent, day_wide, keep=keep).score(summary)
+    def aside_of_the_write() -> DayResult:
+        scores.totals.encode(run.layout)  # once: write_state takes these parts
+        return day_result(run, day, extent, scores.totals, scores.exposures, scores.catalog)
+
     with ThreadPoolExecutor(max_workers=1) as aside:
-        # the rows the report reads (numpy) while the state is written (mostly the
-        # database's work)
-        result = aside.submit(day_result, run, day, extent, scores.totals, scores.exposures,
-                              scores.catalog)
+        # the units encoded and the rows the report reads (numpy, Arrow) while the state
+        # is written (the provisional state first: mostly the database's work)
+        result = aside.submit(aside_of_the_write)
         with transaction(run.engine, write=True) as conn:
             queries.tune(conn)
             write_state(conn, run, day, scores)
@@ -131,6 +134,7 @@ def write_state(conn: sa.Connection, run: RunContext, day: date, scores: DayScor
     """Replace the day's units and exposure; store the popularity pairs read for it."""
     info, cutoffs = run.info, run.cutoffs
     results.delete_day_state(conn, info.id, day)
+    provisional.save(conn, info.id, day, scores.kept)  # none: the day is final, or partial
     for other, pairs in sorted(scores.popularity.fresh_pairs.items()):
         results.insert_pairs(conn, info.id, other, pairs.encode())
     if scores.own_pairs is not None:  # replaces any: the raw logs' pairs as of now
@@ -144,7 +148,6 @@ def write_state(conn: sa.Connection, run: RunContext, day: date, scores: DayScor
                             [(arm, e.encode(cutoffs)) for arm, e in
                              sorted(scores.exposures.items())] + [(0, catalog.encode([]))])
     results.insert_units(conn, info.id, day, False, scores.totals.encode(run.layout))
-    provisional.save(conn, info.id, day, scores.kept)  # none: the day is final, or partial
 
 
 def day_result(run: RunContext, day: date, extent: queries.DayExtent, totals: UnitTotals,

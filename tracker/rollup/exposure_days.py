@@ -115,8 +115,10 @@ def day_rows(info: ExperimentInfo, totals: UnitTotals, offsets: np.ndarray,
     rows = []
     for offset in np.unique(offsets):
         pick = np.flatnonzero(offsets == offset)  # a user's rows stay adjacent
-        part = UnitTotals(totals.users.take(pa.array(pick)), totals.arms[pick],
-                          totals.impressions[pick], totals.sums[pick], totals.counts[pick])
+        # every row (a first day): the day's own totals, whose statistics are known
+        part = totals if pick.size == totals.size else UnitTotals(
+            totals.users.take(pa.array(pick)), totals.arms[pick], totals.impressions[pick],
+            totals.sums[pick], totals.counts[pick])
         for row in metric_rows(arm_stats(part, arm_ids), layout):
             del row["kind"]
             rows.append(dict(row, exposure_day=int(offset)))
