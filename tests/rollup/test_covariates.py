@@ -16,7 +16,10 @@ import pytest
 from tests.helpers import T0
 from tests.rollup import reference
 from tests.rollup.scenario import CUTOFFS, RELEVANCE, WINDOW, create, dump, make_logs
+from tracker import Tracker
 from tracker.rollup import covariates
+from tracker.rollup.first_exposures import FirstExposures, first_rows
+from tracker.rollup.plan import Ids
 from tracker.store import computed
 
 from .test_rollup import NOW
@@ -256,3 +259,68 @@ def test_covariates_read_ahead_in_part_or_not_at_all_store_the_same(tracker, mon
     tracker.rollup("home", full=True, now=NOW)
     assert dump(tracker.engine) == stored
     assert read_at_end == [users[0]]  # every user read in the last step
+
+
+def _one_new_day(tracker, seed: int) -> None:
+    """Pre-period history and lists, then one day of "home" served in two logging calls
+    (received at two instants: a user's first exposure is in the first call's rows)."""
+    imps, events = make_logs(seed, days=1, users=12, impressions=60,
+                             start=T0.replace(hour=0))  # one UTC day
+    previous, answers = _previous(seed)
+    create(tracker, cuped_days=CUPED_DAYS)
+    create(tracker, "other")
+    tracker.log_impressions(previous, on_invalid="all_or_nothing")
+    tracker.log_interactions(_history(seed) + answers, on_invalid="all_or_nothing")
+    for part in (imps[1::2], imps[::2]):
+        tracker.log_impressions(part, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+
+
+def test_a_run_reading_one_day_whole_takes_the_first_exposures_from_its_reads(
+        tracker, monkeypatch):
+    """The first exposures the day's chunks gather are those a read of the run's
+    impressions finds: the run stores the same with them as with that read (and then
+    makes no such read)."""
+    _one_new_day(tracker, 13)
+    read, real = [], covariates._first_exposures
+    monkeypatch.setattr(covariates, "_first_exposures",
+                        lambda *args: read.append(args) or real(*args))
+    for chunk_cells in (None, 1):  # the day in one chunk, and in many
+        settings = tracker.settings if chunk_cells is None else \
+            tracker.settings.replace(rollup_chunk_cells=chunk_cells)
+        with Tracker(settings=settings) as run:
+            run.rollup("home", full=True, now=NOW)
+        assert read == []
+        gathered = dump(tracker.engine)
+        assert gathered["rollup_user_covariates"]
+        monkeypatch.setattr(FirstExposures, "of", lambda *args: None)  # read them instead
+        tracker.rollup("home", full=True, now=NOW)
+        assert len(read) == 1 and dump(tracker.engine) == gathered
+        monkeypatch.undo()
+        monkeypatch.setattr(covariates, "_first_exposures",
+                            lambda *args: read.append(args) or real(*args))
+        read.clear()
+
+
+def test_first_exposures_gathered_in_any_chunk_order_or_short_of_the_run_are_not_taken():
+    rng = np.random.default_rng(4)
+    n = 500
+    ids, users = np.arange(1, n + 1), rng.integers(0, 40, n)
+    received, served = rng.integers(0, 5, n), rng.integers(0, 50, n)
+    names = pa.array([f"u{c:02d}" for c in range(40)])
+    run = Ids(100, 450, 0, 0)  # (after, through]: 350 of them
+    inside = (ids > 100) & (ids <= 450)
+    first = first_rows(users[inside], received[inside], served[inside])
+    want = {f"u{users[inside][i]:02d}": (served[inside][i], received[inside][i])
+            for i in first}
+    for chunks in (np.array_split(np.arange(n), 1), np.array_split(rng.permutation(n), 7)):
+        gathered = FirstExposures(run, days=1)
+        day = gathered.day()
+        for rows in chunks:
+            day.add(ids[rows], users[rows], received[rows], served[rows])
+        gathered.add(day, names)
+        assert gathered.covering(351) is None  # one impression of the run unread
+        got = gathered.covering(350)
+        assert got.users.to_pylist() == sorted(want)
+        assert [(s, r) for s, r in zip(got.served, got.received, strict=True)] == \
+            [want[u] for u in sorted(want)]

@@ -54,6 +54,7 @@ from tracker.rollup import state
 from tracker.rollup.aggregate import UnitTotals, crossover_mask
 from tracker.rollup.codes import sorted_codes
 from tracker.rollup.columnar import grades_of
+from tracker.rollup.first_exposures import FirstExposures
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.plan import Ids
 from tracker.rollup.pre_metrics import (
@@ -188,17 +189,24 @@ def refresh(conn: sa.Connection, reader: ArrowReader | None, info: ExperimentInf
 
 
 def ahead(engine: sa.Engine, reader: ArrowReader, info: ExperimentInfo, ids: Ids,
-          rebuild: bool) -> UserCovariates | None:
+          rebuild: bool, firsts: FirstExposures | None = None) -> UserCovariates | None:
     """What :func:`refresh` will compute, computed beforehand (in a thread, while the
     run's days are read and scored, whose cores it shares with the database's waits): the
     covariates of every user first exposed among the run's impressions that has none
-    stored (stored ones as :func:`refresh` reads them). None when CUPED is off."""
+    stored (stored ones as :func:`refresh` reads them). None when CUPED is off.
+    ``firsts``: the first exposures the run's days gather as they read (waited for, and
+    taken when they cover every impression the read would: else read)."""
     if info.cuped_days == 0:
         return None
     with transaction(engine) as conn:
         stored = None if rebuild else _load(conn, info)
         after = 0 if stored is None else ids.impressions_after
-        first = _first_exposures(reader, info.id, after, ids.impressions_through)
+        count = None if firsts is None else \
+            _impressions(conn, info.id, after, ids.impressions_through)
+    first = None if firsts is None else firsts.covering(count)  # no transaction held
+    with transaction(engine) as conn:
+        first = _first_exposures(reader, info.id, after, ids.impressions_through) \
+            if first is None else (first.users, first.served, first.received)
         users = first[0] if stored is None else first[0].filter(
             pc.invert(pc.is_in(first[0], value_set=stored.users)))
         return _of_new_users(conn, reader, info, users, after, ids.impressions_through,
@@ -243,6 +251,16 @@ def _load(conn: sa.Connection, info: ExperimentInfo) -> UserCovariates | None:
         return UserCovariates.decode(data, info.cuped_days, names_for(info.cutoffs))
     except StaleState:
         return None  # recomputed from the logs
+
+
+def _impressions(conn: sa.Connection, experiment_id: int, after: int, through: int) -> int:
+    """How many impressions of the experiment have ids in ``(after, through]`` (by primary
+    key; on SQLite off the (experiment, served_at) index, as :func:`_first_exposures`)."""
+    plus = "" if conn.dialect.name == "postgresql" else "+"
+    return int(conn.execute(sa.text(
+        f"SELECT count(*) FROM impression imp WHERE {plus}imp.experiment_id = :experiment "
+        "AND imp.id > :after AND imp.id <= :through"),
+        {"experiment": experiment_id, "after": after, "through": through}).scalar_one())
 
 
 def _first_exposures(reader: ArrowReader, experiment_id: int, after: int, through: int

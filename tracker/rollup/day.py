@@ -33,6 +33,7 @@ from tracker.rollup.codes import Vocabulary, distinct, take
 from tracker.rollup.columnar import ChunkResult, EncodedLists, Interactions, score_chunk
 from tracker.rollup.days import day_bounds, in_range
 from tracker.rollup.exposure import Exposure, catalog_size
+from tracker.rollup.first_exposures import FirstExposures
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.pipeline import IN_FLIGHT, ChunkPipeline
 from tracker.rollup.popularity import DayPairs
@@ -57,6 +58,7 @@ class RunContext:
     clock: datetime
     declared: pa.Array | None  # the declared catalog (distinct ids), None without one
     window: PopularityWindow
+    firsts: FirstExposures | None = None  # the first exposures whole days read, gathered
 
     @property
     def cutoffs(self) -> list[int]:
@@ -188,6 +190,7 @@ class DayScorer:
         # only): the served users and the interactions of [start, end)
         self._served: list[pa.ChunkedArray] = []
         self._occurred: list[pa.Table] = []
+        self.firsts = run.firsts.day() if run.firsts is not None and users is None else None
 
     def _read(self, query, *args):
         return query(self.run.reader, self.run.info.id, self.start, self.end, *args)
@@ -230,6 +233,10 @@ class DayScorer:
             return None
         run = self.run
         self._served.append(tables.lists["user"])
+        if self.firsts is not None:
+            lists = tables.lists
+            self.firsts.add(lists["id"].to_numpy(), self.users.encode([lists["user"]])[0],
+                            lists["received"].to_numpy(), lists["served"].to_numpy())
         interactions = self._whole_day.result() if tables.timed is None else \
             self._interactions(tables.timed)
         return score_chunk(tables.lists, interactions, tables.keyed,
@@ -260,6 +267,8 @@ class DayScorer:
                 if result is not None:
                     fold.add(result)
             popularity = self._popular.result()
+            if self.firsts is not None:  # for the covariates' thread, as soon as known
+                self.run.firsts.add(self.firsts, self.users.ids)
             # a provisional day's state encoded beside the day's totals (both numpy and
             # Arrow, which release the GIL: the day's end uses both cores)
             kept = pipeline.side(lambda: self._kept(fold, popularity)) \

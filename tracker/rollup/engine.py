@@ -64,6 +64,7 @@ from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cumulative import recompute_cumulative
 from tracker.rollup.day import RunContext, recompute_day
 from tracker.rollup.exposure_days import publish_exposure_days
+from tracker.rollup.first_exposures import FirstExposures
 from tracker.rollup.lock import HeldLock, rollup_lock
 from tracker.rollup.partial import recompute_users, rescore_users
 from tracker.rollup.plan import Ids, KnownDay, Plan, plan_run
@@ -165,16 +166,20 @@ class _Run:
                 ThreadPoolExecutor(max_workers=1) as aside:
             # the CUPED covariates of the run's new users, read while the days are
             # computed (their reads wait on the database, the days' scoring on the cores)
+            ahead_of = ordered and self.until is None and self.info.cuped_days
+            firsts = FirstExposures.of(plan, start.ids) if ahead_of else None
             ahead = aside.submit(covariates.ahead, self.engine, reader, self.info,
-                                 start.ids, start.rebuild) \
-                if ordered and self.until is None and self.info.cuped_days else None
+                                 start.ids, start.rebuild, firsts) if ahead_of else None
             try:
                 daily, recent = self._compute_days(plan, start.ids, declared, summary,
-                                                   reader)
+                                                   reader, firsts)
             except BaseException:
                 if ahead is not None:
                     ahead.cancel()
                 raise
+            finally:
+                if firsts is not None:
+                    firsts.close()  # the thread waits no longer
             summary.days_recomputed = ordered
             advance = self.until is None
             if ordered or advance or start.rebuild:
@@ -224,7 +229,8 @@ class _Run:
                                       self.settings.rollup_popularity_days)
 
     def _compute_days(self, plan: Plan, ids: Ids, declared: pa.Array | None,
-                      summary: RollupSummary, reader: ArrowReader | None
+                      summary: RollupSummary, reader: ArrowReader | None,
+                      firsts: FirstExposures | None = None
                       ) -> tuple[dict[date, DayResult], dict[date, UnitTotals | None]]:
         """Each day of the plan recomputed, whole or for its changed users; the rows the
         report reads (published at the end), and the unit totals of the last days (for the
@@ -238,7 +244,7 @@ class _Run:
             window = PopularityWindow(self.engine, reader, self.info,
                                       self.settings.rollup_popularity_days)
             run = RunContext(self.engine, reader, self.settings, self.info, self.clock,
-                             declared, window)
+                             declared, window, firsts)
             for done, day in enumerate(ordered, 1):
                 users = plan.days[day]
                 # popped: a day's state is not held while the days after it are computed

@@ -286,7 +286,8 @@ def untaken_interactions(conn: sa.Connection, after: int, through: int) -> int:
 
 LISTS = pa.schema([pa.field("id", pa.int64(), False), pa.field("arm", pa.int64(), False),
                    pa.field("user", pa.string(), False), pa.field("served", pa.int64(), False),
-                   pa.field("items", LIST, False), pa.field("baseline", LIST)])
+                   pa.field("items", LIST, False), pa.field("baseline", LIST),
+                   pa.field("received", pa.int64(), False)])
 INTERACTIONS = pa.schema([pa.field(name, kind, False) for name, kind in (
     ("user", pa.string()), ("item", pa.string()), ("event", pa.string()), ("at", pa.int64()),
     ("keyed", pa.int64()))])
@@ -361,9 +362,9 @@ def _only(users: str | None) -> str:
 def served_lists(reader: ArrowReader, experiment_id: int, start: int, end: int, low: int,
                  high: int, top: int, users: str | None = None) -> pa.Table:
     """A chunk's impressions (in no set order): ``id, arm, user, served``, ``items`` (the
-    whole list) and ``baseline`` (null when the impression has none; on PostgreSQL only
-    its first ``top`` items). ``users``: only those of the users it selects
-    (:func:`changed_users`)."""
+    whole list), ``baseline`` (null when the impression has none; on PostgreSQL only
+    its first ``top`` items) and ``received``. ``users``: only those of the users it
+    selects (:func:`changed_users`)."""
     if reader.engine.dialect.name == "postgresql":
         where = _chunk_literals(experiment_id, start, end, low, high)
         # sliced only when longer: building a slice of every array doubled the server's
@@ -376,7 +377,8 @@ def served_lists(reader: ArrowReader, experiment_id: int, start: int, end: int, 
         baseline = "imp.baseline_items"
     where += _only(users)
     return reader.read("SELECT imp.id, imp.arm_id, imp.user_id, imp.served_at, "
-                       f"imp.items, {baseline} FROM impression imp WHERE {where}", LISTS)
+                       f"imp.items, {baseline}, imp.received_at FROM impression imp "
+                       f"WHERE {where}", LISTS)
 
 
 def count_window_interactions(conn: sa.Connection, start: int, end: int,
