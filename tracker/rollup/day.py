@@ -103,7 +103,8 @@ def recompute_day(run: RunContext, day: date, summary: RollupSummary) -> DayResu
     start, end = day_bounds(day, run.info.timezone)
     with transaction(run.engine) as conn:
         queries.tune(conn)
-        extent = queries.day_extent(conn, run.info.id, start, end)
+        # its longest list once the day's reads are under way (it reads every list)
+        extent = queries.day_extent(conn, run.info.id, start, end, longest=False)
         # the day's interactions are read once when they fit the memory bound, else with
         # each chunk (only the chunk's users')
         day_wide = bool(extent.impressions) and queries.count_window_interactions(
@@ -182,9 +183,6 @@ class DayScorer:
         self.keep = keep and users is None  # keep the encoded day (a provisional one)
         self.start, self.end = day_bounds(day, run.info.timezone)
         self.users, self.items = Vocabulary(), Vocabulary()
-        # the memory bound is split between the chunks in flight
-        self.rows = max(1_000, run.settings.rollup_chunk_cells // IN_FLIGHT
-                        // max(extent.longest, 1))
         self._whole_day = self._popular = None
         # the day's own popularity pairs, gathered from what is read anyway (whole days
         # only): the served users and the interactions of [start, end)
@@ -244,9 +242,19 @@ class DayScorer:
                            run.window_us, run.cutoffs, run.layout, self.items, self.users,
                            keep=self.keep)
 
+    def _rows(self) -> int:
+        """Impressions per chunk: the memory bound split between the chunks in flight."""
+        longest = self.extent.longest
+        if longest is None:  # read now, while the day's interactions are
+            with transaction(self.run.engine) as conn:
+                longest = queries.longest_list(conn, self.run.info.id, self.start, self.end,
+                                               self.extent)
+        return max(1_000, self.run.settings.rollup_chunk_cells // IN_FLIGHT
+                   // max(longest, 1))
+
     def _bounds(self) -> list[tuple[int, int]]:
-        extent = self.extent
-        if extent.impressions <= self.rows:
+        extent, rows = self.extent, self._rows()
+        if extent.impressions <= rows:
             return [(extent.first_id, extent.last_id)]
         if extent.last_id - extent.first_id + 1 == extent.impressions:
             # the day's ids are every id of their range (ids are unique): the same bounds
@@ -254,7 +262,7 @@ class DayScorer:
             ids = np.arange(extent.first_id, extent.last_id + 1, dtype=np.int64)
         else:
             ids = self._read(queries.day_ids)
-        return queries.chunk_bounds(ids, self.rows)
+        return queries.chunk_bounds(ids, rows)
 
     def score(self, summary: RollupSummary) -> DayScores:
         """Every chunk of the day read and scored, folded in chunk order."""

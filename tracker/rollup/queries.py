@@ -39,35 +39,42 @@ def _day_filter(alias: str = "imp") -> str:
 @dataclass(frozen=True)
 class DayExtent:
     """What one day of an experiment holds: its impressions, their id range, the last
-    serving time, and the longest list (on SQLite an upper bound: quotes / 2, exact unless
-    an item holds an escaped quote)."""
+    serving time, and the longest list (None when not read yet: :func:`longest_list`)."""
 
     impressions: int
     first_id: int | None
     last_id: int | None
     last_served: int | None
-    longest: int
+    longest: int | None
 
 
-def day_extent(conn: sa.Connection, experiment_id: int, start: int, end: int) -> DayExtent:
-    """The :class:`DayExtent` of the experiment's impressions served in ``[start, end)``."""
+def day_extent(conn: sa.Connection, experiment_id: int, start: int, end: int,
+               longest: bool = True) -> DayExtent:
+    """The :class:`DayExtent` of the experiment's impressions served in ``[start, end)``
+    (without ``longest``, its longest list is left to :func:`longest_list`: it reads every
+    list of the day, while the rest comes from the (experiment, served_at) index)."""
     params = {"experiment": experiment_id, "start": start, "end": end}
-    if is_postgresql(conn):
-        count, low, high, last, longest = conn.execute(sa.text(
-            "SELECT count(*), min(imp.id), max(imp.id), max(imp.served_at), "
-            f"max(cardinality(imp.items)) FROM impression imp WHERE {_day_filter()}"
-        ), params).one()
-        return DayExtent(int(count), low, high, last, int(longest or 0))
     count, low, high, last = conn.execute(sa.text(
         "SELECT count(*), min(imp.id), max(imp.id), max(imp.served_at) "
         f"FROM impression imp WHERE {_day_filter()}"), params).one()
-    if not count:
-        return DayExtent(0, low, high, last, 0)
-    longest = conn.execute(sa.text(
-        "SELECT max(length(imp.items) - length(replace(imp.items, '\"', ''))) / 2 "
-        f"FROM impression imp WHERE {_chunk_literals(experiment_id, start, end, low, high, True)}"
-    )).scalar_one()
-    return DayExtent(int(count), low, high, last, int(longest or 0))
+    extent = DayExtent(int(count), low, high, last, 0 if not count else None)
+    if not longest or not count:
+        return extent
+    return DayExtent(int(count), low, high, last,
+                     longest_list(conn, experiment_id, start, end, extent))
+
+
+def longest_list(conn: sa.Connection, experiment_id: int, start: int, end: int,
+                 extent: DayExtent) -> int:
+    """The longest list of the day's impressions (on SQLite an upper bound: quotes / 2,
+    exact unless an item holds an escaped quote), walking their id range."""
+    if not extent.impressions:
+        return 0
+    where = _chunk_literals(experiment_id, start, end, extent.first_id, extent.last_id, True)
+    length = "cardinality(imp.items)" if is_postgresql(conn) else \
+        "(length(imp.items) - length(replace(imp.items, '\"', ''))) / 2"
+    return int(conn.execute(sa.text(
+        f"SELECT max({length}) FROM impression imp WHERE {where}")).scalar_one() or 0)
 
 
 def tune(conn: sa.Connection) -> None:
