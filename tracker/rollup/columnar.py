@@ -143,8 +143,11 @@ def _overlaps(top: np.ndarray, baseline: np.ndarray, cutoffs: Sequence[int]) -> 
     for at in range(0, n, step):
         a = top[at:at + step]
         b = baseline[at:at + step]
-        match = a[:, :, None] == b[:, None, :]
-        first_in_b = np.where(match.any(axis=2), match.argmax(axis=2), np.iinfo(np.int64).max)
+        # the first baseline position of each served item: the positions from the last
+        # to the first, each overwriting (a pass per position, no 3-d comparison)
+        first_in_b = np.full(a.shape, np.iinfo(np.int64).max)
+        for j in range(b.shape[1] - 1, -1, -1):
+            first_in_b[a == b[:, j:j + 1]] = j
         counted = a >= 0
         ordered = np.sort(a, axis=1)
         if np.any((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)):
@@ -305,11 +308,16 @@ def exposures(items: np.ndarray, arms: np.ndarray,
     arm_ids, arm_index = np.unique(arms, return_inverse=True)
     size = int(items.max()) + 1
     cells = items >= 0
-    key = (arm_index[:, None] * size + items)[cells]  # dense (arm, item) keys: no sort
-    rank = np.broadcast_to(np.arange(items.shape[1]), items.shape)[cells]
-    present = np.bincount(key, minlength=arm_ids.size * size).reshape(arm_ids.size, size)
-    counts = np.stack([np.bincount(key[rank < k], minlength=arm_ids.size * size)
-                       for k in cutoffs], axis=-1).reshape(arm_ids.size, size, len(cutoffs))
+    # a cell's band: how many cutoffs its rank reaches past (0: inside every top k)
+    limits = np.asarray(cutoffs)
+    band = (np.arange(items.shape[1])[:, None] >= limits[None, :]).sum(axis=1)
+    bands = limits.size + 1
+    # dense (arm, item, band) keys, one count: no sort, one pass over the cells
+    key = ((arm_index[:, None] * size + items) * bands + band[None, :])[cells]
+    by_band = np.bincount(key, minlength=arm_ids.size * size * bands).reshape(
+        arm_ids.size, size, bands)
+    present = by_band.sum(axis=2)
+    counts = np.cumsum(by_band, axis=2)[:, :, :limits.size]  # within top k: bands < j
     for a, arm in enumerate(arm_ids):
         codes = np.flatnonzero(present[a])
         out[int(arm)] = (codes, counts[a, codes])
