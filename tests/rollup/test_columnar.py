@@ -259,9 +259,9 @@ def test_chunk_bounds_are_those_of_the_day_ids(tracker, monkeypatch, interleaved
     imps, events = _big_day()
     day = [imp for imp in imps if not imp["impression_id"].startswith("pre-")]
     before = [imp for imp in imps if imp["impression_id"].startswith("pre-")]
-    if interleaved:  # the day before's impressions logged between two halves of the day
-        imps = day[:1000] + before + day[1000:]
-    _log(tracker, imps, events)
+    batches = [day[:1000], before, day[1000:]] if interleaved else [before + day]
+    for n, batch in enumerate(batches, 1):  # interleaved: the day before's between halves
+        _log(tracker, batch, events if n == len(batches) else [])
     calls, read = _spy_chunks(monkeypatch), []
     real = queries.day_ids
     monkeypatch.setattr(queries, "day_ids", lambda *args: read.append(args) or real(*args))
