@@ -277,14 +277,16 @@ class DayScorer:
             popularity = self._popular.result()
             if self.firsts is not None:  # for the covariates' thread, as soon as known
                 self.run.firsts.add(self.firsts, self.users.ids)
-            # a provisional day's state encoded beside the day's totals (both numpy and
-            # Arrow, which release the GIL: the day's end uses both cores)
+            # a provisional day's state encoded and the day's own pairs found beside the
+            # day's totals (numpy and Arrow, which release the GIL: the day's end uses
+            # both cores)
             kept = pipeline.side(lambda: self._kept(fold, popularity)) \
                 if self.keep and fold.encoded else None
+            own = pipeline.side(self.own_pairs)
             totals = fold.totals(self.users.ids, len(self.run.layout))
             exposures = fold.exposures(self.items.ids, len(self.run.cutoffs))
             catalog = fold.catalog(self.items.ids)
-            own = self.own_pairs()
+            own = own.result()
             kept = kept.result() if kept is not None else None
         summary.impressions_read += fold.impressions
         summary.truth_pairs_read += fold.truth_pairs
