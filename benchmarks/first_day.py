@@ -10,8 +10,11 @@ engine's steps and of the CUPED covariates' parts.
 ``--nightly`` runs at 00:30 after the day (its windows still open: provisional, its state
 kept), else at the machine's clock (final). The rows live in the schema ``bench_first_day``
 (PostgreSQL) or ``$TMPDIR/bench_first_day.db`` (SQLite) until ``--drop``. Spans overlap
-(a step holds its parts) and are summed over calls; the rollup's reading threads are not
-split out.
+(a step holds its parts) and are summed over calls, each with the CPU seconds of the
+thread that ran it (a step in a thread pool: its threads'); the CPU seconds of the whole
+process (every thread) and, on PostgreSQL, of the server's processes serving the bench
+database (polled from /proc: a server on this machine) are printed first. On two cores the
+CPU is what a busy machine makes the wall follow.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ SPANS = [  # (module, attribute, label): the wall time of each call is summed
     ("tracker.rollup.engine", "covariates.ahead", "CUPED covariates read ahead (thread)"),
     ("tracker.rollup.engine", "covariates.refresh", "  CUPED covariates of new users"),
     ("tracker.rollup.covariates", "_first_exposures", "    first exposures"),
+    ("tracker.rollup.first_exposures", "DayFirsts.add", "    first exposures from the chunks"),
     ("tracker.rollup.covariates", "interactions", "    pre-period interactions"),
     ("tracker.rollup.pre_metrics", "_lists", "    pre-period lists"),
     ("tracker.rollup.engine", "covariates.publish_daily", "  CUPED daily sums"),
@@ -92,7 +96,10 @@ def instrument(spans: dict, table: list[tuple[str, str, str]] = SPANS,
     ``spans[label]`` (and the calling threads' CPU seconds in ``cpu[label]``);
     benchmarks/next_day.py uses it too."""
     for module, path, label in table:
-        owner = importlib.import_module(module)
+        try:
+            owner = importlib.import_module(module)
+        except ImportError:  # a tree without the module: not shown
+            continue
         *parents, name = path.split(".")
         for parent in parents:
             owner = getattr(owner, parent)
