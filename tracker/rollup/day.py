@@ -231,16 +231,19 @@ class DayScorer:
             return None
         run = self.run
         self._served.append(tables.lists["user"])
-        if self.firsts is not None:
-            lists = tables.lists
-            self.firsts.add(lists["id"].to_numpy(), self.users.encode([lists["user"]])[0],
-                            lists["received"].to_numpy(), lists["served"].to_numpy())
         interactions = self._whole_day.result() if tables.timed is None else \
             self._interactions(tables.timed)
-        return score_chunk(tables.lists, interactions, tables.keyed,
-                           self._popular.result().popularity, run.info.relevance,
-                           run.window_us, run.cutoffs, run.layout, self.items, self.users,
-                           keep=self.keep)
+        result = score_chunk(tables.lists, interactions, tables.keyed,
+                             self._popular.result().popularity, run.info.relevance,
+                             run.window_us, run.cutoffs, run.layout, self.items, self.users,
+                             keep=self.keep)
+        if self.firsts is not None:  # the users' codes: those the chunk kept, if it did
+            lists = tables.lists
+            users = result.encoded.users if result.encoded is not None else \
+                self.users.encode([lists["user"]])[0]
+            self.firsts.add(lists["id"].to_numpy(), users, lists["received"].to_numpy(),
+                            lists["served"].to_numpy())
+        return result
 
     def _rows(self) -> int:
         """Impressions per chunk: the memory bound split between the chunks in flight."""
