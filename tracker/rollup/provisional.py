@@ -152,24 +152,18 @@ class ProvisionalDay:
         named &= lists.ids[by_id[at]] == ids if lists.size else named
         items, codes = _extend(self.items, [timed["item"].filter(pa.array(known)),
                                             keyed["item"]])
-        old = lists.truth
         new = Truth.highest(np.concatenate((imp, by_id[at][named])),
                             np.concatenate((codes[0][it], codes[1][named])),
                             np.concatenate((grades[known][it], keyed_grades[named])),
                             len(items))
-        # both sorted by (row, item): a stable sort of the two runs merges them in linear time
-        merged = Truth.highest(np.concatenate((old.rows, new.rows)),
-                               np.concatenate((old.items, new.items)),
-                               np.concatenate((old.grades, new.grades)), len(items),
-                               kind="stable")
-        changed = _changed(old, merged, len(items))
-        merged = replace(merged, items=merged.items.astype(np.int32))
+        merged, gained = merge_truth(lists.truth, new, len(items))
+        rows = new.rows[gained]  # the pairs that changed: new ones, or a grade raised
         ln_users = np.concatenate((self.ln_users[:-1], np.zeros(len(items) - len(self.items)
                                                                 + 1)))
         day = replace(self, lists=replace(lists, truth=merged), items=items, ln_users=ln_users,
-                      dirty=self._dirtied(merged.rows[changed]), matched=None)
-        return Answered(day, np.unique(lists.users[merged.rows[changed]]),
-                        items.take(pa.array(np.unique(merged.items[changed]), pa.int64())))
+                      dirty=self._dirtied(rows), matched=None)
+        return Answered(day, _distinct(lists.users[rows], len(self.users)),
+                        items.take(pa.array(_distinct(new.items[gained], len(items)))))
 
     def pairs(self, timed: pa.Table, window: int) -> tuple[np.ndarray, np.ndarray]:
         """The (list row, interaction row) pairs where an interaction of ``timed`` answers
@@ -200,7 +194,8 @@ class ProvisionalDay:
         """The chunks to write again once ``rows`` changed (None: all of them)."""
         if self.dirty is None:
             return None
-        return self.dirty | frozenset(np.unique(self.chunks[rows]).tolist())
+        chunks = _distinct(self.chunks[rows], int(self.chunks.max(initial=-1)) + 1)
+        return self.dirty | frozenset(chunks.tolist())
 
     def catalog(self) -> np.ndarray:
         """The day's catalog items (ids): served in a list or in a ground truth."""
@@ -217,9 +212,10 @@ class ProvisionalDay:
         marked[users] = True
         rows = np.flatnonzero(marked[self.lists.users])
         chunks = self.chunks[rows]
+        starts = np.r_[0, np.cumsum(self.lists.lengths)[:-1]]
 
         def score(chunk: int):
-            mine = _widened(_take(self.lists, rows[chunks == chunk]))
+            mine = _widened(_take(self.lists, rows[chunks == chunk], starts))
             values, defined = score_encoded(mine, self.ln_users, self.n_users, layout,
                                             cutoffs)
             return unit_totals_of_codes(mine.users, mine.arms, values, defined)
@@ -364,6 +360,13 @@ def _dense(size: int, codes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(used), np.cumsum(used) - 1
 
 
+def _distinct(codes: np.ndarray, size: int) -> np.ndarray:
+    """The distinct values of ``codes`` (each below ``size``), sorted: marked, not sorted."""
+    marked = np.zeros(size, dtype=bool)
+    marked[codes] = True
+    return np.flatnonzero(marked)
+
+
 def _lengths(lists: pa.ListArray) -> np.ndarray:
     return np.diff(lists.offsets.to_numpy()).astype(np.int64)
 
@@ -384,17 +387,22 @@ def _concat(parts: list[EncodedLists]) -> EncodedLists:
                                        "overlap", "has_baseline")), truth)
 
 
-def _take(lists: EncodedLists, rows: np.ndarray) -> EncodedLists:
-    """The lists of ``rows`` (ascending), their ground truth renumbered to match."""
-    starts = np.r_[0, np.cumsum(lists.lengths)[:-1]]
+def _take(lists: EncodedLists, rows: np.ndarray, starts: np.ndarray) -> EncodedLists:
+    """The lists of ``rows`` (ascending), their ground truth renumbered to match
+    (``starts``: where each list's items start). Only the truth pairs between the first
+    and the last of ``rows`` are looked at (a chunk's rows: its own pairs, not the whole
+    day's)."""
     lengths = lists.lengths[rows]
     flat = np.repeat(starts[rows] - np.r_[0, np.cumsum(lengths)[:-1]], lengths) \
         + np.arange(int(lengths.sum()))
-    local = np.full(lists.size, -1, dtype=np.int64)
-    local[rows] = np.arange(rows.size)
-    mine = local[lists.truth.rows]
+    low, high = (int(rows[0]), int(rows[-1]) + 1) if rows.size else (0, 0)
+    first, last = np.searchsorted(lists.truth.rows, [low, high])
+    local = np.full(high - low, -1, dtype=np.int64)
+    local[rows - low] = np.arange(rows.size)
+    mine = local[lists.truth.rows[first:last] - low]
     keep = mine >= 0
-    truth = Truth(mine[keep], lists.truth.items[keep], lists.truth.grades[keep])
+    truth = Truth(mine[keep], lists.truth.items[first:last][keep],
+                  lists.truth.grades[first:last][keep])
     return EncodedLists(lists.ids[rows], lists.users[rows], lists.arms[rows],
                         lists.served_at[rows], lists.items[flat], lengths,
                         lists.overlap[rows], lists.has_baseline[rows], truth)
@@ -410,6 +418,39 @@ def _extend(dictionary: pa.Array, arrays: list[pa.Array | pa.ChunkedArray]
     extended = pa.concat_arrays([dictionary, distinct.filter(missing)])
     return extended, [pc.index_in(v, value_set=extended).to_numpy(zero_copy_only=False)
                       .astype(np.int64) for v in values]
+
+
+def merge_truth(old: Truth, new: Truth, n_items: int) -> tuple[Truth, np.ndarray]:
+    """``old`` and ``new`` (each one pair per (row, item), sorted by it, item codes below
+    ``n_items``) as one ground truth, per pair the highest grade (what :meth:`Truth.highest`
+    of both gives; item codes int32); and per pair of ``new`` whether it changes ``old``: a
+    pair ``old`` lacks, or a higher grade. The pairs of ``new`` are looked up in ``old``
+    and the missing ones inserted where they sort: no sort of the merged pairs, and the
+    changed pairs come out of the same lookup.
+
+    >>> old = Truth(np.array([0, 2]), np.array([1, 0], np.int32), np.array([1.0, 1.0]))
+    >>> new = Truth(np.array([0, 1, 2]), np.array([1, 0, 0]), np.array([1.0, 2.0, 3.0]))
+    >>> merged, gained = merge_truth(old, new, 2)
+    >>> merged.rows.tolist(), merged.items.tolist(), merged.grades.tolist(), gained.tolist()
+    ([0, 1, 2], [1, 0, 0], [1.0, 2.0, 3.0], [False, True, True])
+    """
+    width = max(n_items, 1)
+    before = old.rows.astype(np.int64) * width + old.items
+    after = new.rows.astype(np.int64) * width + new.items
+    at = np.searchsorted(before, after)
+    found = at < before.size
+    found[found] = before[at[found]] == after[found]
+    grades = old.grades.copy()
+    raised = found.copy()
+    raised[found] = new.grades[found] > grades[at[found]]
+    grades[at[raised]] = new.grades[raised]
+    fresh = ~found
+    where = at[fresh]  # np.insert puts each before the old pair it sorts before
+    merged = Truth(np.insert(old.rows.astype(np.int64), where, new.rows[fresh]),
+                   np.insert(old.items.astype(np.int32), where,
+                             new.items[fresh].astype(np.int32)),
+                   np.insert(grades, where, new.grades[fresh]))
+    return merged, fresh | raised
 
 
 def _changed(old: Truth, merged: Truth, n_items: int) -> np.ndarray:
