@@ -17,7 +17,12 @@ formats of :mod:`tracker.rollup.state`), one row per part:
   user, arm, serving time, served list as item codes and overlap with the baseline list,
   which nothing changes while the day is provisional: **written once**;
 - and part ``3 + 2c``, ``provisional-truth/1``: per impression its ground truth as (item
-  code, grade) lists, **rewritten only when that chunk's ground truth changed**.
+  code, grade) lists, **rewritten only when that chunk's ground truth changed**;
+- after the chunks' parts, ``provisional-gained/1``: the (impression, item) pairs a later
+  run added or raised, when they are few (:data:`GAINED_SHARE` of the day's pairs: a tenth
+  of the users answered touch every chunk, whose truth would all be written again); a
+  reader merges them into the chunks' truth. Once they are many, or a run's own gain is,
+  the truth of every chunk is written again and they are dropped.
 
 In memory the codes are int32 (a day of 1M lists of 10 items: 40 MB of item codes rather
 than 80). State in another layout (``provisional/1``, one stream of the whole day) is not
@@ -58,6 +63,12 @@ from tracker.store.rollup_tables import RollupProvisional
 
 USERS_PART, ITEMS_PART, FIRST_CHUNK_PART = 0, 1, 2
 
+GAINED_SHARE = 0.25
+"""Up to this share of the day's ground-truth pairs, the pairs new interactions add or
+raise are written as one more part (``provisional-gained/1``) instead of the truth of every
+chunk they touch: a tenth of the users answered touch every chunk."""
+MAX_GAINED_PARTS = 8  # past these, the truth of every chunk is written again
+
 
 @dataclass(frozen=True)
 class Answered:
@@ -72,10 +83,12 @@ class Answered:
 @dataclass(frozen=True)
 class Parts:
     """``rollup_provisional`` rows to write: ``data`` by part number; ``whole``: they are
-    the day's every part (any other is dropped), else they replace these parts only."""
+    the day's every part (any other is dropped), else they replace these parts only (and
+    the parts from ``drop_from`` on are dropped)."""
 
     data: dict[int, memoryview]
     whole: bool
+    drop_from: int | None = None  # the parts from this one on are dropped too
 
 
 @dataclass(frozen=True)
@@ -84,7 +97,9 @@ class ProvisionalDay:
     were scored, ``chunks`` numbering the read chunks), with user and item codes (int32)
     into ``users`` and ``items``; ``ln_users`` per item code plus a trailing 0 (padding).
     ``dirty``: the chunks whose ground truth changed since the state was read (None: a new
-    state, every part to write); ``stored_items``: the items the stored state holds."""
+    state, every part to write); ``stored_items``: the items the stored state holds;
+    ``gained``: the pairs :meth:`answer` added or raised since it was read;
+    ``gained_parts``: the ``provisional-gained/1`` parts it holds."""
 
     chunks: np.ndarray
     lists: EncodedLists
@@ -97,6 +112,8 @@ class ProvisionalDay:
     # the plan's attribution of the new interactions it read (``timed``) to the lists:
     # (list rows, interaction rows) of every pair, so that :meth:`answer` need not repeat it
     matched: tuple[np.ndarray, np.ndarray] | None = None
+    gained: Truth | None = None
+    gained_parts: int = 0
 
     @classmethod
     def of(cls, parts: list[EncodedLists], users: pa.Array, items: pa.Array,
@@ -158,10 +175,13 @@ class ProvisionalDay:
                             len(items))
         merged, gained = merge_truth(lists.truth, new, len(items))
         rows = new.rows[gained]  # the pairs that changed: new ones, or a grade raised
+        pairs = Truth(rows, new.items[gained].astype(np.int32), new.grades[gained])
+        if self.gained is not None:
+            pairs = merge_truth(self.gained, pairs, len(items))[0]
         ln_users = np.concatenate((self.ln_users[:-1], np.zeros(len(items) - len(self.items)
                                                                 + 1)))
         day = replace(self, lists=replace(lists, truth=merged), items=items, ln_users=ln_users,
-                      dirty=self._dirtied(rows), matched=None)
+                      dirty=self._dirtied(rows), matched=None, gained=pairs)
         return Answered(day, _distinct(lists.users[rows], len(self.users)),
                         items.take(pa.array(_distinct(new.items[gained], len(items)))))
 
@@ -186,7 +206,7 @@ class ProvisionalDay:
         old, new = self.lists.truth, fresh.lists.truth
         gained = _changed(old, new, len(fresh.items))
         rows = np.concatenate((new.rows[gained], old.rows[_changed(new, old, len(fresh.items))]))
-        return Answered(replace(fresh, dirty=self._dirtied(rows)),
+        return Answered(replace(fresh, dirty=self._dirtied(rows), gained=None),
                         np.unique(self.lists.users[rows]),
                         fresh.items.take(pa.array(np.unique(new.items[gained]), pa.int64())))
 
@@ -228,10 +248,18 @@ class ProvisionalDay:
 
     def encode(self, cutoffs: list[int]) -> Parts:
         """The ``rollup_provisional`` parts to write: every part of a new state; else the
-        truth of the chunks that changed, and the items when they grew."""
+        pairs :meth:`answer` gained as one more part when they are few
+        (:data:`GAINED_SHARE`), or the truth of the chunks that changed (of every chunk,
+        the gained parts dropped, when the state holds some); and the items when they
+        grew."""
         bounds = np.searchsorted(self.chunks, np.arange(int(self.chunks.max(initial=-1)) + 2))
         rows = np.searchsorted(self.lists.truth.rows, bounds)
         new = self.dirty is None
+        gained = not new and self.gained is not None and \
+            self.gained_parts < MAX_GAINED_PARTS and \
+            self.gained.rows.size <= GAINED_SHARE * self.lists.truth.rows.size
+        everything = not new and not gained and self.gained_parts > 0
+        after = FIRST_CHUNK_PART + 2 * (bounds.size - 1)  # the first part after the chunks'
         data: dict[int, memoryview] = {}
         if new:
             data[USERS_PART] = state.write(pa.table({"user_id": self.users}),
@@ -246,10 +274,16 @@ class ProvisionalDay:
             if new:
                 data[part] = _encode_lists(self.lists, bounds[chunk], bounds[chunk + 1],
                                            cutoffs)
-            if new or chunk in self.dirty:
+            if new or everything or (not gained and chunk in self.dirty):
                 data[part + 1] = _encode_truth(self.lists.truth, bounds[chunk],
                                                bounds[chunk + 1], rows[chunk], rows[chunk + 1])
-        return Parts(data, new)
+        if gained and self.gained.rows.size:
+            data[after + self.gained_parts] = state.write(pa.table({
+                "row": pa.array(self.gained.rows, pa.int32()),
+                "item": pa.array(self.gained.items, pa.int32()),
+                "grade": pa.array(self.gained.grades, pa.float64())}),
+                state.PROVISIONAL_GAINED, compress=True, lists=str(self.lists.size))
+        return Parts(data, new, after if everything else None)
 
     @classmethod
     def decode(cls, parts: list[bytes], cutoffs: list[int]) -> ProvisionalDay:
@@ -260,7 +294,7 @@ class ProvisionalDay:
         items = state.read(parts[ITEMS_PART], state.PROVISIONAL_ITEMS)
         state.require(items, ["item_id", "ln_users"], state.PROVISIONAL_ITEMS)
         count = int(state.metadata(users, "chunks"))
-        if len(parts) != FIRST_CHUNK_PART + 2 * count:
+        if len(parts) < FIRST_CHUNK_PART + 2 * count:
             raise StaleState(f"stored rollup state ({state.PROVISIONAL_USERS}) names "
                                    f"{count} chunks and holds {len(parts) - 2} parts of them; "
                                    "run `tracker rollup --full` to recompute the stored state")
@@ -268,10 +302,17 @@ class ProvisionalDay:
                                                                        + 1], cutoffs)
                   for c in range(count)]
         item_ids = items["item_id"].combine_chunks()
+        lists = _concat(chunks)
+        gained = parts[FIRST_CHUNK_PART + 2 * count:]
+        for data in gained:  # the highest grade per pair, whatever the parts' order
+            truth = merge_truth(lists.truth, _decode_gained(data, lists.size, len(item_ids)),
+                                len(item_ids))[0]
+            lists = replace(lists, truth=truth)
         return cls(np.repeat(np.arange(count, dtype=np.int32), [c.size for c in chunks]),
-                   _concat(chunks), users["user_id"].combine_chunks(), item_ids,
+                   lists, users["user_id"].combine_chunks(), item_ids,
                    np.r_[items["ln_users"].to_numpy(), 0.0],
-                   int(state.metadata(items, "n_users")), frozenset(), len(item_ids))
+                   int(state.metadata(items, "n_users")), frozenset(), len(item_ids),
+                   gained_parts=len(gained))
 
 
 def compact(lists: EncodedLists) -> EncodedLists:
@@ -349,6 +390,23 @@ def _decode_chunk(lists_part: bytes, truth_part: bytes, cutoffs: list[int]) -> E
         table["served_at"].to_numpy(), _values(served, np.int32),
         _lengths(served).astype(np.int32), overlap,
         table["has_baseline"].to_numpy(zero_copy_only=False), truth)
+
+
+def _decode_gained(data: bytes, lists: int, items: int) -> Truth:
+    """The pairs of one ``provisional-gained/1`` part; one written for another state of
+    the day (another number of lists, a row or item code the state lacks, pairs out of
+    order) raises :class:`~tracker.errors.StaleState`."""
+    table = state.read(data, state.PROVISIONAL_GAINED)
+    state.require(table, ["row", "item", "grade"], state.PROVISIONAL_GAINED)
+    rows, codes = table["row"].to_numpy().astype(np.int64), table["item"].to_numpy()
+    keys = rows * max(items, 1) + codes
+    if state.metadata(table, "lists") != str(lists) or (rows.size and (
+            rows.min() < 0 or rows.max() >= lists or codes.min() < 0 or codes.max() >= items
+            or (np.diff(keys) <= 0).any())):
+        raise StaleState(f"stored rollup state ({state.PROVISIONAL_GAINED}) does not match "
+                         "the day's lists and items; run `tracker rollup --full` to "
+                         "recompute the stored state")
+    return Truth(rows, codes.astype(np.int32), table["grade"].to_numpy().astype(np.float64))
 
 
 def _dense(size: int, codes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -486,10 +544,13 @@ def save(conn: sa.Connection, experiment_id: int, day: date, parts: Parts | None
     final)."""
     if parts is None or parts.whole:
         drop(conn, experiment_id, day)
-    elif parts.data:
+    elif parts.data or parts.drop_from is not None:
+        replaced = RollupProvisional.part.in_(sorted(parts.data))
+        if parts.drop_from is not None:
+            replaced = sa.or_(replaced, RollupProvisional.part >= parts.drop_from)
         conn.execute(sa.delete(RollupProvisional).where(
             RollupProvisional.experiment_id == experiment_id, RollupProvisional.day == day,
-            RollupProvisional.part.in_(sorted(parts.data))))
+            replaced))
     for part, data in sorted((parts.data if parts else {}).items()):
         conn.execute(sa.insert(RollupProvisional).values(
             experiment_id=experiment_id, day=day, part=part, data=data))
