@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import numpy as np
+import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -12,6 +14,8 @@ from tests.conftest import fresh_database, migrated
 from tests.rollup.scenario import assert_same_tables, create, dump, make_logs
 from tests.rollup.test_rollup import NOW, _check_against_reference
 from tracker import Tracker
+from tracker.rollup.aggregate import UnitTotals
+from tracker.rollup.partial import replaced
 
 
 def test_a_late_click_recomputes_its_users_impressions_only(tracker):
@@ -72,3 +76,42 @@ def test_late_interactions_of_a_few_users_end_in_the_tables_of_one_full_rollup(
         incremental = dump(tracker.engine)
         tracker.rollup("home", full=True, now=NOW)
         assert_same_tables(dump(tracker.engine), incremental)
+
+
+def _totals(rows: list[tuple[str, int]], seed: int) -> UnitTotals:
+    """Unit totals of (user, arm) rows, one each, random sums (two columns)."""
+    rng = np.random.default_rng(seed)
+    sums = np.asfortranarray(rng.random((len(rows), 2)))
+    impressions = rng.integers(1, 5, len(rows))
+    counts = np.asfortranarray(np.repeat(impressions[:, None].astype(float), 2, axis=1))
+    return UnitTotals(pa.array([u for u, _ in rows], pa.string()),
+                      np.array([a for _, a in rows], dtype=np.int64), impressions, sums,
+                      counts)
+
+
+@settings(max_examples=100, deadline=None)
+@given(stored=st.sets(st.tuples(st.sampled_from("abcdefg"), st.integers(1, 3)), min_size=1),
+       changed=st.sets(st.tuples(st.sampled_from("abcdefgh"), st.integers(1, 3))),
+       seed=st.integers(0, 1000), shuffled=st.booleans())
+def test_changed_users_rows_replace_the_stored_ones_as_a_full_replacement_does(
+        stored, changed, seed, shuffled):
+    """Overwritten in place when the changed users have the same rows as stored (a day
+    scored again), else every other case (new rows, fewer rows, unsorted stored rows)
+    through replacing_users: the same totals, bit for bit."""
+    before = _totals(sorted(stored, reverse=shuffled), seed)
+    new = _totals(sorted(changed), seed + 1)
+    expected, got = before.replacing_users(new), replaced(before, new)
+    assert got.users.to_pylist() == expected.users.to_pylist()
+    np.testing.assert_array_equal(got.arms, expected.arms)
+    np.testing.assert_array_equal(got.impressions, expected.impressions)
+    assert got.sums.tobytes() == expected.sums.tobytes()
+    assert got.counts.tobytes() == expected.counts.tobytes()
+
+
+def test_a_day_scored_again_overwrites_its_changed_users_rows_in_place():
+    before = _totals([("a", 1), ("b", 1), ("b", 2), ("c", 2)], 1)
+    new = _totals([("b", 1), ("b", 2)], 2)
+    got = replaced(before, new)
+    assert got.users is before.users  # kept, not sorted again
+    np.testing.assert_array_equal(got.sums[1:3], new.sums)
+    np.testing.assert_array_equal(got.sums[[0, 3]], before.sums[[0, 3]])

@@ -4,6 +4,7 @@ change, and end in the tables of one full rollup; the state goes when the day is
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from itertools import zip_longest
 
@@ -160,11 +161,17 @@ def _parts(engine: sa.Engine) -> dict[tuple, bytes]:
             "SELECT day, part, data FROM rollup_provisional"))}
 
 
+@pytest.mark.parametrize("share", [
+    pytest.param(provisional.GAINED_SHARE, id="a-few-gained-pairs-add-one-part"),
+    pytest.param(0.0, id="past-the-share-the-changed-chunks-truth-is-rewritten"),
+])
 def test_a_day_read_in_chunks_keeps_one_part_per_chunk_and_rewrites_the_changed_ones(
-        settings):
+        settings, monkeypatch, share):
     """A day of several read chunks (1,000 impressions each): a late click of a user served
-    once changes the ground truth part of that impression's chunk only (the item it adds
-    was known: no items part either); the end equals one full rollup."""
+    once adds one part after the chunks' holding its pair (a few pairs gained), or changes
+    the ground truth part of that impression's chunk only; nothing else changes (the item
+    it adds was known: no items part either); the end equals one full rollup."""
+    monkeypatch.setattr(provisional, "GAINED_SHARE", share)
     imps, events = make_logs(seed=47, days=1, users=300, impressions=2_500)
     solo = dict(imps[0], impression_id="home-imp-solo", user_id="solo")
     imps.insert(0, solo)
@@ -183,9 +190,14 @@ def test_a_day_read_in_chunks_keeps_one_part_per_chunk_and_rewrites_the_changed_
         (summary,) = tracker.rollup("home", now=EARLY)
         assert (summary.impressions_read, summary.users_recomputed) == (0, 1)
         after = _parts(tracker.engine)
-        changed = {key for key in before if before[key] != after[key]}
-        ((changed_day, part),) = changed  # one chunk's ground truth; the item was known
-        assert changed_day == day and part >= 3 and part % 2 == 1
+        changed = {key for key in after if before.get(key) != after[key]}
+        ((changed_day, part),) = changed  # the item was known: no items part
+        assert changed_day == day and part >= 3
+        if share:  # one more part, after the chunks'
+            assert part == len(parts) and set(before) < set(after)
+            assert state.format_of(after[changed_day, part]) == state.PROVISIONAL_GAINED
+        else:  # one chunk's ground truth
+            assert part % 2 == 1 and set(before) == set(after)
         incremental = dump(tracker.engine)
         tracker.rollup("home", full=True, now=EARLY)
         assert_same_tables(dump(tracker.engine), incremental)
@@ -274,6 +286,8 @@ def _day() -> ProvisionalDay:
 def _stored(parts: provisional.Parts, over: dict[int, bytes] | None = None) -> list[bytes]:
     """The parts a table holds after ``parts`` are written over ``over``."""
     rows = {} if parts.whole or over is None else dict(over)
+    if parts.drop_from is not None:
+        rows = {part: data for part, data in rows.items() if part < parts.drop_from}
     rows.update({part: bytes(data) for part, data in parts.data.items()})
     return [rows[part] for part in sorted(rows)]
 
@@ -297,7 +311,8 @@ def test_the_stored_state_round_trips():
     assert back.lists.users.dtype == back.lists.items.dtype == np.int32
 
 
-def test_new_ground_truth_rewrites_only_the_truth_of_its_chunks():
+def test_new_ground_truth_rewrites_only_the_truth_of_its_chunks(monkeypatch):
+    monkeypatch.setattr(provisional, "GAINED_SHARE", 0.0)  # never a gained part
     day = _day()
     stored = {part: bytes(data) for part, data in day.encode([2, 5]).data.items()}
     back = ProvisionalDay.decode(_stored(provisional.Parts(stored, True)), [2, 5])
@@ -319,6 +334,76 @@ def test_new_ground_truth_rewrites_only_the_truth_of_its_chunks():
                       "at": pa.array([300], pa.int64())})
     grown = again.answer(timed, keyed, None, window=100).day.encode([2, 5])
     assert sorted(grown.data) == [1, 3, 5]  # items; u2's impressions 9 and 11: both chunks
+
+
+_NOTHING_KEYED = pa.table({"impression": pa.array([], pa.int64()),
+                           "item": pa.array([], pa.string()), "event": pa.array([], pa.string())})
+
+
+def _answered(day: ProvisionalDay, user: str, item: str, at: int) -> ProvisionalDay:
+    timed = pa.table({"user": [user], "item": [item], "event": ["purchase"],
+                      "at": pa.array([at], pa.int64())})
+    return day.answer(timed, _NOTHING_KEYED, {"purchase": 3.0}, window=100).day
+
+
+def _truth(day: ProvisionalDay) -> list[tuple]:
+    truth = day.lists.truth
+    return list(zip(truth.rows.tolist(), truth.items.tolist(), truth.grades.tolist(),
+                    strict=True))
+
+
+def test_a_few_gained_pairs_are_one_more_part_read_back_merged_until_they_are_many():
+    stored = _stored(_day().encode([2, 5]))
+    back = ProvisionalDay.decode(stored, [2, 5])
+    rows = dict(enumerate(stored))
+    raised = _answered(back, "u1", "a", 150)  # (7, a): grade 1 raised to 3, 1 pair of 4
+    parts = raised.encode([2, 5])
+    assert sorted(parts.data) == [6] and parts.drop_from is None  # after 2 chunks' parts
+    assert state.format_of(parts.data[6]) == state.PROVISIONAL_GAINED
+    again = ProvisionalDay.decode(_stored(parts, rows), [2, 5])
+    assert _truth(again) == _truth(raised) != _truth(back)
+    assert again.gained_parts == 1
+    rows = dict(enumerate(_stored(parts, rows)))
+    grown = _answered(again, "u2", "z", 350)  # a new item, on impression 11 only
+    parts = grown.encode([2, 5])
+    assert sorted(parts.data) == [1, 7]  # the items, and a second gained part
+    third = ProvisionalDay.decode(_stored(parts, rows), [2, 5])
+    assert _truth(third) == _truth(grown)
+    assert third.items.to_pylist() == ["a", "b", "c", "z"] and third.gained_parts == 2
+    rows = dict(enumerate(_stored(parts, rows)))
+    many = _answered(third, "u1", "b", 150)  # 1 pair of 6 gained, but as many parts ...
+    parts = replace(many, gained_parts=provisional.MAX_GAINED_PARTS).encode([2, 5])
+    # ... held as allowed: every chunk's truth is written again and the gained dropped
+    assert sorted(parts.data) == [3, 5] and parts.drop_from == 6
+    last = _stored(parts, rows)
+    assert len(last) == 6
+    assert _truth(ProvisionalDay.decode(last, [2, 5])) == _truth(many)
+
+
+def _gained_part(rows, items, lists=3) -> bytes:
+    return bytes(state.write(pa.table({
+        "row": pa.array(rows, pa.int32()), "item": pa.array(items, pa.int32()),
+        "grade": pa.array([1.0] * len(rows), pa.float64())}),
+        state.PROVISIONAL_GAINED, lists=str(lists)))
+
+
+@pytest.mark.parametrize("part", [
+    pytest.param(_gained_part([0], [1], lists=4), id="written-for-another-number-of-lists"),
+    pytest.param(_gained_part([3], [0]), id="a-row-beyond-the-days-lists"),
+    pytest.param(_gained_part([0], [3]), id="an-item-code-the-state-lacks"),
+    pytest.param(_gained_part([1, 0], [0, 0]), id="pairs-out-of-order"),
+])
+def test_a_stale_gained_part_asks_for_a_full_rollup(part):
+    parts = _stored(_day().encode([2, 5]))
+    assert ProvisionalDay.decode(parts + [_gained_part([0], [1])], [2, 5]).gained_parts == 1
+    with pytest.raises(StaleState, match="full"):
+        ProvisionalDay.decode(parts + [part], [2, 5])
+
+
+def test_a_chunk_missing_before_gained_parts_asks_for_a_full_rollup():
+    parts = _stored(_day().encode([2, 5]))
+    with pytest.raises(StaleState, match="full"):  # a gained part read as a chunk's
+        ProvisionalDay.decode(parts[:-1] + [_gained_part([0], [1])], [2, 5])
 
 
 @pytest.mark.parametrize("cutoffs, message", [
@@ -395,7 +480,7 @@ def test_new_interactions_change_only_the_users_they_answer():
         [(0, 0), (0, 2), (1, 1), (1, 3), (2, 0)]
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(old=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4), st.integers(1, 3))),
        new=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4), st.integers(1, 3))))
 def test_new_ground_truth_merged_into_the_stored_one_is_the_highest_grade_of_both(old, new):
@@ -403,10 +488,15 @@ def test_new_ground_truth_merged_into_the_stored_one_is_the_highest_grade_of_bot
         table = np.array(triples, dtype=np.int64).reshape(-1, 3)
         return Truth.highest(table[:, 0], table[:, 1], table[:, 2].astype(np.float64), 5)
 
-    a, b = truth(old), truth(new)  # two runs sorted by (row, item), merged by a stable sort
-    merged = Truth.highest(np.concatenate((a.rows, b.rows)), np.concatenate((a.items, b.items)),
-                           np.concatenate((a.grades, b.grades)), 5, kind="stable")
+    a, b = truth(old), truth(new)
+    a = Truth(a.rows, a.items.astype(np.int32), a.grades)  # as a decoded state holds it
+    merged, gained = provisional.merge_truth(a, b, 5)
     expected = truth(old + new)
     np.testing.assert_array_equal(merged.rows, expected.rows)
     np.testing.assert_array_equal(merged.items, expected.items)
     np.testing.assert_array_equal(merged.grades, expected.grades)
+    stored = {(r, i): g for r, i, g in zip(a.rows.tolist(), a.items.tolist(),
+                                           a.grades.tolist(), strict=True)}
+    assert gained.tolist() == [g > stored.get((r, i), 0.0) for r, i, g in
+                               zip(b.rows.tolist(), b.items.tolist(), b.grades.tolist(),
+                                   strict=True)]

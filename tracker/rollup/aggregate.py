@@ -75,8 +75,8 @@ class UnitTotals:
 
     @classmethod
     def concat(cls, parts: list[UnitTotals], columns: int) -> UnitTotals:
-        if not parts:
-            return cls.empty(columns)
+        if len(parts) < 2:  # nothing to copy
+            return parts[0] if parts else cls.empty(columns)
         return cls(pa.concat_arrays([p.users for p in parts]),
                    np.concatenate([p.arms for p in parts]),
                    np.concatenate([p.impressions for p in parts]),

@@ -102,9 +102,12 @@ def _add_day(conn: sa.Connection, info: ExperimentInfo, day: date, running: Runn
 def _write_day(conn: sa.Connection, view: View, running: Running, layout: Layout,
                declared: pa.Array | None, own: bool = False) -> None:
     """The cumulative units, exposure and report rows of one day (``own``: its cumulative
-    totals are the daily ones the run just computed, whose CUPED sums it has written)."""
+    totals are the daily ones the run just computed and wrote, with their CUPED sums)."""
     info, cutoffs = view.info, list(view.info.cutoffs)
-    results.insert_units(conn, info.id, view.day, True, running.totals.encode(layout))
+    if own:  # the daily rows this run wrote of the same totals: copied, not encoded again
+        results.copy_daily_units(conn, info.id, view.day)
+    else:
+        results.insert_units(conn, info.id, view.day, True, running.totals.encode(layout))
     results.insert_exposure(conn, info.id, view.day, True,
                             [(arm, e.encode(cutoffs if arm else []))
                              for arm, e in sorted(running.exposure.items())])

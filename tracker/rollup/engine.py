@@ -274,7 +274,10 @@ class _Run:
         (compare-and-set on the generation); a run that lost its lock commits nothing.
         ``ahead``: the covariates :func:`~tracker.rollup.covariates.ahead` is computing."""
         found = None if ahead is None else ahead.result()  # before the write lock
-        with transaction(self.engine, write=True) as conn:
+        # one BLAS thread, as for the days: CUPED's sums are matrix products over every
+        # user of a day, which a second thread made 1.5-2.7x slower on two busy cores
+        with threadpool_limits(limits=1, user_api="blas"), \
+                transaction(self.engine, write=True) as conn:
             queries.tune(conn)
             publish_daily(conn, self.info, daily, everything=start.rebuild)
             publish_exposure_days(conn, self.info, min(daily) if daily else None, recent,

@@ -23,6 +23,7 @@ from datetime import date
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracker.rollup import provisional, queries
 from tracker.rollup.aggregate import UnitTotals
@@ -68,7 +69,7 @@ def recompute_users(run: RunContext, day: date, users: frozenset[str], ids: Ids,
     exposures = {arm: Exposure.decode(data, run.cutoffs)
                  for arm, data in exposed.items() if arm}
     catalog = Exposure.decode(exposed[0], []).items
-    merged = DayScores(before.replacing_users(scores.totals), exposures,
+    merged = DayScores(replaced(before, scores.totals), exposures,
                        _union(catalog, scores.catalog), scores.popularity)
     with transaction(run.engine, write=True) as conn:
         queries.tune(conn)
@@ -108,7 +109,7 @@ def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
                  for arm, data in exposed.items() if arm}
     catalog = _union(Exposure.decode(exposed[0], []).items,
                      np.asarray(answered.new_items.to_numpy(zero_copy_only=False), dtype=object))
-    merged = DayScores(UnitTotals.decode(stored, run.layout).replacing_users(changed),
+    merged = DayScores(replaced(UnitTotals.decode(stored, run.layout), changed),
                        exposures, catalog, WindowPopularity.unchanged(),
                        kept=answered.day.encode(run.cutoffs))
     with transaction(run.engine, write=True) as conn:
@@ -117,6 +118,39 @@ def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
     summary.days_in_part += 1
     summary.users_recomputed += int(answered.changed_users.size)
     return day_result(run, day, answered.day.extent, merged.totals, exposures, catalog)
+
+
+def replaced(stored: UnitTotals, changed: UnitTotals) -> UnitTotals:
+    """``stored.replacing_users(changed)``: the rows of ``changed``'s users replaced by
+    its rows. When ``stored`` is sorted by (user, arm) and holds exactly the (user, arm)
+    rows ``changed`` has for its users (a day scored again for some of its users: the same
+    impressions, so the same rows), they are overwritten where they are, in a copy: no
+    sort of every user id again. Else :meth:`~UnitTotals.replacing_users`."""
+    if changed.size == 0:
+        return stored
+    rows = np.flatnonzero(pc.is_in(stored.users, value_set=changed.users).to_numpy(
+        zero_copy_only=False))
+    if rows.size != changed.size or not _sorted(stored) or not (
+            pc.all(pc.equal(stored.users.take(pa.array(rows)), changed.users)).as_py()
+            and np.array_equal(stored.arms[rows], changed.arms)):
+        return stored.replacing_users(changed)
+    sums, counts = np.array(stored.sums, order="F"), np.array(stored.counts, order="F")
+    sums[rows], counts[rows] = changed.sums, changed.counts
+    impressions = stored.impressions.copy()
+    impressions[rows] = changed.impressions
+    return UnitTotals(stored.users, stored.arms, impressions, sums, counts)
+
+
+def _sorted(totals: UnitTotals) -> bool:
+    """Whether the rows are sorted by (user, arm), each (user, arm) once (as
+    :meth:`~UnitTotals.reduce` leaves them)."""
+    if totals.size < 2:
+        return True
+    users = totals.users
+    earlier, later = users.slice(0, len(users) - 1), users.slice(1)
+    before = pc.less(earlier, later).to_numpy(zero_copy_only=False)
+    same = pc.equal(earlier, later).to_numpy(zero_copy_only=False)
+    return bool((before | (same & (totals.arms[:-1] < totals.arms[1:]))).all())
 
 
 def _distinct(users: pa.Array) -> int:

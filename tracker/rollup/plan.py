@@ -35,6 +35,7 @@ outside the range :mod:`tracker.rollup.days` can place are counted and left out.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import date, timedelta
 
@@ -175,6 +176,8 @@ def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
         plan.timed = {d: t for d, t in plan.timed.items() if d in plan.rescore}
         plan.kept = {d: k for d, k in served.kept.items() if d in plan.rescore}
         for day, users in list(plan.days.items()):
+            if day in plan.kept:  # scored from its state: no impression of it is read
+                continue
             if users is not None and served.most_users(day, users):
                 plan.whole([day])
             elif users is not None:
@@ -260,11 +263,16 @@ def _answered(served: _DayImpressions, ids: Ids, plan: Plan, holding: set[date],
     for day in sorted(holding & candidates):
         if day in plan.days and plan.days[day] is None:
             continue  # recomputed whole anyway
-        table = served.of(day)
+        # the new interactions read (the database's work) while the day's impressions or
+        # its stored state are (the state's decoding: the client's)
+        with ThreadPoolExecutor(max_workers=1) as aside:
+            reading = aside.submit(queries.new_window_interactions, served.reader,
+                                   *day_bounds(day, zone), window, ids.interactions_after,
+                                   ids.interactions_through)
+            table = served.of(day)
+            new = reading.result()
         if not table.num_rows:
             continue
-        new = queries.new_window_interactions(served.reader, *day_bounds(day, zone), window,
-                                              ids.interactions_after, ids.interactions_through)
         plan.timed[day] = new
         kept = served.kept.get(day)
         if kept is not None:  # its codes, and the pairs kept for its rescoring

@@ -17,7 +17,12 @@ formats of :mod:`tracker.rollup.state`), one row per part:
   user, arm, serving time, served list as item codes and overlap with the baseline list,
   which nothing changes while the day is provisional: **written once**;
 - and part ``3 + 2c``, ``provisional-truth/1``: per impression its ground truth as (item
-  code, grade) lists, **rewritten only when that chunk's ground truth changed**.
+  code, grade) lists, **rewritten only when that chunk's ground truth changed**;
+- after the chunks' parts, ``provisional-gained/1``: the (impression, item) pairs a later
+  run added or raised, when they are few (:data:`GAINED_SHARE` of the day's pairs: a tenth
+  of the users answered touch every chunk, whose truth would all be written again); a
+  reader merges them into the chunks' truth. Once they are many, or a run's own gain is,
+  the truth of every chunk is written again and they are dropped.
 
 In memory the codes are int32 (a day of 1M lists of 10 items: 40 MB of item codes rather
 than 80). State in another layout (``provisional/1``, one stream of the whole day) is not
@@ -58,6 +63,12 @@ from tracker.store.rollup_tables import RollupProvisional
 
 USERS_PART, ITEMS_PART, FIRST_CHUNK_PART = 0, 1, 2
 
+GAINED_SHARE = 0.25
+"""Up to this share of the day's ground-truth pairs, the pairs new interactions add or
+raise are written as one more part (``provisional-gained/1``) instead of the truth of every
+chunk they touch: a tenth of the users answered touch every chunk."""
+MAX_GAINED_PARTS = 8  # past these, the truth of every chunk is written again
+
 
 @dataclass(frozen=True)
 class Answered:
@@ -72,10 +83,12 @@ class Answered:
 @dataclass(frozen=True)
 class Parts:
     """``rollup_provisional`` rows to write: ``data`` by part number; ``whole``: they are
-    the day's every part (any other is dropped), else they replace these parts only."""
+    the day's every part (any other is dropped), else they replace these parts only (and
+    the parts from ``drop_from`` on are dropped)."""
 
     data: dict[int, memoryview]
     whole: bool
+    drop_from: int | None = None  # the parts from this one on are dropped too
 
 
 @dataclass(frozen=True)
@@ -84,7 +97,9 @@ class ProvisionalDay:
     were scored, ``chunks`` numbering the read chunks), with user and item codes (int32)
     into ``users`` and ``items``; ``ln_users`` per item code plus a trailing 0 (padding).
     ``dirty``: the chunks whose ground truth changed since the state was read (None: a new
-    state, every part to write); ``stored_items``: the items the stored state holds."""
+    state, every part to write); ``stored_items``: the items the stored state holds;
+    ``gained``: the pairs :meth:`answer` added or raised since it was read;
+    ``gained_parts``: the ``provisional-gained/1`` parts it holds."""
 
     chunks: np.ndarray
     lists: EncodedLists
@@ -97,6 +112,8 @@ class ProvisionalDay:
     # the plan's attribution of the new interactions it read (``timed``) to the lists:
     # (list rows, interaction rows) of every pair, so that :meth:`answer` need not repeat it
     matched: tuple[np.ndarray, np.ndarray] | None = None
+    gained: Truth | None = None
+    gained_parts: int = 0
 
     @classmethod
     def of(cls, parts: list[EncodedLists], users: pa.Array, items: pa.Array,
@@ -152,24 +169,21 @@ class ProvisionalDay:
         named &= lists.ids[by_id[at]] == ids if lists.size else named
         items, codes = _extend(self.items, [timed["item"].filter(pa.array(known)),
                                             keyed["item"]])
-        old = lists.truth
         new = Truth.highest(np.concatenate((imp, by_id[at][named])),
                             np.concatenate((codes[0][it], codes[1][named])),
                             np.concatenate((grades[known][it], keyed_grades[named])),
                             len(items))
-        # both sorted by (row, item): a stable sort of the two runs merges them in linear time
-        merged = Truth.highest(np.concatenate((old.rows, new.rows)),
-                               np.concatenate((old.items, new.items)),
-                               np.concatenate((old.grades, new.grades)), len(items),
-                               kind="stable")
-        changed = _changed(old, merged, len(items))
-        merged = replace(merged, items=merged.items.astype(np.int32))
+        merged, gained = merge_truth(lists.truth, new, len(items))
+        rows = new.rows[gained]  # the pairs that changed: new ones, or a grade raised
+        pairs = Truth(rows, new.items[gained].astype(np.int32), new.grades[gained])
+        if self.gained is not None:
+            pairs = merge_truth(self.gained, pairs, len(items))[0]
         ln_users = np.concatenate((self.ln_users[:-1], np.zeros(len(items) - len(self.items)
                                                                 + 1)))
         day = replace(self, lists=replace(lists, truth=merged), items=items, ln_users=ln_users,
-                      dirty=self._dirtied(merged.rows[changed]), matched=None)
-        return Answered(day, np.unique(lists.users[merged.rows[changed]]),
-                        items.take(pa.array(np.unique(merged.items[changed]), pa.int64())))
+                      dirty=self._dirtied(rows), matched=None, gained=pairs)
+        return Answered(day, _distinct(lists.users[rows], len(self.users)),
+                        items.take(pa.array(_distinct(new.items[gained], len(items)))))
 
     def pairs(self, timed: pa.Table, window: int) -> tuple[np.ndarray, np.ndarray]:
         """The (list row, interaction row) pairs where an interaction of ``timed`` answers
@@ -192,7 +206,7 @@ class ProvisionalDay:
         old, new = self.lists.truth, fresh.lists.truth
         gained = _changed(old, new, len(fresh.items))
         rows = np.concatenate((new.rows[gained], old.rows[_changed(new, old, len(fresh.items))]))
-        return Answered(replace(fresh, dirty=self._dirtied(rows)),
+        return Answered(replace(fresh, dirty=self._dirtied(rows), gained=None),
                         np.unique(self.lists.users[rows]),
                         fresh.items.take(pa.array(np.unique(new.items[gained]), pa.int64())))
 
@@ -200,7 +214,8 @@ class ProvisionalDay:
         """The chunks to write again once ``rows`` changed (None: all of them)."""
         if self.dirty is None:
             return None
-        return self.dirty | frozenset(np.unique(self.chunks[rows]).tolist())
+        chunks = _distinct(self.chunks[rows], int(self.chunks.max(initial=-1)) + 1)
+        return self.dirty | frozenset(chunks.tolist())
 
     def catalog(self) -> np.ndarray:
         """The day's catalog items (ids): served in a list or in a ground truth."""
@@ -217,9 +232,10 @@ class ProvisionalDay:
         marked[users] = True
         rows = np.flatnonzero(marked[self.lists.users])
         chunks = self.chunks[rows]
+        starts = np.r_[0, np.cumsum(self.lists.lengths)[:-1]]
 
         def score(chunk: int):
-            mine = _widened(_take(self.lists, rows[chunks == chunk]))
+            mine = _widened(_take(self.lists, rows[chunks == chunk], starts))
             values, defined = score_encoded(mine, self.ln_users, self.n_users, layout,
                                             cutoffs)
             return unit_totals_of_codes(mine.users, mine.arms, values, defined)
@@ -232,10 +248,18 @@ class ProvisionalDay:
 
     def encode(self, cutoffs: list[int]) -> Parts:
         """The ``rollup_provisional`` parts to write: every part of a new state; else the
-        truth of the chunks that changed, and the items when they grew."""
+        pairs :meth:`answer` gained as one more part when they are few
+        (:data:`GAINED_SHARE`), or the truth of the chunks that changed (of every chunk,
+        the gained parts dropped, when the state holds some); and the items when they
+        grew."""
         bounds = np.searchsorted(self.chunks, np.arange(int(self.chunks.max(initial=-1)) + 2))
         rows = np.searchsorted(self.lists.truth.rows, bounds)
         new = self.dirty is None
+        gained = not new and self.gained is not None and \
+            self.gained_parts < MAX_GAINED_PARTS and \
+            self.gained.rows.size <= GAINED_SHARE * self.lists.truth.rows.size
+        everything = not new and not gained and self.gained_parts > 0
+        after = FIRST_CHUNK_PART + 2 * (bounds.size - 1)  # the first part after the chunks'
         data: dict[int, memoryview] = {}
         if new:
             data[USERS_PART] = state.write(pa.table({"user_id": self.users}),
@@ -250,10 +274,16 @@ class ProvisionalDay:
             if new:
                 data[part] = _encode_lists(self.lists, bounds[chunk], bounds[chunk + 1],
                                            cutoffs)
-            if new or chunk in self.dirty:
+            if new or everything or (not gained and chunk in self.dirty):
                 data[part + 1] = _encode_truth(self.lists.truth, bounds[chunk],
                                                bounds[chunk + 1], rows[chunk], rows[chunk + 1])
-        return Parts(data, new)
+        if gained and self.gained.rows.size:
+            data[after + self.gained_parts] = state.write(pa.table({
+                "row": pa.array(self.gained.rows, pa.int32()),
+                "item": pa.array(self.gained.items, pa.int32()),
+                "grade": pa.array(self.gained.grades, pa.float64())}),
+                state.PROVISIONAL_GAINED, compress=True, lists=str(self.lists.size))
+        return Parts(data, new, after if everything else None)
 
     @classmethod
     def decode(cls, parts: list[bytes], cutoffs: list[int]) -> ProvisionalDay:
@@ -264,7 +294,7 @@ class ProvisionalDay:
         items = state.read(parts[ITEMS_PART], state.PROVISIONAL_ITEMS)
         state.require(items, ["item_id", "ln_users"], state.PROVISIONAL_ITEMS)
         count = int(state.metadata(users, "chunks"))
-        if len(parts) != FIRST_CHUNK_PART + 2 * count:
+        if len(parts) < FIRST_CHUNK_PART + 2 * count:
             raise StaleState(f"stored rollup state ({state.PROVISIONAL_USERS}) names "
                                    f"{count} chunks and holds {len(parts) - 2} parts of them; "
                                    "run `tracker rollup --full` to recompute the stored state")
@@ -272,10 +302,17 @@ class ProvisionalDay:
                                                                        + 1], cutoffs)
                   for c in range(count)]
         item_ids = items["item_id"].combine_chunks()
+        lists = _concat(chunks)
+        gained = parts[FIRST_CHUNK_PART + 2 * count:]
+        for data in gained:  # the highest grade per pair, whatever the parts' order
+            truth = merge_truth(lists.truth, _decode_gained(data, lists.size, len(item_ids)),
+                                len(item_ids))[0]
+            lists = replace(lists, truth=truth)
         return cls(np.repeat(np.arange(count, dtype=np.int32), [c.size for c in chunks]),
-                   _concat(chunks), users["user_id"].combine_chunks(), item_ids,
+                   lists, users["user_id"].combine_chunks(), item_ids,
                    np.r_[items["ln_users"].to_numpy(), 0.0],
-                   int(state.metadata(items, "n_users")), frozenset(), len(item_ids))
+                   int(state.metadata(items, "n_users")), frozenset(), len(item_ids),
+                   gained_parts=len(gained))
 
 
 def compact(lists: EncodedLists) -> EncodedLists:
@@ -355,6 +392,23 @@ def _decode_chunk(lists_part: bytes, truth_part: bytes, cutoffs: list[int]) -> E
         table["has_baseline"].to_numpy(zero_copy_only=False), truth)
 
 
+def _decode_gained(data: bytes, lists: int, items: int) -> Truth:
+    """The pairs of one ``provisional-gained/1`` part; one written for another state of
+    the day (another number of lists, a row or item code the state lacks, pairs out of
+    order) raises :class:`~tracker.errors.StaleState`."""
+    table = state.read(data, state.PROVISIONAL_GAINED)
+    state.require(table, ["row", "item", "grade"], state.PROVISIONAL_GAINED)
+    rows, codes = table["row"].to_numpy().astype(np.int64), table["item"].to_numpy()
+    keys = rows * max(items, 1) + codes
+    if state.metadata(table, "lists") != str(lists) or (rows.size and (
+            rows.min() < 0 or rows.max() >= lists or codes.min() < 0 or codes.max() >= items
+            or (np.diff(keys) <= 0).any())):
+        raise StaleState(f"stored rollup state ({state.PROVISIONAL_GAINED}) does not match "
+                         "the day's lists and items; run `tracker rollup --full` to "
+                         "recompute the stored state")
+    return Truth(rows, codes.astype(np.int32), table["grade"].to_numpy().astype(np.float64))
+
+
 def _dense(size: int, codes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """The codes (below ``size``) used in ``codes``, sorted, and each code's new number
     (its rank among them): one pass, no sort."""
@@ -362,6 +416,13 @@ def _dense(size: int, codes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     for part in codes:
         used[part] = True
     return np.flatnonzero(used), np.cumsum(used) - 1
+
+
+def _distinct(codes: np.ndarray, size: int) -> np.ndarray:
+    """The distinct values of ``codes`` (each below ``size``), sorted: marked, not sorted."""
+    marked = np.zeros(size, dtype=bool)
+    marked[codes] = True
+    return np.flatnonzero(marked)
 
 
 def _lengths(lists: pa.ListArray) -> np.ndarray:
@@ -384,17 +445,22 @@ def _concat(parts: list[EncodedLists]) -> EncodedLists:
                                        "overlap", "has_baseline")), truth)
 
 
-def _take(lists: EncodedLists, rows: np.ndarray) -> EncodedLists:
-    """The lists of ``rows`` (ascending), their ground truth renumbered to match."""
-    starts = np.r_[0, np.cumsum(lists.lengths)[:-1]]
+def _take(lists: EncodedLists, rows: np.ndarray, starts: np.ndarray) -> EncodedLists:
+    """The lists of ``rows`` (ascending), their ground truth renumbered to match
+    (``starts``: where each list's items start). Only the truth pairs between the first
+    and the last of ``rows`` are looked at (a chunk's rows: its own pairs, not the whole
+    day's)."""
     lengths = lists.lengths[rows]
     flat = np.repeat(starts[rows] - np.r_[0, np.cumsum(lengths)[:-1]], lengths) \
         + np.arange(int(lengths.sum()))
-    local = np.full(lists.size, -1, dtype=np.int64)
-    local[rows] = np.arange(rows.size)
-    mine = local[lists.truth.rows]
+    low, high = (int(rows[0]), int(rows[-1]) + 1) if rows.size else (0, 0)
+    first, last = np.searchsorted(lists.truth.rows, [low, high])
+    local = np.full(high - low, -1, dtype=np.int64)
+    local[rows - low] = np.arange(rows.size)
+    mine = local[lists.truth.rows[first:last] - low]
     keep = mine >= 0
-    truth = Truth(mine[keep], lists.truth.items[keep], lists.truth.grades[keep])
+    truth = Truth(mine[keep], lists.truth.items[first:last][keep],
+                  lists.truth.grades[first:last][keep])
     return EncodedLists(lists.ids[rows], lists.users[rows], lists.arms[rows],
                         lists.served_at[rows], lists.items[flat], lengths,
                         lists.overlap[rows], lists.has_baseline[rows], truth)
@@ -410,6 +476,39 @@ def _extend(dictionary: pa.Array, arrays: list[pa.Array | pa.ChunkedArray]
     extended = pa.concat_arrays([dictionary, distinct.filter(missing)])
     return extended, [pc.index_in(v, value_set=extended).to_numpy(zero_copy_only=False)
                       .astype(np.int64) for v in values]
+
+
+def merge_truth(old: Truth, new: Truth, n_items: int) -> tuple[Truth, np.ndarray]:
+    """``old`` and ``new`` (each one pair per (row, item), sorted by it, item codes below
+    ``n_items``) as one ground truth, per pair the highest grade (what :meth:`Truth.highest`
+    of both gives; item codes int32); and per pair of ``new`` whether it changes ``old``: a
+    pair ``old`` lacks, or a higher grade. The pairs of ``new`` are looked up in ``old``
+    and the missing ones inserted where they sort: no sort of the merged pairs, and the
+    changed pairs come out of the same lookup.
+
+    >>> old = Truth(np.array([0, 2]), np.array([1, 0], np.int32), np.array([1.0, 1.0]))
+    >>> new = Truth(np.array([0, 1, 2]), np.array([1, 0, 0]), np.array([1.0, 2.0, 3.0]))
+    >>> merged, gained = merge_truth(old, new, 2)
+    >>> merged.rows.tolist(), merged.items.tolist(), merged.grades.tolist(), gained.tolist()
+    ([0, 1, 2], [1, 0, 0], [1.0, 2.0, 3.0], [False, True, True])
+    """
+    width = max(n_items, 1)
+    before = old.rows.astype(np.int64) * width + old.items
+    after = new.rows.astype(np.int64) * width + new.items
+    at = np.searchsorted(before, after)
+    found = at < before.size
+    found[found] = before[at[found]] == after[found]
+    grades = old.grades.copy()
+    raised = found.copy()
+    raised[found] = new.grades[found] > grades[at[found]]
+    grades[at[raised]] = new.grades[raised]
+    fresh = ~found
+    where = at[fresh]  # np.insert puts each before the old pair it sorts before
+    merged = Truth(np.insert(old.rows.astype(np.int64), where, new.rows[fresh]),
+                   np.insert(old.items.astype(np.int32), where,
+                             new.items[fresh].astype(np.int32)),
+                   np.insert(grades, where, new.grades[fresh]))
+    return merged, fresh | raised
 
 
 def _changed(old: Truth, merged: Truth, n_items: int) -> np.ndarray:
@@ -445,10 +544,13 @@ def save(conn: sa.Connection, experiment_id: int, day: date, parts: Parts | None
     final)."""
     if parts is None or parts.whole:
         drop(conn, experiment_id, day)
-    elif parts.data:
+    elif parts.data or parts.drop_from is not None:
+        replaced = RollupProvisional.part.in_(sorted(parts.data))
+        if parts.drop_from is not None:
+            replaced = sa.or_(replaced, RollupProvisional.part >= parts.drop_from)
         conn.execute(sa.delete(RollupProvisional).where(
             RollupProvisional.experiment_id == experiment_id, RollupProvisional.day == day,
-            RollupProvisional.part.in_(sorted(parts.data))))
+            replaced))
     for part, data in sorted((parts.data if parts else {}).items()):
         conn.execute(sa.insert(RollupProvisional).values(
             experiment_id=experiment_id, day=day, part=part, data=data))

@@ -34,7 +34,12 @@ The formats (columns in the order written; readers do not rely on it):
   (list<int32>: the served list as item codes), ``has_baseline`` (bool) and per cutoff
   ``overlap@<k>`` (int8, int16 past 127: |R_k ∩ B_k|). Truth, one stream per read chunk,
   row for row with its lists: ``truth_items`` (list<int32>, item codes) and
-  ``truth_grades`` (list<float64>). (``provisional/1`` and ``provisional-items/1`` held the
+  ``truth_grades`` (list<float64>). Gained, after the chunks' parts, zero or more: the
+  (impression, item) pairs later interactions added or raised, ``row`` (int32: the
+  impression's row in the day, chunk after chunk), ``item`` (int32, an item code) and
+  ``grade`` (float64), sorted by (row, item), metadata ``tracker.lists`` (the day's
+  impressions); a reader merges them into the chunks' truth, the highest grade per pair.
+  (``provisional/1`` and ``provisional-items/1`` held the
   whole day in one stream: such a state is not read, its day is recomputed.)
 - ``exposure/1``: ``item_id`` (string, sorted, unique) and per cutoff ``top@<k>`` (int64:
   lists holding the item in their top k); the catalog row has no ``top@`` column.
@@ -59,6 +64,7 @@ PROVISIONAL_USERS = "provisional-users/1"
 PROVISIONAL_ITEMS = "provisional-items/2"  # 2: per part of a day in chunks (1: one stream)
 PROVISIONAL_LISTS = "provisional-lists/1"
 PROVISIONAL_TRUTH = "provisional-truth/1"
+PROVISIONAL_GAINED = "provisional-gained/1"
 
 _FULL = "run `tracker rollup --full` to recompute the stored state"
 

@@ -188,6 +188,17 @@ def insert_units(conn: sa.Connection, experiment_id: int, day: date, cumulative:
             experiment_id=experiment_id, day=day, cumulative=cumulative, part=part, data=data))
 
 
+def copy_daily_units(conn: sa.Connection, experiment_id: int, day: date) -> None:
+    """One day's daily unit totals stored again as its cumulative ones, copied in the
+    database (the first day of a series: its cumulative totals are its daily ones)."""
+    daily = sa.select(RollupUnits.experiment_id, RollupUnits.day, sa.true(), RollupUnits.part,
+                      RollupUnits.data).where(RollupUnits.experiment_id == experiment_id,
+                                              RollupUnits.day == day,
+                                              RollupUnits.cumulative.is_(False))
+    conn.execute(sa.insert(RollupUnits).from_select(
+        ["experiment_id", "day", "cumulative", "part", "data"], daily))
+
+
 def units(conn: sa.Connection, experiment_id: int, day: date,
           cumulative: bool) -> list[bytes] | None:
     """The encoded parts of one day and view, in order; None if absent."""
