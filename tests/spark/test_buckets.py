@@ -60,7 +60,22 @@ def test_a_bucketed_lake_is_scored_bucket_by_bucket_to_the_same_rows(spark, trac
     expected = _expected(tracker, imps, _unnamed(events), zone, catalog)
     export_logs(tracker.engine, tmp_path / "imp", tmp_path / "int", buckets=4)
     logged = _rollup(spark, tracker, tmp_path, caplog)
-    assert BUCKET_PATH in logged
+    assert f"{BUCKET_PATH} (the lake's 4 buckets, 1 part(s) each)" in logged
+    assert_same_rows(report_rows(tracker.engine), expected)
+
+
+def test_a_run_wanting_more_groups_than_buckets_cuts_each_bucket_into_parts(spark, tracker,
+                                                                            tmp_path, caplog):
+    from tracker.spark.rollup import rollup
+
+    imps, events = make_logs(seed=3, days=3, users=14, impressions=90)
+    expected = _expected(tracker, imps, _unnamed(events))
+    export_logs(tracker.engine, tmp_path / "imp", tmp_path / "int", buckets=2)
+    with caplog.at_level(logging.INFO, logger="tracker.spark"):
+        rollup(spark, tmp_path / "imp", tmp_path / "int", experiment="home",
+               database_url=tracker.engine.url.render_as_string(hide_password=False),
+               now=NOW, buckets=5, full=True)
+    assert f"{BUCKET_PATH} (the lake's 2 buckets, 3 part(s) each)" in caplog.text
     assert_same_rows(report_rows(tracker.engine), expected)
 
 

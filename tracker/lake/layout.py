@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 """Every instant of the lake: microseconds, UTC (the database's precision)."""
@@ -106,19 +105,25 @@ _FNV_PRIME = np.uint64(0x100000001B3)
 
 
 def user_bucket(users: pa.Array | pa.ChunkedArray, buckets: int) -> np.ndarray:
-    """The bucket (0 .. ``buckets`` - 1) of each user id: its 64-bit FNV-1a hash (of the
-    UTF-8 bytes) modulo ``buckets``; vectorised, one pass per byte position.
+    """The bucket (0 .. ``buckets`` - 1) of each user id: :func:`user_hash` modulo
+    ``buckets``.
 
     >>> user_bucket(pa.array(["", "a", "u1"]), 1 << 62).tolist()
     [860922984064492325, 3414815163700866188, 631765120777144307]
     """
     if buckets < 1:
         raise ValueError(f"buckets must be at least 1, got {buckets}")
+    return (user_hash(users) % np.uint64(buckets)).astype(np.int64)
+
+
+def user_hash(users: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The 64-bit FNV-1a hash of each user id's UTF-8 bytes (``uint64``), vectorised: one
+    pass per byte position over the ids that long."""
     users = users.combine_chunks() if isinstance(users, pa.ChunkedArray) else users
     users = users.cast(pa.large_binary())
     n = len(users)
     if n == 0:
-        return np.empty(0, np.int64)
+        return np.empty(0, np.uint64)
     offsets = np.frombuffer(users.buffers()[1], np.int64, n + 1, users.offset * 8)
     data = users.buffers()[2]
     data = np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8)
@@ -131,16 +136,10 @@ def user_bucket(users: pa.Array | pa.ChunkedArray, buckets: int) -> np.ndarray:
             position = position + 1
             keep = position < offsets[active + 1]
             active, position = active[keep], position[keep]
-    return (hashes % np.uint64(buckets)).astype(np.int64)
+    return hashes
 
 
 def bucket_metadata(bucket: int, buckets: int) -> dict[bytes, bytes]:
     """The footer metadata of a file holding ``bucket`` of ``buckets``."""
     return {BUCKET: str(bucket).encode(), BUCKETS: str(buckets).encode()}
 
-
-def users_outside(users: pa.Array | pa.ChunkedArray, bucket: int, buckets: int) -> pa.Array:
-    """The user ids that do not belong in ``bucket`` (of ``buckets``), distinct."""
-    wrong = user_bucket(users, buckets) != bucket
-    return pc.unique(pc.filter(users, pa.array(wrong))) if wrong.any() \
-        else pa.array([], pa.string())

@@ -11,7 +11,12 @@ interactions that may answer them, the row groups outside skipped by their stati
 checks that every user read belongs in the bucket, and scores the group with the same
 :func:`tracker.spark.groups.score_group`. Spark only schedules the tasks.
 
-The groups are then the lake's buckets (not the run's ``buckets``). Taken only when the
+The groups are the lake's buckets, each cut into ``parts`` by the user's hash when the
+run wants more groups than the lake has buckets (``buckets`` of the run, by default the
+largest day's impressions over :data:`~tracker.spark.frames.GROUP_ROWS`): a part reads its
+bucket's files and keeps its users, so a group stays near ``GROUP_ROWS`` impressions
+whatever N the lake was written with (at the cost of reading a bucket ``parts`` times).
+Taken only when the
 result is the same as the shuffle's (:func:`usable`): both logs bucketed alike; no id seen
 twice in either (so the lake's rows are the files' rows); no interaction naming an
 impression (that one joins the group of the impression it names, whatever its user); and
@@ -25,12 +30,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from pyspark.sql import SparkSession
 
-from tracker.lake.layout import SCHEMAS, TIMESTAMP, users_outside
+from tracker.lake.layout import SCHEMAS, TIMESTAMP, user_hash
 from tracker.rollup.days import day_start
 from tracker.spark.groups import WRITTEN_DDL, GroupConfig, score_group, write_group
 from tracker.spark.lake import Lake, LakeError
@@ -63,27 +69,31 @@ class BucketJob:
     count: int
     files: dict[int, tuple[tuple[str, ...], tuple[str, ...]]]
     target: str
+    parts: int = 1
 
-    def tasks(self, days: list[date]) -> list[tuple[int, date]]:
-        return [(bucket, day) for day in days for bucket in self.files]
+    def tasks(self, days: list[date]) -> list[tuple[int, int, date]]:
+        return [(bucket, part, day) for day in days for bucket in self.files
+                for part in range(self.parts)]
 
-    def score(self, bucket: int, day: date) -> pa.Table:
-        """Read, check and score one group; its row count (:func:`write_group`)."""
+    def score(self, bucket: int, part: int, day: date) -> pa.Table:
+        """Read, check and score one group (``part`` of ``bucket`` on ``day``); its row
+        count (:func:`write_group`)."""
         info = self.info
         start = day_start(day, info.timezone)
         end = day_start(day + timedelta(days=1), info.timezone)
         imp_files, event_files = self.files[bucket]
         served = ds.field("served_at")
-        imps = _read(imp_files, "impressions", bucket, self.count,
+        where = (bucket, part, self.count, self.parts)
+        imps = _read(imp_files, "impressions", where,
                      ("arm", "user_id", "served_at", "items", "baseline_items"),
                      (ds.field("experiment") == info.key) & (served >= _instant(start))
                      & (served < _instant(end)))
         occurred = ds.field("occurred_at")
-        events = _read(event_files, "interactions", bucket, self.count,
+        events = _read(event_files, "interactions", where,
                        ("user_id", "item_id", "event", "occurred_at"),
                        (occurred >= _instant(start))
                        & (occurred < _instant(end + self.config.window_us)))
-        return write_group(self.target, (bucket, day, 0),
+        return write_group(self.target, (bucket, day, part),
                            score_group(self.config, day, self._lists(imps),
                                        _events(events)))
 
@@ -111,13 +121,15 @@ def _events(events: pa.Table) -> pa.Table:
                      "named": pa.nulls(events.num_rows, pa.string())})
 
 
-def _read(files: tuple[str, ...], kind: str, bucket: int, count: int,
+def _read(files: tuple[str, ...], kind: str, group: tuple[int, int, int, int],
           columns: tuple[str, ...], where: ds.Expression) -> pa.Table:
-    """The rows of ``files`` that ``where`` keeps, ``columns`` in the layout's types (an
-    absent nullable column as nulls); a null in a required column, or a user outside
-    ``bucket``, is a :class:`LakeError` naming the file."""
+    """The rows of ``files`` that ``where`` keeps, of the users of the ``group`` (bucket,
+    part, buckets, parts), ``columns`` in the layout's types (an absent nullable column as
+    nulls); a null in a required column, or a user outside the bucket, is a
+    :class:`LakeError` naming the file."""
+    bucket, part, count, parts = group
     layout = SCHEMAS[kind]
-    parts = [pa.table({name: pa.array([], layout.field(name).type) for name in columns})]
+    found = [pa.table({name: pa.array([], layout.field(name).type) for name in columns})]
     for path in files:
         dataset = ds.dataset(path, format="parquet")
         present = [name for name in columns if name in dataset.schema.names]
@@ -130,12 +142,18 @@ def _read(files: tuple[str, ...], kind: str, bucket: int, count: int,
             if not field.nullable and column.null_count:
                 raise LakeError(f"lake: required column {name!r} is null in {path}")
             out[name] = column
-        wrong = users_outside(out["user_id"], bucket, count)
-        if len(wrong):
+        hashes = user_hash(out["user_id"])
+        wrong = hashes % np.uint64(count) != bucket
+        if wrong.any():
+            user = out["user_id"][int(np.flatnonzero(wrong)[0])].as_py()
             raise LakeError(f"lake: {path} is of bucket {bucket} of {count} but holds user "
-                            f"{wrong[0].as_py()!r} of another bucket")
-        parts.append(pa.table(out))
-    return pa.concat_tables(parts)
+                            f"{user!r} of another bucket")
+        table = pa.table(out)
+        if parts > 1:
+            table = table.filter(pa.array(hashes // np.uint64(count) % np.uint64(parts)
+                                          == part))
+        found.append(table)
+    return pa.concat_tables(found)
 
 
 def score_buckets(spark: SparkSession, job: BucketJob, days: list[date]) -> int:

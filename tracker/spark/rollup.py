@@ -299,16 +299,17 @@ class _Run:
         read bucket by bucket from a lake bucketed by user when it may be
         (:mod:`tracker.spark.buckets`), else grouped by a shuffle (a ``cogroup``)."""
         target = self.store.fresh_scored()
-        files = usable(self.lake, f.unnamed, self.census.heavy, days)
-        if files is not None:
-            job = BucketJob(self.info, config, self.lake.impressions.bucketing.count,
-                                    files, str(target))
-            LOG.info("groups: read bucket by bucket (the lake's %d buckets), no shuffle",
-                     job.count)
-            score_buckets(self.spark, job, days)
-            return
         largest = max((e.impressions for e in extent_of.values()), default=0)
         count = self.buckets or max(1, -(-largest // GROUP_ROWS))
+        files = usable(self.lake, f.unnamed, self.census.heavy, days)
+        if files is not None:
+            lake_buckets = self.lake.impressions.bucketing.count
+            job = BucketJob(self.info, config, lake_buckets, files, str(target),
+                            parts=-(-count // lake_buckets))
+            LOG.info("groups: read bucket by bucket (the lake's %d buckets, %d part(s) "
+                     "each), no shuffle", job.count, job.parts)
+            score_buckets(self.spark, job, days)
+            return
         impressions, interactions = grouped(f, days, count, self.census.heavy,
                                             self.user_rows)
 
