@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -112,3 +113,25 @@ def test_a_file_holding_a_user_of_another_bucket_fails_the_run(spark, tracker, t
     with pytest.raises(Exception, match="holds user .* of another bucket"):
         _spark_rollup(spark, tracker, tmp_path, full=True)
 
+
+
+def test_a_lake_is_bucketed_only_when_every_file_names_a_bucket_of_one_count(tmp_path):
+    from tracker.spark.lake import Bucketing, checked_footers
+
+    table = pa.Table.from_pylist([], schema=layout.IMPRESSIONS)
+
+    def write(name: str, metadata: dict | None) -> None:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table.replace_schema_metadata(metadata), path)
+
+    write("day=1/bucket=0/part-0.parquet", layout.bucket_metadata(0, 2))
+    write("day=1/bucket=1/part-0.parquet", layout.bucket_metadata(1, 2))
+    write("day=2/bucket=1/part-0.parquet", layout.bucket_metadata(1, 2))
+    files, footers = checked_footers(tmp_path, "impressions")
+    assert footers.bucketing == Bucketing(2, {0: (files[0],), 1: (files[1], files[2])})
+    write("day=3/bucket=0/part-0.parquet", layout.bucket_metadata(0, 3))  # another count
+    assert checked_footers(tmp_path, "impressions")[1].bucketing is None
+    (tmp_path / "day=3/bucket=0/part-0.parquet").unlink()
+    write("day=3/part-0.parquet", None)  # a file that names no bucket
+    assert checked_footers(tmp_path, "impressions")[1].bucketing is None
