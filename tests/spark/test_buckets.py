@@ -49,6 +49,10 @@ SCENARIOS = {
     "window-edges-grades-crossover-baselines": dict(seed=3, days=3, users=14, impressions=90),
     "dst-day-in-paris-with-a-catalog": dict(seed=5, days=3, users=10, impressions=70,
                                             start=DST, zone="Europe/Paris", catalog=True),
+    # explicit impression ids (some named after the window has closed), each interaction's
+    # user the named impression's: the named ones are read by every group of the bucket
+    "interactions-naming-their-impressions": dict(seed=3, days=3, users=14, impressions=90,
+                                                  named=True),
 }
 
 
@@ -57,8 +61,11 @@ def test_a_bucketed_lake_is_scored_bucket_by_bucket_to_the_same_rows(spark, trac
                                                                      caplog, scenario):
     options = dict(SCENARIOS[scenario])
     zone, catalog = options.pop("zone", "UTC"), options.pop("catalog", False)
+    named = options.pop("named", False)
     imps, events = make_logs(**options)
-    expected = _expected(tracker, imps, _unnamed(events), zone, catalog)
+    if named:
+        assert any("impression_id" in e for e in events)
+    expected = _expected(tracker, imps, events if named else _unnamed(events), zone, catalog)
     export_logs(tracker.engine, tmp_path / "imp", tmp_path / "int", buckets=4)
     logged = _rollup(spark, tracker, tmp_path, caplog)
     assert f"{BUCKET_PATH} (the lake's 4 buckets, 1 part(s) each)" in logged
@@ -80,12 +87,19 @@ def test_a_run_wanting_more_groups_than_buckets_cuts_each_bucket_into_parts(spar
     assert_same_rows(report_rows(tracker.engine), expected)
 
 
-@pytest.mark.parametrize("case", ["an-interaction-names-its-impression",
+@pytest.mark.parametrize("case", ["an-interaction-names-another-users-impression",
                                   "users-split-into-slices", "repeated-ids"])
 def test_where_buckets_would_differ_the_run_shuffles_to_the_same_rows(spark, tracker, tmp_path,
                                                                       caplog, case):
     imps, events = make_logs(seed=3, days=3, users=14, impressions=90)
-    if case != "an-interaction-names-its-impression":
+    if case == "an-interaction-names-another-users-impression":
+        named = next(e for e in events if "impression_id" in e)
+        others = sorted({i["user_id"] for i in imps} - {named["user_id"]})
+        # of a user in another bucket: so it lies in other files than its impression
+        mine = layout.user_bucket(pa.array([named["user_id"]]), 4)[0]
+        named["user_id"] = next(u for u in others
+                                if layout.user_bucket(pa.array([u]), 4)[0] != mine)
+    else:
         events = _unnamed(events)
     expected = _expected(tracker, imps, events)
     export_logs(tracker.engine, tmp_path / "imp", tmp_path / "int", buckets=4)

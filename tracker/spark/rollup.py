@@ -301,11 +301,11 @@ class _Run:
         target = self.store.fresh_scored()
         largest = max((e.impressions for e in extent_of.values()), default=0)
         count = self.buckets or max(1, -(-largest // GROUP_ROWS))
-        files = usable(self.lake, f.unnamed, self.census.heavy, days)
+        files = usable(f, self.lake, self.census.heavy, days)
         if files is not None:
             lake_buckets = self.lake.impressions.bucketing.count
             job = BucketJob(self.info, config, lake_buckets, files, str(target),
-                            parts=-(-count // lake_buckets))
+                            parts=-(-count // lake_buckets), keyed=not f.unnamed)
             LOG.info("groups: read bucket by bucket (the lake's %d buckets, %d part(s) "
                      "each), no shuffle", job.count, job.parts)
             score_buckets(self.spark, job, days)
