@@ -5,6 +5,12 @@ impressions a day from the per-core rate.
 
     .venv/bin/python benchmarks/spark.py                          # 1M, with the default engine
     .venv/bin/python benchmarks/spark.py --impressions 10000000 --no-default --lake /tmp/10m
+    .venv/bin/python benchmarks/spark.py ... --bucketed     # the lake bucketed by user
+
+``--bucketed``: the rollup reads a copy of the day bucketed by user (``bucket=B/`` folders,
+each file's footer naming its bucket, as ``tracker export --buckets`` writes: the groups
+are then read bucket by bucket, no shuffle); the kernel is measured on the same files
+either way.
 
 The day: N impressions of 10 distinct items out of a 49,999-item catalog with a popularity
 skew, N / 10 users in 3 arms, a 10-item baseline list on each, ~N interactions (80% on a
@@ -44,7 +50,13 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tracker.lake.layout import IMPRESSIONS, INTERACTIONS, TIMESTAMP  # noqa: E402
+from tracker.lake.layout import (  # noqa: E402
+    IMPRESSIONS,
+    INTERACTIONS,
+    TIMESTAMP,
+    bucket_metadata,
+    user_bucket,
+)
 from tracker.spark.frames import GROUP_ROWS  # noqa: E402
 
 CATALOG = 49_999
@@ -104,6 +116,20 @@ def generate(folder: Path, n: int, seed: int = 1) -> None:
             "received_at": pa.nulls(rows, TIMESTAMP)}, schema=INTERACTIONS)
         (folder / "int").mkdir(parents=True, exist_ok=True)
         pq.write_table(events, folder / "int" / f"part-{part}.parquet")
+
+
+def bucketed(lake: Path, buckets: int) -> None:
+    """The day's files (``imp``, ``int``) copied, bucketed by user, into ``bimp`` and
+    ``bint``: ``bucket=B/part-N.parquet``, the footer naming the bucket."""
+    for log in ("imp", "int"):
+        for path in sorted((lake / log).glob("*.parquet")):
+            table = pq.read_table(path)
+            bucket = user_bucket(table["user_id"], buckets)
+            for b in range(buckets):
+                mine = table.filter(pa.array(bucket == b))
+                out = lake / f"b{log}" / f"bucket={b}" / path.name
+                out.parent.mkdir(parents=True, exist_ok=True)
+                pq.write_table(mine.replace_schema_metadata(bucket_metadata(b, buckets)), out)
 
 
 def _processes() -> dict[int, tuple[int, list[int], bytes]]:
@@ -240,7 +266,8 @@ def kernel(lake: Path) -> float:
     return spent
 
 
-def spark_run(lake: Path, url: str, buckets: int, conf: dict[str, str]) -> dict:
+def spark_run(lake: Path, url: str, buckets: int, conf: dict[str, str],
+              logs: tuple[str, str] = ("imp", "int")) -> dict:
     from pyspark.sql import SparkSession
 
     from tracker.spark.rollup import rollup
@@ -263,7 +290,7 @@ def spark_run(lake: Path, url: str, buckets: int, conf: dict[str, str]) -> dict:
     watcher = threading.Thread(target=_watch, args=(os.getpid(), stop), daemon=True)
     watcher.start()
     try:
-        [summary] = rollup(spark, lake / "imp", lake / "int", experiment="bench",
+        [summary] = rollup(spark, lake / logs[0], lake / logs[1], experiment="bench",
                            database_url=url, buckets=buckets)
     finally:
         stop.set()
@@ -346,6 +373,9 @@ def main() -> None:
     parser.add_argument("--untuned", action="store_true",
                         help="without tracker.spark.session.TUNING (the settings the CLI's "
                              "session gets)")
+    parser.add_argument("--bucketed", action="store_true",
+                        help="roll up a copy of the day bucketed by user (made once, kept "
+                             "in the lake folder)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting of the session (after TUNING; repeatable)")
     args = parser.parse_args()
@@ -365,9 +395,19 @@ def main() -> None:
         held = sum(pq.read_metadata(path).num_rows for path in (lake / "imp").glob("*.parquet"))
         if held != n:
             parser.error(f"--lake {lake} holds {held:,} impressions, not {n:,}")
+        buckets = args.buckets or max(1, -(-n // GROUP_ROWS))
+        logs = ("imp", "int")
+        if args.bucketed:
+            logs = (f"bimp{buckets}", f"bint{buckets}")
+            if not (lake / logs[0]).is_dir():
+                started = time.perf_counter()
+                bucketed(lake, buckets)
+                for log in ("imp", "int"):
+                    (lake / f"b{log}").rename(lake / f"b{log}{buckets}")
+                print(f"bucketed into {buckets} in {time.perf_counter() - started:.1f} s")
         url = _database(folder)
         kernel_cpu = kernel(lake)
-        result = spark_run(lake, url, args.buckets, conf)
+        result = spark_run(lake, url, args.buckets, conf, logs)
         per_m = 1_000_000 / n
         print(f"kernel alone: {kernel_cpu:.1f} CPU-s ({kernel_cpu * per_m:.2f} per 1M)")
         print(f"spark local[2]: {result['cpu']:.1f} CPU-s ({result['cpu'] * per_m:.2f} per 1M), "
@@ -377,7 +417,6 @@ def main() -> None:
         print(f"  of which JVM {split['jvm']:.1f} (JIT compiler threads {result['jit']:.1f}), "
               f"Python workers {split['python']:.1f}, driver {split['driver']:.1f} CPU-s; "
               f"without the JIT: {(result['cpu'] - result['jit']) / kernel_cpu:.2f}x")
-        buckets = args.buckets or max(1, -(-n // GROUP_ROWS))
         print(f"python worker peak RSS: {result['worker_peak'] / 2**20:.0f} MiB "
               f"(~{n / buckets:,.0f} impressions a group, {buckets} buckets)")
         core_rate = n / result["cpu"]

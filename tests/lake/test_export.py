@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
@@ -148,3 +149,52 @@ def test_the_command_exports_one_experiment(logged, tmp_path, monkeypatch):
     assert {r["experiment"] for r in rows_of(tmp_path / "imp")} == {"exp-a"}
     again = CliRunner().invoke(main, args)
     assert again.exit_code == 1 and "is not empty" in again.output
+
+
+@pytest.mark.parametrize("batch_rows", [1, 50_000], ids=["row-groups-of-one", "one-batch"])
+def test_a_bucketed_export_holds_the_same_rows_each_file_one_bucket_of_users(logged, tmp_path,
+                                                                            batch_rows):
+    export_logs(logged.engine, tmp_path / "plain-imp", tmp_path / "plain-int")
+    done = export_logs(logged.engine, tmp_path / "imp", tmp_path / "int", buckets=3,
+                       batch_rows=batch_rows)
+    assert (done.impressions, done.interactions) == (len(IMPRESSIONS), len(INTERACTIONS))
+    for log, key in (("imp", "impression_id"), ("int", "event_id")):
+        assert by_id(rows_of(tmp_path / log), key) == by_id(rows_of(tmp_path / f"plain-{log}"),
+                                                             key)
+        files = sorted((tmp_path / log).rglob("*.parquet"))
+        seen = set()
+        for path in files:
+            day, bucket = path.parent.parent.name, path.parent.name
+            assert day.startswith("day=") and bucket.startswith("bucket="), path
+            meta = pq.read_metadata(path).metadata
+            assert meta[layout.BUCKETS] == b"3" and meta[layout.BUCKET] == bucket[7:].encode()
+            users = pq.read_table(path)["user_id"]
+            assert set(layout.user_bucket(users, 3).tolist()) == {int(bucket[7:])}, path
+            assert pq.read_schema(path).remove_metadata() == layout.SCHEMAS[
+                "impressions" if log == "imp" else "interactions"]
+            seen.add(int(bucket[7:]))
+        assert len(seen) > 1, "the users all fell into one bucket: the test proves little"
+
+
+def test_the_bucket_of_a_user_is_fnv1a_of_its_utf8_bytes_modulo_the_count():
+    def fnv1a(text: str) -> int:  # the textbook loop, one byte at a time
+        value = 0xCBF29CE484222325
+        for byte in text.encode():
+            value = ((value ^ byte) * 0x100000001B3) % 2**64
+        return value
+
+    users = ["", "u1", "été-✓", "a" * 70, "user-42"]
+    array = pa.array(["pad", *users]).slice(1)  # an offset into the buffers
+    for count in (1, 7, 2**62):
+        assert layout.user_bucket(array, count).tolist() == [fnv1a(u) % count for u in users]
+
+
+def test_tracker_export_buckets_on_the_command_line(logged, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACKER_DATABASE_URL", logged.settings.database_url)
+    done = CliRunner().invoke(main, ["export", "--impressions", str(tmp_path / "imp"),
+                                     "--interactions", str(tmp_path / "int"), "--buckets", "2"])
+    assert done.exit_code == 0, done.output
+    assert all(p.parent.name.startswith("bucket=") for p in tmp_path.rglob("*.parquet"))
+    wrong = CliRunner().invoke(main, ["export", "--impressions", str(tmp_path / "a"),
+                                      "--interactions", str(tmp_path / "b"), "--buckets", "0"])
+    assert wrong.exit_code == 2 and "--buckets" in wrong.output

@@ -22,16 +22,22 @@ _DIRECTORY = click.Path(file_okay=False, path_type=Path)
               metavar="DIR", help="Where the interactions go (an empty or new directory).")
 @click.option("--overwrite", is_flag=True,
               help="Empty DIR first when it holds anything (refused otherwise).")
+@click.option("--buckets", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Bucket both logs by user into N buckets (day=.../bucket=B/ folders): "
+                   "the Spark rollup then scores each bucket without a shuffle. Pick N near "
+                   "a day's impressions / 200,000.")
 @format_option("json")
 def export_cmd(experiment: str | None, impressions: Path, interactions: Path, overwrite: bool,
-               fmt: str) -> None:
+               buckets: int | None, fmt: str) -> None:
     """Write the logs as Parquet in the lake layout (README: "Lake layout and export"):
     impressions of EXPERIMENT (default: of every experiment) and every interaction (they
-    belong to no experiment), one folder per UTC day, day=YYYY-MM-DD/part-N.parquet."""
+    belong to no experiment), one folder per UTC day, day=YYYY-MM-DD/part-N.parquet
+    (with --buckets, day=YYYY-MM-DD/bucket=B/part-N.parquet)."""
     from tracker.lake.export import export_logs
 
     engine, _ = open_engine()
-    done = export_logs(engine, impressions, interactions, experiment, overwrite=overwrite)
+    done = export_logs(engine, impressions, interactions, experiment, overwrite=overwrite,
+                       buckets=buckets)
     if fmt == "json":
         click.echo(json.dumps(asdict(done)))
         return

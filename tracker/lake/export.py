@@ -6,7 +6,10 @@ one machine to Spark, and the data of the Spark tests.
   each batch is appended to the open Parquet file of its day; one file is open at a time.
 - **Layout**: ``DIR/day=YYYY-MM-DD/part-N.parquet``, the UTC day of ``served_at`` /
   ``occurred_at``; ``N`` is the experiment's place in the export (0 when one is exported) for
-  impressions, 0 for interactions.
+  impressions, 0 for interactions. With ``buckets``, bucketed by user
+  (:mod:`tracker.lake.layout`): ``DIR/day=YYYY-MM-DD/bucket=B/part-N.parquet``, each file's
+  footer naming its bucket; a day's buckets are written together, each bucket's rows
+  buffered up to ``batch_rows`` (a row group) and at most :data:`BUFFERED` batches in all.
 - **Exact**: every field as stored, the receipt time (``received_at``) included. Lists
   come as ``text[]`` / ``float8[]`` from PostgreSQL and as JSON text from SQLite (parsed
   in Arrow, scores written by ``repr``: exact). An interaction's ``value`` on SQLite is
@@ -32,13 +35,21 @@ import pyarrow.parquet as pq
 import sqlalchemy as sa
 
 from tracker.errors import TrackerError
-from tracker.lake.layout import IMPRESSIONS, INTERACTIONS, TIMESTAMP
+from tracker.lake.layout import (
+    IMPRESSIONS,
+    INTERACTIONS,
+    TIMESTAMP,
+    bucket_metadata,
+    user_bucket,
+)
 from tracker.store.arrow import LIST, ArrowReader
 from tracker.store.db import transaction
 from tracker.store.experiments import get_experiment, list_experiments
 
 BATCH_ROWS = 50_000
 """Rows read and written at a time (a Parquet row group each)."""
+BUFFERED = 16
+"""A bucketed export holds at most this many batches' rows before writing them out."""
 
 _DAY_US = 86_400_000_000
 _SCORES = pa.list_(pa.float64())
@@ -57,9 +68,10 @@ class ExportResult:
 
 def export_logs(engine: sa.Engine, impressions: str | Path, interactions: str | Path,
                 experiment: str | None = None, *, overwrite: bool = False,
-                batch_rows: int = BATCH_ROWS) -> ExportResult:
+                batch_rows: int = BATCH_ROWS, buckets: int | None = None) -> ExportResult:
     """Write the impressions (of ``experiment``, or of every experiment) into
-    ``impressions`` and every interaction into ``interactions``, in the lake layout.
+    ``impressions`` and every interaction into ``interactions``, in the lake layout;
+    ``buckets``: bucketed by user into that many buckets (module docstring).
 
     Raises :class:`~tracker.errors.TrackerError` when a directory holds anything and
     ``overwrite`` is not set, or when the two directories overlap;
@@ -67,6 +79,9 @@ def export_logs(engine: sa.Engine, impressions: str | Path, interactions: str | 
     """
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be at least 1, got {batch_rows}")
+    if buckets is not None and buckets < 1:
+        raise ValueError(f"buckets must be at least 1, got {buckets}")
+    write = _write_days if buckets is None else _Buckets(buckets, batch_rows).write_days
     imp_dir, int_dir = _prepared(Path(impressions), Path(interactions), overwrite)
     with transaction(engine) as conn:
         chosen = ([get_experiment(conn, experiment)] if experiment is not None
@@ -75,10 +90,10 @@ def export_logs(engine: sa.Engine, impressions: str | Path, interactions: str | 
     with ArrowReader(engine) as reader:
         for part, info in enumerate(chosen):
             batches = _impression_batches(reader, info.id, info.key, batch_rows)
-            rows, files = _write_days(batches, imp_dir, "served_at", part)
+            rows, files = write(batches, imp_dir, "served_at", part)
             imp_rows, imp_files = imp_rows + rows, imp_files + files
-        int_rows, int_files = _write_days(_interaction_batches(reader, batch_rows), int_dir,
-                                          "occurred_at", 0)
+        int_rows, int_files = write(_interaction_batches(reader, batch_rows), int_dir,
+                                    "occurred_at", 0)
     return ExportResult(imp_rows, int_rows, imp_files, int_files,
                         tuple(info.key for info in chosen))
 
@@ -247,6 +262,18 @@ def _no_json_null(texts: pa.ChunkedArray) -> pa.ChunkedArray:
 # ------------------------------------------------------------------ writing
 
 
+def _day_runs(table: pa.Table, time: str) -> Iterator[tuple[int, pa.Table]]:
+    """The runs of rows of one UTC day (``table`` in time order): (day number, rows)."""
+    days = table[time].cast(pa.int64()).to_numpy() // _DAY_US
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(days)) + 1, [days.size]])
+    for begin, end in zip(starts[:-1], starts[1:], strict=True):
+        yield int(days[begin]), table.slice(begin, end - begin)
+
+
+def _day_folder(folder: Path, day: int) -> Path:
+    return folder / f"day={np.datetime64(day, 'D')}"
+
+
 def _write_days(batches: Iterator[pa.Table], folder: Path, time: str,
                 part: int) -> tuple[int, int]:
     """Append each batch (in time order) to the file of its UTC day, one file open at a
@@ -255,21 +282,82 @@ def _write_days(batches: Iterator[pa.Table], folder: Path, time: str,
     writer, open_day = None, None
     try:
         for table in batches:
-            micros = table[time].cast(pa.int64()).to_numpy()
-            days = micros // _DAY_US
-            starts = np.concatenate([[0], np.flatnonzero(np.diff(days)) + 1, [days.size]])
-            for begin, end in zip(starts[:-1], starts[1:], strict=True):
-                day = int(days[begin])
+            for day, run in _day_runs(table, time):
                 if day != open_day:
                     if writer is not None:
                         writer.close()
-                    path = folder / f"day={np.datetime64(day, 'D')}" / f"part-{part}.parquet"
+                    path = _day_folder(folder, day) / f"part-{part}.parquet"
                     path.parent.mkdir(exist_ok=True)
                     writer, open_day = pq.ParquetWriter(path, table.schema), day
                     files += 1
-                writer.write_table(table.slice(begin, end - begin))
+                writer.write_table(run)
             rows += table.num_rows
     finally:
         if writer is not None:
             writer.close()
     return rows, files
+
+
+class _Buckets:
+    """Writing a log bucketed by user: a file per (UTC day, bucket), the day's files open
+    together, each bucket's rows buffered into row groups of up to ``batch_rows``."""
+
+    def __init__(self, buckets: int, batch_rows: int) -> None:
+        self.buckets, self.batch_rows = buckets, batch_rows
+
+    def write_days(self, batches: Iterator[pa.Table], folder: Path, time: str,
+                   part: int) -> tuple[int, int]:
+        """Like :func:`_write_days`, each row into its user's bucket's file."""
+        rows = files = 0
+        self.writers: dict[int, pq.ParquetWriter] = {}
+        self.pending: dict[int, list[pa.Table]] = {}
+        open_day = None
+        try:
+            for table in batches:
+                for day, run in _day_runs(table, time):
+                    if day != open_day:
+                        files += self._close()
+                        open_day, self.folder = day, _day_folder(folder, day)
+                        self.name, self.schema = f"part-{part}.parquet", table.schema
+                    self._add(run)
+                rows += table.num_rows
+        finally:
+            files += self._close()
+        return rows, files
+
+    def _add(self, run: pa.Table) -> None:
+        bucket = user_bucket(run["user_id"], self.buckets)
+        order = np.argsort(bucket, kind="stable")
+        run, bucket = run.take(order), bucket[order]
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(bucket)) + 1, [bucket.size]])
+        for begin, end in zip(starts[:-1], starts[1:], strict=True):
+            mine = int(bucket[begin])
+            self.pending.setdefault(mine, []).append(run.slice(begin, end - begin))
+            if sum(t.num_rows for t in self.pending[mine]) >= self.batch_rows:
+                self._flush(mine)
+        if sum(t.num_rows for p in self.pending.values() for t in p) \
+                > BUFFERED * self.batch_rows:
+            for mine in list(self.pending):
+                self._flush(mine)
+
+    def _flush(self, bucket: int) -> None:
+        parts = self.pending.pop(bucket, [])
+        if not parts:
+            return
+        if bucket not in self.writers:
+            path = self.folder / f"bucket={bucket}" / self.name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            schema = self.schema.with_metadata(bucket_metadata(bucket, self.buckets))
+            self.writers[bucket] = pq.ParquetWriter(path, schema)
+        self.writers[bucket].write_table(pa.concat_tables(parts))
+
+    def _close(self) -> int:
+        """Write what is buffered, close the day's files; how many there were."""
+        try:
+            for bucket in list(self.pending):
+                self._flush(bucket)
+        finally:
+            for writer in self.writers.values():
+                writer.close()
+        opened, self.writers, self.pending = len(self.writers), {}, {}
+        return opened

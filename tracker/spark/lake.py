@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from tracker.errors import TrackerError
-from tracker.lake.layout import IDS, RECEIVED, SCHEMAS, TIMES
+from tracker.lake.layout import BUCKET, BUCKETS, IDS, RECEIVED, SCHEMAS, TIMES
 
 SAMPLE = 10
 """How many conflicting ids a read reports by name."""
@@ -50,7 +50,9 @@ class LakeLog:
     per id), how many rows the files held, how many repeated an id with the same payload
     (dropped), and the ids that came with different payloads (``conflicts`` of them; the
     first ``sample`` in id order); ``null_columns``: the nullable columns that every
-    file's footer proves hold only nulls (or that no file has)."""
+    file's footer proves hold only nulls (or that no file has); ``bucketing``: the files
+    of each user bucket when every file's footer names its bucket, of one count
+    (:mod:`tracker.lake.layout`), else None."""
 
     rows: DataFrame
     files: int
@@ -59,6 +61,15 @@ class LakeLog:
     conflicts: int
     conflict_sample: tuple[str, ...]
     null_columns: frozenset[str] = frozenset()
+    bucketing: Bucketing | None = None
+
+
+@dataclass(frozen=True)
+class Bucketing:
+    """A log bucketed by user: ``count`` buckets, ``files`` of each (absent: none)."""
+
+    count: int
+    files: dict[int, tuple[str, ...]]
 
 
 @dataclass(frozen=True)
@@ -90,7 +101,7 @@ def read_log(spark: SparkSession, directory: str | Path, kind: str, *,
     else:
         raw = spark.createDataFrame([], schema)
     log = _deduplicated(raw, kind, len(files), sample)
-    return replace(log, null_columns=footers.only_nulls)
+    return replace(log, null_columns=footers.only_nulls, bucketing=footers.bucketing)
 
 
 def lake_files(directory: str | Path) -> tuple[pafs.FileSystem, list[str]]:
@@ -122,6 +133,7 @@ class Footers:
 
     no_nulls: frozenset[str]
     only_nulls: frozenset[str]
+    bucketing: Bucketing | None = None
 
 
 def checked_files(directory: str | Path, kind: str) -> list[str]:
@@ -136,6 +148,7 @@ def checked_footers(directory: str | Path, kind: str) -> tuple[list[str], Footer
     flat = [f.name for f in SCHEMAS[kind] if not pa.types.is_list(f.type)]
     no_nulls = {name for name in flat if not SCHEMAS[kind].field(name).nullable}
     only_nulls = set(flat) - no_nulls
+    buckets: dict[str, tuple[int, int] | None] = {}
     for path in files:
         try:
             meta = pq.read_metadata(path, filesystem=fs)
@@ -148,9 +161,32 @@ def checked_footers(directory: str | Path, kind: str) -> tuple[list[str], Footer
         no_nulls &= {name for name, (count, rows) in nulls.items() if count == 0}
         only_nulls &= {name for name, (count, rows) in nulls.items() if count == rows} \
             | (set(flat) - set(found.names))
+        buckets[path] = _bucket(meta)
     if not isinstance(fs, pafs.LocalFileSystem):
         files = [f"{fs.type_name}://{path}" for path in files]
-    return files, Footers(frozenset(no_nulls), frozenset(only_nulls))
+        buckets = {f"{fs.type_name}://{path}": b for path, b in buckets.items()}
+    return files, Footers(frozenset(no_nulls), frozenset(only_nulls), _bucketing(buckets))
+
+
+def _bucket(meta: pq.FileMetaData) -> tuple[int, int] | None:
+    """(bucket, count) a file's footer names, or None (not bucketed, or not sensibly)."""
+    found = meta.metadata or {}
+    try:
+        bucket, count = int(found[BUCKET]), int(found[BUCKETS])
+    except (KeyError, ValueError):
+        return None
+    return (bucket, count) if 0 <= bucket < count else None
+
+
+def _bucketing(buckets: dict[str, tuple[int, int] | None]) -> Bucketing | None:
+    """The log's :class:`Bucketing` when every file names a bucket of one count."""
+    counts = {b[1] if b else None for b in buckets.values()}
+    if len(counts) != 1 or None in counts:
+        return None
+    files: dict[int, tuple[str, ...]] = {}
+    for path, (bucket, _) in sorted(buckets.items()):
+        files[bucket] = (*files.get(bucket, ()), path)
+    return Bucketing(counts.pop(), files)
 
 
 def _null_counts(meta: pq.FileMetaData) -> dict[str, tuple[int, int]]:

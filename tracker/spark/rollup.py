@@ -9,8 +9,9 @@ the tracker database):
 2. **Score on Spark**: the lake read with the database's duplicate rules
    (:mod:`tracker.spark.lake`); item popularity and each day's extent in Spark
    (:mod:`tracker.spark.frames`); then the groups (user bucket, day) in
-   ``cogroup(...).applyInArrow``, each scored by the default engine's chunk scorer
-   (:mod:`tracker.spark.groups`: attribution and the ``tracker.metrics`` kernels in
+   ``cogroup(...).applyInArrow`` (on a lake bucketed by user, read bucket by bucket
+   without a shuffle: :mod:`tracker.spark.buckets`), each scored by the default engine's
+   chunk scorer (:mod:`tracker.spark.groups`: attribution and the ``tracker.metrics`` kernels in
    numpy, per-user sums, exposure). Each group's output is written as an Arrow IPC file
    into the state directory by its Python worker (:func:`tracker.spark.groups.write_group`);
    exposure and catalog are summed on the driver.
@@ -56,6 +57,7 @@ from tracker.rollup.published import DayResult, publish_daily
 from tracker.rollup.queries import DayExtent
 from tracker.rollup.summary import RollupSummary
 from tracker.spark import covariates, exposure, plan
+from tracker.spark.buckets import BucketJob, score_buckets, usable
 from tracker.spark.cumulative import cumulative_rows
 from tracker.spark.frames import (
     GROUP_ROWS,
@@ -97,7 +99,8 @@ def rollup(spark: SparkSession, impressions: str | Path, interactions: str | Pat
     ``state``: the state directory (one folder per experiment inside); None keeps it in a
     temporary directory, so every run rebuilds. ``full``: rebuild even with state.
     ``buckets``: user buckets per day (default: the largest day's impressions over
-    :data:`~tracker.spark.frames.GROUP_ROWS`); ``user_rows``: a user's day of more
+    :data:`~tracker.spark.frames.GROUP_ROWS`; a lake bucketed by user brings its own,
+    :mod:`tracker.spark.buckets`); ``user_rows``: a user's day of more
     impressions is scored in slices of that many (:func:`tracker.spark.frames.grouped`).
     Raises :class:`~tracker.errors.Busy` when another rollup of the experiment is running.
     """
@@ -271,22 +274,8 @@ class _Run:
                                  popularity(f, days, self.settings.rollup_popularity_days,
                                             self.census.served))
         extent_of = {day: self.census.days[day] for day in days}
-        largest = max((e.impressions for e in extent_of.values()), default=0)
-        buckets = self.buckets or max(1, -(-largest // GROUP_ROWS))
-        impressions, interactions = grouped(f, days, buckets, self.census.heavy,
-                                            self.user_rows)
-
-        target = self.store.fresh_scored()
-
-        def score(key, left: pa.Table, right: pa.Table) -> pa.Table:
-            return write_group(target, key, score_group(config, key[1].as_py(), left,
-                                                        right))
-
-        scored = (impressions.groupBy("_bucket", "_day", "_slice")
-                  .cogroup(interactions.groupBy("_bucket", "_day", "_slice"))
-                  .applyInArrow(score, WRITTEN_DDL))
         with _phase("score"):
-            scored.collect()  # a row per group: the files are the output
+            self._score(f, days, config, extent_of)
         with _phase("exposure"):
             exposures, catalogs = self._exposures(days)
         context = RunContext(self.engine, None, self.settings, info, self.clock, declared,
@@ -303,6 +292,35 @@ class _Run:
                 extent.impressions, None, None, extent.last_served, 0), totals, exposed, catalog)
             summary.impressions_read += extent.impressions
         return daily
+
+    def _score(self, f: Frames, days: list[date], config: GroupConfig,
+               extent_of: dict) -> None:
+        """Every group of ``days`` scored, its output written into the state directory:
+        read bucket by bucket from a lake bucketed by user when it may be
+        (:mod:`tracker.spark.buckets`), else grouped by a shuffle (a ``cogroup``)."""
+        target = self.store.fresh_scored()
+        largest = max((e.impressions for e in extent_of.values()), default=0)
+        count = self.buckets or max(1, -(-largest // GROUP_ROWS))
+        files = usable(f, self.lake, self.census.heavy, days)
+        if files is not None:
+            lake_buckets = self.lake.impressions.bucketing.count
+            job = BucketJob(self.info, config, lake_buckets, files, str(target),
+                            parts=-(-count // lake_buckets), keyed=not f.unnamed)
+            LOG.info("groups: read bucket by bucket (the lake's %d buckets, %d part(s) "
+                     "each), no shuffle", job.count, job.parts)
+            score_buckets(self.spark, job, days)
+            return
+        impressions, interactions = grouped(f, days, count, self.census.heavy,
+                                            self.user_rows)
+
+        def score(key, left: pa.Table, right: pa.Table) -> pa.Table:
+            return write_group(target, key, score_group(config, key[1].as_py(), left,
+                                                        right))
+
+        scored = (impressions.groupBy("_bucket", "_day", "_slice")
+                  .cogroup(interactions.groupBy("_bucket", "_day", "_slice"))
+                  .applyInArrow(score, WRITTEN_DDL))
+        scored.collect()  # a row per group: the files are the output
 
     def _scored(self) -> ds.Dataset:
         """The groups' output files (:data:`tracker.spark.groups.OUTPUT`)."""

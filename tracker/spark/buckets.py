@@ -1,0 +1,199 @@
+"""The groups of a lake bucketed by user (:mod:`tracker.lake.layout`, ``tracker export
+--buckets N``), scored without shuffling the logs.
+
+On any lake the groups (user bucket, day) are made by Spark: both logs scanned, shuffled by
+group and sorted, each group handed to a Python worker as Arrow
+(:func:`tracker.spark.frames.grouped`, a ``cogroup``). That shuffle and sort of the item
+lists was most of a run's CPU (benchmarks/README.md, "Spark"). When the lake is already
+bucketed by user, a group's rows are in its bucket's files: each task here reads one
+bucket's files with pyarrow (only the experiment's impressions of its day and the
+interactions that may answer them, the row groups outside skipped by their statistics),
+checks that every user read belongs in the bucket, and scores the group with the same
+:func:`tracker.spark.groups.score_group`. Spark only schedules the tasks.
+
+The groups are the lake's buckets, each cut into ``parts`` by the user's hash when the
+run wants more groups than the lake has buckets (``buckets`` of the run, by default the
+largest day's impressions over :data:`~tracker.spark.frames.GROUP_ROWS`): a part reads its
+bucket's files and keeps its users, so a group stays near ``GROUP_ROWS`` impressions
+whatever N the lake was written with (at the cost of reading a bucket ``parts`` times).
+
+Taken only when the result is the same as the shuffle's (:func:`usable`): both logs
+bucketed alike; no id seen twice in either (so the lake's rows are the files' rows); no
+interaction naming an
+impression served to another user (it joins the group of the impression it names, which is
+then in another bucket: :func:`named_elsewhere`, one join of the named ids, run only when
+the footers do not prove that no interaction names one); and no (user, day) of more than
+``user_rows`` impressions among the days (those are cut into slices by the shuffle path).
+Otherwise the run shuffles, as on any lake. An interaction naming an impression is read
+by every group of its bucket, whatever its time, and counts in the one holding that
+impression (as the shuffle joins it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from tracker.lake.layout import SCHEMAS, TIMESTAMP, user_hash
+from tracker.rollup.days import day_start
+from tracker.spark.frames import Frames
+from tracker.spark.groups import WRITTEN_DDL, GroupConfig, score_group, write_group
+from tracker.spark.lake import Lake, LakeError
+from tracker.store.experiments import ExperimentInfo
+
+
+def usable(f: Frames, lake: Lake, heavy: list[tuple[str, date]],
+           days: list[date]) -> dict[int, tuple[tuple[str, ...], tuple[str, ...]]] | None:
+    """Each bucket's (impression files, interaction files) when the groups may be read
+    bucket by bucket (module docstring), else None."""
+    imps, events = lake.impressions, lake.interactions
+    if imps.bucketing is None or events.bucketing is None \
+            or imps.bucketing.count != events.bucketing.count:
+        return None
+    if any(log.duplicates or log.conflicts for log in (imps, events)):
+        return None
+    chosen = set(days)
+    if any(day in chosen for _, day in heavy):
+        return None
+    if not f.unnamed and named_elsewhere(f):
+        return None
+    return {bucket: (files, events.bucketing.files.get(bucket, ()))
+            for bucket, files in sorted(imps.bucketing.files.items())}
+
+
+def named_elsewhere(f: Frames) -> bool:
+    """Whether an interaction names an impression of the experiment served to another
+    user (so in another bucket's files than the interaction): a join of the named ids."""
+    keyed = f.interactions.where(F.col("named").isNotNull()).select(
+        "named", F.col("user").alias("_by"))
+    served = f.impressions.select(F.col("impression_id").alias("named"), "user")
+    return not keyed.join(served, "named").where(F.col("_by") != F.col("user")).isEmpty()
+
+
+@dataclass(frozen=True)
+class BucketJob:
+    """What every task of a run shares (pickled into them)."""
+
+    info: ExperimentInfo
+    config: GroupConfig
+    count: int
+    files: dict[int, tuple[tuple[str, ...], tuple[str, ...]]]
+    target: str
+    parts: int = 1
+    keyed: bool = False
+
+    def tasks(self, days: list[date]) -> list[tuple[int, int, date]]:
+        return [(bucket, part, day) for day in days for bucket in self.files
+                for part in range(self.parts)]
+
+    def score(self, bucket: int, part: int, day: date) -> pa.Table:
+        """Read, check and score one group (``part`` of ``bucket`` on ``day``); its row
+        count (:func:`write_group`)."""
+        info = self.info
+        start = day_start(day, info.timezone)
+        end = day_start(day + timedelta(days=1), info.timezone)
+        imp_files, event_files = self.files[bucket]
+        served, occurred = ds.field("served_at"), ds.field("occurred_at")
+        group = (bucket, part, self.count, self.parts)
+        ids = ("impression_id",) if self.keyed else ()
+        imps = _read(imp_files, "impressions", group,
+                     (*ids, "arm", "user_id", "served_at", "items", "baseline_items"),
+                     (ds.field("experiment") == info.key) & (served >= _instant(start))
+                     & (served < _instant(end)))
+        timed = (occurred >= _instant(start)) \
+            & (occurred < _instant(end + self.config.window_us))
+        # an interaction naming an impression joins that impression's group, whenever
+        events = _read(event_files, "interactions", group,
+                       ("user_id", "item_id", "event", "occurred_at", *ids),
+                       timed, keyed=self.keyed)
+        return write_group(self.target, (bucket, day, part),
+                           score_group(self.config, day, self._lists(imps),
+                                       _events(events)))
+
+    def _lists(self, imps: pa.Table) -> pa.Table:
+        """The group's impressions as :func:`score_group` takes them (with their ids when
+        some interaction names one), those of arms the experiment does not declare left
+        out."""
+        arms = self.info.arms
+        at = pc.index_in(imps["arm"], value_set=pa.array([a.key for a in arms], pa.string()))
+        arm = pc.take(pa.array([a.id for a in arms], pa.int64()), at)
+        known = pc.is_valid(arm)
+        ids = {"impression_id": imps["impression_id"]} if self.keyed else {}
+        return pa.table({
+            **ids, "arm": arm, "user": imps["user_id"],
+            "served": imps["served_at"].cast(pa.int64()), "items": imps["items"],
+            "baseline": pc.list_slice(imps["baseline_items"], 0, max(self.info.cutoffs)),
+        }).filter(known)
+
+
+def _instant(micros: int) -> pa.Scalar:
+    return pa.scalar(micros, pa.int64()).cast(TIMESTAMP)
+
+
+def _events(events: pa.Table) -> pa.Table:
+    named = events["impression_id"] if "impression_id" in events.column_names \
+        else pa.nulls(events.num_rows, pa.string())
+    return pa.table({"user": events["user_id"], "item": events["item_id"],
+                     "event": events["event"], "at": events["occurred_at"].cast(pa.int64()),
+                     "named": named})
+
+
+def _read(files: tuple[str, ...], kind: str, group: tuple[int, int, int, int],
+          columns: tuple[str, ...], where: ds.Expression, keyed: bool = False) -> pa.Table:
+    """The rows of ``files`` that ``where`` keeps (``keyed``: and those naming an
+    impression), of the users of the ``group`` (bucket, part, buckets, parts), ``columns``
+    in the layout's types (an absent nullable column as nulls); a null in a required
+    column, or a user outside the bucket, is a :class:`LakeError` naming the file."""
+    bucket, part, count, parts = group
+    layout = SCHEMAS[kind]
+    found = [pa.table({name: pa.array([], layout.field(name).type) for name in columns})]
+    for path in files:
+        dataset = ds.dataset(path, format="parquet")
+        present = [name for name in columns if name in dataset.schema.names]
+        keep = where | ds.field("impression_id").is_valid() \
+            if keyed and "impression_id" in present else where
+        table = dataset.to_table(columns=present, filter=keep)
+        out = {}
+        for name in columns:
+            field = layout.field(name)
+            column = table[name].cast(field.type) if name in present \
+                else pa.nulls(table.num_rows, field.type)
+            if not field.nullable and column.null_count:
+                raise LakeError(f"lake: required column {name!r} is null in {path}")
+            out[name] = column
+        hashes = user_hash(out["user_id"])
+        wrong = hashes % np.uint64(count) != bucket
+        if wrong.any():
+            user = out["user_id"][int(np.flatnonzero(wrong)[0])].as_py()
+            raise LakeError(f"lake: {path} is of bucket {bucket} of {count} but holds user "
+                            f"{user!r} of another bucket")
+        table = pa.table(out)
+        if parts > 1:
+            table = table.filter(pa.array(hashes // np.uint64(count) % np.uint64(parts)
+                                          == part))
+        found.append(table)
+    return pa.concat_tables(found)
+
+
+def score_buckets(spark: SparkSession, job: BucketJob, days: list[date]) -> int:
+    """Score every (bucket, day) of ``days``, one Spark task each; the rows written."""
+    tasks = job.tasks(days)
+    if not tasks:
+        return 0
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                yield from job.score(*tasks[index]).to_batches()
+
+    done = spark.range(len(tasks), numPartitions=len(tasks)).mapInArrow(run, WRITTEN_DDL)
+    return sum(row["rows"] for row in done.collect())
+
