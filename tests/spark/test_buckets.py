@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -124,7 +125,34 @@ def test_a_file_holding_a_user_of_another_bucket_fails_the_run(spark, tracker, t
     bucket = int(pq.read_metadata(path).metadata[layout.BUCKET])
     # the same rows, labelled the other bucket
     pq.write_table(table.replace_schema_metadata(layout.bucket_metadata(1 - bucket, 2)), path)
-    with pytest.raises(Exception, match="holds user .* of another bucket"):
+    from tracker.spark.lake import LakeError  # a task's error, raised as itself on the driver
+
+    with pytest.raises(LakeError, match="holds user .* of another bucket"):
+        _spark_rollup(spark, tracker, tmp_path, full=True)
+
+
+def test_an_interaction_in_a_bucket_without_impressions_is_checked_too(spark, tracker,
+                                                                       tmp_path):
+    # no task reads such a bucket's files: one user's interactions moved there would be
+    # silently left out of the results
+    imps, events = make_logs(seed=3, days=2, users=6, impressions=40)
+    _expected(tracker, imps, _unnamed(events))
+    export_logs(tracker.engine, tmp_path / "imp", tmp_path / "int", buckets=16)
+    served = {int(pq.read_metadata(p).metadata[layout.BUCKET])
+              for p in (tmp_path / "imp").rglob("*.parquet")}
+    empty = next(b for b in range(16) if b not in served)
+    path = sorted((tmp_path / "int").rglob("*.parquet"))[0]
+    table, metadata = pq.read_table(path), pq.read_metadata(path).metadata
+    user = table["user_id"][0].as_py()
+    mine = pc.equal(table["user_id"], user)
+    pq.write_table(table.filter(pc.invert(mine)).replace_schema_metadata(metadata), path)
+    moved = path.parent.parent / f"bucket={empty}" / "part-0.parquet"
+    moved.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table.filter(mine).replace_schema_metadata(
+        layout.bucket_metadata(empty, 16)), moved)
+    from tracker.spark.lake import LakeError
+
+    with pytest.raises(LakeError, match=f"bucket={empty}.* holds user '{user}' of another"):
         _spark_rollup(spark, tracker, tmp_path, full=True)
 
 

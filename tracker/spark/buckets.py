@@ -24,13 +24,17 @@ impression served to another user (it joins the group of the impression it names
 then in another bucket: :func:`named_elsewhere`, one join of the named ids, run only when
 the footers do not prove that no interaction names one); and no (user, day) of more than
 ``user_rows`` impressions among the days (those are cut into slices by the shuffle path).
-Otherwise the run shuffles, as on any lake. An interaction naming an impression is read
+Otherwise the run shuffles, as on any lake. A row in the wrong bucket fails the run with a
+:class:`~tracker.spark.lake.LakeError` naming its file: checked by the task that reads it,
+and on the driver for the interaction files of a bucket holding no impression (no task
+reads those). An interaction naming an impression is read
 by every group of its bucket, whatever its time, and counts in the one holding that
 impression (as the shuffle joins it).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -39,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+from pyspark.errors import PythonException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -65,6 +70,12 @@ def usable(f: Frames, lake: Lake, heavy: list[tuple[str, date]],
         return None
     if not f.unnamed and named_elsewhere(f):
         return None
+    count = events.bucketing.count
+    for bucket, files in sorted(events.bucketing.files.items()):
+        if bucket not in imps.bucketing.files:  # no task reads them: checked here
+            for path in files:
+                _check_bucket(path, ds.dataset(path, format="parquet").to_table(
+                    columns=["user_id"])["user_id"], bucket, count)
     return {bucket: (files, events.bucketing.files.get(bucket, ()))
             for bucket, files in sorted(imps.bucketing.files.items())}
 
@@ -169,18 +180,26 @@ def _read(files: tuple[str, ...], kind: str, group: tuple[int, int, int, int],
             if not field.nullable and column.null_count:
                 raise LakeError(f"lake: required column {name!r} is null in {path}")
             out[name] = column
-        hashes = user_hash(out["user_id"])
-        wrong = hashes % np.uint64(count) != bucket
-        if wrong.any():
-            user = out["user_id"][int(np.flatnonzero(wrong)[0])].as_py()
-            raise LakeError(f"lake: {path} is of bucket {bucket} of {count} but holds user "
-                            f"{user!r} of another bucket")
+        hashes = _check_bucket(path, out["user_id"], bucket, count)
         table = pa.table(out)
         if parts > 1:
             table = table.filter(pa.array(hashes // np.uint64(count) % np.uint64(parts)
                                           == part))
         found.append(table)
     return pa.concat_tables(found)
+
+
+def _check_bucket(path: str, users: pa.ChunkedArray | pa.Array, bucket: int,
+                  count: int) -> np.ndarray:
+    """The hashes of ``users`` read from ``path``; a :class:`LakeError` naming the file
+    when one of them is not of ``bucket`` (of ``count``)."""
+    hashes = user_hash(users)
+    wrong = hashes % np.uint64(count) != bucket
+    if wrong.any():
+        user = users[int(np.flatnonzero(wrong)[0])].as_py()
+        raise LakeError(f"lake: {path} is of bucket {bucket} of {count} but holds user "
+                        f"{user!r} of another bucket")
+    return hashes
 
 
 def score_buckets(spark: SparkSession, job: BucketJob, days: list[date]) -> int:
@@ -195,5 +214,11 @@ def score_buckets(spark: SparkSession, job: BucketJob, days: list[date]) -> int:
                 yield from job.score(*tasks[index]).to_batches()
 
     done = spark.range(len(tasks), numPartitions=len(tasks)).mapInArrow(run, WRITTEN_DDL)
-    return sum(row["rows"] for row in done.collect())
+    try:
+        return sum(row["rows"] for row in done.collect())
+    except PythonException as error:  # a task's LakeError: the same error on the driver
+        found = re.search(r"LakeError: (lake: [^\n]*)", str(error))
+        if found is None:
+            raise
+        raise LakeError(found.group(1)) from None
 
