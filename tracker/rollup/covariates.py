@@ -54,7 +54,7 @@ from tracker.rollup import state
 from tracker.rollup.aggregate import UnitTotals, crossover_mask
 from tracker.rollup.codes import sorted_codes
 from tracker.rollup.columnar import grades_of
-from tracker.rollup.first_exposures import FirstExposures
+from tracker.rollup.first_exposures import FirstExposures, first_rows
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.plan import Ids
 from tracker.rollup.pre_metrics import (
@@ -283,8 +283,7 @@ def _first_exposures(reader: ArrowReader, experiment_id: int, after: int, throug
     users, codes = sorted_codes(rows["user"].combine_chunks())
     received = rows["received"].to_numpy()
     served = rows["served"].to_numpy()
-    order = np.lexsort((served, received, codes))  # by user, then received, then served
-    first = order[np.r_[True, codes[order][1:] != codes[order][:-1]]]
+    first = first_rows(codes, received, served)  # in code order: the users' order
     return users, served[first], received[first]
 
 
