@@ -118,8 +118,8 @@ def final_pass(run: RunContext, day: date, kept: ProvisionalDay, stored: bytes,
 def _unchanged(run: RunContext, day: date, kept: ProvisionalDay, stored: bytes,
                exposed: dict[int, bytes], summary: RollupSummary) -> DayResult:
     """The final pass of a day whose interactions are those its state was built from:
-    every stored unit stays; the day's pairs are read again only when the stored ones do
-    not follow those rows (or were dropped)."""
+    every stored unit and the exposure stay, unwritten; the day's pairs are read again
+    only when the stored ones do not follow those rows (or were dropped)."""
     start, end = day_bounds(day, run.info.timezone)
     with transaction(run.engine) as conn:
         stored_pairs = kept.seen.pairs and conn.execute(sa.select(RollupPairs.day).where(
@@ -131,18 +131,20 @@ def _unchanged(run: RunContext, day: date, kept: ProvisionalDay, stored: bytes,
     exposures = {arm: Exposure.decode(data, run.cutoffs)
                  for arm, data in exposed.items() if arm}
     extent = kept.extent
-    final = closes_at(run, extent) <= to_micros(run.clock)
-    merged = DayScores(UnitTotals.decode(stored, run.layout), exposures, kept.catalog(),
-                       WindowPopularity.unchanged(), own_pairs=own,
-                       kept=None if final else provisional.Parts({}, whole=False))
+    # the stored units and exposure stay as they are (what a write would put back); the
+    # state goes once the day is final; the pairs read now replace any
     with transaction(run.engine, write=True) as conn:
-        queries.tune(conn)
-        write_state(conn, run, day, merged)
+        if closes_at(run, extent) <= to_micros(run.clock):
+            provisional.drop(conn, run.info.id, day)
+        if own is not None:
+            results.delete_pairs(conn, run.info.id, [day])
+            results.insert_pairs(conn, run.info.id, day, own.encode())
     if own is not None:
         run.window.remember(day, own)
     summary.days_in_part += 1
     summary.truth_pairs_read += int(kept.lists.truth.rows.size)
-    return day_result(run, day, extent, merged.totals, exposures, merged.catalog)
+    return day_result(run, day, extent, UnitTotals.decode(stored, run.layout), exposures,
+                      Exposure.decode(exposed[0], []).items)
 
 
 def _impressions(conn: sa.Connection, experiment_id: int, start: int, end: int
