@@ -80,15 +80,12 @@ def final_pass(run: RunContext, day: date, kept: ProvisionalDay, stored: bytes,
     with transaction(run.engine) as conn:
         queries.tune(conn)
         if _impressions(conn, info.id, start, end) != \
-                (extent.impressions, extent.first_id, extent.last_id):
-            return None
-        # the ids (when the state holds its own) count the window's interactions too
-        ids = None if kept.seen is None else \
-            queries.window_ids(run.reader, start, end, run.window_us)
-        count = ids.size if ids is not None else \
-            queries.count_window_interactions(conn, start, end, run.window_us)
-        if count > run.settings.rollup_chunk_cells:
-            return None
+                (extent.impressions, extent.first_id, extent.last_id) or \
+                queries.count_window_interactions(conn, start, end, run.window_us) > \
+                run.settings.rollup_chunk_cells:
+            return None  # (counted first: even the ids of a window past the bound are many)
+    ids = None if kept.seen is None else \
+        queries.window_ids(run.reader, start, end, run.window_us)
     keyed = queries.keyed_interactions(run.reader, info.id, start, end, extent.first_id,
                                        extent.last_id)
     if ids is not None and kept.seen.same(np.union1d(ids, keyed["id"])):
