@@ -21,10 +21,11 @@ from tests.rollup.scenario import assert_same_tables, create, dump, make_logs
 from tests.rollup.test_rollup import _batches, _check_against_reference
 from tracker import Tracker
 from tracker.errors import StaleState
-from tracker.rollup import provisional, state
+from tracker.rollup import provisional, queries, state
 from tracker.rollup.columnar import EncodedLists, Truth
 from tracker.rollup.popularity import Popularity
 from tracker.rollup.provisional import ProvisionalDay
+from tracker.rollup.seen import Seen
 
 EARLY = T0  # before every impression: every day stays provisional
 
@@ -127,6 +128,65 @@ def test_a_row_committed_out_of_id_order_counts_once_the_day_is_final(tracker):
     assert final["rollup_units"] != provisional["rollup_units"]  # the late row counted
     tracker.rollup("home", full=True, now=later)
     assert dump(tracker.engine) == final
+
+
+def test_a_day_final_since_reads_only_the_ids_of_its_interactions(tracker, monkeypatch):
+    """A day whose interactions are exactly those its state was built from (its whole read,
+    then a late click merged by id): the final pass reads their ids only, no interaction
+    row, and ends in the tables of one full rollup."""
+    create(tracker)
+    imps, events = make_logs(seed=46, days=2, users=6, impressions=30)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=EARLY)
+    _, _, late = _late_click(imps)
+    tracker.log_interactions([late])
+    tracker.rollup("home", now=EARLY)  # merged into the state, its id kept
+    reads = []
+    whole = queries.window_interactions
+    monkeypatch.setattr(queries, "window_interactions",
+                        lambda *a, **k: reads.append(a) or whole(*a, **k))
+    later = max(r["served_at"] for r in imps) + timedelta(days=2)
+    (summary,) = tracker.rollup("home", now=later)
+    assert summary.days_recomputed == sorted({r["served_at"].date() for r in imps})
+    assert (summary.impressions_read, reads) == (0, [])  # neither impressions nor rows
+    assert _kept_days(tracker.engine) == []
+    _check_against_reference(tracker, imps, events + [late])
+    final = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=later)
+    assert dump(tracker.engine) == final
+
+
+def test_a_row_gone_from_the_logs_since_its_day_was_computed_is_not_counted(tracker):
+    """A row the state was built from, removed from the logs (as an erasure removes rows):
+    the ids differ from the state's, the final pass reads the interactions whole, and the
+    row no longer counts, as in one full rollup."""
+    create(tracker)
+    imps, events = make_logs(seed=47, days=2, users=6, impressions=30)
+    _, on_last, late = _late_click(imps)
+    late["item_id"] = on_last[-1]["items"][0]  # its top item: every metric of it moves
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events + [late], on_invalid="all_or_nothing")
+    tracker.rollup("home", now=EARLY)
+    provisional_units = dump(tracker.engine)["rollup_units"]
+    _take_out(tracker.engine, "late")
+    later = max(r["served_at"] for r in imps) + timedelta(days=2)
+    (summary,) = tracker.rollup("home", now=later)
+    assert summary.impressions_read == 0  # the final pass from the stored state
+    _check_against_reference(tracker, imps, events)
+    final = dump(tracker.engine)
+    assert final["rollup_units"] != provisional_units  # the late row no longer counted
+    tracker.rollup("home", full=True, now=later)
+    assert dump(tracker.engine) == final
+
+
+@given(ids=st.sets(st.integers(-(2 ** 40), 2 ** 40), max_size=60), pairs=st.booleans())
+def test_the_seen_ids_round_trip_as_ranges(ids, pairs):
+    seen = Seen.of([np.array(sorted(ids), dtype=np.int64)], pairs)
+    back = Seen.decode(bytes(seen.encode()))
+    assert back.ids.tolist() == sorted(ids) and back.pairs == pairs
+    assert back.same(np.array(sorted(ids), dtype=np.int64))
+    assert not back.same(np.array(sorted(ids | {2 ** 41}), dtype=np.int64))
 
 
 def test_a_day_final_since_with_a_late_impression_is_read_whole(tracker):
