@@ -428,14 +428,28 @@ def write_sums(conn: sa.Connection, info: ExperimentInfo, day: date, cumulative:
     """Replace the stored sums of one day and view (nothing when CUPED is off)."""
     if covariates is None:
         return
+    store_sums(conn, info, day, cumulative, encoded_sums(info, totals, covariates, layout))
+
+
+def encoded_sums(info: ExperimentInfo, totals: UnitTotals | None, covariates: UserCovariates,
+                 layout: Layout) -> memoryview | None:
+    """The ``covsums/2`` stream of one day and view (None without totals): no database, so
+    a thread computes it while the caller writes the view's other rows."""
+    if totals is None:
+        return None
+    table = covariate_sums(totals, covariates, layout, [arm.id for arm in info.arms])
+    return state.write(table, SUMS, covariates=",".join(SUM_COVARIATES),
+                       cuped_days=str(info.cuped_days))
+
+
+def store_sums(conn: sa.Connection, info: ExperimentInfo, day: date, cumulative: bool,
+               data: memoryview | None) -> None:
+    """Replace the stored sums of one day and view by ``data`` (None: none)."""
     where = (RollupCovariateSums.experiment_id == info.id, RollupCovariateSums.day == day,
              RollupCovariateSums.cumulative == cumulative)
     conn.execute(sa.delete(RollupCovariateSums).where(*where))
-    if totals is None:
+    if data is None:
         return
-    table = covariate_sums(totals, covariates, layout, [arm.id for arm in info.arms])
-    data = state.write(table, SUMS, covariates=",".join(SUM_COVARIATES),
-                       cuped_days=str(info.cuped_days))
     conn.execute(sa.insert(RollupCovariateSums), [
         {"experiment_id": info.id, "day": day, "cumulative": cumulative, "data": data}])
 
@@ -468,5 +482,5 @@ def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> N
 
 
 __all__ = ["BASE", "SUM_COVARIATES", "UserCovariates", "copy_daily_sums", "covariate_sums",
-           "covariates_of", "delete_cumulative", "names_for", "publish_daily", "refresh",
-           "settle", "sum_columns", "write_sums"]
+           "covariates_of", "delete_cumulative", "encoded_sums", "names_for", "publish_daily",
+           "refresh", "settle", "store_sums", "sum_columns", "write_sums"]

@@ -10,6 +10,7 @@ whose unit totals it still holds).
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 
@@ -58,15 +59,20 @@ def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date,
     running.provisional = any(computed < closes for day, closes, computed in days
                               if day < since)
     total = sum(1 for d in days if d[0] >= since)
-    for done, (day, closes, computed) in enumerate((d for d in days if d[0] >= since), 1):
-        running.provisional |= computed < closes
-        _add_day(conn, info, day, running, layout, recent or {})
-        view = View(info, day, True, running.provisional or now_us < closes)
-        # the experiment's first day: its cumulative totals are its daily ones (one object)
-        own = running.totals is (recent or {}).get(day)
-        _write_day(conn, view, running, layout, declared, own)
-        if progress:
-            progress("cumulative", done, total, day)
+    # CUPED's sums of a day (numpy, which lets go of the GIL) are computed in a thread while
+    # the day's other rows are encoded and written
+    with ThreadPoolExecutor(max_workers=1) as aside:
+        for done, (day, closes, computed) in enumerate((d for d in days if d[0] >= since), 1):
+            running.provisional |= computed < closes
+            _add_day(conn, info, day, running, layout, recent or {})
+            view = View(info, day, True, running.provisional or now_us < closes)
+            # the experiment's first day: its cumulative totals are its daily ones (one object)
+            own = running.totals is (recent or {}).get(day)
+            sums = None if own or running.covariates is None else aside.submit(
+                cuped.encoded_sums, info, running.totals, running.covariates, layout)
+            _write_day(conn, view, running, layout, declared, own, sums)
+            if progress:
+                progress("cumulative", done, total, day)
     cuped.settle(conn, info, running.totals, running.covariates)
 
 
@@ -91,7 +97,7 @@ def _add_day(conn: sa.Connection, info: ExperimentInfo, day: date, running: Runn
         daily = results.units(conn, info.id, day, False)
         today = None if daily is None else UnitTotals.decode(daily, layout)
     if today is not None:
-        running.totals = UnitTotals.concat([running.totals, today], len(layout)).reduce() \
+        running.totals = UnitTotals.added([running.totals, today], len(layout)) \
             if running.totals.size else today
     for arm, value in results.exposure(conn, info.id, day, False).items():
         exposure = _decode(value, arm, list(info.cutoffs))
@@ -100,9 +106,11 @@ def _add_day(conn: sa.Connection, info: ExperimentInfo, day: date, running: Runn
 
 
 def _write_day(conn: sa.Connection, view: View, running: Running, layout: Layout,
-               declared: pa.Array | None, own: bool = False) -> None:
+               declared: pa.Array | None, own: bool = False,
+               sums: Future | None = None) -> None:
     """The cumulative units, exposure and report rows of one day (``own``: its cumulative
-    totals are the daily ones the run just computed and wrote, with their CUPED sums)."""
+    totals are the daily ones the run just computed and wrote, with their CUPED sums;
+    ``sums``: their CUPED sums being computed, when not ``own`` and CUPED is on)."""
     info, cutoffs = view.info, list(view.info.cutoffs)
     if own:  # the daily rows this run wrote of the same totals: copied, not encoded again
         results.copy_daily_units(conn, info.id, view.day)
@@ -117,9 +125,8 @@ def _write_day(conn: sa.Connection, view: View, running: Running, layout: Layout
                                   catalog_size(seen, declared)))
     if own and running.covariates is not None:
         cuped.copy_daily_sums(conn, info.id, view.day)  # the same sums, not computed again
-    else:
-        cuped.write_sums(conn, info, view.day, True, running.totals, running.covariates,
-                         layout)
+    elif sums is not None:
+        cuped.store_sums(conn, info, view.day, True, sums.result())
 
 
 def _decode(data: bytes, arm: int, cutoffs: list[int]) -> Exposure:
