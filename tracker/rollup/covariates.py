@@ -40,6 +40,7 @@ own unit totals, joined to the fixed per-user covariates.
 
 from __future__ import annotations
 
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from datetime import date
 from itertools import combinations_with_replacement
@@ -475,6 +476,29 @@ def publish_daily(conn: sa.Connection, info: ExperimentInfo, daily: dict,
         write_sums(conn, info, day, False, result.totals, covariates, layout)
 
 
+def forget(conn: sa.Connection, experiment_id: int) -> None:
+    """Drop every covariate and sum stored of the experiment (a rebuild stores them anew)."""
+    _delete(conn, experiment_id)
+
+
+def daily_sums(aside: Executor, info: ExperimentInfo, daily: dict,
+               covariates: UserCovariates | None) -> dict[date, Future]:
+    """The daily sums of the run's days (of ``daily``'s :class:`DayResult`s), as
+    :func:`publish_daily` writes them, computed in ``aside`` (:func:`store_daily` stores
+    them); none when CUPED is off."""
+    if covariates is None:
+        return {}
+    layout = Layout.for_cutoffs(list(info.cutoffs))
+    return {day: aside.submit(encoded_sums, info, result.totals, covariates, layout)
+            for day, result in daily.items()}
+
+
+def store_daily(conn: sa.Connection, info: ExperimentInfo, sums: dict[date, Future]) -> None:
+    """Replace the stored daily sums of :func:`daily_sums`' days by theirs."""
+    for day, data in sums.items():
+        store_sums(conn, info, day, False, data.result())
+
+
 def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> None:
     conn.execute(sa.delete(RollupCovariateSums).where(
         RollupCovariateSums.experiment_id == experiment_id,
@@ -482,5 +506,6 @@ def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> N
 
 
 __all__ = ["BASE", "SUM_COVARIATES", "UserCovariates", "copy_daily_sums", "covariate_sums",
-           "covariates_of", "delete_cumulative", "encoded_sums", "names_for", "publish_daily",
-           "refresh", "settle", "store_sums", "sum_columns", "write_sums"]
+           "covariates_of", "daily_sums", "delete_cumulative", "encoded_sums", "forget",
+           "names_for", "publish_daily", "refresh", "settle", "store_daily", "store_sums",
+           "sum_columns", "write_sums"]

@@ -10,7 +10,8 @@ whose unit totals it still holds).
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import date
 
@@ -43,10 +44,15 @@ def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date,
                          progress: Progress | None = None,
                          recent: dict[date, UnitTotals | None] | None = None,
                          declared: pa.Array | None = None,
-                         covariates: cuped.UserCovariates | None = None) -> None:
+                         covariates: cuped.UserCovariates | None = None,
+                         aside: Executor | None = None,
+                         daily_sums: dict[date, Future] | None = None) -> None:
     """Replace the cumulative rows of every day from ``since`` on (``recent``: unit totals
     of days just computed, which need not be read back; ``declared``: the declared
-    catalog; ``covariates``: CUPED's per-user covariates, whose sums are written too)."""
+    catalog; ``covariates``: CUPED's per-user covariates, whose sums are written too,
+    computed in ``aside`` (else a thread of its own); ``daily_sums``: the daily sums of
+    :func:`~tracker.rollup.covariates.daily_sums`, not stored yet, which the experiment's
+    first day takes as its cumulative ones)."""
     layout = Layout.for_cutoffs(list(info.cutoffs))
     days = results.known_days(conn, info.id)
     if not days:
@@ -61,19 +67,29 @@ def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date,
     total = sum(1 for d in days if d[0] >= since)
     # CUPED's sums of a day (numpy, which lets go of the GIL) are computed in a thread while
     # the day's other rows are encoded and written
-    with ThreadPoolExecutor(max_workers=1) as aside:
+    with nullcontext(aside) if aside else ThreadPoolExecutor(max_workers=1) as aside:
         for done, (day, closes, computed) in enumerate((d for d in days if d[0] >= since), 1):
             running.provisional |= computed < closes
             _add_day(conn, info, day, running, layout, recent or {})
             view = View(info, day, True, running.provisional or now_us < closes)
             # the experiment's first day: its cumulative totals are its daily ones (one object)
             own = running.totals is (recent or {}).get(day)
-            sums = None if own or running.covariates is None else aside.submit(
-                cuped.encoded_sums, info, running.totals, running.covariates, layout)
+            sums = _sums(aside, view, running, layout, own, daily_sums or {})
             _write_day(conn, view, running, layout, declared, own, sums)
             if progress:
                 progress("cumulative", done, total, day)
     cuped.settle(conn, info, running.totals, running.covariates)
+
+
+def _sums(aside: Executor, view: View, running: Running, layout: Layout, own: bool,
+          daily_sums: dict[date, Future]) -> Future | None:
+    """The CUPED sums of the cumulative view (None: CUPED off, or the daily ones to copy)."""
+    if running.covariates is None:
+        return None
+    if own:  # the same totals as the daily view: the same sums, not computed again
+        return daily_sums.get(view.day)
+    return aside.submit(cuped.encoded_sums, view.info, running.totals, running.covariates,
+                        layout)
 
 
 def _start(conn: sa.Connection, info: ExperimentInfo, previous: date | None,
@@ -110,7 +126,7 @@ def _write_day(conn: sa.Connection, view: View, running: Running, layout: Layout
                sums: Future | None = None) -> None:
     """The cumulative units, exposure and report rows of one day (``own``: its cumulative
     totals are the daily ones the run just computed and wrote, with their CUPED sums;
-    ``sums``: their CUPED sums being computed, when not ``own`` and CUPED is on)."""
+    ``sums``: their CUPED sums being computed; else, when ``own``, the daily ones copied)."""
     info, cutoffs = view.info, list(view.info.cutoffs)
     if own:  # the daily rows this run wrote of the same totals: copied, not encoded again
         results.copy_daily_units(conn, info.id, view.day)
@@ -123,10 +139,10 @@ def _write_day(conn: sa.Connection, view: View, running: Running, layout: Layout
     arms = {arm: e for arm, e in running.exposure.items() if arm}
     insert_stats(conn, stats_rows(view, running.totals, layout, arms,
                                   catalog_size(seen, declared)))
-    if own and running.covariates is not None:
-        cuped.copy_daily_sums(conn, info.id, view.day)  # the same sums, not computed again
-    elif sums is not None:
+    if sums is not None:
         cuped.store_sums(conn, info, view.day, True, sums.result())
+    elif own and running.covariates is not None:  # the daily sums this run stored
+        cuped.copy_daily_sums(conn, info.id, view.day)
 
 
 def _decode(data: bytes, arm: int, cutoffs: list[int]) -> Exposure:
