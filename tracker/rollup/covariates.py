@@ -40,7 +40,6 @@ own unit totals, joined to the fixed per-user covariates.
 
 from __future__ import annotations
 
-from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from datetime import date
 from itertools import combinations_with_replacement
@@ -429,28 +428,14 @@ def write_sums(conn: sa.Connection, info: ExperimentInfo, day: date, cumulative:
     """Replace the stored sums of one day and view (nothing when CUPED is off)."""
     if covariates is None:
         return
-    store_sums(conn, info, day, cumulative, encoded_sums(info, totals, covariates, layout))
-
-
-def encoded_sums(info: ExperimentInfo, totals: UnitTotals | None, covariates: UserCovariates,
-                 layout: Layout) -> memoryview | None:
-    """The ``covsums/2`` stream of one day and view (None without totals): no database, so
-    a thread computes it while the caller writes the view's other rows."""
-    if totals is None:
-        return None
-    table = covariate_sums(totals, covariates, layout, [arm.id for arm in info.arms])
-    return state.write(table, SUMS, covariates=",".join(SUM_COVARIATES),
-                       cuped_days=str(info.cuped_days))
-
-
-def store_sums(conn: sa.Connection, info: ExperimentInfo, day: date, cumulative: bool,
-               data: memoryview | None) -> None:
-    """Replace the stored sums of one day and view by ``data`` (None: none)."""
     where = (RollupCovariateSums.experiment_id == info.id, RollupCovariateSums.day == day,
              RollupCovariateSums.cumulative == cumulative)
     conn.execute(sa.delete(RollupCovariateSums).where(*where))
-    if data is None:
+    if totals is None:
         return
+    table = covariate_sums(totals, covariates, layout, [arm.id for arm in info.arms])
+    data = state.write(table, SUMS, covariates=",".join(SUM_COVARIATES),
+                       cuped_days=str(info.cuped_days))
     conn.execute(sa.insert(RollupCovariateSums), [
         {"experiment_id": info.id, "day": day, "cumulative": cumulative, "data": data}])
 
@@ -476,29 +461,6 @@ def publish_daily(conn: sa.Connection, info: ExperimentInfo, daily: dict,
         write_sums(conn, info, day, False, result.totals, covariates, layout)
 
 
-def forget(conn: sa.Connection, experiment_id: int) -> None:
-    """Drop every covariate and sum stored of the experiment (a rebuild stores them anew)."""
-    _delete(conn, experiment_id)
-
-
-def daily_sums(aside: Executor, info: ExperimentInfo, daily: dict,
-               covariates: UserCovariates | None) -> dict[date, Future]:
-    """The daily sums of the run's days (of ``daily``'s :class:`DayResult`s), as
-    :func:`publish_daily` writes them, computed in ``aside`` (:func:`store_daily` stores
-    them); none when CUPED is off."""
-    if covariates is None:
-        return {}
-    layout = Layout.for_cutoffs(list(info.cutoffs))
-    return {day: aside.submit(encoded_sums, info, result.totals, covariates, layout)
-            for day, result in daily.items()}
-
-
-def store_daily(conn: sa.Connection, info: ExperimentInfo, sums: dict[date, Future]) -> None:
-    """Replace the stored daily sums of :func:`daily_sums`' days by theirs."""
-    for day, data in sums.items():
-        store_sums(conn, info, day, False, data.result())
-
-
 def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> None:
     conn.execute(sa.delete(RollupCovariateSums).where(
         RollupCovariateSums.experiment_id == experiment_id,
@@ -506,6 +468,5 @@ def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> N
 
 
 __all__ = ["BASE", "SUM_COVARIATES", "UserCovariates", "copy_daily_sums", "covariate_sums",
-           "covariates_of", "daily_sums", "delete_cumulative", "encoded_sums", "forget",
-           "names_for", "publish_daily", "refresh", "settle", "store_daily", "store_sums",
-           "sum_columns", "write_sums"]
+           "covariates_of", "delete_cumulative", "names_for", "publish_daily", "refresh",
+           "settle", "sum_columns", "write_sums"]

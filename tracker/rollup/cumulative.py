@@ -10,8 +10,6 @@ whose unit totals it still holds).
 
 from __future__ import annotations
 
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import date
 
@@ -44,15 +42,10 @@ def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date,
                          progress: Progress | None = None,
                          recent: dict[date, UnitTotals | None] | None = None,
                          declared: pa.Array | None = None,
-                         covariates: cuped.UserCovariates | None = None,
-                         aside: Executor | None = None,
-                         daily_sums: dict[date, Future] | None = None) -> None:
+                         covariates: cuped.UserCovariates | None = None) -> None:
     """Replace the cumulative rows of every day from ``since`` on (``recent``: unit totals
     of days just computed, which need not be read back; ``declared``: the declared
-    catalog; ``covariates``: CUPED's per-user covariates, whose sums are written too,
-    computed in ``aside`` (else a thread of its own); ``daily_sums``: the daily sums of
-    :func:`~tracker.rollup.covariates.daily_sums`, not stored yet, which the experiment's
-    first day takes as its cumulative ones)."""
+    catalog; ``covariates``: CUPED's per-user covariates, whose sums are written too)."""
     layout = Layout.for_cutoffs(list(info.cutoffs))
     days = results.known_days(conn, info.id)
     if not days:
@@ -65,44 +58,16 @@ def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date,
     running.provisional = any(computed < closes for day, closes, computed in days
                               if day < since)
     total = sum(1 for d in days if d[0] >= since)
-    # CUPED's sums of a day (numpy, which lets go of the GIL; the daily ones beforehand, and
-    # the last day's: while the users' covariates are stored) are computed in a thread while
-    # the day's other rows are encoded and written (and stored before the next day's totals
-    # are built: one day's totals at a time)
-    with nullcontext(aside) if aside else ThreadPoolExecutor(max_workers=1) as aside:
-        sums = None
-        for done, (day, closes, computed) in enumerate((d for d in days if d[0] >= since), 1):
-            _store_sums(conn, info, sums)
-            running.provisional |= computed < closes
-            _add_day(conn, info, day, running, layout, recent or {})
-            view = View(info, day, True, running.provisional or now_us < closes)
-            # the experiment's first day: its cumulative totals are its daily ones (one object)
-            own = running.totals is (recent or {}).get(day)
-            sums = _sums(aside, view, running, layout, own, daily_sums or {})
-            _write_day(conn, view, running, layout, declared, own, sums is not None)
-            if progress:
-                progress("cumulative", done, total, day)
-        cuped.settle(conn, info, running.totals, running.covariates)
-        _store_sums(conn, info, sums)
-
-
-def _sums(aside: Executor, view: View, running: Running, layout: Layout, own: bool,
-          daily_sums: dict[date, Future]) -> tuple[date, Future] | None:
-    """The CUPED sums of the cumulative view, with its day (None: CUPED off, or the daily
-    ones to copy)."""
-    if running.covariates is None:
-        return None
-    if own:  # the same totals as the daily view: the same sums, not computed again
-        return (view.day, daily_sums[view.day]) if view.day in daily_sums else None
-    return view.day, aside.submit(cuped.encoded_sums, view.info, running.totals,
-                                  running.covariates, layout)
-
-
-def _store_sums(conn: sa.Connection, info: ExperimentInfo,
-                sums: tuple[date, Future] | None) -> None:
-    """The cumulative sums of :func:`_sums` stored once computed."""
-    if sums is not None:
-        cuped.store_sums(conn, info, sums[0], True, sums[1].result())
+    for done, (day, closes, computed) in enumerate((d for d in days if d[0] >= since), 1):
+        running.provisional |= computed < closes
+        _add_day(conn, info, day, running, layout, recent or {})
+        view = View(info, day, True, running.provisional or now_us < closes)
+        # the experiment's first day: its cumulative totals are its daily ones (one object)
+        own = running.totals is (recent or {}).get(day)
+        _write_day(conn, view, running, layout, declared, own)
+        if progress:
+            progress("cumulative", done, total, day)
+    cuped.settle(conn, info, running.totals, running.covariates)
 
 
 def _start(conn: sa.Connection, info: ExperimentInfo, previous: date | None,
@@ -135,11 +100,9 @@ def _add_day(conn: sa.Connection, info: ExperimentInfo, day: date, running: Runn
 
 
 def _write_day(conn: sa.Connection, view: View, running: Running, layout: Layout,
-               declared: pa.Array | None, own: bool = False, sums: bool = False) -> None:
+               declared: pa.Array | None, own: bool = False) -> None:
     """The cumulative units, exposure and report rows of one day (``own``: its cumulative
-    totals are the daily ones the run just computed and wrote, with their CUPED sums;
-    ``sums``: their CUPED sums are being computed; else, when ``own``, the daily ones are
-    copied)."""
+    totals are the daily ones the run just computed and wrote, with their CUPED sums)."""
     info, cutoffs = view.info, list(view.info.cutoffs)
     if own:  # the daily rows this run wrote of the same totals: copied, not encoded again
         results.copy_daily_units(conn, info.id, view.day)
@@ -152,8 +115,11 @@ def _write_day(conn: sa.Connection, view: View, running: Running, layout: Layout
     arms = {arm: e for arm, e in running.exposure.items() if arm}
     insert_stats(conn, stats_rows(view, running.totals, layout, arms,
                                   catalog_size(seen, declared)))
-    if own and not sums and running.covariates is not None:  # the daily sums stored
-        cuped.copy_daily_sums(conn, info.id, view.day)
+    if own and running.covariates is not None:
+        cuped.copy_daily_sums(conn, info.id, view.day)  # the same sums, not computed again
+    else:
+        cuped.write_sums(conn, info, view.day, True, running.totals, running.covariates,
+                         layout)
 
 
 def _decode(data: bytes, arm: int, cutoffs: list[int]) -> Exposure:

@@ -276,10 +276,7 @@ class _Run:
         found = None if ahead is None else ahead.result()  # before the write lock
         # one BLAS thread, as for the days: CUPED's sums are matrix products over every
         # user of a day, which a second thread made 1.5-2.7x slower on two busy cores
-        # CUPED's sums (numpy, which lets go of the GIL) are computed in ``aside`` while
-        # this thread writes the other rows: the daily ones first, then the cumulative ones
         with threadpool_limits(limits=1, user_api="blas"), \
-                ThreadPoolExecutor(max_workers=1) as aside, \
                 transaction(self.engine, write=True) as conn:
             queries.tune(conn)
             publish_daily(conn, self.info, daily, everything=start.rebuild)
@@ -287,15 +284,12 @@ class _Run:
                                   rebuild=start.rebuild)
             users = covariates.refresh(conn, reader, self.info, start.ids, start.rebuild,
                                        daily, found)
-            if start.rebuild:  # the users' covariates too: the cumulative pass stores them
-                covariates.forget(conn, self.info.id)
-            sums = covariates.daily_sums(aside, self.info, daily, users)
+            covariates.publish_daily(conn, self.info, daily, users, start.rebuild)
             if daily:
                 recompute_cumulative(conn, self.info, min(daily), to_micros(self.clock),
                                      self.progress, recent=recent, declared=declared,
-                                     covariates=users, aside=aside, daily_sums=sums)
+                                     covariates=users)
                 summary.cumulative_from = min(daily)
-            covariates.store_daily(conn, self.info, sums)
             if advance:
                 summary.superseded = not results.save_state(conn, self.info.id,
                                                             start.advance_to, self.clock)
