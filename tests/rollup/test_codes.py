@@ -152,3 +152,37 @@ def test_interactions_keep_positive_grades_and_select_a_chunks_users():
     assert mine.items.to_pylist() == ["a", "c"] and mine.at.tolist() == [1, 3]
     short = np.zeros(1, dtype=bool)  # a user coded after the array was sized is not in it
     assert interactions.of_users(short).items.to_pylist() == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), sizes=st.lists(st.integers(0, 40), max_size=4))
+def test_totals_added_without_stacking_equal_rows_added_one_by_one_to_the_bit(seed, sizes):
+    """``UnitTotals.added`` (the cumulative pass adds the running totals and a day's this
+    way) and ``reduce``: per (user, arm), from 0 and in the order of the rows, as a plain
+    Python loop adds them (``bincount``'s order), values of many magnitudes."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for rows in sizes:
+        sums = rng.standard_normal((rows, 3)) * 10.0 ** rng.integers(-8, 8, (rows, 3))
+        counts = rng.integers(0, 4, (rows, 3)).astype(float)
+        parts.append(UnitTotals(pa.array([f"u{u}" for u in rng.integers(0, 12, rows)],
+                                         pa.string()),
+                                rng.choice([4, 2, 9], rows).astype(np.int64),
+                                rng.integers(1, 9, rows), np.asfortranarray(sums),
+                                np.asfortranarray(counts)))
+    want: dict[tuple[bytes, int], list] = {}
+    for part in parts:
+        for i, user in enumerate(part.users.to_pylist()):
+            row = want.setdefault((user.encode(), int(part.arms[i])), [0, [0.0] * 3, [0.0] * 3])
+            row[0] += int(part.impressions[i])
+            for j in range(3):
+                row[1][j] += float(part.sums[i, j])
+                row[2][j] += float(part.counts[i, j])
+    expected = sorted(want.items())
+    for got in (UnitTotals.added(parts, 3), UnitTotals.concat(parts, 3).reduce()):
+        assert [(u.encode(), a) for u, a in zip(got.users.to_pylist(), got.arms.tolist(),
+                                                 strict=True)] == [k for k, _ in expected]
+        assert got.impressions.tolist() == [v[0] for _, v in expected]
+        assert got.sums.tolist() == [v[1] for _, v in expected]
+        assert got.counts.tolist() == [v[2] for _, v in expected]
+        assert got.sums.flags.f_contiguous and got.counts.flags.f_contiguous

@@ -91,7 +91,7 @@ def _add_day(conn: sa.Connection, info: ExperimentInfo, day: date, running: Runn
         daily = results.units(conn, info.id, day, False)
         today = None if daily is None else UnitTotals.decode(daily, layout)
     if today is not None:
-        running.totals = UnitTotals.concat([running.totals, today], len(layout)).reduce() \
+        running.totals = UnitTotals.added([running.totals, today], len(layout)) \
             if running.totals.size else today
     for arm, value in results.exposure(conn, info.id, day, False).items():
         exposure = _decode(value, arm, list(info.cutoffs))
