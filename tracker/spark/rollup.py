@@ -19,7 +19,8 @@ the tracker database):
    directory, and the rows the report reads from the default engine's own code
    (:func:`tracker.rollup.day.day_result`).
    CUPED's per-user covariates of the users first seen in the run, on Spark
-   (:mod:`tracker.spark.covariates`), into the state directory.
+   (:mod:`tracker.spark.covariates`; bucket by bucket on a bucketed lake,
+   :mod:`tracker.spark.pre_period`), into the state directory.
 4. **One transaction**: the daily rows (:func:`tracker.rollup.published.publish_daily`),
    CUPED's covariate sums (:func:`tracker.rollup.covariates.publish_daily`), the
    exposure-day rows (:mod:`tracker.spark.exposure`),
