@@ -14,8 +14,9 @@ pyarrow (no scan, join or shuffle in the JVM):
    first)``;
 2. the interactions and every experiment's impressions served in the span of the task's
    windows (the row groups outside skipped by their statistics), each row kept when it
-   falls in its user's window and was received by the first exposure's receipt; the lists'
-   items are read only for the impressions kept;
+   falls in its user's window and was received by the first exposure's receipt: found from
+   their ids, users and times, the other columns (the lists' items) read only for the rows
+   kept;
 3. :func:`group_covariates` on what was kept.
 
 The new users reach the tasks through one Arrow IPC file the driver writes into the state
@@ -44,7 +45,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from pyspark.sql import SparkSession
 
-from tracker.lake.layout import TIMESTAMP, user_hash
+from tracker.lake.layout import IDS, TIMES, TIMESTAMP, user_hash
 from tracker.rollup.covariates import covariates_of
 from tracker.spark.buckets import Files, collected, read_rows
 from tracker.store.arrow import LIST
@@ -115,7 +116,7 @@ class CovariateJob:
         events = _kept(event_files, "interactions", group, windows, span,
                        ("user_id", "item_id", "event", "occurred_at", "impression_id"))
         lists = _kept(imp_files, "impressions", group, windows, span,
-                      ("user_id", "served_at", "impression_id"), items=True)
+                      ("user_id", "served_at", "impression_id", "items"))
         return group_covariates(self.info, pa.table({
             "user": events["user_id"], "item": events["item_id"], "event": events["event"],
             "at": events["occurred_at"].cast(pa.int64()), "key": events["impression_id"]}),
@@ -157,18 +158,16 @@ def _earliest(rows: pa.Table) -> pa.Table:
 
 
 def _kept(files: tuple[str, ...], kind: str, group: tuple[int, int, int, int],
-          windows: pa.Table, span: tuple[int, int], columns: tuple[str, ...],
-          items: bool = False) -> pa.Table:
-    """The rows of ``files`` inside their user's window and received by the user's first
-    exposure's receipt (``columns``; ``items``: with the lists' items, read only for the
-    impressions kept)."""
-    time = "served_at" if kind == "impressions" else "occurred_at"
+          windows: pa.Table, span: tuple[int, int], columns: tuple[str, ...]) -> pa.Table:
+    """The rows (``columns``) of ``files`` inside their user's window and received by the
+    user's first exposure's receipt. Found from the id, user and times first: the other
+    columns (an impression's items) are read only for the rows kept, by id."""
+    key, time = IDS[kind], TIMES[kind]
     at = ds.field(time)
     where = (at >= _instant(span[0])) & (at < _instant(span[1]))
-    wanted = (*columns, "items") if items else columns
-    found = [read_rows((), kind, group, wanted, where)]
+    found = [read_rows((), kind, group, columns, where)]
     for path in files:
-        rows = read_rows((path,), kind, group, (*columns, "received_at"), where)
+        rows = read_rows((path,), kind, group, (key, "user_id", time, "received_at"), where)
         user = pc.index_in(rows["user_id"], value_set=windows["user"].combine_chunks())
         rows = rows.filter(pc.is_valid(user))
         user = pc.drop_null(user).combine_chunks()
@@ -177,15 +176,10 @@ def _kept(files: tuple[str, ...], kind: str, group: tuple[int, int, int, int],
         keep = pc.and_(pc.and_(pc.greater_equal(t, pc.take(windows["lo"], user)),
                                pc.less(t, pc.take(windows["hi"], user))),
                        pc.less_equal(received, pc.take(windows["got"], user)))
-        rows = rows.filter(keep).select(list(columns))
-        if items and rows.num_rows:
-            keys = rows["impression_id"].combine_chunks()
-            lists = read_rows((path,), kind, group, ("user_id", "impression_id", "items"),
-                              where & ds.field("impression_id").isin(keys))
-            order = pc.index_in(keys, value_set=lists["impression_id"].combine_chunks())
-            rows = rows.append_column("items", pc.take(lists["items"], order))
-        if rows.num_rows:
-            found.append(rows.select(list(wanted)))
+        ids = rows.filter(keep)[key].combine_chunks()
+        if len(ids):  # an id comes once in the lake (the bucket path's condition)
+            found.append(read_rows((path,), kind, group, columns,
+                                   where & ds.field(key).isin(ids)))
     return pa.concat_tables(found)
 
 
