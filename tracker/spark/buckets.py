@@ -35,9 +35,10 @@ impression (as the shuffle joins it).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -54,21 +55,38 @@ from tracker.spark.groups import WRITTEN_DDL, GroupConfig, score_group, write_gr
 from tracker.spark.lake import Lake, LakeError
 from tracker.store.experiments import ExperimentInfo
 
+T = TypeVar("T")
+
+
+Files = dict[int, tuple[tuple[str, ...], tuple[str, ...]]]
+"""Each bucket's (impression files, interaction files)."""
+
 
 def usable(f: Frames, lake: Lake, heavy: list[tuple[str, date]],
-           days: list[date]) -> dict[int, tuple[tuple[str, ...], tuple[str, ...]]] | None:
+           days: list[date]) -> Files | None:
     """Each bucket's (impression files, interaction files) when the groups may be read
     bucket by bucket (module docstring), else None."""
-    imps, events = lake.impressions, lake.interactions
-    if imps.bucketing is None or events.bucketing is None \
-            or imps.bucketing.count != events.bucketing.count:
-        return None
-    if any(log.duplicates or log.conflicts for log in (imps, events)):
+    files = lake_buckets(lake)
+    if files is None:
         return None
     chosen = set(days)
     if any(day in chosen for _, day in heavy):
         return None
     if not f.unnamed and named_elsewhere(f):
+        return None
+    return files
+
+
+def lake_buckets(lake: Lake) -> Files | None:
+    """Each bucket's (impression files, interaction files) when the lake's rows are its
+    files' rows in buckets of users: both logs bucketed alike and no id seen twice in
+    either; else None. The interaction files of a bucket holding no impression are
+    checked here (a row in the wrong bucket: a :class:`LakeError`): no task reads them."""
+    imps, events = lake.impressions, lake.interactions
+    if imps.bucketing is None or events.bucketing is None \
+            or imps.bucketing.count != events.bucketing.count:
+        return None
+    if any(log.duplicates or log.conflicts for log in (imps, events)):
         return None
     count = events.bucketing.count
     for bucket, files in sorted(events.bucketing.files.items()):
@@ -96,7 +114,7 @@ class BucketJob:
     info: ExperimentInfo
     config: GroupConfig
     count: int
-    files: dict[int, tuple[tuple[str, ...], tuple[str, ...]]]
+    files: Files
     target: str
     parts: int = 1
     keyed: bool = False
@@ -115,14 +133,14 @@ class BucketJob:
         served, occurred = ds.field("served_at"), ds.field("occurred_at")
         group = (bucket, part, self.count, self.parts)
         ids = ("impression_id",) if self.keyed else ()
-        imps = _read(imp_files, "impressions", group,
+        imps = read_rows(imp_files, "impressions", group,
                      (*ids, "arm", "user_id", "served_at", "items", "baseline_items"),
                      (ds.field("experiment") == info.key) & (served >= _instant(start))
                      & (served < _instant(end)))
         timed = (occurred >= _instant(start)) \
             & (occurred < _instant(end + self.config.window_us))
         # an interaction naming an impression joins that impression's group, whenever
-        events = _read(event_files, "interactions", group,
+        events = read_rows(event_files, "interactions", group,
                        ("user_id", "item_id", "event", "occurred_at", *ids),
                        timed, keyed=self.keyed)
         return write_group(self.target, (bucket, day, part),
@@ -157,7 +175,7 @@ def _events(events: pa.Table) -> pa.Table:
                      "named": named})
 
 
-def _read(files: tuple[str, ...], kind: str, group: tuple[int, int, int, int],
+def read_rows(files: tuple[str, ...], kind: str, group: tuple[int, int, int, int],
           columns: tuple[str, ...], where: ds.Expression, keyed: bool = False) -> pa.Table:
     """The rows of ``files`` that ``where`` keeps (``keyed``: and those naming an
     impression), of the users of the ``group`` (bucket, part, buckets, parts), ``columns``
@@ -214,11 +232,16 @@ def score_buckets(spark: SparkSession, job: BucketJob, days: list[date]) -> int:
                 yield from job.score(*tasks[index]).to_batches()
 
     done = spark.range(len(tasks), numPartitions=len(tasks)).mapInArrow(run, WRITTEN_DDL)
+    return sum(row["rows"] for row in collected(done.collect))
+
+
+def collected(action: Callable[[], T]) -> T:
+    """``action()`` (a Spark action running bucket tasks), a task's :class:`LakeError`
+    raised on the driver as itself (not as a Python worker's traceback)."""
     try:
-        return sum(row["rows"] for row in done.collect())
-    except PythonException as error:  # a task's LakeError: the same error on the driver
+        return action()
+    except PythonException as error:
         found = re.search(r"LakeError: (lake: [^\n]*)", str(error))
         if found is None:
             raise
         raise LakeError(found.group(1)) from None
-

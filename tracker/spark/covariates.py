@@ -23,7 +23,10 @@ the matches by user bucket (:data:`USERS_PER_GROUP` users a group on average), a
 runs :func:`group_covariates` (Arrow and numpy, no pyspark) in a Python worker; a row per
 user with pre-period data comes back to the driver (a user without any gets the covariates of
 no history, as the default engine gives it). A group's memory follows its users'
-pre-period lists: a user with a huge history makes its group large (not sliced).
+pre-period lists: a user with a huge history makes its group large (not sliced). On a lake
+bucketed by user whose rows are its files' rows, the step runs bucket by bucket in the
+Python workers instead, no join or shuffle (:mod:`tracker.spark.pre_period`), to the same
+values.
 
 **Stored**: every user's covariates so far in ``covariates.parquet`` of the state directory
 (format ``covariates/2`` with its ``cuped_days``, as ``rollup_user_covariates``); the sums per
@@ -35,6 +38,7 @@ arm, metric and view go to ``rollup_covariate_sums`` through the default engine'
 from __future__ import annotations
 
 from datetime import date
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -45,24 +49,26 @@ from pyspark.sql import functions as F
 
 from tracker.errors import StaleState
 from tracker.rollup import state
-from tracker.rollup.covariates import USERS, UserCovariates, covariates_of, names_for
+from tracker.rollup.covariates import USERS, UserCovariates, names_for
 from tracker.rollup.pre_metrics import index_in
 from tracker.rollup.published import DayResult
+from tracker.spark.buckets import lake_buckets
 from tracker.spark.frames import bucket_of
 from tracker.spark.lake import Lake
+from tracker.spark.pre_period import OUT, bucket_matched, group_covariates
 from tracker.spark.state import StateDir
-from tracker.store.arrow import LIST
 from tracker.store.experiments import ExperimentInfo
 
 FILE = "covariates.parquet"
 """The state directory's file of per-user covariates."""
+SCRATCH = "covariate-users.arrow"
+"""The state directory's file of the new users for the bucket path (removed after)."""
 USERS_PER_GROUP = 20_000
 """New users a group of the covariate job holds on average."""
 BROADCAST_USERS = 1_000_000
 """Up to this many new users, their windows are broadcast to the joins (~50 MB at most):
 the logs are then filtered where they lie, not shuffled by user."""
 _DAY_US = 86_400_000_000
-_OUT = "user string, x array<double>"
 
 
 def refresh(spark: SparkSession, lake: Lake, info: ExperimentInfo, store: StateDir,
@@ -87,7 +93,7 @@ def refresh(spark: SparkSession, lake: Lake, info: ExperimentInfo, store: StateD
             users = users.filter(pc.invert(pc.is_in(users, value_set=stored.users)))
         if not len(users):
             return stored or UserCovariates.empty(names_for(info.cutoffs))
-    computed = compute(spark, lake, info, users, firsts)
+    computed = compute(spark, lake, info, users, firsts, store.root / SCRATCH)
     merged = computed if stored is None else stored.merged(computed)
     save(store, info, merged)
     return merged
@@ -119,18 +125,25 @@ def save(store: StateDir, info: ExperimentInfo, covariates: UserCovariates) -> N
 
 
 def compute(spark: SparkSession, lake: Lake, info: ExperimentInfo, users: pa.Array | None,
-            firsts: DataFrame | None = None) -> UserCovariates:
+            firsts: DataFrame | None = None, scratch: Path | None = None) -> UserCovariates:
     """The covariates of ``users`` (None: every user of the experiment) from the lake
-    (``firsts``: as :func:`refresh` says)."""
-    windows = _windows(spark, lake, info, users, firsts)
-    if users is None:
-        users = pa.array(sorted(windows.select("user").toArrow()["user"].to_pylist()),
-                         pa.string())
+    (``firsts``: as :func:`refresh` says): bucket by bucket on a lake bucketed by user
+    (:mod:`tracker.spark.pre_period`, ``scratch``: a file path it may use), else by joins
+    on Spark."""
+    files = lake_buckets(lake) if users is not None and scratch is not None else None
+    if files is not None:
+        found = bucket_matched(spark, info, files, lake.impressions.bucketing.count,
+                               users.cast(pa.string()), scratch, USERS_PER_GROUP)
+    else:
+        windows = _windows(spark, lake, info, users, firsts)
+        if users is None:
+            users = pa.array(sorted(windows.select("user").toArrow()["user"].to_pylist()),
+                             pa.string())
+        found = _matched(lake, info, windows, len(users))
     names = names_for(info.cutoffs)
     users = users.take(pc.array_sort_indices(users))
     out = UserCovariates(users, np.zeros((len(users), len(names))), names)
     out.x[:] = out.missing()
-    found = _matched(lake, info, windows, len(users))
     if found is not None and found.num_rows:
         at = index_in(found["user"].combine_chunks().cast(pa.string()), users)
         flat = pc.list_flatten(found["x"].combine_chunks()).to_numpy(zero_copy_only=False)
@@ -195,7 +208,7 @@ def _scored(lake: Lake, info: ExperimentInfo, events: DataFrame, keys: DataFrame
         return group_covariates(info, left, right)
 
     return (events.groupBy("_bucket").cogroup(lists.groupBy("_bucket"))
-            .applyInArrow(group, _OUT).toArrow())
+            .applyInArrow(group, OUT).toArrow())
 
 
 def _spanned(rows: DataFrame, time: str, span) -> DataFrame:
@@ -235,34 +248,3 @@ def _inside(at: str):
     """In the user's window, and received by their first exposure's receipt."""
     return ((F.col(at) >= F.col("lo")) & (F.col(at) < F.col("hi"))
             & (F.col("_received") <= F.col("got")))
-
-
-def group_covariates(info: ExperimentInfo, events: pa.Table, lists: pa.Table) -> pa.Table:
-    """One group's covariates (``user``, ``x``: the values in the order of
-    :func:`tracker.rollup.covariates.names_for`), for the users of its pre-period
-    ``events`` (``user, item, event, at, key``) and ``lists`` (``user, served, items,
-    key``), through the default engine's :func:`~tracker.rollup.covariates.covariates_of`.
-    """
-    events = pa.table({name: _column(events, name, kind) for name, kind in (
-        ("user", pa.string()), ("item", pa.string()), ("event", pa.string()),
-        ("at", pa.int64()), ("key", pa.string()))})
-    n = lists.num_rows
-    lists = pa.table({
-        "id": pa.array(np.arange(n, dtype=np.int64)), "arm": pa.array(np.zeros(n, np.int64)),
-        "user": _column(lists, "user", pa.string()),
-        "served": _column(lists, "served", pa.int64()),
-        "items": _column(lists, "items", LIST), "baseline": pa.nulls(n, LIST),
-        "key": _column(lists, "key", pa.string())})
-    users = pc.unique(pa.concat_arrays([events["user"].combine_chunks(),
-                                        lists["user"].combine_chunks()]))
-    found = covariates_of(info, users, events, lists)
-    width = len(found.names)
-    offsets = pa.array(np.arange(len(users) + 1, dtype=np.int32) * width)
-    return pa.table({"user": found.users,
-                     "x": pa.ListArray.from_arrays(offsets, pa.array(found.x.ravel()))})
-
-
-def _column(table: pa.Table, name: str, kind: pa.DataType) -> pa.Array:
-    if name not in table.column_names:
-        return pa.array([], kind)
-    return table[name].combine_chunks().cast(kind)

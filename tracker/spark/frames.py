@@ -237,9 +237,16 @@ class Census:
 
 
 def census(f: Frames, user_rows: int) -> Census:
-    per_user = f.impressions.groupBy("user", "_day").agg(
+    """The :class:`Census` of the experiment's impressions (one scan)."""
+    return census_of(f.impressions.groupBy("user", "_day").agg(
         F.count(F.lit(1)).alias("n"), F.max("served").alias("last"),
-        F.min(F.struct("got", "served")).alias("first")).persist()
+        F.min(F.struct("got", "served")).alias("first")), user_rows)
+
+
+def census_of(per_user: DataFrame, user_rows: int) -> Census:
+    """The :class:`Census` of its ``per_user`` rows (``user, _day, n, last, first``), which
+    it caches."""
+    per_user = per_user.persist()
     try:
         days = per_user.groupBy("_day").agg(F.sum("n").alias("n"),
                                             F.max("last").alias("last")).collect()

@@ -19,7 +19,8 @@ the tracker database):
    directory, and the rows the report reads from the default engine's own code
    (:func:`tracker.rollup.day.day_result`).
    CUPED's per-user covariates of the users first seen in the run, on Spark
-   (:mod:`tracker.spark.covariates`), into the state directory.
+   (:mod:`tracker.spark.covariates`; bucket by bucket on a bucketed lake,
+   :mod:`tracker.spark.pre_period`), into the state directory.
 4. **One transaction**: the daily rows (:func:`tracker.rollup.published.publish_daily`),
    CUPED's covariate sums (:func:`tracker.rollup.covariates.publish_daily`), the
    exposure-day rows (:mod:`tracker.spark.exposure`),
@@ -57,7 +58,8 @@ from tracker.rollup.published import DayResult, publish_daily
 from tracker.rollup.queries import DayExtent
 from tracker.rollup.summary import RollupSummary
 from tracker.spark import covariates, exposure, plan
-from tracker.spark.buckets import BucketJob, score_buckets, usable
+from tracker.spark.bucket_census import bucket_census
+from tracker.spark.buckets import BucketJob, lake_buckets, score_buckets, usable
 from tracker.spark.cumulative import cumulative_rows
 from tracker.spark.frames import (
     GROUP_ROWS,
@@ -247,8 +249,15 @@ class _Run:
         """The days to compute, and whether this run rebuilds."""
         with transaction(self.engine) as conn:
             known = plan.Known(self.store.manifest(), results.known_days(conn, self.info.id))
-        # one scan: the days holding impressions, their extents, the heavy users
-        self.census = census(f, self.user_rows)
+        # one scan: the days holding impressions, their extents, the heavy users (on a
+        # lake bucketed by user, bucket by bucket in the Python workers)
+        files = lake_buckets(self.lake)
+        if files is None:
+            self.census = census(f, self.user_rows)
+        else:
+            LOG.info("census: bucket by bucket (the lake's %d buckets)", len(files))
+            self.census = bucket_census(self.spark, self.info, files,
+                                        self.lake.impressions.bucketing.count, self.user_rows)
         holding = set(self.census.days)
         reason = "asked" if full else plan.needs_rebuild(known, self.info.key, self.config,
                                                           *self.files)
