@@ -38,7 +38,6 @@ from tracker.rollup.outcomes import Layout
 from tracker.rollup.pipeline import IN_FLIGHT, ChunkPipeline
 from tracker.rollup.popularity import DayPairs
 from tracker.rollup.published import DayResult, View, stats_rows
-from tracker.rollup.seen import Seen
 from tracker.rollup.summary import RollupSummary
 from tracker.rollup.window import PopularityWindow, WindowPopularity
 from tracker.store import results
@@ -189,9 +188,6 @@ class DayScorer:
         # only): the served users and the interactions of [start, end)
         self._served: list[pa.ChunkedArray] = []
         self._occurred: list[pa.Table] = []
-        # the ids of the interactions read (the day's at once, then each chunk's keyed
-        # ones), kept with a provisional day's state (:mod:`tracker.rollup.seen`)
-        self._seen: list[pa.ChunkedArray] = []
         self.firsts = run.firsts.day() if run.firsts is not None and users is None else None
 
     def _read(self, query, *args):
@@ -205,9 +201,8 @@ class DayScorer:
                                                   self.run.window_us, chunk, self.only))
 
     def _whole_day_interactions(self) -> Interactions:
-        table = self._read(queries.window_interactions, self.run.window_us, None, self.only)
-        self._seen.append(table["id"])
-        return self._interactions(table)
+        return self._interactions(self._read(queries.window_interactions, self.run.window_us,
+                                             None, self.only))
 
     def _interactions(self, table: pa.Table) -> Interactions:
         """Those of ``table`` (:func:`~tracker.rollup.queries.window_interactions`) that
@@ -236,7 +231,6 @@ class DayScorer:
             return None
         run = self.run
         self._served.append(tables.lists["user"])
-        self._seen.append(tables.keyed["id"])
         interactions = self._whole_day.result() if tables.timed is None else \
             self._interactions(tables.timed)
         result = score_chunk(tables.lists, interactions, tables.keyed,
@@ -305,11 +299,8 @@ class DayScorer:
     def _kept(self, fold: DayFold, popularity: WindowPopularity) -> provisional.Parts:
         """The day's state to store (the kept chunks let go once joined)."""
         encoded, fold.encoded = fold.encoded, []
-        # the interactions read, when they were the day's every one (else unknown: its
-        # final pass reads them whole)
-        seen = Seen.of(self._seen, pairs=True) if self.day_wide else None
         day = provisional.ProvisionalDay.of(encoded, self.users.ids, self.items.ids,
-                                            popularity.popularity, seen)
+                                            popularity.popularity)
         del encoded
         return day.encode(self.run.cutoffs)
 

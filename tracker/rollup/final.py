@@ -20,29 +20,18 @@ impression again. Here the final pass reads only what a missed row could change:
   hazard) makes them differ from the state's, and the day is then read whole (None);
 - the day's **popularity pairs** come from the interactions read, as a whole day's do.
 
-A state that knows the interactions it was built from (:mod:`tracker.rollup.seen`: the ids
-of the rows its whole read and each later run read) spares most of that: the final pass
-reads **only the ids** of those interactions (and the rows naming its impressions), and when
-they are exactly the state's, the stored ground truth is what a whole read would build
-again (the same rows), so no user changes: the stored units stay, and the stored popularity
-pairs too when they follow the same rows (else only the day's pairs are read,
-:func:`~tracker.rollup.queries.day_interaction_pairs`). Any other id set (a row committed
-out of id order, an erased one, a row the state's reads did not take) takes the read above.
-
 Beyond the memory bound on the day's interactions
 (``TRACKER_ROLLUP_CHUNK_CELLS``), the day is read whole instead, in chunks (None).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import date
 
-import numpy as np
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
-from tracker.rollup import provisional, queries
+from tracker.rollup import queries
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.day import DayScores, RunContext, closes_at, day_result, write_state
 from tracker.rollup.days import day_bounds
@@ -50,12 +39,10 @@ from tracker.rollup.exposure import Exposure
 from tracker.rollup.popularity import DayPairs
 from tracker.rollup.provisional import ProvisionalDay
 from tracker.rollup.published import DayResult
-from tracker.rollup.seen import Seen
 from tracker.rollup.summary import RollupSummary
 from tracker.rollup.window import WindowPopularity
 from tracker.store import results
 from tracker.store.db import transaction
-from tracker.store.rollup_tables import RollupPairs
 from tracker.store.types import to_micros
 
 
@@ -83,19 +70,12 @@ def final_pass(run: RunContext, day: date, kept: ProvisionalDay, stored: bytes,
                 (extent.impressions, extent.first_id, extent.last_id) or \
                 queries.count_window_interactions(conn, start, end, run.window_us) > \
                 run.settings.rollup_chunk_cells:
-            return None  # (counted first: even the ids of a window past the bound are many)
-    ids = None if kept.seen is None else \
-        queries.window_ids(run.reader, start, end, run.window_us)
+            return None
+    table = queries.window_interactions(run.reader, info.id, start, end, run.window_us)
     keyed = queries.keyed_interactions(run.reader, info.id, start, end, extent.first_id,
                                        extent.last_id)
-    if ids is not None and kept.seen.same(np.union1d(ids, keyed["id"])):
-        return _unchanged(run, day, kept, stored, exposed, summary)
-    table = queries.window_interactions(run.reader, info.id, start, end, run.window_us)
     timed = table.filter(pc.equal(table["keyed"], 0)).drop_columns(["keyed"])
     rebuilt = kept.rebuilt(timed, keyed, info.relevance, run.window_us)
-    # what the state was built from now: the rows read, which the pairs follow too
-    rebuilt = replace(rebuilt, day=replace(rebuilt.day, seen=Seen.of(
-        [table["id"], keyed["id"]], pairs=True)))
     changed = rebuilt.day.totals_of(rebuilt.changed_users, run.layout, run.cutoffs)
     exposures = {arm: Exposure.decode(data, run.cutoffs)
                  for arm, data in exposed.items() if arm}
@@ -114,38 +94,6 @@ def final_pass(run: RunContext, day: date, kept: ProvisionalDay, stored: bytes,
     summary.users_recomputed += int(rebuilt.changed_users.size)
     summary.truth_pairs_read += int(rebuilt.day.lists.truth.rows.size)
     return day_result(run, day, extent, merged.totals, exposures, merged.catalog)
-
-
-def _unchanged(run: RunContext, day: date, kept: ProvisionalDay, stored: bytes,
-               exposed: dict[int, bytes], summary: RollupSummary) -> DayResult:
-    """The final pass of a day whose interactions are those its state was built from:
-    every stored unit and the exposure stay, unwritten; the day's pairs are read again
-    only when the stored ones do not follow those rows (or were dropped)."""
-    start, end = day_bounds(day, run.info.timezone)
-    with transaction(run.engine) as conn:
-        stored_pairs = kept.seen.pairs and conn.execute(sa.select(RollupPairs.day).where(
-            RollupPairs.experiment_id == run.info.id, RollupPairs.day == day)).first()
-    own = None
-    if not stored_pairs:
-        table = queries.day_interaction_pairs(run.reader, run.info.id, start, end)
-        own = DayPairs.of(table["item"], table["user"])
-    exposures = {arm: Exposure.decode(data, run.cutoffs)
-                 for arm, data in exposed.items() if arm}
-    extent = kept.extent
-    # the stored units and exposure stay as they are (what a write would put back); the
-    # state goes once the day is final; the pairs read now replace any
-    with transaction(run.engine, write=True) as conn:
-        if closes_at(run, extent) <= to_micros(run.clock):
-            provisional.drop(conn, run.info.id, day)
-        if own is not None:
-            results.delete_pairs(conn, run.info.id, [day])
-            results.insert_pairs(conn, run.info.id, day, own.encode())
-    if own is not None:
-        run.window.remember(day, own)
-    summary.days_in_part += 1
-    summary.truth_pairs_read += int(kept.lists.truth.rows.size)
-    return day_result(run, day, extent, UnitTotals.decode(stored, run.layout), exposures,
-                      Exposure.decode(exposed[0], []).items)
 
 
 def _impressions(conn: sa.Connection, experiment_id: int, start: int, end: int

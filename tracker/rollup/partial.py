@@ -19,7 +19,6 @@ scores from it the users whose ground truth changed, however many they are.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import date
 
 import numpy as np
@@ -34,7 +33,6 @@ from tracker.rollup.exposure import Exposure
 from tracker.rollup.final import final_pass, is_due
 from tracker.rollup.plan import WHOLE_DAY_SHARE, Ids
 from tracker.rollup.published import DayResult
-from tracker.rollup.seen import may_change_pairs
 from tracker.rollup.summary import RollupSummary
 from tracker.rollup.window import WindowPopularity
 from tracker.store import results
@@ -106,10 +104,6 @@ def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
                                                 ids.interactions_through, run.window_us,
                                                 timed)
     answered = kept.answer(timed, keyed, info.relevance, run.window_us)
-    if kept.seen is not None:  # the rows read now join those the state was built from
-        pairs = not may_change_pairs(timed, keyed, kept.users, day_bounds(day, info.timezone)[1])
-        answered = replace(answered, day=replace(answered.day, seen=kept.seen.adding(
-            [timed["id"], keyed["id"]], pairs)))
     changed = answered.day.totals_of(answered.changed_users, run.layout, run.cutoffs)
     exposures = {arm: Exposure.decode(data, run.cutoffs)
                  for arm, data in exposed.items() if arm}

@@ -25,8 +25,7 @@ A day touched only through its ground truth (new interactions answering or namin
 impressions: no new impression of it, no change in the popularity before it), or final
 since while it keeps a stored state, is in ``Plan.rescore``: it is scored again from its
 stored state (:mod:`tracker.rollup.provisional`; its final pass:
-:mod:`tracker.rollup.final`, which reads the ids of its windows' interactions again, and
-the interactions themselves only when those ids are not the ones its state was built from).
+:mod:`tracker.rollup.final`, which reads every interaction of its windows again).
 
 Only days that hold impressions are ever touched, found from the distinct hours of the
 impressions (a full run: all of them; else the new ones, and the days computed before):

@@ -59,10 +59,9 @@ from tracker.rollup.days import day_bounds
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.pipeline import SCORERS
 from tracker.rollup.popularity import Popularity
-from tracker.rollup.seen import Seen
 from tracker.store.rollup_tables import RollupProvisional
 
-SEEN_PART, USERS_PART, ITEMS_PART, FIRST_CHUNK_PART = -1, 0, 1, 2
+USERS_PART, ITEMS_PART, FIRST_CHUNK_PART = 0, 1, 2
 
 GAINED_SHARE = 0.25
 """Up to this share of the day's ground-truth pairs, the pairs new interactions add or
@@ -115,11 +114,10 @@ class ProvisionalDay:
     matched: tuple[np.ndarray, np.ndarray] | None = None
     gained: Truth | None = None
     gained_parts: int = 0
-    seen: Seen | None = None  # the interactions it was built from (None: not known)
 
     @classmethod
     def of(cls, parts: list[EncodedLists], users: pa.Array, items: pa.Array,
-           popularity: Popularity, seen: Seen | None = None) -> ProvisionalDay:
+           popularity: Popularity) -> ProvisionalDay:
         """The day from its chunks' inputs (in chunk order, best :func:`compact`) in the day's
         vocabularies ``users`` and ``items``, renumbered to the codes they use (in the same
         order, so ground truths stay sorted by item code)."""
@@ -133,7 +131,7 @@ class ProvisionalDay:
         item_ids = items.take(pa.array(used_items, pa.int64()))
         chunks = np.repeat(np.arange(len(parts), dtype=np.int32), [p.size for p in parts])
         return cls(chunks, lists, users.take(pa.array(used_users, pa.int64())), item_ids,
-                   popularity.ln_users(item_ids), popularity.n_users, seen=seen)
+                   popularity.ln_users(item_ids), popularity.n_users)
 
     @property
     def extent(self) -> queries.DayExtent:
@@ -263,8 +261,6 @@ class ProvisionalDay:
         everything = not new and not gained and self.gained_parts > 0
         after = FIRST_CHUNK_PART + 2 * (bounds.size - 1)  # the first part after the chunks'
         data: dict[int, memoryview] = {}
-        if self.seen is not None:  # small: written whole each time
-            data[SEEN_PART] = self.seen.encode()
         if new:
             data[USERS_PART] = state.write(pa.table({"user_id": self.users}),
                                            state.PROVISIONAL_USERS,
@@ -293,9 +289,6 @@ class ProvisionalDay:
     def decode(cls, parts: list[bytes], cutoffs: list[int]) -> ProvisionalDay:
         """The day of :meth:`encode`'s parts, in part order (columns read by name; a cutoff
         without its overlap column raises :class:`~tracker.errors.StaleState`)."""
-        seen = None
-        if parts and state.format_of(parts[0]) == state.PROVISIONAL_SEEN:
-            seen, parts = Seen.decode(parts[0]), parts[1:]
         users = state.read(parts[USERS_PART], state.PROVISIONAL_USERS)
         state.require(users, ["user_id"], state.PROVISIONAL_USERS)
         items = state.read(parts[ITEMS_PART], state.PROVISIONAL_ITEMS)
@@ -319,7 +312,7 @@ class ProvisionalDay:
                    lists, users["user_id"].combine_chunks(), item_ids,
                    np.r_[items["ln_users"].to_numpy(), 0.0],
                    int(state.metadata(items, "n_users")), frozenset(), len(item_ids),
-                   gained_parts=len(gained), seen=seen)
+                   gained_parts=len(gained))
 
 
 def compact(lists: EncodedLists) -> EncodedLists:
@@ -535,15 +528,13 @@ def kept_days(conn: sa.Connection, experiment_id: int) -> set[date]:
 
 
 def load(conn: sa.Connection, experiment_id: int, day: date) -> list[bytes] | None:
-    """The day's parts, in part order (the seen ids first, when kept); None without a
-    state, or with a state in another layout (``provisional/1``: the day is then
-    recomputed from the raw logs)."""
+    """The day's parts, in part order; None without a state, or with a state in another
+    layout (``provisional/1``: the day is then recomputed from the raw logs)."""
     rows = conn.execute(sa.select(RollupProvisional.part, RollupProvisional.data).where(
         RollupProvisional.experiment_id == experiment_id, RollupProvisional.day == day)
         .order_by(RollupProvisional.part)).all()
-    first = 1 if rows and rows[0][0] == SEEN_PART else 0  # the seen ids come first
-    if len(rows) <= first or rows[first][0] != USERS_PART or \
-            state.format_of(rows[first][1]) != state.PROVISIONAL_USERS:
+    if not rows or rows[0][0] != USERS_PART or \
+            state.format_of(rows[0][1]) != state.PROVISIONAL_USERS:
         return None
     return [bytes(data) for _, data in rows]
 

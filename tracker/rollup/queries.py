@@ -178,7 +178,7 @@ def new_window_interactions(reader: ArrowReader, start: int, end: int, window_us
     plus = "" if postgresql else "+"
     unkeyed = "it.impression_key IS NULL" if postgresql else "+it.impression_key IS NULL"
     return reader.read(
-        "SELECT it.user_id, it.item_id, it.event_type, it.occurred_at, it.id FROM interaction it "
+        "SELECT it.user_id, it.item_id, it.event_type, it.occurred_at FROM interaction it "
         f"WHERE it.id > {int(after)} AND it.id <= {int(through)} "
         f"AND {plus}it.occurred_at >= {int(start)} "
         f"AND {plus}it.occurred_at < {int(end) + int(window_us)} AND {unkeyed}",
@@ -195,7 +195,7 @@ def new_keyed_interactions(reader: ArrowReader, experiment_id: int, start: int, 
     # index once each: 3-6 s at 300,000 a day, against 0.1 s); "+" keeps it off the others
     join, plus = ("JOIN", "") if postgresql else ("CROSS JOIN", "+")
     return reader.read(
-        "SELECT imp.id, it.item_id, it.event_type, it.id FROM interaction it "
+        "SELECT imp.id, it.item_id, it.event_type FROM interaction it "
         f"{join} impression imp ON imp.impression_key = it.impression_key "
         f"WHERE it.id > {int(after)} AND it.id <= {int(through)} "
         f"AND {plus}it.impression_key IS NOT NULL "
@@ -295,18 +295,13 @@ LISTS = pa.schema([pa.field("id", pa.int64(), False), pa.field("arm", pa.int64()
                    pa.field("user", pa.string(), False), pa.field("served", pa.int64(), False),
                    pa.field("items", LIST, False), pa.field("baseline", LIST),
                    pa.field("received", pa.int64(), False)])
-# ``id``: the interaction's id, which a provisional day keeps the set of (the rows its
-# ground truth was built from: :mod:`tracker.rollup.final`)
 INTERACTIONS = pa.schema([pa.field(name, kind, False) for name, kind in (
     ("user", pa.string()), ("item", pa.string()), ("event", pa.string()), ("at", pa.int64()),
-    ("keyed", pa.int64()), ("id", pa.int64()))])
+    ("keyed", pa.int64()))])
 KEYED = pa.schema([pa.field(name, kind, False) for name, kind in (
-    ("impression", pa.int64()), ("item", pa.string()), ("event", pa.string()),
-    ("id", pa.int64()))])
+    ("impression", pa.int64()), ("item", pa.string()), ("event", pa.string()))])
 NEW_WINDOW = pa.schema([pa.field(name, kind, False) for name, kind in (
-    ("user", pa.string()), ("item", pa.string()), ("event", pa.string()), ("at", pa.int64()),
-    ("id", pa.int64()))])
-IDS = pa.schema([pa.field("id", pa.int64(), False)])
+    ("user", pa.string()), ("item", pa.string()), ("event", pa.string()), ("at", pa.int64()))])
 PAIRS = pa.schema([pa.field("item", pa.string(), False), pa.field("user", pa.string(), False)])
 
 
@@ -415,7 +410,7 @@ def window_interactions(reader: ArrowReader, experiment_id: int, start: int, end
     and ``keyed`` (1 when it names an impression, else 0)."""
     postgresql = reader.engine.dialect.name == "postgresql"
     select = ("SELECT it.user_id, it.item_id, it.event_type, it.occurred_at, "
-              "CASE WHEN it.impression_key IS NULL THEN 0 ELSE 1 END, it.id FROM interaction it "
+              "CASE WHEN it.impression_key IS NULL THEN 0 ELSE 1 END FROM interaction it "
               f"WHERE it.occurred_at >= {int(start)} "
               f"AND it.occurred_at < {int(end) + int(window_us)}")
     if chunk is not None or users:
@@ -425,16 +420,6 @@ def window_interactions(reader: ArrowReader, experiment_id: int, start: int, end
         select += (" AND it.user_id IN (SELECT imp.user_id FROM impression imp "
                    f"WHERE {where}{_only(users)})")
     return reader.read(select, INTERACTIONS)
-
-
-def window_ids(reader: ArrowReader, start: int, end: int, window_us: int) -> np.ndarray:
-    """The ids of the interactions :func:`window_interactions` of a whole day reads (those
-    that occurred in ``[start, end + window)``), sorted: on SQLite the time index alone
-    answers (it holds the rowid)."""
-    table = reader.read("SELECT it.id FROM interaction it "
-                        f"WHERE it.occurred_at >= {int(start)} "
-                        f"AND it.occurred_at < {int(end) + int(window_us)}", IDS)
-    return np.sort(table["id"].to_numpy())
 
 
 def keyed_interactions(reader: ArrowReader, experiment_id: int, start: int, end: int, low: int,
@@ -459,7 +444,7 @@ def keyed_interactions(reader: ArrowReader, experiment_id: int, start: int, end:
                 f"WHERE {keyed} LIMIT {int(rows)})")).scalar_one()
         if named < rows:
             join = "CROSS JOIN"
-    return reader.read(f"SELECT imp.id, it.item_id, it.event_type, it.id FROM interaction it "
+    return reader.read(f"SELECT imp.id, it.item_id, it.event_type FROM interaction it "
                        f"{join} impression imp ON imp.impression_key = it.impression_key "
                        f"WHERE {keyed} AND {where}", KEYED)
 

@@ -39,11 +39,6 @@ The formats (columns in the order written; readers do not rely on it):
   impression's row in the day, chunk after chunk), ``item`` (int32, an item code) and
   ``grade`` (float64), sorted by (row, item), metadata ``tracker.lists`` (the day's
   impressions); a reader merges them into the chunks' truth, the highest grade per pair.
-  Seen, part -1 (:mod:`tracker.rollup.seen`): the ids of the interactions the state was
-  built from, as ranges ``first``, ``last`` (int64, sorted), metadata ``tracker.pairs``
-  ("1": the day's stored popularity pairs follow them too); a state without it (written
-  before it, or from a day read in chunks) is read, and its final pass reads its
-  interactions whole.
   (``provisional/1`` and ``provisional-items/1`` held the
   whole day in one stream: such a state is not read, its day is recomputed.)
 - ``exposure/1``: ``item_id`` (string, sorted, unique) and per cutoff ``top@<k>`` (int64:
@@ -70,7 +65,6 @@ PROVISIONAL_ITEMS = "provisional-items/2"  # 2: per part of a day in chunks (1: 
 PROVISIONAL_LISTS = "provisional-lists/1"
 PROVISIONAL_TRUTH = "provisional-truth/1"
 PROVISIONAL_GAINED = "provisional-gained/1"
-PROVISIONAL_SEEN = "provisional-seen/1"
 
 _FULL = "run `tracker rollup --full` to recompute the stored state"
 
