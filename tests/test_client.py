@@ -223,7 +223,7 @@ def test_connection_errors_are_retried_until_the_collector_comes_up(settings, tr
         c.log_impression(**impression(i))
     deadline = time.monotonic() + 30
     while c.counters().retries < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)  # a loaded machine may start the sender late: wait for it, not a fixed time
+        time.sleep(0.05)  # a loaded machine may start the sender late: wait, not a fixed time
     assert c.counters().retries >= 1 and "ConnectError" in c.last_error
     with in_thread(settings, port=port):
         assert c.flush(10)

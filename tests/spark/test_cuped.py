@@ -208,9 +208,10 @@ def test_the_late_received_rows_do_not_count_on_spark(spark, tracker, tmp_path):
         assert got[user] == pytest.approx(expected_x[user], rel=1e-9), user
 
 
-def test_an_incremental_spark_run_gives_the_tables_of_a_from_scratch_run(spark, tracker,
-                                                                         tmp_path):
-    create(tracker, cuped_days=CUPED_DAYS)
+def _first_batches_logged(tracker, cuped_days: int) -> list:
+    """Two experiments, the first batches of their logs and a save by ``u-new`` long before
+    its first exposure (logged later by the caller); the second batches, to log later."""
+    create(tracker, cuped_days=cuped_days)
     create(tracker, "other")
     first, second = _batches(5)
     for imps, events in first:
@@ -218,6 +219,12 @@ def test_an_incremental_spark_run_gives_the_tables_of_a_from_scratch_run(spark, 
     tracker.log_interactions([{"event_id": "new-before", "user_id": "u-new", "item_id": "i9",
                                "event": "save", "occurred_at": T0 + timedelta(days=2)}],
                              on_invalid="all_or_nothing")
+    return second
+
+
+def test_an_incremental_spark_run_gives_the_tables_of_a_from_scratch_run(spark, tracker,
+                                                                         tmp_path):
+    second = _first_batches_logged(tracker, CUPED_DAYS)
     lake, state = tmp_path / "lake", tmp_path / "state"
     taken = _export(tracker, lake)
     [one] = _spark_rollup(spark, tracker, lake, state)
@@ -241,10 +248,15 @@ def test_an_incremental_spark_run_gives_the_tables_of_a_from_scratch_run(spark, 
     kept = {p.name: p.stat().st_mtime_ns for p in (state / "home" / "first_seen").iterdir()
             if p.name < f"{min(three.days_recomputed).isoformat()}.parquet"}
     assert kept and kept.items() <= seen.items()  # read, not rebuilt from the first day
+    _check_from_scratch(spark, tracker, lake, state, tmp_path / "scratch")
+
+
+def _check_from_scratch(spark, tracker, lake: Path, state: Path, scratch: Path) -> None:
+    """The tables and covariates of the incremental runs into ``state`` equal those of one
+    Spark run from scratch, and the default engine's on the same logs."""
     incremental, incremental_x = _outcome(tracker), _spark_covariates(state)
-    _spark_rollup(spark, tracker, lake, tmp_path / "scratch", full=True)
+    _spark_rollup(spark, tracker, lake, scratch, full=True)
     assert_close(_outcome(tracker), incremental, "from scratch")
-    assert_close(_spark_covariates(tmp_path / "scratch"), incremental_x, "covariates")
-    # and both equal the default engine on the same logs
+    assert_close(_spark_covariates(scratch), incremental_x, "covariates")
     tracker.rollup("home", now=NOW, full=True)
     assert_close(incremental, _outcome(tracker), "default engine")

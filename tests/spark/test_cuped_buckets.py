@@ -18,14 +18,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.helpers import T0
-from tests.rollup.scenario import CUTOFFS, create
+from tests.rollup.scenario import CUTOFFS
 from tests.spark.support import SKIP_REASON
 from tests.spark.test_cuped import (
     NOW,
     _all_logged,
-    _batches,
+    _check_from_scratch,
     _check_the_history_matters,
     _default_covariates,
+    _first_batches_logged,
     _forget,
     _log,
     _outcome,
@@ -91,15 +92,7 @@ def test_bucketed_covariates_equal_the_default_engines(spark, tracker, tmp_path,
 
 def test_an_incremental_bucketed_run_gives_the_tables_of_a_from_scratch_run(spark, tracker,
                                                                             tmp_path, caplog):
-    create(tracker, cuped_days=2)
-    create(tracker, "other")
-    first, second = _batches(5)
-    for imps, events in first:
-        _log(tracker, imps, events)
-    # received long before u-new's first exposure (logged in the third batch)
-    tracker.log_interactions([{"event_id": "new-before", "user_id": "u-new", "item_id": "i9",
-                               "event": "save", "occurred_at": T0 + timedelta(days=2)}],
-                             on_invalid="all_or_nothing")
+    second = _first_batches_logged(tracker, 2)  # u-new's first exposure: the third batch
     lake, state = tmp_path / "lake", tmp_path / "state"
     taken = _export(tracker, lake, 3)
     [one] = _spark_rollup(spark, tracker, lake, state)
@@ -120,12 +113,7 @@ def test_an_incremental_bucketed_run_gives_the_tables_of_a_from_scratch_run(spar
     assert f"{BUCKET_PATH} (1 task(s)" in caplog.text
     names = names_for(CUTOFFS)
     assert _spark_covariates(state)["u-new"][names.index("pre_interactions")] == 1.0
-    incremental, incremental_x = _outcome(tracker), _spark_covariates(state)
-    _spark_rollup(spark, tracker, lake, tmp_path / "scratch", full=True)
-    assert_close(_outcome(tracker), incremental, "from scratch")
-    assert_close(_spark_covariates(tmp_path / "scratch"), incremental_x, "covariates")
-    tracker.rollup("home", now=NOW, full=True)
-    assert_close(incremental, _outcome(tracker), "default engine")
+    _check_from_scratch(spark, tracker, lake, state, tmp_path / "scratch")
 
 
 def test_a_history_row_in_another_buckets_file_fails_the_run(spark, tracker, tmp_path):
