@@ -177,3 +177,30 @@ def test_a_lake_is_bucketed_only_when_every_file_names_a_bucket_of_one_count(tmp
     (tmp_path / "day=3/bucket=0/part-0.parquet").unlink()
     write("day=3/part-0.parquet", None)  # a file that names no bucket
     assert checked_footers(tmp_path, "impressions")[1].bucketing is None
+
+
+@pytest.mark.parametrize("user_rows", [None, 1], ids=["scored-by-bucket", "scored-by-shuffle"])
+def test_a_bucketed_lake_of_millisecond_paris_times_gives_the_same_rows(spark, tracker, tmp_path,
+                                                                       caplog, user_rows):
+    """The lake accepts timestamps in another unit and time zone: a bucketed lake whose
+    times served and occurred are rewritten as milliseconds in Europe/Paris is read bucket
+    by bucket (the census, the covariates and, unless a user's day is sliced, the scoring)
+    to the default engine's rows."""
+    imps, events = make_logs(seed=3, days=3, users=14, impressions=90)
+    for row in imps + events:  # times a millisecond file can hold
+        for key, value in list(row.items()):
+            if hasattr(value, "microsecond"):
+                row[key] = value.replace(microsecond=value.microsecond // 1000 * 1000)
+    expected = _expected(tracker, imps, _unnamed(events))
+    export_logs(tracker.engine, tmp_path / "imp", tmp_path / "int", buckets=4)
+    paris = pa.timestamp("ms", tz="Europe/Paris")
+    for path in sorted(tmp_path.rglob("*.parquet")):
+        table = pq.read_table(path)
+        for i, field in enumerate(table.schema):
+            if pa.types.is_timestamp(field.type) and field.name != "received_at":
+                table = table.set_column(i, field.with_type(paris), table[i].cast(paris))
+        pq.write_table(table, path)
+    options = {} if user_rows is None else {"user_rows": user_rows}
+    logged = _rollup(spark, tracker, tmp_path, caplog, **options)
+    assert ("read bucket by bucket" in logged) == (user_rows is None)
+    assert_same_rows(report_rows(tracker.engine), expected)

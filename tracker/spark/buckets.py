@@ -189,7 +189,7 @@ def read_rows(files: tuple[str, ...], kind: str, group: tuple[int, int, int, int
         present = [name for name in columns if name in dataset.schema.names]
         keep = where | ds.field("impression_id").is_valid() \
             if keyed and "impression_id" in present else where
-        table = dataset.to_table(columns=present, filter=keep)
+        table = _filtered(dataset, present, keep)
         out = {}
         for name in columns:
             field = layout.field(name)
@@ -205,6 +205,20 @@ def read_rows(files: tuple[str, ...], kind: str, group: tuple[int, int, int, int
                                           == part))
         found.append(table)
     return pa.concat_tables(found)
+
+
+def _filtered(dataset: ds.Dataset, columns: list[str], keep: ds.Expression) -> pa.Table:
+    """``columns`` of the rows of ``dataset`` (one file) that ``keep`` keeps. Its bounds on
+    times are in the layout's type (microseconds, UTC); a file whose times are in another
+    unit or time zone (which the lake accepts) cannot be filtered by them as it is scanned:
+    it is read whole, its times converted, then filtered."""
+    if all(field.type == TIMESTAMP for field in dataset.schema
+           if pa.types.is_timestamp(field.type)):
+        return dataset.to_table(columns=columns, filter=keep)
+    table = dataset.to_table()
+    table = pa.table({name: table[name].cast(TIMESTAMP) if pa.types.is_timestamp(
+        table.schema.field(name).type) else table[name] for name in table.column_names})
+    return table.filter(keep).select(columns)
 
 
 def _check_bucket(path: str, users: pa.ChunkedArray | pa.Array, bucket: int,
