@@ -46,7 +46,9 @@ import pyarrow.dataset as ds
 from pyspark.sql import SparkSession
 
 from tracker.lake.layout import IDS, TIMES, TIMESTAMP, user_hash
+from tracker.rollup.codes import sorted_codes
 from tracker.rollup.covariates import covariates_of
+from tracker.rollup.first_exposures import first_rows
 from tracker.spark.buckets import Files, collected, read_rows
 from tracker.store.arrow import LIST
 from tracker.store.experiments import ExperimentInfo
@@ -147,14 +149,13 @@ class CovariateJob:
 
 
 def _earliest(rows: pa.Table) -> pa.Table:
-    """A row per user: the least (``got``, ``served``)."""
+    """A row per user: the least (``got``, ``served``), the default engine's first exposure
+    (:func:`tracker.rollup.first_exposures.first_rows`)."""
     if rows.num_rows < 2:
         return rows
-    rows = rows.take(pc.sort_indices(rows, [("user", "ascending"), ("got", "ascending"),
-                                            ("served", "ascending")]))
-    users = rows["user"].combine_chunks()
-    new = pc.not_equal(users.slice(1), users.slice(0, len(users) - 1))
-    return rows.filter(pa.concat_arrays([pa.array([True]), new]))
+    _, codes = sorted_codes(rows["user"].combine_chunks())
+    return rows.take(pa.array(first_rows(codes, rows["got"].to_numpy(),
+                                         rows["served"].to_numpy())))
 
 
 def _kept(files: tuple[str, ...], kind: str, group: tuple[int, int, int, int],
