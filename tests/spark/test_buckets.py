@@ -88,8 +88,15 @@ def test_a_run_wanting_more_groups_than_buckets_cuts_each_bucket_into_parts(spar
     assert_same_rows(report_rows(tracker.engine), expected)
 
 
-@pytest.mark.parametrize("case", ["an-interaction-names-another-users-impression",
-                                  "users-split-into-slices", "repeated-ids"])
+WHY_SHUFFLED = {
+    "an-interaction-names-another-users-impression":
+        "an interaction names an impression served to another user",
+    "users-split-into-slices": "a heavy user's day is among the days to score",
+    "repeated-ids": "or an id is seen twice",
+}
+
+
+@pytest.mark.parametrize("case", list(WHY_SHUFFLED))
 def test_where_buckets_would_differ_the_run_shuffles_to_the_same_rows(spark, tracker, tmp_path,
                                                                       caplog, case):
     imps, events = make_logs(seed=3, days=3, users=14, impressions=90)
@@ -113,6 +120,8 @@ def test_where_buckets_would_differ_the_run_shuffles_to_the_same_rows(spark, tra
         assert pq.read_metadata(first).metadata[layout.BUCKETS] == b"4"
     logged = _rollup(spark, tracker, tmp_path, caplog, **options)
     assert BUCKET_PATH not in logged
+    assert "the groups are made by Spark's shuffle: " in logged  # and why
+    assert WHY_SHUFFLED[case] in logged
     assert_same_rows(report_rows(tracker.engine), expected)
 
 

@@ -34,6 +34,7 @@ impression (as the shuffle joins it).
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -55,6 +56,8 @@ from tracker.spark.groups import WRITTEN_DDL, GroupConfig, score_group, write_gr
 from tracker.spark.lake import Lake, LakeError
 from tracker.store.experiments import ExperimentInfo
 
+log = logging.getLogger(__name__)
+
 T = TypeVar("T")
 
 
@@ -68,13 +71,19 @@ def usable(f: Frames, lake: Lake, heavy: list[tuple[str, date]],
     bucket by bucket (module docstring), else None."""
     files = lake_buckets(lake)
     if files is None:
-        return None
+        return _shuffled("the lake is not bucketed by user alike in both logs, "
+                         "or an id is seen twice")
     chosen = set(days)
     if any(day in chosen for _, day in heavy):
-        return None
+        return _shuffled("a heavy user's day is among the days to score")
     if not f.unnamed and named_elsewhere(f):
-        return None
+        return _shuffled("an interaction names an impression served to another user")
     return files
+
+
+def _shuffled(why: str) -> None:
+    """None, after saying why the groups are made by Spark's shuffle instead."""
+    log.info("the groups are made by Spark's shuffle: %s", why)
 
 
 def lake_buckets(lake: Lake) -> Files | None:
