@@ -1,7 +1,8 @@
 """Reading and writing the rollup's tables (see :mod:`tracker.store.rollup_tables`).
 
-Plain values in and out (ints, dates, bytes, dicts); the store knows no metric. Unit-day
-vectors travel as bytes: PostgreSQL receives them through binary ``COPY``.
+Plain values in and out (ints, dates, bytes, dicts); the store knows no metric. The stored
+state (Arrow IPC streams) travels as bytes, and is read back in PostgreSQL's binary result
+format (:func:`~tracker.store.db.binary_rows`: no hex text to decode).
 """
 
 from __future__ import annotations
