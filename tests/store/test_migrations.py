@@ -135,7 +135,8 @@ def _tables(engine) -> set[str]:
 
 @pytest.mark.parametrize(("revision", "drops"), [
     pytest.param("base", True, id="down-to-base-drops-every-table"),
-    pytest.param("-1", True, id="one-step-down-drops-the-provisional-state-table-of-0014"),
+    pytest.param("-1", False, id="one-step-down-past-0015-changes-how-values-are-stored-only"),
+    pytest.param("0013", True, id="down-past-0014-drops-the-provisional-state-table"),
     pytest.param("0012", True, id="down-past-0013-drops-0014s-table-and-0013s-index-only"),
     pytest.param("0011", True, id="down-past-0012-drops-the-exposure-day-tables"),
     pytest.param("0010", True, id="down-past-0011-drops-the-cuped-covariate-tables"),
@@ -257,4 +258,32 @@ def test_cli_downgrade_in_a_terminal_asks_naming_tables_and_rows(tracker, db_url
     engine = create_engine(db_url)
     assert (code, schema.current(engine) == SCHEMA_REVISION) == ((1, True) if kept else
                                                                 (0, False)), shown
+    engine.dispose()
+
+
+def _storage(engine, table: str) -> tuple[str, str]:
+    """PostgreSQL's storage and compression of ``table.data`` (``attstorage``,
+    ``attcompression``: '' is the server's default)."""
+    with engine.connect() as conn:
+        return tuple(conn.execute(sa.text(
+            "SELECT attstorage, attcompression FROM pg_attribute WHERE attname = 'data' "
+            "AND attrelid = CAST(:table AS regclass)"), {"table": table}).one())
+
+
+def test_0015_stores_the_provisional_state_uncompressed_and_the_rest_with_lz4(db_url):
+    engine = create_engine(db_url)
+    if engine.dialect.name != "postgresql":  # no such setting: the round trip only
+        schema.downgrade(engine, "0014")
+        assert schema.upgrade(engine) == SCHEMA_REVISION
+        return
+    with engine.connect() as conn:
+        lz4 = "lz4" in conn.execute(sa.text(
+            "SELECT enumvals FROM pg_settings WHERE name = 'default_toast_compression'"
+        )).scalar()
+    assert _storage(engine, "rollup_provisional") == ("e", "")
+    assert _storage(engine, "rollup_pairs") == ("x", "l" if lz4 else "")
+    assert _storage(engine, "rollup_units") == ("e", "")  # since 0004
+    schema.downgrade(engine, "0014")
+    assert _storage(engine, "rollup_provisional") == ("x", "")
+    assert _storage(engine, "rollup_pairs") == ("x", "")
     engine.dispose()

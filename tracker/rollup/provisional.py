@@ -59,6 +59,7 @@ from tracker.rollup.days import day_bounds
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.pipeline import SCORERS
 from tracker.rollup.popularity import Popularity
+from tracker.store.db import binary_rows
 from tracker.store.rollup_tables import RollupProvisional
 
 USERS_PART, ITEMS_PART, FIRST_CHUNK_PART = 0, 1, 2
@@ -530,9 +531,9 @@ def kept_days(conn: sa.Connection, experiment_id: int) -> set[date]:
 def load(conn: sa.Connection, experiment_id: int, day: date) -> list[bytes] | None:
     """The day's parts, in part order; None without a state, or with a state in another
     layout (``provisional/1``: the day is then recomputed from the raw logs)."""
-    rows = conn.execute(sa.select(RollupProvisional.part, RollupProvisional.data).where(
+    rows = binary_rows(conn, sa.select(RollupProvisional.part, RollupProvisional.data).where(
         RollupProvisional.experiment_id == experiment_id, RollupProvisional.day == day)
-        .order_by(RollupProvisional.part)).all()
+        .order_by(RollupProvisional.part))
     if not rows or rows[0][0] != USERS_PART or \
             state.format_of(rows[0][1]) != state.PROVISIONAL_USERS:
         return None

@@ -39,7 +39,7 @@ from tracker.install import require
 # Alembic revisions in order; the last is the one this code expects. A test checks that this
 # matches the migrations' linear history and single head.
 SCHEMA_HISTORY = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008",
-                  "0009", "0010", "0011", "0012", "0013", "0014")
+                  "0009", "0010", "0011", "0012", "0013", "0014", "0015")
 SCHEMA_REVISION = SCHEMA_HISTORY[-1]
 
 _WRITE = "tracker_write"
@@ -313,6 +313,22 @@ def _roll_back(conn: sa.Connection) -> None:
         conn.rollback()
     except Exception:
         conn.invalidate()
+
+
+def binary_rows(conn: sa.Connection, statement: sa.Select) -> list[tuple]:
+    """The rows of ``statement`` as tuples of the driver's values, in ``conn``'s
+    transaction. On PostgreSQL in the binary result format: a ``bytea`` column then arrives
+    as its bytes, where the text format sends it hex-escaped (twice the size) for the
+    client to decode; a provisional day's 64 MB of stored state (1M impressions) read in
+    0.07-0.08 s against 0.22-0.29 s. For the rollup's stored state, whose reads return
+    integers, dates and bytes (the same values either way)."""
+    if conn.dialect.name != "postgresql":
+        return [tuple(row) for row in conn.execute(statement)]
+    compiled = statement.compile(dialect=conn.dialect,
+                                 compile_kwargs={"render_postcompile": True})
+    with conn.connection.driver_connection.cursor(binary=True) as cursor:
+        cursor.execute(compiled.string, compiled.params)
+        return cursor.fetchall()
 
 
 def schema_revision(conn: sa.Connection) -> str | None:

@@ -1,7 +1,8 @@
 """Reading and writing the rollup's tables (see :mod:`tracker.store.rollup_tables`).
 
-Plain values in and out (ints, dates, bytes, dicts); the store knows no metric. Unit-day
-vectors travel as bytes: PostgreSQL receives them through binary ``COPY``.
+Plain values in and out (ints, dates, bytes, dicts); the store knows no metric. The stored
+state (Arrow IPC streams) travels as bytes, and is read back in PostgreSQL's binary result
+format (:func:`~tracker.store.db.binary_rows`: no hex text to decode).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from datetime import date, datetime, timedelta
 
 import sqlalchemy as sa
 
+from tracker.store.db import binary_rows
 from tracker.store.models import Impression, Interaction
 from tracker.store.rollup_tables import (
     RollupDay,
@@ -202,12 +204,12 @@ def copy_daily_units(conn: sa.Connection, experiment_id: int, day: date) -> None
 def units(conn: sa.Connection, experiment_id: int, day: date,
           cumulative: bool) -> list[bytes] | None:
     """The encoded parts of one day and view, in order; None if absent."""
-    rows = conn.execute(sa.select(RollupUnits.data)
-                        .where(RollupUnits.experiment_id == experiment_id,
-                               RollupUnits.day == day,
-                               RollupUnits.cumulative.is_(cumulative))
-                        .order_by(RollupUnits.part)).scalars().all()
-    return [bytes(data) for data in rows] or None
+    rows = binary_rows(conn, sa.select(RollupUnits.data)
+                       .where(RollupUnits.experiment_id == experiment_id,
+                              RollupUnits.day == day,
+                              RollupUnits.cumulative.is_(cumulative))
+                       .order_by(RollupUnits.part))
+    return [bytes(data) for (data,) in rows] or None
 
 
 def insert_pairs(conn: sa.Connection, experiment_id: int, day: date,
@@ -219,9 +221,9 @@ def insert_pairs(conn: sa.Connection, experiment_id: int, day: date,
 def pairs(conn: sa.Connection, experiment_id: int, first: date,
           last: date) -> dict[date, bytes]:
     """Stored interaction pairs of the days ``first..last``: day -> encoded pairs."""
-    rows = conn.execute(sa.select(RollupPairs.day, RollupPairs.data)
-                        .where(RollupPairs.experiment_id == experiment_id,
-                               RollupPairs.day >= first, RollupPairs.day <= last)).all()
+    rows = binary_rows(conn, sa.select(RollupPairs.day, RollupPairs.data)
+                       .where(RollupPairs.experiment_id == experiment_id,
+                              RollupPairs.day >= first, RollupPairs.day <= last))
     return {r[0]: bytes(r[1]) for r in rows}
 
 
@@ -243,7 +245,7 @@ def insert_exposure(conn: sa.Connection, experiment_id: int, day: date, cumulati
 def exposure(conn: sa.Connection, experiment_id: int, day: date,
              cumulative: bool) -> dict[int, bytes]:
     """The exposure rows of one day: arm -> encoded exposure."""
-    rows = conn.execute(sa.select(RollupExposure.arm_id, RollupExposure.data).where(
+    rows = binary_rows(conn, sa.select(RollupExposure.arm_id, RollupExposure.data).where(
         RollupExposure.experiment_id == experiment_id, RollupExposure.day == day,
         RollupExposure.cumulative.is_(cumulative)))
     return {int(arm): bytes(data) for arm, data in rows}
@@ -295,11 +297,11 @@ def insert_popularity(conn: sa.Connection, experiment_id: int, day: date, window
 def popularity(conn: sa.Connection, experiment_id: int, day: date,
                window_days: int) -> bytes | None:
     """The encoded popularity stored for ``day`` over a window of ``window_days``, or None."""
-    data = conn.execute(sa.select(RollupPopularity.data)
-                        .where(RollupPopularity.experiment_id == experiment_id,
-                               RollupPopularity.day == day,
-                               RollupPopularity.window_days == window_days)).scalar()
-    return None if data is None else bytes(data)
+    rows = binary_rows(conn, sa.select(RollupPopularity.data)
+                       .where(RollupPopularity.experiment_id == experiment_id,
+                              RollupPopularity.day == day,
+                              RollupPopularity.window_days == window_days))
+    return bytes(rows[0][0]) if rows and rows[0][0] is not None else None
 
 
 def delete_popularity(conn: sa.Connection, experiment_id: int, days: Iterable[date]) -> None:

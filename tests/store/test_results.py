@@ -1,0 +1,65 @@
+"""The rollup's stored state read back: every reader gives the bytes written (PostgreSQL
+sends them in its binary result format: :func:`tracker.store.db.binary_rows`), and
+``binary_rows`` gives the values SQLAlchemy's rows give."""
+
+from __future__ import annotations
+
+import random
+from datetime import date, timedelta
+
+import pyarrow as pa
+import sqlalchemy as sa
+
+from tracker.rollup import provisional, state
+from tracker.store import results
+from tracker.store.db import binary_rows, transaction
+from tracker.store.rollup_tables import RollupProvisional, RollupUnits
+
+DAY = date(2026, 11, 1)
+EXPERIMENT = 7  # the state tables hold no foreign key: any id
+
+BLOBS = [bytes(range(256)) * 3, b"", b"\x00'\"\\", random.Random(5).randbytes(300_000)]
+USERS = bytes(state.write(pa.table({"user_id": ["u1", "u\x00"]}), state.PROVISIONAL_USERS,
+                          chunks="1"))  # a provisional state's first part
+
+
+def _write(engine: sa.Engine) -> None:
+    with transaction(engine, write=True) as conn:
+        results.insert_units(conn, EXPERIMENT, DAY, False, BLOBS)
+        results.insert_units(conn, EXPERIMENT, DAY, True, BLOBS[::-1])
+        results.insert_pairs(conn, EXPERIMENT, DAY, BLOBS[0])
+        results.insert_pairs(conn, EXPERIMENT, DAY + timedelta(days=1), BLOBS[3])
+        results.insert_exposure(conn, EXPERIMENT, DAY, False, [(3, BLOBS[0]), (0, BLOBS[1])])
+        results.insert_popularity(conn, EXPERIMENT, DAY, 7, BLOBS[3])
+        for part, data in enumerate([USERS, *BLOBS]):
+            conn.execute(sa.insert(RollupProvisional).values(
+                experiment_id=EXPERIMENT, day=DAY, part=part, data=data))
+
+
+def test_every_stored_state_reader_gives_back_the_bytes_written(engine):
+    _write(engine)
+    with transaction(engine) as conn:
+        assert results.units(conn, EXPERIMENT, DAY, False) == BLOBS
+        assert results.units(conn, EXPERIMENT, DAY, True) == BLOBS[::-1]
+        assert results.units(conn, EXPERIMENT, DAY - timedelta(days=1), False) is None
+        assert results.pairs(conn, EXPERIMENT, DAY, DAY + timedelta(days=1)) == \
+            {DAY: BLOBS[0], DAY + timedelta(days=1): BLOBS[3]}
+        assert results.exposure(conn, EXPERIMENT, DAY, False) == {3: BLOBS[0], 0: BLOBS[1]}
+        assert results.popularity(conn, EXPERIMENT, DAY, 7) == BLOBS[3]
+        assert results.popularity(conn, EXPERIMENT, DAY, 8) is None
+        assert provisional.load(conn, EXPERIMENT, DAY) == [USERS, *BLOBS]
+        assert provisional.load(conn, EXPERIMENT, DAY + timedelta(days=1)) is None
+
+
+def test_binary_rows_give_the_values_of_sqlalchemys_rows(engine):
+    _write(engine)
+    statement = sa.select(RollupUnits.experiment_id, RollupUnits.day, RollupUnits.cumulative,
+                          RollupUnits.part, RollupUnits.data).where(
+        RollupUnits.experiment_id == EXPERIMENT, RollupUnits.day >= DAY,
+        RollupUnits.cumulative.is_(True), RollupUnits.part.in_([0, 2, 3])
+    ).order_by(RollupUnits.part)
+    with transaction(engine) as conn:
+        found = binary_rows(conn, statement)
+        assert found == [tuple(row) for row in conn.execute(statement)]
+        assert [(part, data) for *_, part, data in found] == \
+            [(0, BLOBS[3]), (2, BLOBS[1]), (3, BLOBS[0])]
