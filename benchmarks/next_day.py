@@ -44,9 +44,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import first_day  # noqa: E402  (its spans; importing it honours TRACKER_TREE, another tree)
 import rollup as bench  # noqa: E402  (benchmarks/rollup.py: the same generated rows)
 
-from tracker.store import schema  # noqa: E402  (the timed tree's)
-from tracker.store.db import create_engine  # noqa: E402
-
 NAME = "bench_next_day" + (f"_{os.environ['BENCH_TAG']}" if os.environ.get("BENCH_TAG") else "")
 RUN = NAME + "_run"
 FIRST = bench.NEW_DAY - timedelta(days=1)
@@ -104,15 +101,6 @@ def _fresh(kind: str, name: str, template: str | None = None) -> str:
         return url
     _admin(f"DROP DATABASE IF EXISTS {name}")
     _admin(f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else ""))
-    return url
-
-
-def _current(url: str) -> str:
-    """The copy at ``url`` migrated to the schema of the tree being timed (rows generated
-    by an older tree; a no-op when it is current)."""
-    engine = create_engine(url)
-    schema.upgrade(engine)
-    engine.dispose()
     return url
 
 
@@ -198,7 +186,7 @@ def _history(kind: str, tree: str, commit: str) -> str:
     if kind == "sqlite":
         done = Path(_url(kind, name).removeprefix("sqlite:///"))
         if not done.exists():
-            url = _current(_fresh(kind, name + "_tmp", NAME))
+            url = _fresh(kind, name + "_tmp", NAME)
             seconds, peak, _, _ = rollup(url, FIRST)
             os.replace(url.removeprefix("sqlite:///"), done)
             print(f"history rolled up by {tree} in {seconds:.1f} s ({peak:.0f} MiB)", flush=True)
@@ -209,7 +197,7 @@ def _history(kind: str, tree: str, commit: str) -> str:
             f"SELECT 1 FROM pg_database WHERE datname = '{name}'").first() is not None
     engine.dispose()
     if not exists:
-        url = _current(_fresh(kind, name + "_tmp", NAME))
+        url = _fresh(kind, name + "_tmp", NAME)
         seconds, peak, _, _ = rollup(url, FIRST)
         _admin(f"ALTER DATABASE {name}_tmp RENAME TO {name}")
         print(f"history rolled up by {tree} in {seconds:.1f} s ({peak:.0f} MiB)", flush=True)
@@ -256,7 +244,7 @@ def main() -> None:
                             capture_output=True, text=True).stdout.strip()
     days = int(HISTORY.read_text()) if HISTORY.exists() else 1
     template = _history(args.db, tree, commit) if days > 1 else NAME
-    url = _current(_fresh(args.db, RUN, template))
+    url = _fresh(args.db, RUN, template)
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     first, first_peak, first_spans = 0.0, 0.0, {}
     if days == 1:
