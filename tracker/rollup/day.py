@@ -141,7 +141,8 @@ def write_state(conn: sa.Connection, run: RunContext, day: date, scores: DayScor
     for other, pairs in sorted(scores.popularity.fresh_pairs.items()):
         results.insert_pairs(conn, info.id, other, pairs.encode())
     if scores.own_pairs is not None:  # replaces any: the raw logs' pairs as of now
-        _replace_pairs(conn, run, day, scores.own_pairs)
+        results.delete_pairs(conn, info.id, [day])
+        results.insert_pairs(conn, info.id, day, scores.own_pairs.encode())
     if scores.popularity.new:
         results.insert_popularity(conn, info.id, day, run.settings.rollup_popularity_days,
                                   scores.popularity.popularity.encode())
@@ -150,19 +151,6 @@ def write_state(conn: sa.Connection, run: RunContext, day: date, scores: DayScor
                             [(arm, e.encode(cutoffs)) for arm, e in
                              sorted(scores.exposures.items())] + [(0, catalog.encode([]))])
     results.insert_units(conn, info.id, day, False, scores.totals.encode(run.layout))
-
-
-def _replace_pairs(conn: sa.Connection, run: RunContext, day: date, pairs: DayPairs) -> None:
-    """The day's stored pairs replaced by ``pairs``; a stored window that holds the day
-    (:class:`~tracker.rollup.popularity.WindowPairs`) is forgotten when they differ from
-    the pairs it counted (the union of the window would now count others)."""
-    experiment = run.info.id
-    if results.window_pairs_holding(conn, experiment, day, run.settings.rollup_popularity_days):
-        stored = results.pairs(conn, experiment, day, day).get(day)
-        if stored is None or not DayPairs.decode(stored).same(pairs):
-            results.forget_window_pairs(conn, experiment)
-    results.delete_pairs(conn, experiment, [day])
-    results.insert_pairs(conn, experiment, day, pairs.encode())
 
 
 def day_result(run: RunContext, day: date, extent: queries.DayExtent, totals: UnitTotals,

@@ -260,7 +260,6 @@ class _Run:
                     del recent[min(recent)]
                 if self.progress:
                     self.progress("day", done, len(ordered), day)
-            window.keep()
         return daily, recent
 
     def _commit(self, daily: dict[date, DayResult], recent: dict[date, UnitTotals | None],

@@ -23,10 +23,6 @@ The formats (columns in the order written; readers do not rely on it):
   read as this one).
 - ``popularity/2``: ``item_id`` (string), ``users`` (int64); metadata ``tracker.n_users``
   (the union of ``pairs/2`` over a window).
-- ``window-pairs/1`` (zstd-compressed): ``item_id`` and ``user_id``, dictionary-encoded
-  strings (int32 indices), one row per distinct pair of a popularity's window, sorted by
-  their indices, and ``last_day`` (int32: the last day of the window the pair occurred on,
-  days since 1970-01-01); metadata ``tracker.day`` (the day whose window it is).
 - ``provisional-users/1``, ``provisional-items/2``, ``provisional-lists/1`` and
   ``provisional-truth/1``: a provisional day's scoring inputs, one stream per part
   (:mod:`tracker.rollup.provisional`). Users: ``user_id`` (string; the row number is the
@@ -63,7 +59,6 @@ FORMAT = b"tracker.format"
 UNITS = "units/1"
 PAIRS = "pairs/2"  # 2: the experiment's audience only (1: every interaction)
 POPULARITY = "popularity/2"  # 2: over pairs/2
-WINDOW_PAIRS = "window-pairs/1"
 EXPOSURE = "exposure/1"
 PROVISIONAL_USERS = "provisional-users/1"
 PROVISIONAL_ITEMS = "provisional-items/2"  # 2: per part of a day in chunks (1: one stream)

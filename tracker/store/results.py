@@ -302,47 +302,6 @@ def popularity(conn: sa.Connection, experiment_id: int, day: date,
     return None if data is None else bytes(data)
 
 
-def window_pairs(conn: sa.Connection, experiment_id: int, before: date,
-                 window_days: int) -> tuple[date, bytes] | None:
-    """The newest stored window pairs of a popularity over ``window_days`` days before
-    ``before``: (its day, the encoded pairs), or None."""
-    row = conn.execute(sa.select(RollupPopularity.day, RollupPopularity.pairs).where(
-        RollupPopularity.experiment_id == experiment_id, RollupPopularity.day < before,
-        RollupPopularity.window_days == window_days, RollupPopularity.pairs.is_not(None))
-        .order_by(RollupPopularity.day.desc()).limit(1)).first()
-    return None if row is None else (row[0], bytes(row[1]))
-
-
-def keep_window_pairs(conn: sa.Connection, experiment_id: int, day: date, window_days: int,
-                      data: bytes | memoryview) -> None:
-    """Store the window pairs of ``day``'s popularity (when its row is there) and forget
-    every other day's: one such state per experiment."""
-    mine = RollupPopularity.experiment_id == experiment_id
-    conn.execute(sa.update(RollupPopularity).where(
-        mine, RollupPopularity.day != day, RollupPopularity.pairs.is_not(None))
-        .values(pairs=None))
-    conn.execute(sa.update(RollupPopularity).where(
-        mine, RollupPopularity.day == day, RollupPopularity.window_days == window_days)
-        .values(pairs=data))
-
-
-def window_pairs_holding(conn: sa.Connection, experiment_id: int, day: date,
-                         reach: int) -> bool:
-    """Whether a stored window pairs state holds ``day`` (that of a popularity of the
-    ``reach`` days after it)."""
-    return conn.execute(sa.select(RollupPopularity.day).where(
-        RollupPopularity.experiment_id == experiment_id, RollupPopularity.day > day,
-        RollupPopularity.day <= day + timedelta(days=reach),
-        RollupPopularity.pairs.is_not(None)).limit(1)).first() is not None
-
-
-def forget_window_pairs(conn: sa.Connection, experiment_id: int) -> None:
-    """Forget the experiment's stored window pairs (a day's pairs it holds changed)."""
-    conn.execute(sa.update(RollupPopularity).where(
-        RollupPopularity.experiment_id == experiment_id, RollupPopularity.pairs.is_not(None))
-        .values(pairs=None))
-
-
 def delete_popularity(conn: sa.Connection, experiment_id: int, days: Iterable[date]) -> None:
     days = sorted(set(days))
     for at in range(0, len(days), 500):

@@ -108,9 +108,6 @@ class RollupPopularity(Base):
     day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
     window_days: Mapped[int] = mapped_column(sa.Integer)
     data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream, "popularity/2"
-    # the window's distinct pairs with the day each last occurred ("window-pairs/1"), from
-    # which the next day's popularity is advanced; on the newest computed popularity only
-    pairs: Mapped[bytes | None] = mapped_column(sa.LargeBinary, nullable=True)
 
 
 class RollupExposure(Base):
