@@ -8,8 +8,10 @@ import random
 from datetime import date, timedelta
 
 import pyarrow as pa
+import pytest
 import sqlalchemy as sa
 
+from tests.conftest import BACKEND
 from tracker.rollup import provisional, state
 from tracker.store import results
 from tracker.store.db import binary_rows, transaction
@@ -63,3 +65,25 @@ def test_binary_rows_give_the_values_of_sqlalchemys_rows(engine):
         assert found == [tuple(row) for row in conn.execute(statement)]
         assert [(part, data) for *_, part, data in found] == \
             [(0, BLOBS[3]), (2, BLOBS[1]), (3, BLOBS[0])]
+
+
+@pytest.mark.skipif(BACKEND != "postgresql", reason="needs PostgreSQL")
+def test_the_stored_state_is_read_in_postgresqls_binary_result_format(engine, monkeypatch):
+    """Each stored-state read goes through a cursor of its own in the binary result format
+    (the format itself, which the values above cannot tell apart; SQLAlchemy's own
+    statements keep their text cursors)."""
+    import psycopg
+
+    made = []
+    cursor = psycopg.Connection.cursor
+
+    def recorded(self, *args, **kwargs):
+        made.append(cursor(self, *args, **kwargs))
+        return made[-1]
+
+    _write(engine)
+    monkeypatch.setattr(psycopg.Connection, "cursor", recorded)
+    with transaction(engine) as conn:
+        assert results.units(conn, EXPERIMENT, DAY, False) == BLOBS
+        assert provisional.load(conn, EXPERIMENT, DAY) == [USERS, *BLOBS]
+    assert sum(c.format == psycopg.pq.Format.BINARY for c in made) == 2
