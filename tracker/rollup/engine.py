@@ -22,8 +22,10 @@ One run, per experiment:
    users' impressions again (:mod:`tracker.rollup.partial`). The days run in order, but a
    provisional day scored again from its state (not its final pass) writes no popularity
    pairs and reads nothing a later day writes: it runs in a thread while the days after it
-   are computed (its scoring on one core while the new day's reads wait on the database),
-   and its result is taken in its place before the last transaction.
+   are computed, and its result is taken in its place before the last transaction. Only
+   their reads overlap it (the database works for them while the client scores it): their
+   scores wait until it is done (:attr:`~tracker.rollup.day.RunContext.gate`), so its
+   memory is freed before theirs peaks, at their end.
 3. **One last transaction** publishes those daily rows (:mod:`tracker.rollup.published`),
    recomputes the cumulative rows of every day from the first touched one on from the
    unit-day rows (:mod:`tracker.rollup.cumulative`) and the exposure-day rows
@@ -48,7 +50,7 @@ import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 
 import pyarrow as pa
@@ -240,9 +242,9 @@ class _Run:
         """Each day of the plan recomputed, whole or for its changed users; the rows the
         report reads (published at the end), and the unit totals of the last days (for the
         cumulative pass). A provisional day only new ground truth changed is scored again
-        from its state in a thread while the days after it are computed (it writes nothing
-        they read: :func:`~tracker.rollup.partial.rescore_users`); every other day in
-        order, one after the other."""
+        from its state in a thread while the days after it are read (it writes nothing
+        they read: :func:`~tracker.rollup.partial.rescore_users`), their scores waiting for
+        it; every other day in order, one after the other."""
         # one BLAS thread: the metric kernels' small matrix products gain nothing from a
         # second one, which only spins and takes a core from the database and the readers
         # (threadpoolctl sets the process's limit: the rescoring thread's work too)
@@ -252,10 +254,14 @@ class _Run:
                                       self.settings.rollup_popularity_days)
             run = RunContext(self.engine, reader, self.settings, self.info, self.clock,
                              declared, window, firsts)
-            days = _InOrder(len(plan.ordered), summary, self.progress)
+            days, gated = _InOrder(len(plan.ordered), summary, self.progress), run
             try:
                 for day in plan.ordered:
-                    days.add(day, self._compute_day(run, plan, day, ids, summary, aside))
+                    result = self._compute_day(gated, plan, day, ids, summary, aside)
+                    if isinstance(result, Future):  # the days after it score once it is
+                        # done, opened by its error too (raised by their scores then)
+                        gated = replace(run, gate=result.result)
+                    days.add(day, result)
                 return days.finish()
             except BaseException:
                 days.cancel()
