@@ -1,7 +1,8 @@
 """A provisional day scored again from its state runs in a thread while the days after it
-are computed (:mod:`tracker.rollup.engine`): the run gives the tables of a full rollup and
-of the same rows rolled up one step at a time (no day beside another), and an error in the
-thread fails the run before anything the report reads changes."""
+are read, their scores waiting for it (:mod:`tracker.rollup.engine`): the run gives the
+tables of a full rollup and of the same rows rolled up one step at a time (no day beside
+another), a later day's chunks are read but not scored while it runs, and an error in the
+thread fails the run (its waiting scores too) before anything the report reads changes."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tests.rollup.test_provisional import _late_click as late_click
 from tests.rollup.test_rollup import _check_against_reference
 from tracker import Tracker
 from tracker.rollup import engine
+from tracker.rollup.day import DayScorer
 
 WAIT = 60  # seconds the thread waits for the next day to start (it starts at once)
 
@@ -121,3 +123,82 @@ def test_an_error_in_the_rescoring_thread_fails_the_run_and_publishes_nothing(tr
     again = dump(tracker.engine)
     tracker.rollup("home", full=True, now=EARLY)
     assert dump(tracker.engine) == again
+
+
+def _rescoring_waits_for_a_read(monkeypatch, fail: bool = False) -> dict:
+    """The engine's rescoring made to wait until a later day's chunk was read (it never
+    would if the reads waited for it), then to run (or to fail); whether a later day's
+    chunk was scored before it ended recorded."""
+    read, ended, seen = threading.Event(), threading.Event(), {"scored_during": []}
+    rescore = engine.rescore_users
+    read_chunk, score_chunk = DayScorer.read_chunk, DayScorer.score_chunk
+
+    def reading(self, chunk):
+        tables = read_chunk(self, chunk)
+        read.set()
+        return tables
+
+    def scoring(self, tables):
+        seen["scored_during"].append(not ended.is_set())
+        return score_chunk(self, tables)
+
+    def rescore_users(run, day, *args):
+        try:
+            seen["read_first"] = read.wait(WAIT)
+            if fail:
+                raise RuntimeError("the rescoring failed")
+            return rescore(run, day, *args)
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(DayScorer, "read_chunk", reading)
+    monkeypatch.setattr(DayScorer, "score_chunk", scoring)
+    monkeypatch.setattr(engine, "rescore_users", rescore_users)
+    return seen
+
+
+def test_the_next_day_is_read_while_a_day_is_rescored_but_scored_after_it(tracker,
+                                                                         monkeypatch):
+    create(tracker)
+    imps, events = make_logs(seed=64, days=3, users=10, impressions=90)
+    _, early, later = _split(imps, events)
+    _log(tracker, *early)
+    tracker.rollup("home", now=EARLY)
+    _log(tracker, *later)
+    seen = _rescoring_waits_for_a_read(monkeypatch)
+    tracker.rollup("home", now=EARLY)
+    assert seen["read_first"]  # a later day's chunk read while the rescoring waited
+    assert seen["scored_during"] and not any(seen["scored_during"])  # none scored then
+    monkeypatch.undo()
+    incremental = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=EARLY)
+    assert dump(tracker.engine) == incremental
+
+
+def test_a_rescoring_failing_while_the_next_day_waits_fails_the_run(tracker, monkeypatch):
+    """The later day's scores wait for the rescoring when it fails: they raise its error
+    (they are not left waiting) and the run fails, publishing nothing."""
+    create(tracker)
+    imps, events = make_logs(seed=65, days=3, users=10, impressions=90)
+    _, early, later = _split(imps, events)
+    _log(tracker, *early)
+    tracker.rollup("home", now=EARLY)
+    before = dump(tracker.engine, without=("rollup_units", "rollup_exposure"))
+    _log(tracker, *later)
+    seen = _rescoring_waits_for_a_read(monkeypatch, fail=True)
+    outcome = {}
+
+    def run() -> None:
+        try:
+            tracker.rollup("home", now=EARLY)
+        except RuntimeError as error:
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(WAIT)
+    assert not thread.is_alive()  # nothing left waiting
+    assert seen["read_first"] and not seen["scored_during"]  # it failed as the day waited
+    assert str(outcome["error"]) == "the rescoring failed"
+    monkeypatch.undo()
+    assert dump(tracker.engine, without=("rollup_units", "rollup_exposure")) == before

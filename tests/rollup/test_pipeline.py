@@ -93,3 +93,54 @@ def test_a_side_read_runs_beside_the_chunks_and_scores_can_wait_for_it():
         waiting = pipeline.side(side)
         ready.set()
         assert list(pipeline.run(range(3))) == [(c, "popularity") for c in range(3)]
+
+
+def _gated(gate, tally: Tally, in_flight: int = 3):
+    """A pipeline of 8 chunks whose scores wait for ``gate``, run in a thread; the thread
+    and what it handed back (or raised)."""
+    out: dict = {}
+
+    def run() -> None:
+        try:
+            with ChunkPipeline(tally.read, tally.score, in_flight=in_flight,
+                               gate=gate) as pipeline:
+                out["results"] = list(pipeline.run(range(8)))
+        except Exception as error:  # noqa: BLE001  (handed to the test)
+            out["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_a_gate_holds_the_scores_back_but_not_the_reads_of_the_chunks_in_flight():
+    tally, opened, scored_before = Tally(), threading.Event(), []
+
+    def score(chunk: int) -> int:
+        scored_before.append(opened.is_set())
+        return Tally.score(tally, chunk)
+
+    tally.score = score
+    thread, out = _gated(lambda: opened.wait(5), tally)
+    deadline = time.monotonic() + 5
+    while tally.most < 3 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert tally.most == 3 and tally.now == 3 and not scored_before  # read, not scored
+    opened.set()
+    thread.join(5)
+    assert out["results"] == [c * c for c in range(8)]
+    assert scored_before and all(scored_before) and tally.most <= 3
+
+
+def test_a_gate_that_raises_fails_the_run_and_leaves_no_scorer_waiting():
+    tally, opened = Tally(), threading.Event()
+
+    def gate() -> None:
+        opened.wait(5)
+        raise RuntimeError("what the scores waited for failed")
+
+    thread, out = _gated(gate, tally)
+    opened.set()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert isinstance(out.get("error"), RuntimeError) and "results" not in out
