@@ -17,7 +17,6 @@ score, write.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -60,9 +59,6 @@ class RunContext:
     declared: pa.Array | None  # the declared catalog (distinct ids), None without one
     window: PopularityWindow
     firsts: FirstExposures | None = None  # the first exposures whole days read, gathered
-    # what a day's scores wait for (its reads do not): a day scored again beside it, whose
-    # memory is freed before this day's peak (:mod:`tracker.rollup.engine`)
-    gate: Callable[[], object] | None = None
 
     @property
     def cutoffs(self) -> list[int]:
@@ -274,8 +270,7 @@ class DayScorer:
     def score(self, summary: RollupSummary) -> DayScores:
         """Every chunk of the day read and scored, folded in chunk order."""
         fold = DayFold()
-        with ChunkPipeline(self.read_chunk, self.score_chunk,
-                           gate=self.run.gate) as pipeline:
+        with ChunkPipeline(self.read_chunk, self.score_chunk) as pipeline:
             if self.day_wide:
                 self._whole_day = pipeline.side(self._whole_day_interactions)
             self._popular = pipeline.side(lambda: self.run.window.before(self.day))

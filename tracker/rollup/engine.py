@@ -19,13 +19,7 @@ One run, per experiment:
    the report reads: a few per arm and metric) are kept for the end. A day only new ground
    truth changed is recomputed for the users it changes: from its stored encoded state
    while it is provisional (:mod:`tracker.rollup.provisional`), else by reading those
-   users' impressions again (:mod:`tracker.rollup.partial`). The days run in order, but a
-   provisional day scored again from its state (not its final pass) writes no popularity
-   pairs and reads nothing a later day writes: it runs in a thread while the days after it
-   are computed, and its result is taken in its place before the last transaction. Only
-   their reads overlap it (the database works for them while the client scores it): their
-   scores wait until it is done (:attr:`~tracker.rollup.day.RunContext.gate`), so its
-   memory is freed before theirs peaks, at their end.
+   users' impressions again (:mod:`tracker.rollup.partial`).
 3. **One last transaction** publishes those daily rows (:mod:`tracker.rollup.published`),
    recomputes the cumulative rows of every day from the first touched one on from the
    unit-day rows (:mod:`tracker.rollup.cumulative`) and the exposure-day rows
@@ -50,7 +44,7 @@ import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 import pyarrow as pa
@@ -70,10 +64,9 @@ from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cumulative import recompute_cumulative
 from tracker.rollup.day import RunContext, recompute_day
 from tracker.rollup.exposure_days import publish_exposure_days
-from tracker.rollup.final import final_pass
 from tracker.rollup.first_exposures import FirstExposures
 from tracker.rollup.lock import HeldLock, rollup_lock
-from tracker.rollup.partial import StoredDay, recompute_users, rescore_users, stored_day
+from tracker.rollup.partial import recompute_users, rescore_users
 from tracker.rollup.plan import Ids, KnownDay, Plan, plan_run
 from tracker.rollup.published import DayResult, publish_daily
 from tracker.rollup.summary import Progress, RollupSummary
@@ -241,51 +234,33 @@ class _Run:
                       ) -> tuple[dict[date, DayResult], dict[date, UnitTotals | None]]:
         """Each day of the plan recomputed, whole or for its changed users; the rows the
         report reads (published at the end), and the unit totals of the last days (for the
-        cumulative pass). A provisional day only new ground truth changed is scored again
-        from its state in a thread while the days after it are read (it writes nothing
-        they read: :func:`~tracker.rollup.partial.rescore_users`), their scores waiting for
-        it; every other day in order, one after the other."""
+        cumulative pass)."""
+        ordered = plan.ordered
+        daily: dict[date, DayResult] = {}
+        recent: dict[date, UnitTotals | None] = {}
         # one BLAS thread: the metric kernels' small matrix products gain nothing from a
         # second one, which only spins and takes a core from the database and the readers
-        # (threadpoolctl sets the process's limit: the rescoring thread's work too)
-        with threadpool_limits(limits=1, user_api="blas"), \
-                ThreadPoolExecutor(max_workers=1) as aside:
+        with threadpool_limits(limits=1, user_api="blas"):
             window = PopularityWindow(self.engine, reader, self.info,
                                       self.settings.rollup_popularity_days)
             run = RunContext(self.engine, reader, self.settings, self.info, self.clock,
                              declared, window, firsts)
-            days, gated = _InOrder(len(plan.ordered), summary, self.progress), run
-            try:
-                for day in plan.ordered:
-                    result = self._compute_day(gated, plan, day, ids, summary, aside)
-                    if isinstance(result, Future):  # the days after it score once it is
-                        # done, opened by its error too (raised by their scores then)
-                        gated = replace(run, gate=result.result)
-                    days.add(day, result)
-                return days.finish()
-            except BaseException:
-                days.cancel()
-                raise
-
-    def _compute_day(self, run: RunContext, plan: Plan, day: date, ids: Ids,
-                     summary: RollupSummary, aside: ThreadPoolExecutor
-                     ) -> DayResult | Future:
-        """One day recomputed; a day scored again from its state (not due: its final pass
-        writes popularity pairs the days after it read) is handed to ``aside``."""
-        partial = None
-        if day in plan.rescore:
-            # popped: a day's state is held by its own rescoring only
-            stored = stored_day(run, day, plan.kept.pop(day, None))
-            timed = plan.timed.pop(day, None)
-            if stored is not None and not stored.due:
-                return aside.submit(_rescored, run, day, ids, stored, timed)
-            if stored is not None:
-                partial = final_pass(run, day, stored.kept, stored.units, stored.exposed,
-                                     summary)
-        users = plan.days[day]
-        if partial is None and users is not None:
-            partial = recompute_users(run, day, users, ids, summary, plan.impressions.get(day))
-        return partial or recompute_day(run, day, summary)
+            for done, day in enumerate(ordered, 1):
+                users = plan.days[day]
+                # popped: a day's state is not held while the days after it are computed
+                partial = rescore_users(run, day, ids, summary, plan.timed.pop(day, None),
+                                        plan.kept.pop(day, None)) \
+                    if day in plan.rescore else None
+                if partial is None and users is not None:
+                    partial = recompute_users(run, day, users, ids, summary,
+                                              plan.impressions.get(day))
+                daily[day] = partial or recompute_day(run, day, summary)
+                recent[day] = daily[day].totals
+                if len(recent) > _KEEP_DAYS:
+                    del recent[min(recent)]
+                if self.progress:
+                    self.progress("day", done, len(ordered), day)
+        return daily, recent
 
     def _commit(self, daily: dict[date, DayResult], recent: dict[date, UnitTotals | None],
                 declared: pa.Array | None, start: _Start, summary: RollupSummary,
@@ -332,55 +307,3 @@ def _count_new(summary: RollupSummary, plan: Plan) -> None:
     summary.new_interactions = plan.new.interactions
     summary.ignored_impressions = plan.new.ignored_impressions
     summary.ignored_interactions = plan.new.ignored_interactions
-
-
-def _rescored(run: RunContext, day: date, ids: Ids, stored: StoredDay,
-              timed: pa.Table | None) -> tuple[DayResult, RollupSummary]:
-    """:func:`~tracker.rollup.partial.rescore_users` in a thread, with its own counts (the
-    run's are added up in the main thread)."""
-    counts = RollupSummary(run.info.key, False)
-    return rescore_users(run, day, ids, counts, stored, timed), counts
-
-
-class _InOrder:
-    """The days' results taken in day order as they are done (a day scored in a thread
-    holds back the days after it): the rows the report reads, the unit totals of the last
-    :data:`_KEEP_DAYS` days, the thread's counts added to the run's, and the progress after
-    each day, once it and every day before it are written."""
-
-    def __init__(self, total: int, summary: RollupSummary, progress: Progress | None) -> None:
-        self.total, self.summary, self.progress = total, summary, progress
-        self.pending: list[tuple[date, DayResult | Future]] = []
-        self.daily: dict[date, DayResult] = {}
-        self.recent: dict[date, UnitTotals | None] = {}
-
-    def add(self, day: date, result: DayResult | Future) -> None:
-        self.pending.append((day, result))
-        self._take(wait=False)
-
-    def finish(self) -> tuple[dict[date, DayResult], dict[date, UnitTotals | None]]:
-        """Every day's result (waiting for the thread's; its error is raised here)."""
-        self._take(wait=True)
-        return self.daily, self.recent
-
-    def cancel(self) -> None:
-        """The thread's days not started yet are not started."""
-        for _, result in self.pending:
-            if isinstance(result, Future):
-                result.cancel()
-
-    def _take(self, wait: bool) -> None:
-        while self.pending:
-            day, result = self.pending[0]
-            if isinstance(result, Future):
-                if not (wait or result.done()):
-                    return
-                result, counts = result.result()
-                self.summary.add(counts)
-            self.pending.pop(0)
-            self.daily[day] = result
-            self.recent[day] = result.totals
-            if len(self.recent) > _KEEP_DAYS:
-                del self.recent[min(self.recent)]
-            if self.progress:
-                self.progress("day", len(self.daily), self.total, day)

@@ -13,15 +13,12 @@ delta: a run killed after writing the day and run again recomputes the same user
 same rows.
 
 A provisional day that kept its encoded impressions (:mod:`tracker.rollup.provisional`) is
-not read again at all: :func:`rescore_users` merges the new interactions into that state
-(:func:`stored_day`) and scores from it the users whose ground truth changed, however many
-they are. It writes no popularity pairs and reads nothing a later day writes, so the run
-computes it in a thread beside the days after it (:mod:`tracker.rollup.engine`).
+not read again at all: :func:`rescore_users` merges the new interactions into that state and
+scores from it the users whose ground truth changed, however many they are.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import date
 
 import numpy as np
@@ -33,7 +30,7 @@ from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.day import DayScorer, DayScores, RunContext, day_result, write_state
 from tracker.rollup.days import day_bounds
 from tracker.rollup.exposure import Exposure
-from tracker.rollup.final import is_due
+from tracker.rollup.final import final_pass, is_due
 from tracker.rollup.plan import WHOLE_DAY_SHARE, Ids
 from tracker.rollup.published import DayResult
 from tracker.rollup.summary import RollupSummary
@@ -82,23 +79,14 @@ def recompute_users(run: RunContext, day: date, users: frozenset[str], ids: Ids,
     return day_result(run, day, extent, merged.totals, exposures, merged.catalog)
 
 
-@dataclass(frozen=True)
-class StoredDay:
-    """A provisional day's stored state, as :func:`rescore_users` and
-    :func:`~tracker.rollup.final.final_pass` take it; ``due``: the day is to be computed
-    final (its final pass, which writes the day's popularity pairs)."""
-
-    kept: provisional.ProvisionalDay
-    units: bytes
-    exposed: dict[int, bytes]
-    due: bool
-
-
-def stored_day(run: RunContext, day: date,
-               kept: provisional.ProvisionalDay | None = None) -> StoredDay | None:
-    """The state a day only new ground truth changed is scored again from; None when it
-    has none (it is then recomputed from the raw logs). ``kept``: its encoded state, when
-    the plan read it already."""
+def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
+                  timed: pa.Table | None = None,
+                  kept: provisional.ProvisionalDay | None = None) -> DayResult | None:
+    """Merge the new interactions of ``ids`` into a provisional day's stored state and
+    score again the users whose ground truth they change
+    (:mod:`tracker.rollup.provisional`); None when the day has no stored state (it is then
+    recomputed from the raw logs). ``timed``: those that may answer by time, and ``kept``
+    the day's state, when the plan read them already."""
     info = run.info
     with transaction(run.engine) as conn:
         queries.tune(conn)
@@ -110,29 +98,18 @@ def stored_day(run: RunContext, day: date,
         due = is_due(conn, info.id, day, to_micros(run.clock))
     if kept is None or stored is None or 0 not in exposed:
         return None
-    return StoredDay(kept, stored, exposed, due)
-
-
-def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
-                  stored: StoredDay, timed: pa.Table | None = None) -> DayResult:
-    """Merge the new interactions of ``ids`` into a provisional day's stored state (not
-    due: its final pass is :func:`~tracker.rollup.final.final_pass`) and score again the
-    users whose ground truth they change (:mod:`tracker.rollup.provisional`). ``timed``:
-    those that may answer by time, when the plan read them already.
-
-    It writes the day's units, exposure and encoded state only, and reads nothing another
-    day's computation writes: the run may compute it beside the days after it."""
-    info, kept = run.info, stored.kept
+    if due:  # final since, or marked for recompute: from every interaction of its windows
+        return final_pass(run, day, kept, stored, exposed, summary)
     timed, keyed = provisional.new_interactions(run.reader, info, day, ids.interactions_after,
                                                 ids.interactions_through, run.window_us,
                                                 timed)
     answered = kept.answer(timed, keyed, info.relevance, run.window_us)
     changed = answered.day.totals_of(answered.changed_users, run.layout, run.cutoffs)
     exposures = {arm: Exposure.decode(data, run.cutoffs)
-                 for arm, data in stored.exposed.items() if arm}
-    catalog = _union(Exposure.decode(stored.exposed[0], []).items,
+                 for arm, data in exposed.items() if arm}
+    catalog = _union(Exposure.decode(exposed[0], []).items,
                      np.asarray(answered.new_items.to_numpy(zero_copy_only=False), dtype=object))
-    merged = DayScores(replaced(UnitTotals.decode(stored.units, run.layout), changed),
+    merged = DayScores(replaced(UnitTotals.decode(stored, run.layout), changed),
                        exposures, catalog, WindowPopularity.unchanged(),
                        kept=answered.day.encode(run.cutoffs))
     with transaction(run.engine, write=True) as conn:

@@ -7,12 +7,7 @@ chunks in flight (read or being scored: each holds its tables in memory), and ha
 results back in chunk order, as soon as the first ones are done, so the caller folds them
 while later chunks are still read: memory follows the chunks in flight, not the day.
 
-A ``gate`` holds the scores back (not the reads) until it returns: while other work
-scores on the client, a day's first chunks are read (the database's work) and wait, still
-bounded by the chunks in flight.
-
-It knows nothing of the rollup: ``read(chunk)``, ``score(tables)`` and ``gate()`` are the
-caller's.
+It knows nothing of the rollup: ``read(chunk)`` and ``score(tables)`` are the caller's.
 """
 
 from __future__ import annotations
@@ -36,10 +31,7 @@ class ChunkPipeline(Generic[Chunk, Tables, Result]):
     """``read`` each chunk in a reader thread and ``score`` its tables in a scorer thread,
     with at most ``in_flight`` chunks read or being scored at once; :meth:`run` yields the
     results in chunk order. :meth:`side` runs another read (one the scorers wait for, say)
-    in the reader pool. ``gate``, when given, is called in a scorer thread before each score
-    and the score waits for it (the reads do not); what it raises is that score's error, so
-    a gate that ends, opened or raising, never leaves a scorer blocked. Use as a context
-    manager: leaving it waits for every thread.
+    in the reader pool. Use as a context manager: leaving it waits for every thread.
 
     >>> with ChunkPipeline(lambda c: c * 10, lambda t: t + 1) as pipeline:
     ...     list(pipeline.run([1, 2, 3]))
@@ -47,9 +39,8 @@ class ChunkPipeline(Generic[Chunk, Tables, Result]):
     """
 
     def __init__(self, read: Callable[[Chunk], Tables], score: Callable[[Tables], Result],
-                 *, in_flight: int = IN_FLIGHT, scorers: int = SCORERS,
-                 gate: Callable[[], object] | None = None) -> None:
-        self._read, self._score, self._gate = read, score, gate
+                 *, in_flight: int = IN_FLIGHT, scorers: int = SCORERS) -> None:
+        self._read, self._score = read, score
         self.in_flight = max(1, in_flight)
         self._slots = threading.Semaphore(self.in_flight)
         # the readers: the chunks in flight, and two side reads
@@ -69,10 +60,7 @@ class ChunkPipeline(Generic[Chunk, Tables, Result]):
 
     def _scored(self, tables: Future) -> Result:
         try:
-            read = tables.result()  # a read's error first: it needs no gate
-            if self._gate is not None:
-                self._gate()
-            return self._score(read)
+            return self._score(tables.result())
         finally:
             self._slots.release()
 

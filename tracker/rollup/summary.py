@@ -26,13 +26,6 @@ class RollupSummary:
     superseded: bool = False  # a catalog declared during the run: the next run recomputes
     seconds: float = 0.0
 
-    def add(self, other: RollupSummary) -> None:
-        """The work counted in ``other`` (a part of this run, done in a thread) added."""
-        self.users_recomputed += other.users_recomputed
-        self.days_in_part += other.days_in_part
-        self.impressions_read += other.impressions_read
-        self.truth_pairs_read += other.truth_pairs_read
-
     def to_dict(self) -> dict:
         return {
             "experiment": self.experiment, "full": self.full,
