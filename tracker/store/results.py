@@ -301,7 +301,7 @@ def popularity(conn: sa.Connection, experiment_id: int, day: date,
                        .where(RollupPopularity.experiment_id == experiment_id,
                               RollupPopularity.day == day,
                               RollupPopularity.window_days == window_days))
-    return bytes(rows[0][0]) if rows and rows[0][0] is not None else None
+    return bytes(rows[0][0]) if rows else None  # data is NOT NULL: no row, no value
 
 
 def delete_popularity(conn: sa.Connection, experiment_id: int, days: Iterable[date]) -> None:
