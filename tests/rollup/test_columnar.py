@@ -434,6 +434,27 @@ def _padded_rows(rows: list[list[int]], width: int, pad: int) -> np.ndarray:
 lists_of_codes = st.lists(st.lists(st.integers(0, 5), max_size=7), min_size=1, max_size=12)
 
 
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pairs=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 9),
+                                st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.0, 1e300]))),
+       n_items=st.sampled_from([10, 13]), packed=st.booleans())
+def test_truth_keeps_each_pair_once_with_its_highest_grade(pairs, n_items, packed,
+                                                           monkeypatch):
+    expected: dict[tuple[int, int], float] = {}
+    for row, item, grade in pairs:
+        expected[row, item] = max(grade, expected.get((row, item), grade))
+    table = np.array(pairs, dtype=np.float64).reshape(-1, 3)
+    with monkeypatch.context() as patch:
+        if not packed:  # the keys "would not fit": the argsort
+            patch.setattr(columnar, "_PACKED_LIMIT", 0)
+        truth = columnar.Truth.highest(table[:, 0].astype(np.int64),
+                                       table[:, 1].astype(np.int32), table[:, 2], n_items)
+    assert truth.items.dtype == np.int32
+    assert list(zip(truth.rows.tolist(), truth.items.tolist(), truth.grades.tolist(),
+                    strict=True)) == sorted((r, i, g) for (r, i), g in expected.items())
+
+
 @settings(max_examples=200, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lists=lists_of_codes, data=st.data(), block=st.sampled_from([None, 1, 5]))
