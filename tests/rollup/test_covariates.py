@@ -17,7 +17,7 @@ from tests.helpers import T0
 from tests.rollup import reference
 from tests.rollup.scenario import CUTOFFS, RELEVANCE, WINDOW, create, dump, make_logs
 from tracker import Tracker
-from tracker.rollup import covariates
+from tracker.rollup import aggregate, covariates
 from tracker.rollup.first_exposures import FirstExposures, first_rows
 from tracker.rollup.plan import Ids
 from tracker.store import computed
@@ -149,8 +149,11 @@ def _log_scenario(tracker, seed: int):
     return imps, history + events + late, history, previous
 
 
-@pytest.mark.parametrize("seed", [3, 11])
-def test_stored_covariate_sums_equal_a_direct_computation_from_the_logs(tracker, seed):
+@pytest.mark.parametrize(("seed", "block"), [(3, None), (11, None), (3, 3)])
+def test_stored_covariate_sums_equal_a_direct_computation_from_the_logs(tracker, seed, block,
+                                                                        monkeypatch):
+    if block:  # an arm's users summed in blocks of three (many blocks, the last shorter)
+        monkeypatch.setattr(aggregate, "ARM_BLOCK_USERS", block)
     imps, interactions, history, previous = _log_scenario(tracker, seed)
     tracker.rollup("home", now=NOW)
     per_user: dict = {}

@@ -19,6 +19,7 @@ from tests.rollup.scenario import CUTOFFS, RELEVANCE, WINDOW, create, dump, make
 from tracker import Tracker
 from tracker.config import Settings
 from tracker.errors import Busy, NotFound, ValidationError
+from tracker.rollup import aggregate
 from tracker.rollup.days import days_between
 from tracker.rollup.lock import rollup_lock
 
@@ -61,7 +62,10 @@ def _check_against_reference(tracker: Tracker, imps, events, zone="UTC",
     assert seen_set == set(sets)
 
 
-def test_every_metric_equals_the_independent_reference(tracker):
+@pytest.mark.parametrize("block", [None, 2])
+def test_every_metric_equals_the_independent_reference(tracker, block, monkeypatch):
+    if block:  # an arm's users summed in blocks of two (many blocks, some of one user)
+        monkeypatch.setattr(aggregate, "ARM_BLOCK_USERS", block)
     create(tracker)
     imps, events = make_logs(seed=3, days=3, users=14, impressions=90)
     tracker.log_impressions(imps, on_invalid="all_or_nothing")

@@ -16,7 +16,7 @@ Everything is vectorised numpy over (user, arm) rows; no Python loop per user.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -415,18 +415,48 @@ def _arm_stats(totals: UnitTotals, arm_ids: list[int]) -> list[ArmColumnStats]:
     keep = ~crossover_mask(totals)
     out = []
     for arm in arm_ids:
-        rows = keep & (totals.arms == arm)
-        sums, counts = totals.sums[rows], totals.counts[rows]
-        present = counts > 0
-        x = np.divide(sums, counts, out=np.zeros_like(sums), where=present)
-        m = np.where(present, counts, 0.0)
-        out.append(ArmColumnStats(
-            arm_id=int(arm), users=present.sum(axis=0), sum=x.sum(axis=0),
-            sum_sq=(x * x).sum(axis=0), impressions=m.sum(axis=0),
-            impressions_sq=(m * m).sum(axis=0), ratio_sum=sums.sum(axis=0),
-            ratio_sum_sq=(sums * sums).sum(axis=0), ratio_cross=(sums * m).sum(axis=0),
-        ))
+        users = np.zeros(totals.sums.shape[1], dtype=np.int64)
+        sums = np.zeros((7, totals.sums.shape[1]))
+        for block in arm_blocks(totals, arm, keep):
+            x, m, s = block.means, block.weights, block.sums
+            users += block.present.sum(axis=0)
+            sums += [x.sum(axis=0), (x * x).sum(axis=0), m.sum(axis=0), (m * m).sum(axis=0),
+                     s.sum(axis=0), (s * s).sum(axis=0), (s * m).sum(axis=0)]
+        out.append(ArmColumnStats(int(arm), users, *sums))
     return out
+
+
+@dataclass(frozen=True)
+class UserBlock:
+    """Some users' rows of one arm (:func:`arm_blocks`): per (user, column) the sums,
+    counts, whether the metric is defined, the user's mean and weight (0 where not)."""
+
+    rows: np.ndarray
+    sums: np.ndarray
+    counts: np.ndarray
+    present: np.ndarray
+    means: np.ndarray
+    weights: np.ndarray
+
+
+ARM_BLOCK_USERS = 2048
+"""Users per :class:`UserBlock`: a block's matrices (29 columns: 0.5 MB each) stay in the
+cache. One matrix per arm was ~90 MB each for 384k users, and its page faults cost as much
+as the arithmetic: CUPED's sums took 0.9-2.1 s against 0.35 s in blocks (1-4k users
+alike)."""
+
+
+def arm_blocks(totals: UnitTotals, arm: int, keep: np.ndarray) -> Iterator[UserBlock]:
+    """The rows of ``arm`` that ``keep`` holds, in blocks of :data:`ARM_BLOCK_USERS` users
+    in row order (sums over them are added block by block)."""
+    rows = np.flatnonzero(keep & (totals.arms == arm))
+    for at in range(0, rows.size, ARM_BLOCK_USERS):
+        block = rows[at:at + ARM_BLOCK_USERS]
+        sums, counts = totals.sums[block], totals.counts[block]
+        present = counts > 0
+        yield UserBlock(block, sums, counts, present,
+                        np.divide(sums, counts, out=np.zeros_like(sums), where=present),
+                        np.where(present, counts, 0.0))
 
 
 def metric_rows(stats: list[ArmColumnStats], layout: Layout) -> list[dict]:

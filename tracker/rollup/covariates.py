@@ -51,7 +51,7 @@ import sqlalchemy as sa
 
 from tracker.errors import StaleState
 from tracker.rollup import state
-from tracker.rollup.aggregate import UnitTotals, crossover_mask
+from tracker.rollup.aggregate import UnitTotals, arm_blocks, crossover_mask
 from tracker.rollup.codes import sorted_codes
 from tracker.rollup.columnar import grades_of
 from tracker.rollup.first_exposures import FirstExposures, first_rows
@@ -129,10 +129,13 @@ class UserCovariates:
 
     def of(self, users: pa.Array) -> np.ndarray:
         """The covariates of ``users`` (a user without a row: no pre-period data)."""
-        index = index_in(users, self.users)
+        return self.at(index_in(users, self.users))
+
+    def at(self, index: np.ndarray) -> np.ndarray:
+        """The covariates of the rows ``index`` (-1: a user without a row)."""
         found = index >= 0
         x = self.x[np.where(found, index, 0)] if len(self.users) else \
-            np.zeros((len(users), len(self.names)))
+            np.zeros((index.size, len(self.names)))
         x[~found] = self.missing()
         return x
 
@@ -355,15 +358,6 @@ def sum_columns() -> list[str]:
     return names
 
 
-def _pre_matrix(x: np.ndarray, names: tuple[str, ...], layout: Layout) -> np.ndarray:
-    """Per user and layout column, that column's ``pre:`` covariate (0 where it has none)."""
-    out = np.zeros((x.shape[0], len(layout)))
-    for j, column in enumerate(layout.names):
-        if PREFIX + column in names:
-            out[:, j] = x[:, names.index(PREFIX + column)]
-    return out
-
-
 def _arm_sums(present: np.ndarray, y: np.ndarray, sums: np.ndarray, m: np.ndarray,
               shared: np.ndarray, pre: np.ndarray) -> np.ndarray:
     """One arm's sums ``(columns, len(sum_columns()))``: weights per (user, column) are
@@ -395,22 +389,26 @@ def _arm_sums(present: np.ndarray, y: np.ndarray, sums: np.ndarray, m: np.ndarra
 def covariate_sums(totals: UnitTotals, covariates: UserCovariates, layout: Layout,
                    arm_ids: list[int]) -> pa.Table:
     """Per arm and layout column, the covariate sums over the non-crossover users with the
-    metric defined (see the module docstring)."""
+    metric defined (see the module docstring), added up over
+    :func:`~tracker.rollup.aggregate.arm_blocks`."""
     names = covariates.names
-    x_all = covariates.of(totals.users) if totals.size else np.zeros((0, len(names)))
-    shared_all = x_all[:, _SHARED]
-    pre_all = _pre_matrix(x_all, names, layout)
+    found = index_in(totals.users, covariates.users) if totals.size else \
+        np.empty(0, dtype=np.int64)
+    pre = [(j, names.index(PREFIX + column)) for j, column in enumerate(layout.names)
+           if PREFIX + column in names]
     keep = ~crossover_mask(totals)
     columns: dict[str, list] = {"arm_id": [], "metric": [], "k": []}
     blocks = []
     for arm in arm_ids:
-        rows = keep & (totals.arms == arm)
-        sums, counts = totals.sums[rows], totals.counts[rows]
-        present = (counts > 0).astype(float)
-        y = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
-        m = np.where(counts > 0, counts, 0.0)
-        blocks.append(_arm_sums(present, y, sums, m, shared_all[rows], pre_all[rows])
-                      if rows.any() else np.zeros((len(layout), len(sum_columns()))))
+        out = np.zeros((len(layout), len(sum_columns())))
+        for block in arm_blocks(totals, arm, keep):
+            x = covariates.at(found[block.rows])
+            own = np.zeros((block.rows.size, len(layout)))  # each column's ``pre:`` covariate
+            for j, c in pre:
+                own[:, j] = x[:, c]
+            out += _arm_sums(block.present.astype(float), block.means, block.sums,
+                             block.weights, x[:, _SHARED], own)
+        blocks.append(out)
         columns["arm_id"] += [arm] * len(layout)
         columns["metric"] += [metric for metric, _ in layout.columns]
         columns["k"] += [k for _, k in layout.columns]
