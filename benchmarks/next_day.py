@@ -50,7 +50,7 @@ FIRST = bench.NEW_DAY - timedelta(days=1)
 HISTORY = Path(tempfile.gettempdir()) / (NAME + ".history")  # how many days were generated
 SPANS = [  # (module, attribute, label): the wall time of each call is summed
     ("tracker.rollup.engine", "_Run._plan", "plan"),
-    ("tracker.rollup.plan", "_DayImpressions.of", "  a day's impressions (or its state)"),
+    ("tracker.rollup.plan", "_DayImpressions.state", "  a day's state (or its impressions)"),
     ("tracker.rollup.plan", "_answered", "  the users new interactions answer"),
     ("tracker.rollup.plan", "_named", "  the users new interactions name"),
     ("tracker.rollup.plan", "_audience_days", "  the days whose audience interacted"),

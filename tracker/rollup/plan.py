@@ -219,19 +219,30 @@ class _DayImpressions:
             self._reader = ArrowReader(self.conn.engine)
         return self._reader
 
-    def of(self, day: date) -> pa.Table:
-        if day not in self._tables:
+    def state(self, day: date) -> ProvisionalDay | None:
+        """The day's stored state (decoded once), None when it keeps none."""
+        if day not in self.kept and day not in self._tables:
             stored = provisional.load(self.conn, self.info.id, day)
-            if stored is not None:
-                kept = self.kept[day] = ProvisionalDay.decode(stored, list(self.info.cutoffs))
+            if stored is None:
+                self._tables[day] = self._read(day)
+            else:
+                self.kept[day] = ProvisionalDay.decode(stored, list(self.info.cutoffs))
+        return self.kept.get(day)
+
+    def of(self, day: date) -> pa.Table:
+        """The day's ``id, user, served`` (of its state's lists when it keeps one: the
+        plan reads a kept day's codes instead, and builds this table only if asked)."""
+        if day not in self._tables:
+            kept = self.state(day)
+            if kept is not None:
                 self._tables[day] = kept.impressions()
-                return self._tables[day]
-            start, end = day_bounds(day, self.info.timezone)
-            extent = queries.day_id_range(self.conn, self.info.id, start, end)
-            self._tables[day] = queries.day_impressions(
-                self.reader, self.info.id, start, end, *extent) if extent else \
-                queries.DAY_IMPRESSIONS.empty_table()
         return self._tables[day]
+
+    def _read(self, day: date) -> pa.Table:
+        start, end = day_bounds(day, self.info.timezone)
+        extent = queries.day_id_range(self.conn, self.info.id, start, end)
+        return queries.day_impressions(self.reader, self.info.id, start, end, *extent) \
+            if extent else queries.DAY_IMPRESSIONS.empty_table()
 
     def most_users(self, day: date, users: frozenset[str]) -> bool:
         """Whether ``users`` are more than :data:`WHOLE_DAY_SHARE` of the day's users."""
@@ -269,12 +280,12 @@ def _answered(served: _DayImpressions, ids: Ids, plan: Plan, holding: set[date],
             reading = aside.submit(queries.new_window_interactions, served.reader,
                                    *day_bounds(day, zone), window, ids.interactions_after,
                                    ids.interactions_through)
-            table = served.of(day)
+            kept = served.state(day)
+            table = served.of(day) if kept is None else None
             new = reading.result()
-        if not table.num_rows:
+        if not (table.num_rows if kept is None else kept.lists.size):
             continue
         plan.timed[day] = new
-        kept = served.kept.get(day)
         if kept is not None:  # its codes, and the pairs kept for its rescoring
             answered, users = kept.pairs(new, window)
             served.kept[day] = replace(kept, matched=(answered, users))
