@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -108,10 +109,15 @@ def test_changed_users_rows_replace_the_stored_ones_as_a_full_replacement_does(
     assert got.counts.tobytes() == expected.counts.tobytes()
 
 
-def test_a_day_scored_again_overwrites_its_changed_users_rows_in_place():
+@pytest.mark.parametrize("owned", [False, True])
+def test_a_day_scored_again_overwrites_its_changed_users_rows_in_place(owned):
     before = _totals([("a", 1), ("b", 1), ("b", 2), ("c", 2)], 1)
+    kept = before.sums.copy()
     new = _totals([("b", 1), ("b", 2)], 2)
-    got = replaced(before, new)
+    got = replaced(before, new, owned=owned)
     assert got.users is before.users  # kept, not sorted again
     np.testing.assert_array_equal(got.sums[1:3], new.sums)
-    np.testing.assert_array_equal(got.sums[[0, 3]], before.sums[[0, 3]])
+    np.testing.assert_array_equal(got.sums[[0, 3]], kept[[0, 3]])
+    # the caller's totals: overwritten only when it gave them up (no copy of the matrices)
+    assert (got.sums is before.sums) == owned
+    np.testing.assert_array_equal(before.sums, got.sums if owned else kept)

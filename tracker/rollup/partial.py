@@ -69,7 +69,7 @@ def recompute_users(run: RunContext, day: date, users: frozenset[str], ids: Ids,
     exposures = {arm: Exposure.decode(data, run.cutoffs)
                  for arm, data in exposed.items() if arm}
     catalog = Exposure.decode(exposed[0], []).items
-    merged = DayScores(replaced(before, scores.totals), exposures,
+    merged = DayScores(replaced(before, scores.totals, owned=True), exposures,
                        _union(catalog, scores.catalog), scores.popularity)
     with transaction(run.engine, write=True) as conn:
         queries.tune(conn)
@@ -109,7 +109,7 @@ def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
                  for arm, data in exposed.items() if arm}
     catalog = _union(Exposure.decode(exposed[0], []).items,
                      np.asarray(answered.new_items.to_numpy(zero_copy_only=False), dtype=object))
-    merged = DayScores(replaced(UnitTotals.decode(stored, run.layout), changed),
+    merged = DayScores(replaced(UnitTotals.decode(stored, run.layout), changed, owned=True),
                        exposures, catalog, WindowPopularity.unchanged(),
                        kept=answered.day.encode(run.cutoffs))
     with transaction(run.engine, write=True) as conn:
@@ -120,12 +120,14 @@ def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
     return day_result(run, day, answered.day.extent, merged.totals, exposures, catalog)
 
 
-def replaced(stored: UnitTotals, changed: UnitTotals) -> UnitTotals:
+def replaced(stored: UnitTotals, changed: UnitTotals, *, owned: bool = False) -> UnitTotals:
     """``stored.replacing_users(changed)``: the rows of ``changed``'s users replaced by
     its rows. When ``stored`` is sorted by (user, arm) and holds exactly the (user, arm)
     rows ``changed`` has for its users (a day scored again for some of its users: the same
-    impressions, so the same rows), they are overwritten where they are, in a copy: no
-    sort of every user id again. Else :meth:`~UnitTotals.replacing_users`."""
+    impressions, so the same rows), they are overwritten where they are: no sort of every
+    user id again, and with ``owned`` (totals the caller just decoded and gives up) no copy
+    of their matrices either: ``stored``'s are overwritten. Else
+    :meth:`~UnitTotals.replacing_users`."""
     if changed.size == 0:
         return stored
     rows = np.flatnonzero(pc.is_in(stored.users, value_set=changed.users).to_numpy(
@@ -134,9 +136,9 @@ def replaced(stored: UnitTotals, changed: UnitTotals) -> UnitTotals:
             pc.all(pc.equal(stored.users.take(pa.array(rows)), changed.users)).as_py()
             and np.array_equal(stored.arms[rows], changed.arms)):
         return stored.replacing_users(changed)
-    sums, counts = np.array(stored.sums, order="F"), np.array(stored.counts, order="F")
+    sums, counts, impressions = (a if owned and a.flags.writeable else a.copy(order="F")
+                                 for a in (stored.sums, stored.counts, stored.impressions))
     sums[rows], counts[rows] = changed.sums, changed.counts
-    impressions = stored.impressions.copy()
     impressions[rows] = changed.impressions
     return UnitTotals(stored.users, stored.arms, impressions, sums, counts)
 
