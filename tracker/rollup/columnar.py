@@ -189,10 +189,10 @@ class Truth:
         """One row per (impression, item) of the pairs given, with its highest grade.
 
         Each pair and the rank of its grade are packed in one int64 and the keys sorted by
-        value (numpy's vectorised sort: several times faster than the argsort and the
-        gathers it needs; 2.4M pairs of a day's new interactions took 0.3 s); the last key
-        of each pair holds its highest grade. Keys that would not fit, or NaN grades, take
-        the argsort.
+        value (numpy's vectorised sort, without the argsort's gathers: 2.4M pairs of a
+        day's new interactions in 0.08 s against 0.14-0.15 s); the last key of each pair
+        holds its highest grade. Keys that would not fit, or NaN grades, take the argsort.
+        (A zero grade comes back as one of 0.0 and -0.0: the callers keep grades > 0.)
 
         >>> t = Truth.highest(np.array([1, 0, 1]), np.array([2, 2, 2]), np.array([1., 2., 3.]), 3)
         >>> t.rows.tolist(), t.grades.tolist()

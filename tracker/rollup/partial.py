@@ -125,8 +125,9 @@ def replaced(stored: UnitTotals, changed: UnitTotals, *, owned: bool = False) ->
     its rows. When ``stored`` is sorted by (user, arm) and holds exactly the (user, arm)
     rows ``changed`` has for its users (a day scored again for some of its users: the same
     impressions, so the same rows), they are overwritten where they are: no sort of every
-    user id again, and with ``owned`` (totals the caller just decoded and gives up) no copy
-    of their matrices either: ``stored``'s are overwritten. Else
+    user id again, and with ``owned`` (totals the caller just decoded and gives up, with
+    nothing :meth:`~UnitTotals.derived` from them yet) no copy of their matrices either:
+    ``stored``'s are overwritten. Else
     :meth:`~UnitTotals.replacing_users`."""
     if changed.size == 0:
         return stored

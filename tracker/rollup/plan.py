@@ -220,7 +220,8 @@ class _DayImpressions:
         return self._reader
 
     def state(self, day: date) -> ProvisionalDay | None:
-        """The day's stored state (decoded once), None when it keeps none."""
+        """The day's stored state (decoded once), None when it keeps none: its impressions
+        are then read from the logs, once, for :meth:`of`."""
         if day not in self.kept and day not in self._tables:
             stored = provisional.load(self.conn, self.info.id, day)
             if stored is None:
