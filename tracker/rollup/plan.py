@@ -290,8 +290,8 @@ def _answered(served: _DayImpressions, ids: Ids, plan: Plan, holding: set[date],
         if kept is not None:  # its codes, and the pairs kept for its rescoring
             answered, users = kept.pairs(new, window)
             served.kept[day] = replace(kept, matched=(answered, users))
-            plan.users(day, kept.users.take(pa.array(np.unique(kept.lists.users[answered]),
-                                                     pa.int32())).to_pylist())
+            codes = provisional.distinct_codes(kept.lists.users[answered], len(kept.users))
+            plan.users(day, kept.users.take(pa.array(codes, pa.int64())).to_pylist())
             continue
         (imp_users, it_users), _ = encode([table["user"], new["user"]])
         answered, _ = attribute(imp_users, table["served"].to_numpy(), it_users,

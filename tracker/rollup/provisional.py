@@ -183,8 +183,8 @@ class ProvisionalDay:
                                                                 + 1)))
         day = replace(self, lists=replace(lists, truth=merged), items=items, ln_users=ln_users,
                       dirty=self._dirtied(rows), matched=None, gained=pairs)
-        return Answered(day, _distinct(lists.users[rows], len(self.users)),
-                        items.take(pa.array(_distinct(new.items[gained], len(items)))))
+        return Answered(day, distinct_codes(lists.users[rows], len(self.users)),
+                        items.take(pa.array(distinct_codes(new.items[gained], len(items)))))
 
     def pairs(self, timed: pa.Table, window: int) -> tuple[np.ndarray, np.ndarray]:
         """The (list row, interaction row) pairs where an interaction of ``timed`` answers
@@ -215,7 +215,7 @@ class ProvisionalDay:
         """The chunks to write again once ``rows`` changed (None: all of them)."""
         if self.dirty is None:
             return None
-        chunks = _distinct(self.chunks[rows], int(self.chunks.max(initial=-1)) + 1)
+        chunks = distinct_codes(self.chunks[rows], int(self.chunks.max(initial=-1)) + 1)
         return self.dirty | frozenset(chunks.tolist())
 
     def catalog(self) -> np.ndarray:
@@ -419,7 +419,7 @@ def _dense(size: int, codes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(used), np.cumsum(used) - 1
 
 
-def _distinct(codes: np.ndarray, size: int) -> np.ndarray:
+def distinct_codes(codes: np.ndarray, size: int) -> np.ndarray:
     """The distinct values of ``codes`` (each below ``size``), sorted: marked, not sorted."""
     marked = np.zeros(size, dtype=bool)
     marked[codes] = True
