@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
@@ -422,6 +423,41 @@ def test_attribute_equals_a_double_loop(data, base):
     window = data.draw(st.integers(0, 12))
     assert _pairs(imp_user, imp_served, it_user, it_at, window) == _brute_pairs(
         imp_user, imp_served, it_user, it_at, window)
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), base=st.sampled_from([0, 1_790_000_000_000_000]), fits=st.booleans())
+def test_attribute_of_sorted_interactions_equals_a_double_loop(data, base, fits, monkeypatch):
+    n_imp = data.draw(st.integers(0, 25))
+    n_it = data.draw(st.integers(0, 25))
+    imp_user = data.draw(hnp.arrays(np.int64, n_imp, elements=st.integers(0, 3)))
+    imp_served = base + data.draw(hnp.arrays(np.int64, n_imp, elements=st.integers(0, 30)))
+    it_user = data.draw(hnp.arrays(np.int64, n_it, elements=st.integers(0, 4)))
+    it_at = base + data.draw(hnp.arrays(np.int64, n_it, elements=st.integers(-5, 45)))
+    order = np.lexsort((it_at, it_user))  # as Interactions holds them
+    it_user, it_at = it_user[order], it_at[order]
+    window = data.draw(st.integers(0, 12))
+    with monkeypatch.context() as patch:
+        if not fits:  # keys "would not fit": attribute's own search
+            patch.setattr(columnar, "_PACKED_LIMIT", 0)
+        imp, it = columnar.attribute_sorted(imp_user, imp_served, it_user, it_at, window)
+    assert sorted(zip(imp.tolist(), it.tolist(), strict=True)) == _brute_pairs(
+        imp_user, imp_served, it_user, it_at, window)
+
+
+def test_interactions_are_sorted_by_user_then_time_with_their_items_and_grades():
+    table = pa.table({"user": ["b", "a", "b", "a", "c"], "item": ["i1", "i2", "i3", "i4", "i5"],
+                      "event": ["click", "save", "play", "click", "view"],
+                      "at": pa.array([30, 20, 10, 40, 5], pa.int64())})
+    users = columnar.Vocabulary()
+    users.encode([pa.array(["a", "b"])])  # a: code 0, b: 1, c: 2 when met
+    got = columnar.Interactions.of(table, {"click": 1.0, "save": 2.0, "play": 3.0}, users)
+    assert got.users.tolist() == sorted(got.users.tolist())
+    rows = list(zip(got.users.tolist(), got.at.tolist(), got.items.to_pylist(),
+                    got.grades.tolist(), strict=True))
+    assert [(at, item, grade) for _, at, item, grade in rows] == \
+        [(20, "i2", 2.0), (40, "i4", 1.0), (10, "i3", 3.0), (30, "i1", 1.0)]  # "view": 0
 
 
 def _padded_rows(rows: list[list[int]], width: int, pad: int) -> np.ndarray:

@@ -55,7 +55,8 @@ class ChunkResult:
 class Interactions:
     """Interactions that may answer a day's impressions by time, ready for attribution:
     users as codes of the day's user :class:`Vocabulary`, grades from the experiment's
-    mapping (only those with a grade above 0 are kept)."""
+    mapping (only those with a grade above 0 are kept), sorted by user and time (sorted
+    once for the day: each chunk searches them, :func:`attribute_sorted`)."""
 
     users: np.ndarray  # int64 codes
     at: np.ndarray  # int64 microseconds
@@ -69,9 +70,11 @@ class Interactions:
         keep = grades > 0
         table = table.filter(pa.array(keep))
         (codes,) = users.encode([table["user"]])
-        return cls(codes, table["at"].to_numpy(), grades[keep],
-                   table["item"].combine_chunks() if table.num_rows
-                   else pa.array([], type=pa.string()))
+        at = table["at"].to_numpy()
+        order = np.lexsort((at, codes))  # by user, then time: what attribute_sorted needs
+        items = table["item"].combine_chunks() if table.num_rows \
+            else pa.array([], type=pa.string())
+        return cls(codes[order], at[order], grades[keep][order], items.take(pa.array(order)))
 
     def of_users(self, present: np.ndarray) -> Interactions:
         """Those of the users whose codes are marked in the boolean array ``present``
@@ -120,6 +123,29 @@ def attribute(imp_user: np.ndarray, imp_served: np.ndarray, it_user: np.ndarray,
     return order[np.repeat(low, counts) + offsets], it_index
 
 
+def attribute_sorted(imp_user: np.ndarray, imp_served: np.ndarray, it_user: np.ndarray,
+                     it_at: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`attribute` of interactions sorted by user, then time (:class:`Interactions`):
+    the impressions are searched among them, keyed by user and time, so nothing the size of
+    the interactions is sorted again. A chunk's impressions meet a whole day's interactions
+    this way: :func:`attribute` sorted all of them again for every chunk. Keys that would
+    not fit in an int64 take :func:`attribute`."""
+    if imp_user.size == 0 or it_user.size == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    base = min(int(imp_served.min()), int(it_at.min()))
+    span = max(int(it_at.max()), int(imp_served.max()) + window) - base + 1
+    if (max(int(imp_user.max()), int(it_user.max())) + 1) * span >= _PACKED_LIMIT:
+        return attribute(imp_user, imp_served, it_user, it_at, window)
+    key = it_user.astype(np.int64) * span + (it_at - base)  # ascending: sorted by user, time
+    start = imp_user.astype(np.int64) * span + (imp_served - base)
+    low = np.searchsorted(key, start, side="left")  # the first at >= served
+    high = np.searchsorted(key, start + window, side="right")  # past the last <= served + w
+    counts = high - low
+    total = int(counts.sum())
+    offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(np.arange(imp_user.size), counts), np.repeat(low, counts) + offsets
+
+
 def first_positions(items: np.ndarray, rows: np.ndarray, codes: np.ndarray) -> np.ndarray:
     """1-based first position of ``codes[j]`` in list ``rows[j]`` of ``items``; 0 if absent."""
     out = np.zeros(rows.size, dtype=np.int64)
@@ -158,7 +184,7 @@ def _overlaps(top: np.ndarray, baseline: np.ndarray, cutoffs: Sequence[int]) -> 
     return out
 
 
-_PACKED_LIMIT = 2**62  # a packed (impression, item, grade) key stays below this
+_PACKED_LIMIT = 2**62  # a packed key (pair and grade, or user and time) stays below this
 
 
 def grades_of(events: pa.Array, relevance: Mapping[str, float] | None) -> np.ndarray:
@@ -221,10 +247,10 @@ class Truth:
 def _ground_truth(lists: pa.Table, imp_user: np.ndarray, interactions: Interactions,
                   it_items: np.ndarray, keyed: pa.Table, keyed_items: np.ndarray,
                   relevance: Mapping[str, float] | None, window: int, n_items: int) -> Truth:
-    """Time-window pairs (:func:`attribute`), plus the interactions that name an
+    """Time-window pairs (:func:`attribute_sorted`), plus the interactions that name an
     impression; per (impression, item) the highest grade."""
-    imp_index, it_index = attribute(imp_user, lists["served"].to_numpy(), interactions.users,
-                                    interactions.at, window)
+    imp_index, it_index = attribute_sorted(imp_user, lists["served"].to_numpy(),
+                                           interactions.users, interactions.at, window)
     truth_row = imp_index
     truth_item = it_items[it_index]
     truth_grade = interactions.grades[it_index]
