@@ -435,9 +435,10 @@ def test_attribute_of_sorted_interactions_equals_a_double_loop(data, base, fits,
     imp_served = base + data.draw(hnp.arrays(np.int64, n_imp, elements=st.integers(0, 30)))
     it_user = data.draw(hnp.arrays(np.int64, n_it, elements=st.integers(0, 4)))
     it_at = base + data.draw(hnp.arrays(np.int64, n_it, elements=st.integers(-5, 45)))
-    order = np.lexsort((it_at, it_user))  # as Interactions holds them
-    it_user, it_at = it_user[order], it_at[order]
-    window = data.draw(st.integers(0, 12))
+    if data.draw(st.booleans()):  # as Interactions holds them; else the order is checked
+        order = np.lexsort((it_at, it_user))
+        it_user, it_at = it_user[order], it_at[order]
+    window = data.draw(st.integers(-3, 12))  # a negative window answers nothing
     with monkeypatch.context() as patch:
         if not fits:  # keys "would not fit": attribute's own search
             patch.setattr(columnar, "_PACKED_LIMIT", 0)

@@ -6,10 +6,12 @@ totals and item exposure, in vectorised numpy (no Python loop over impressions o
    (:class:`~tracker.rollup.codes.Vocabulary`, shared by the day's chunks, so their results
    add up as integer arrays); everything after works on integer codes.
 2. **Attribution** (the rule of the README's "Rollup semantics"): an interaction of user u at
-   time t answers every impression of u served in ``[t - window, t]``. With the impressions
-   sorted by (user, served time), the impressions one interaction answers are a contiguous
-   run, found by two binary searches; the runs are expanded into (impression, interaction)
-   pairs. Interactions that name an impression answer that impression only (the SQL joins
+   time t answers every impression of u served in ``[t - window, t]``. The day's
+   interactions are sorted by (user, time) once; the interactions that answer one of the
+   chunk's impressions are then a contiguous run, found by two binary searches
+   (:func:`attribute_sorted`; :func:`attribute` sorts the impressions instead, for one
+   search per interaction); the runs are expanded into (impression, interaction) pairs.
+   Interactions that name an impression answer that impression only (the SQL joins
    them). The ground truth keeps, per (impression, item), the highest grade, and only grades
    above 0.
 3. **Served position** of each ground-truth item: its first position in the list (0 when
@@ -129,14 +131,18 @@ def attribute_sorted(imp_user: np.ndarray, imp_served: np.ndarray, it_user: np.n
     the impressions are searched among them, keyed by user and time, so nothing the size of
     the interactions is sorted again. A chunk's impressions meet a whole day's interactions
     this way: :func:`attribute` sorted all of them again for every chunk. Keys that would
-    not fit in an int64 take :func:`attribute`."""
+    not fit in an int64 (user codes past ~2**62 / (a day and the window, in µs)), a negative
+    window, or interactions out of order take :func:`attribute`."""
     if imp_user.size == 0 or it_user.size == 0:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     base = min(int(imp_served.min()), int(it_at.min()))
     span = max(int(it_at.max()), int(imp_served.max()) + window) - base + 1
-    if (max(int(imp_user.max()), int(it_user.max())) + 1) * span >= _PACKED_LIMIT:
+    if window < 0 or \
+            (max(int(imp_user.max()), int(it_user.max())) + 1) * span >= _PACKED_LIMIT:
         return attribute(imp_user, imp_served, it_user, it_at, window)
     key = it_user.astype(np.int64) * span + (it_at - base)  # ascending: sorted by user, time
+    if key.size > 1 and not (key[1:] >= key[:-1]).all():
+        return attribute(imp_user, imp_served, it_user, it_at, window)
     start = imp_user.astype(np.int64) * span + (imp_served - base)
     low = np.searchsorted(key, start, side="left")  # the first at >= served
     high = np.searchsorted(key, start + window, side="right")  # past the last <= served + w
