@@ -30,7 +30,7 @@ read: the day is then recomputed from the raw logs, which replaces it.
 
 When new interactions answer the day (:mod:`tracker.rollup.plan`, ``Plan.rescore``), only
 those interactions are read (by primary key), attributed to the stored impressions in numpy
-(:func:`~tracker.rollup.columnar.attribute`, the same rule), and merged into the stored
+(:func:`~tracker.rollup.columnar.attribute_sorted`, the same rule), and merged into the stored
 ground truth; the impressions whose ground truth changed give the users to score again,
 and every impression of those users is scored with the kernels a whole day uses
 (:func:`~tracker.rollup.columnar.score_encoded`), chunk by chunk in the order the day was
@@ -54,7 +54,14 @@ import sqlalchemy as sa
 from tracker.errors import StaleState
 from tracker.rollup import queries, state
 from tracker.rollup.aggregate import UnitTotals, totals_of_parts, unit_totals_of_codes
-from tracker.rollup.columnar import EncodedLists, Truth, attribute, grades_of, score_encoded
+from tracker.rollup.chunk_parts import decode_chunks
+from tracker.rollup.columnar import (
+    EncodedLists,
+    Truth,
+    attribute_sorted,
+    grades_of,
+    score_encoded,
+)
 from tracker.rollup.days import day_bounds
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.pipeline import SCORERS
@@ -192,9 +199,13 @@ class ProvisionalDay:
         codes = pc.index_in(timed["user"], value_set=self.users)
         known = np.flatnonzero(codes.is_valid().to_numpy(zero_copy_only=False))
         users = pc.fill_null(codes, 0).to_numpy().astype(np.int64)[known]
-        rows, it = attribute(self.lists.users.astype(np.int64), self.lists.served_at, users,
-                             timed["at"].to_numpy()[known], window)
-        return rows, known[it]
+        at = timed["at"].to_numpy()[known]
+        # the day's users' interactions sorted once by (user, time), and the lists searched
+        # among them: no sort the size of the day's lists (attribute sorts them twice)
+        order = np.lexsort((at, users))
+        rows, it = attribute_sorted(self.lists.users.astype(np.int64), self.lists.served_at,
+                                    users[order], at[order], window)
+        return rows, known[order[it]]
 
     def rebuilt(self, timed: pa.Table, keyed: pa.Table, relevance, window: int) -> Answered:
         """The ground truth built again from ``timed`` and ``keyed`` (as :meth:`answer`
@@ -299,17 +310,16 @@ class ProvisionalDay:
             raise StaleState(f"stored rollup state ({state.PROVISIONAL_USERS}) names "
                                    f"{count} chunks and holds {len(parts) - 2} parts of them; "
                                    "run `tracker rollup --full` to recompute the stored state")
-        chunks = [_decode_chunk(parts[FIRST_CHUNK_PART + 2 * c], parts[FIRST_CHUNK_PART + 2 * c
-                                                                       + 1], cutoffs)
-                  for c in range(count)]
+        lists, sizes = decode_chunks([(parts[FIRST_CHUNK_PART + 2 * c],
+                                       parts[FIRST_CHUNK_PART + 2 * c + 1])
+                                      for c in range(count)], cutoffs)
         item_ids = items["item_id"].combine_chunks()
-        lists = _concat(chunks)
         gained = parts[FIRST_CHUNK_PART + 2 * count:]
         for data in gained:  # the highest grade per pair, whatever the parts' order
             truth = merge_truth(lists.truth, _decode_gained(data, lists.size, len(item_ids)),
                                 len(item_ids))[0]
             lists = replace(lists, truth=truth)
-        return cls(np.repeat(np.arange(count, dtype=np.int32), [c.size for c in chunks]),
+        return cls(np.repeat(np.arange(count, dtype=np.int32), sizes),
                    lists, users["user_id"].combine_chunks(), item_ids,
                    np.r_[items["ln_users"].to_numpy(), 0.0],
                    int(state.metadata(items, "n_users")), frozenset(), len(item_ids),
@@ -366,33 +376,6 @@ def _encode_truth(truth: Truth, low: int, high: int, first: int, last: int) -> m
         state.PROVISIONAL_TRUTH, compress=True)
 
 
-def _decode_chunk(lists_part: bytes, truth_part: bytes, cutoffs: list[int]) -> EncodedLists:
-    """One chunk's lists and ground truth (truth rows index the chunk)."""
-    table = state.read(lists_part, state.PROVISIONAL_LISTS)
-    overlaps = [f"overlap@{k}" for k in cutoffs]
-    state.require(table, ["id", "user", "arm_id", "served_at", "items", "has_baseline",
-                          *overlaps], state.PROVISIONAL_LISTS)
-    truth_table = state.read(truth_part, state.PROVISIONAL_TRUTH)
-    state.require(truth_table, ["truth_items", "truth_grades"], state.PROVISIONAL_TRUTH)
-    n = table.num_rows
-    if truth_table.num_rows != n:
-        raise StaleState(f"stored rollup state ({state.PROVISIONAL_TRUTH}) holds "
-                               f"{truth_table.num_rows} rows for {n} lists; run `tracker "
-                               "rollup --full` to recompute the stored state")
-    truth_items = truth_table["truth_items"].combine_chunks()
-    served = table["items"].combine_chunks()
-    truth = Truth(np.repeat(np.arange(n, dtype=np.int64), _lengths(truth_items)),
-                  _values(truth_items, np.int32),
-                  _values(truth_table["truth_grades"].combine_chunks(), np.float64))
-    overlap = np.stack([table[name].to_numpy() for name in overlaps], axis=1) if n else \
-        np.zeros((0, len(cutoffs)), dtype=np.int8)
-    return EncodedLists(
-        table["id"].to_numpy(), table["user"].to_numpy(), table["arm_id"].to_numpy(),
-        table["served_at"].to_numpy(), _values(served, np.int32),
-        _lengths(served).astype(np.int32), overlap,
-        table["has_baseline"].to_numpy(zero_copy_only=False), truth)
-
-
 def _decode_gained(data: bytes, lists: int, items: int) -> Truth:
     """The pairs of one ``provisional-gained/1`` part; one written for another state of
     the day (another number of lists, a row or item code the state lacks, pairs out of
@@ -424,15 +407,6 @@ def distinct_codes(codes: np.ndarray, size: int) -> np.ndarray:
     marked = np.zeros(size, dtype=bool)
     marked[codes] = True
     return np.flatnonzero(marked)
-
-
-def _lengths(lists: pa.ListArray) -> np.ndarray:
-    return np.diff(lists.offsets.to_numpy()).astype(np.int64)
-
-
-def _values(lists: pa.ListArray, dtype) -> np.ndarray:
-    offsets = lists.offsets.to_numpy()
-    return lists.values.to_numpy()[offsets[0]:offsets[-1]].astype(dtype, copy=False)
 
 
 def _concat(parts: list[EncodedLists]) -> EncodedLists:
