@@ -4,6 +4,7 @@ of a chunk's users: the pieces that let a day's chunks be scored apart and added
 from __future__ import annotations
 
 import pickle
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -131,6 +132,27 @@ def test_what_is_derived_from_totals_is_computed_once_and_not_pickled():
     copy = pickle.loads(pickle.dumps(totals))  # a memoryview does not pickle
     assert copy.users.equals(totals.users) and copy.sums.tolist() == totals.sums.tolist()
     assert copy.derived(("x",), lambda: "again") == "again"
+
+
+def test_another_key_is_derived_while_one_is_being_computed_and_a_key_only_once():
+    totals = UnitTotals(pa.array(["a"]), np.array([1]), np.array([1]), np.ones((1, 1)),
+                        np.ones((1, 1)))
+    started, other_done = threading.Event(), threading.Event()
+    calls = []
+
+    def slow():  # waits, holding its key, until the other key was derived
+        calls.append("slow")
+        started.set()
+        return other_done.wait(timeout=10)
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        first = pool.submit(totals.derived, ("slow",), slow)
+        started.wait(timeout=10)
+        again = pool.submit(totals.derived, ("slow",), slow)  # waits for the first
+        assert totals.derived(("fast",), lambda: "fast") == "fast"  # not blocked
+        other_done.set()
+        assert first.result(timeout=10) is True and again.result(timeout=10) is True
+    assert calls == ["slow"]
 
 
 def test_factorize_sorts_ids_as_utf8_bytes():

@@ -62,8 +62,12 @@ class UnitTotals:
 
     def derived(self, key: tuple, compute: Callable[[], Any]) -> Any:
         """``compute()``, once per ``key`` for these totals, whichever thread asks first
-        (the others wait for it); its result is shared: read it, never change it."""
-        with self._deriving:
+        (the others asking for that key wait for it; another key is computed meanwhile:
+        the cumulative pass encodes the totals in one thread while it sums them in
+        another); its result is shared: read it, never change it."""
+        with self._deriving:  # held only to find the key's own lock
+            lock = self._derived.setdefault(("lock", *key), threading.Lock())
+        with lock:
             if key not in self._derived:
                 self._derived[key] = compute()
             return self._derived[key]

@@ -10,6 +10,7 @@ whose unit totals it still holds).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 
@@ -104,22 +105,27 @@ def _write_day(conn: sa.Connection, view: View, running: Running, layout: Layout
     """The cumulative units, exposure and report rows of one day (``own``: its cumulative
     totals are the daily ones the run just computed and wrote, with their CUPED sums)."""
     info, cutoffs = view.info, list(view.info.cutoffs)
-    if own:  # the daily rows this run wrote of the same totals: copied, not encoded again
-        results.copy_daily_units(conn, info.id, view.day)
-    else:
-        results.insert_units(conn, info.id, view.day, True, running.totals.encode(layout))
-    results.insert_exposure(conn, info.id, view.day, True,
-                            [(arm, e.encode(cutoffs if arm else []))
-                             for arm, e in sorted(running.exposure.items())])
-    seen = running.exposure[0].items if 0 in running.exposure else np.empty(0, dtype=object)
-    arms = {arm: e for arm, e in running.exposure.items() if arm}
-    insert_stats(conn, stats_rows(view, running.totals, layout, arms,
-                                  catalog_size(seen, declared)))
-    if own and running.covariates is not None:
-        cuped.copy_daily_sums(conn, info.id, view.day)  # the same sums, not computed again
-    else:
-        cuped.write_sums(conn, info, view.day, True, running.totals, running.covariates,
-                         layout)
+    # the units encoded (Arrow and zstd, which release the GIL) in a thread while the
+    # statistics and CUPED's sums are computed from the same totals in this one
+    with ThreadPoolExecutor(max_workers=1) as aside:
+        encoding = None if own else aside.submit(running.totals.encode, layout)
+        results.insert_exposure(conn, info.id, view.day, True,
+                                [(arm, e.encode(cutoffs if arm else []))
+                                 for arm, e in sorted(running.exposure.items())])
+        seen = running.exposure[0].items if 0 in running.exposure else \
+            np.empty(0, dtype=object)
+        arms = {arm: e for arm, e in running.exposure.items() if arm}
+        insert_stats(conn, stats_rows(view, running.totals, layout, arms,
+                                      catalog_size(seen, declared)))
+        if own and running.covariates is not None:
+            cuped.copy_daily_sums(conn, info.id, view.day)  # the same sums, not again
+        else:
+            cuped.write_sums(conn, info, view.day, True, running.totals, running.covariates,
+                             layout)
+        if encoding is None:  # the daily rows this run wrote of the same totals: copied
+            results.copy_daily_units(conn, info.id, view.day)
+        else:
+            results.insert_units(conn, info.id, view.day, True, encoding.result())
 
 
 def _decode(data: bytes, arm: int, cutoffs: list[int]) -> Exposure:
