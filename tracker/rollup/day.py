@@ -116,21 +116,27 @@ def recompute_day(run: RunContext, day: date, summary: RollupSummary) -> DayResu
         return DayResult.empty()
     keep = to_micros(run.clock) < closes_at(run, extent)
     scores = DayScorer(run, day, extent, day_wide, keep=keep).score(summary)
+    result = store_day(run, day, extent, scores)
+    if scores.own_pairs is not None:
+        run.window.remember(day, scores.own_pairs)
+    return result
+
+
+def store_day(run: RunContext, day: date, extent: queries.DayExtent,
+              scores: DayScores) -> DayResult:
+    """The day's state written (:func:`write_state`, one transaction) while its units are
+    encoded and the rows the report reads computed in a thread (numpy and Arrow, while
+    the provisional state is written first: mostly the database's work); those rows."""
     def aside_of_the_write() -> DayResult:
         scores.totals.encode(run.layout)  # once: write_state takes these parts
         return day_result(run, day, extent, scores.totals, scores.exposures, scores.catalog)
 
     with ThreadPoolExecutor(max_workers=1) as aside:
-        # the units encoded and the rows the report reads (numpy, Arrow) while the state
-        # is written (the provisional state first: mostly the database's work)
         result = aside.submit(aside_of_the_write)
         with transaction(run.engine, write=True) as conn:
             queries.tune(conn)
             write_state(conn, run, day, scores)
-        result = result.result()
-    if scores.own_pairs is not None:
-        run.window.remember(day, scores.own_pairs)
-    return result
+        return result.result()
 
 
 def write_state(conn: sa.Connection, run: RunContext, day: date, scores: DayScores) -> None:

@@ -33,7 +33,7 @@ import sqlalchemy as sa
 
 from tracker.rollup import queries
 from tracker.rollup.aggregate import UnitTotals
-from tracker.rollup.day import DayScores, RunContext, closes_at, day_result, write_state
+from tracker.rollup.day import DayScores, RunContext, closes_at, store_day
 from tracker.rollup.days import day_bounds
 from tracker.rollup.exposure import Exposure
 from tracker.rollup.popularity import DayPairs
@@ -86,14 +86,12 @@ def final_pass(run: RunContext, day: date, kept: ProvisionalDay, stored: bytes,
     merged = DayScores(UnitTotals.decode(stored, run.layout).replacing_users(changed),
                        exposures, rebuilt.day.catalog(), WindowPopularity.unchanged(),
                        own_pairs=own, kept=None if final else rebuilt.day.encode(run.cutoffs))
-    with transaction(run.engine, write=True) as conn:
-        queries.tune(conn)
-        write_state(conn, run, day, merged)
+    result = store_day(run, day, extent, merged)
     run.window.remember(day, own)
     summary.days_in_part += 1
     summary.users_recomputed += int(rebuilt.changed_users.size)
     summary.truth_pairs_read += int(rebuilt.day.lists.truth.rows.size)
-    return day_result(run, day, extent, merged.totals, exposures, merged.catalog)
+    return result
 
 
 def _impressions(conn: sa.Connection, experiment_id: int, start: int, end: int

@@ -19,6 +19,7 @@ scores from it the users whose ground truth changed, however many they are.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 
 import numpy as np
@@ -27,7 +28,7 @@ import pyarrow.compute as pc
 
 from tracker.rollup import provisional, queries
 from tracker.rollup.aggregate import UnitTotals
-from tracker.rollup.day import DayScorer, DayScores, RunContext, day_result, write_state
+from tracker.rollup.day import DayScorer, DayScores, RunContext, store_day
 from tracker.rollup.days import day_bounds
 from tracker.rollup.exposure import Exposure
 from tracker.rollup.final import final_pass, is_due
@@ -71,12 +72,10 @@ def recompute_users(run: RunContext, day: date, users: frozenset[str], ids: Ids,
     catalog = Exposure.decode(exposed[0], []).items
     merged = DayScores(replaced(before, scores.totals, owned=True), exposures,
                        _union(catalog, scores.catalog), scores.popularity)
-    with transaction(run.engine, write=True) as conn:
-        queries.tune(conn)
-        write_state(conn, run, day, merged)
+    result = store_day(run, day, extent, merged)
     summary.days_in_part += 1
     summary.users_recomputed += _distinct(scores.totals.users)
-    return day_result(run, day, extent, merged.totals, exposures, merged.catalog)
+    return result
 
 
 def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
@@ -103,21 +102,29 @@ def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
     timed, keyed = provisional.new_interactions(run.reader, info, day, ids.interactions_after,
                                                 ids.interactions_through, run.window_us,
                                                 timed)
-    answered = kept.answer(timed, keyed, info.relevance, run.window_us)
-    changed = answered.day.totals_of(answered.changed_users, run.layout, run.cutoffs)
-    exposures = {arm: Exposure.decode(data, run.cutoffs)
-                 for arm, data in exposed.items() if arm}
-    catalog = _union(Exposure.decode(exposed[0], []).items,
-                     np.asarray(answered.new_items.to_numpy(zero_copy_only=False), dtype=object))
-    merged = DayScores(replaced(UnitTotals.decode(stored, run.layout), changed, owned=True),
-                       exposures, catalog, WindowPopularity.unchanged(),
-                       kept=answered.day.encode(run.cutoffs))
-    with transaction(run.engine, write=True) as conn:
-        queries.tune(conn)
-        write_state(conn, run, day, merged)
+    with ThreadPoolExecutor(max_workers=1) as aside:
+        # the stored units and exposure decoded (Arrow, numpy copies) while the new
+        # interactions are merged and the changed users scored
+        before = aside.submit(_decoded, run, stored, exposed)
+        answered = kept.answer(timed, keyed, info.relevance, run.window_us)
+        changed = answered.day.totals_of(answered.changed_users, run.layout, run.cutoffs)
+        totals, exposures, catalog = before.result()
+    catalog = _union(catalog, np.asarray(answered.new_items.to_numpy(zero_copy_only=False),
+                                         dtype=object))
+    merged = DayScores(replaced(totals, changed, owned=True), exposures, catalog,
+                       WindowPopularity.unchanged(), kept=answered.day.encode(run.cutoffs))
+    result = store_day(run, day, answered.day.extent, merged)
     summary.days_in_part += 1
     summary.users_recomputed += int(answered.changed_users.size)
-    return day_result(run, day, answered.day.extent, merged.totals, exposures, catalog)
+    return result
+
+
+def _decoded(run: RunContext, stored: list[bytes], exposed: dict[int, bytes]
+             ) -> tuple[UnitTotals, dict[int, Exposure], np.ndarray]:
+    """A day's stored units, its arms' exposure and its catalog's items, decoded."""
+    return (UnitTotals.decode(stored, run.layout),
+            {arm: Exposure.decode(data, run.cutoffs) for arm, data in exposed.items() if arm},
+            Exposure.decode(exposed[0], []).items)
 
 
 def replaced(stored: UnitTotals, changed: UnitTotals, *, owned: bool = False) -> UnitTotals:
