@@ -65,6 +65,7 @@ SPANS = [  # (module, attribute, label): the wall time of each call is summed
     ("tracker.rollup.provisional", "ProvisionalDay.totals_of", "    changed users scored"),
     ("tracker.rollup.day", "provisional.save", "  provisional state written"),
     ("tracker.rollup.partial", "write_state", "  state of days from their state written"),
+    ("tracker.rollup.partial", "store_day", "  state of days from their state written"),
     ("tracker.rollup.engine", "_Run._commit", "last transaction"),
     ("tracker.rollup.engine", "covariates.refresh", "  CUPED covariates of new users"),
     ("tracker.rollup.engine", "covariates.publish_daily", "  CUPED daily sums"),
