@@ -264,8 +264,9 @@ def main() -> None:
           f"impressions read {summary['impressions_read']:,}; load after "
           + ", ".join(f"{v:.1f}" for v in os.getloadavg()), flush=True)
     print(f"  {'step (wall seconds, summed over calls)':44} {'first':>7}   {'next':>7}")
-    for label in [label for _, _, label in SPANS] + ["CPU seconds of the process (all threads)",
-                                                     "CPU seconds of the PostgreSQL server"]:
+    labels = dict.fromkeys(label for _, _, label in SPANS)  # once each, in order
+    for label in [*labels, "CPU seconds of the process (all threads)",
+                  "CPU seconds of the PostgreSQL server"]:
         if label in spans or label in first_spans:
             print(f"  {label:44} {first_spans.get(label, 0):7.2f} s {spans.get(label, 0):7.2f} s")
 
