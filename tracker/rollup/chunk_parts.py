@@ -14,8 +14,8 @@ Decoding chunk by chunk and concatenating afterwards copied every value twice, a
 copies touched fresh memory: on the dense benchmark's provisional day (1M lists, 7 chunks)
 most of that time was the kernel faulting pages in, on one thread. Here each value is
 copied once, and the page faults of the slices are taken by two threads. The arrays are
-the same, value for value and dtype for dtype (a test compares them with the chunk by
-chunk decoding).
+those :meth:`~tracker.rollup.provisional.ProvisionalDay.encode` wrote, value for value and
+dtype for dtype (``tests/rollup/test_chunk_parts.py`` round-trips random days).
 """
 
 from __future__ import annotations
