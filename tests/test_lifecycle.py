@@ -294,6 +294,36 @@ def test_expired_logs_keep_their_results_and_their_days_are_never_recomputed(tra
     assert dump(tracker.engine)["rollup_metric"] == before["rollup_metric"]
 
 
+def test_a_cuped_days_change_that_needs_expired_logs_is_refused_before_it_is_stored(tracker):
+    _logged(tracker, days=3)
+    tracker.rollup(now=NOW)
+    tracker.expire_logs(NOW - (T0 + timedelta(days=1)), now=NOW)
+    before = dump(tracker.engine)
+    with pytest.raises(ExpiredLogs, match=r"new cuped_days \(3\)"):
+        tracker.update_experiment("home", cuped_days=3)
+    assert tracker.experiment("home").cuped_days == 14  # not stored
+    # other settings still change, and the experiment keeps rolling up
+    tracker.update_experiment("home", name="Home feed")
+    (summary,) = tracker.rollup(now=NOW)
+    assert summary.days_recomputed == []
+    assert dump(tracker.engine)["rollup_metric"] == before["rollup_metric"]
+
+
+def test_the_cli_refuses_a_cuped_days_change_after_expiry_in_one_line(tracker, db_url):
+    from click.testing import CliRunner
+
+    from tracker.cli import main
+
+    _logged(tracker, days=3)
+    tracker.rollup(now=NOW)
+    tracker.expire_logs(NOW - (T0 + timedelta(days=1)), now=NOW)
+    result = CliRunner().invoke(main, ["experiments", "update", "home", "--cuped-days", "3"],
+                                env={"TRACKER_DATABASE_URL": db_url})
+    assert result.exit_code != 0 and "Traceback" not in result.output, result.output
+    assert "cuped_days" in result.output and "refused" in result.output
+    assert tracker.experiment("home").cuped_days == 14
+
+
 def test_days_after_the_horizon_are_still_rolled_up(tracker):
     # a short popularity window: the third day and later stay recomputable
     tracker.settings = tracker.settings.replace(rollup_popularity_days=1)

@@ -117,7 +117,9 @@ class Tracker:
         """Change the settings of experiment ``key`` that are safe to change; None leaves one
         as it is. ``primary`` / ``guardrails`` replace that role's metrics (``[]`` / ``{}``
         empties it; both empty: no roles, the report's defaults apply). A new ``cuped_days``
-        makes the next rollup recompute every day. Arms, window,
+        makes the next rollup recompute every day: refused with
+        :class:`~tracker.errors.ExpiredLogs` (nothing changes) when expired logs make some
+        of them impossible to recompute. Arms, window,
         relevance, cutoffs and time zone are not offered: they decide what the stored
         results mean. Raises ValidationError (nothing changes) or NotFound.
         """
@@ -126,6 +128,11 @@ class Tracker:
             values = experiment_update_fields(info, primary=primary, guardrails=guardrails,
                                               name=name, description=description,
                                               ends_at=ends_at, cuped_days=cuped_days)
+            if "cuped_days" in values:  # the next rollup would rebuild every day
+                recomputable(conn, info, set(), rebuild=True,
+                             popularity_days=self.settings.rollup_popularity_days,
+                             because=f"the rebuild a new cuped_days "
+                                     f"({values['cuped_days']}) asks for")
             registry.update_experiment(conn, key, values)
             return registry.get_experiment(conn, key)
 
@@ -228,7 +235,8 @@ class Tracker:
             # a declaration makes the next rollup rebuild every day: refused (ExpiredLogs)
             # when some of them can no longer be recomputed
             recomputable(conn, info, set(), rebuild=True,
-                         popularity_days=self.settings.rollup_popularity_days)
+                         popularity_days=self.settings.rollup_popularity_days,
+                         because="the rebuild a catalog declaration asks for")
             registry.replace_catalog(conn, info.id, declared)
         return len(declared)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,36 @@ def test_a_downgrade_that_drops_a_column_of_experiment_keeps_its_arms(tracker, d
     engine = create_engine(db_url)
     schema.downgrade(engine, revision)
     assert count(engine, "experiment") == 1 and count(engine, "arm") == 2
+    engine.dispose()
+
+
+@pytest.mark.parametrize("revision", [
+    pytest.param("0008", id="to-0008-would-forget-the-horizon"),
+    pytest.param("0005", id="further-down-but-keeping-the-results-too"),
+])
+def test_a_downgrade_that_would_forget_the_retention_horizon_is_refused(tracker, db_url,
+                                                                       revision):
+    from tests.rollup.scenario import make_logs
+    from tracker.errors import ExpiredLogs
+
+    make_experiment(tracker)
+    imps, events = make_logs(3, days=3, key="home")
+    tracker.log_impressions(imps)
+    tracker.log_interactions(events)
+    now = datetime(2026, 11, 20, tzinfo=UTC)
+    tracker.rollup(now=now)
+    tracker.expire_logs(now - (T0 + timedelta(days=1)), now=now)
+    engine = create_engine(db_url)
+    tables = _tables(engine)
+    with pytest.raises(ExpiredLogs, match="log_expiry"):
+        schema.downgrade(engine, revision)
+    assert schema.current(engine) == SCHEMA_REVISION and _tables(engine) == tables
+    refused = _downgrade(db_url, "--revision", revision, "--yes")
+    assert refused.exit_code != 0 and "Traceback" not in refused.output, refused.output
+    assert "log_expiry" in refused.output and schema.current(engine) == SCHEMA_REVISION
+    # down past 0003 the results go too: nothing is left to recompute wrongly
+    schema.downgrade(engine, "0002")
+    assert "log_expiry" not in _tables(engine) and "rollup_day" not in _tables(engine)
     engine.dispose()
 
 

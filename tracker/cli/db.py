@@ -46,8 +46,9 @@ def downgrade(revision: str, yes: bool) -> None:
     engine, _ = open_engine()
     before = schema.current(engine)
     with options_for(revision="--revision"):
-        _confirm_dropping([t for t in schema.tables_dropped_by(engine, revision) if t.rows],
-                          revision, yes)
+        dropped = schema.tables_dropped_by(engine, revision)
+        schema.refuse_forgetting_horizon(engine, dropped, revision)  # before asking
+        _confirm_dropping([t for t in dropped if t.rows], revision, yes)
         after = schema.downgrade(engine, revision)
     click.echo(f"{where(engine)}: schema {before or 'empty'} -> {after or 'empty'}")
 

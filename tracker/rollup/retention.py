@@ -44,11 +44,16 @@ def first_recomputable_day(expired_before_us: int, zone: str, popularity_days: i
 
 
 def recomputable(conn: sa.Connection, info: ExperimentInfo, touched: set[date], *,
-                 rebuild: bool, popularity_days: int) -> set[date]:
+                 rebuild: bool, popularity_days: int,
+                 because: str = "a full rebuild (`rollup --full`, or the one a catalog "
+                                "declaration or a migration asks for)") -> set[date]:
     """The days of ``touched`` the rollup may recompute: all of them while logs never
     expired, else those from :func:`first_recomputable_day` on. A ``rebuild`` (which
     forgets every stored result of the experiment) of an experiment that has results
-    before that day raises :class:`ExpiredLogs`: they could not be computed again."""
+    before that day raises :class:`ExpiredLogs`: they could not be computed again
+    (``because``: what asks for the rebuild, for the message). Settings whose change needs
+    a rebuild (a catalog, ``cuped_days``) call it before they are stored, so a refused
+    change never leaves the experiment's rollup failing on every run."""
     cutoff = lifecycle.expired_before(conn)
     if cutoff is None:
         return touched
@@ -59,7 +64,6 @@ def recomputable(conn: sa.Connection, info: ExperimentInfo, touched: set[date], 
             raise ExpiredLogs(
                 f"experiment {info.key!r}: raw logs before {from_micros(cutoff).isoformat()} "
                 f"were expired (tracker logs expire), so its days before {first} cannot be "
-                "recomputed, and a full rebuild (`rollup --full`, or the one a catalog "
-                "declaration or a migration asks for) would lose their results: refused, "
-                "every stored result is unchanged")
+                f"recomputed, and {because} would lose their results: refused, every "
+                "stored result and setting is unchanged")
     return {day for day in touched if day >= first}

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from tracker.errors import TrackerError, ValidationError
+from tracker.errors import ExpiredLogs, TrackerError, ValidationError
 from tracker.install import MIGRATIONS, shipped
 from tracker.store.db import schema_revision, transaction
 
@@ -53,13 +53,38 @@ def upgrade(engine: sa.Engine, revision: str = "head") -> str | None:
 def downgrade(engine: sa.Engine, revision: str = "-1") -> str | None:
     """Migrate the database down to ``revision`` (default: one step).
 
-    Data in the tables it drops is lost: ask :func:`tables_dropped_by` first.
+    Data in the tables it drops is lost: ask :func:`tables_dropped_by` first. A downgrade
+    that would forget the retention horizon while keeping results is refused
+    (:func:`refuse_forgetting_horizon`).
     """
     from alembic import command
 
+    refuse_forgetting_horizon(engine, tables_dropped_by(engine, revision), revision)
     with _known_revision(revision), transaction(engine, write=True) as conn:
         command.downgrade(alembic_config(conn), revision)
     return current(engine)
+
+
+def refuse_forgetting_horizon(engine: sa.Engine, dropped: list[TableRows],
+                              revision: str) -> None:
+    """Raise :class:`~tracker.errors.ExpiredLogs` when a downgrade would drop the record of
+    expired logs (``log_expiry``, 0009) but keep rolled-up results (``rollup_day``): the
+    rollup would then take the days whose logs were deleted for recomputable and replace
+    their results with what is left of the logs. Dropping both (down to before 0003) loses
+    nothing more than the results themselves, which the confirmation names."""
+    rows = {t.table: t.rows for t in dropped}
+    if not rows.get("log_expiry") or "rollup_day" in rows:
+        return
+    with transaction(engine) as conn:
+        names = set(sa.inspect(conn).get_table_names())
+        results = _count(conn, "rollup_day") if "rollup_day" in names else 0
+    if results:
+        raise ExpiredLogs(
+            f"downgrading to {revision!r} drops log_expiry, the record of the raw logs "
+            f"`tracker logs expire` deleted, but keeps {results} rolled-up day(s): the next "
+            "rollup would recompute days whose logs are gone and lose their results. "
+            "Refused, nothing changed: stay at 0009 or later, or downgrade past 0003 "
+            "(which drops the results too)")
 
 
 @dataclass(frozen=True)
