@@ -248,6 +248,57 @@ def test_an_erasure_waits_for_a_running_rollup_then_marks_its_days(tracker):
                                     "WHERE computed_at < closes_at")).scalar_one() > 0
 
 
+@pytest.mark.parametrize("step", [
+    pytest.param(("day", 1), id="erased-while-the-first-day-is-computed"),
+    pytest.param(("day", 3), id="erased-while-the-last-day-is-computed"),
+])
+def test_a_user_erased_while_a_rollup_computes_days_for_the_first_time_leaves_no_trace(
+        tracker, step):
+    # the rollup has read the user's rows; the erasure deletes them while it computes days
+    # that have no results yet; after it and the next rollup the tables equal a rebuild
+    # without the user, and no stored state holds their id
+    from tracker.rollup.engine import run_rollup
+
+    imps, _ = _logged(tracker, days=3)
+    user = imps[0]["user_id"]
+    paused, resume, erased = threading.Event(), threading.Event(), threading.Event()
+
+    def progress(stage, done, total, day) -> None:
+        if (stage, done) == step and not paused.is_set():
+            paused.set()
+            assert resume.wait(60)
+
+    def roll() -> None:
+        run_rollup(tracker.engine, tracker.settings, "home", now=NOW, progress=progress)
+
+    def erase() -> None:
+        tracker.delete_user(user, now=NOW)
+        erased.set()
+
+    rollup = threading.Thread(target=roll)
+    rollup.start()
+    assert paused.wait(120)
+    eraser = threading.Thread(target=erase)
+    eraser.start()
+    deadline = threading.Event()
+    for _ in range(600):  # the rows go at once; the marks wait for the rollup's lock
+        if user not in _raw_users(tracker.engine):
+            break
+        deadline.wait(0.1)
+    assert user not in _raw_users(tracker.engine)
+    resume.set()
+    rollup.join(120)
+    eraser.join(120)
+    assert erased.is_set() and not rollup.is_alive()
+    tracker.rollup(now=NOW)
+    incremental = dump(tracker.engine)
+    for table in ("rollup_units", "rollup_pairs", "rollup_user_covariates",
+                  "rollup_first_seen", "rollup_provisional"):
+        assert user not in _blob_users(tracker.engine, table), table
+    tracker.rollup("home", full=True, now=NOW)
+    assert dump(tracker.engine) == incremental
+
+
 def test_erasing_an_unknown_user_removes_nothing(tracker):
     _logged(tracker)
     tracker.rollup(now=NOW)

@@ -163,13 +163,14 @@ class _Plan:
     stale: set[date]
 
 
-def _plan(info: ExperimentInfo, footprint: store.UserFootprint, rolled_up: set[date],
+def _plan(info: ExperimentInfo, footprint: store.UserFootprint, rolled_up: set[date] | None,
           popularity_days: int, first_recomputable: date | None) -> _Plan:
     """The rule of the rollup's incremental plan (``tracker.rollup.engine``), for rows that
     went: impressions touch the days they were served on; an interaction the days of the
     impressions it may answer (within the window before it) and of the popularity windows
     that hold it (the next ``popularity_days`` days), or the day of the impression it names.
-    Days before the retention horizon are never recomputed: they are not marked."""
+    Marked: those of them in ``rolled_up`` (None: every one touched). Days before the
+    retention horizon are never recomputed: they are not marked."""
     zone = info.timezone
     window = int(info.attribution_window.total_seconds() * 1_000_000)
     reach = popularity_days * 86_400 * 1_000_000 + 2 * HOUR  # DST-safe over-estimate
@@ -178,7 +179,7 @@ def _plan(info: ExperimentInfo, footprint: store.UserFootprint, rolled_up: set[d
     for hour in footprint.occurred:
         touched.update(days_between(day_of(in_range(hour - window), zone),
                                     day_of(in_range(hour + reach), zone)))
-    marked = touched & rolled_up
+    marked = touched if rolled_up is None else touched & rolled_up
     if first_recomputable is not None:
         marked = {d for d in marked if d >= first_recomputable}
     return _Plan(marked, days_of_hours(footprint.occurred, zone))
@@ -197,18 +198,25 @@ def delete_user(engine: sa.Engine, settings: Settings, user_id: str, *,
     with transaction(engine, write=True) as conn:
         footprint = store.user_footprint(conn, user_id)
         removed = store.delete_user_rows(conn, user_id)
-        rolled_up = store.rolled_up_days(conn)
         cutoff = store.expired_before(conn)
         infos = list_experiments(conn)
     parts = []
     for info in infos:
         first = None if cutoff is None else first_recomputable_day(cutoff, info.timezone,
                                                                    popularity_days)
-        plan = _plan(info, footprint, rolled_up.get(info.id, set()), popularity_days, first)
-        if plan.marked or (plan.stale and info.id in rolled_up):
+        # every day the rows could have entered, rolled up or not yet: a rollup running
+        # now may have read them before they went and be computing such a day for the
+        # first time. Under the experiment's lock it has finished, and the days it
+        # published are read and marked in the same transaction.
+        plan = _plan(info, footprint, None, popularity_days, first)
+        if plan.marked or plan.stale:
             with _waiting_lock(engine, info), transaction(engine, write=True) as conn:
-                store.mark_for_recompute(conn, info.id, plan.marked, now_us)
-                results.drop_stale_popularity(conn, info.id, plan.stale, popularity_days)
+                rolled_up = store.rolled_up_days(conn).get(info.id, set())
+                plan = _plan(info, footprint, rolled_up, popularity_days, first)
+                if plan.marked or (plan.stale and rolled_up):
+                    store.mark_for_recompute(conn, info.id, plan.marked, now_us)
+                    results.drop_stale_popularity(conn, info.id, plan.stale,
+                                                  popularity_days)
         impressions = removed.impressions.get(info.id, 0)
         if impressions or plan.marked:
             parts.append(ErasedFrom(info.key, impressions, tuple(sorted(plan.marked))))

@@ -1,0 +1,114 @@
+"""The rollup's exact accumulators (tracker.rollup.accumulate): add, retract and merge in any
+order equal ``math.fsum`` of the values left, bit for bit."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracker.rollup.accumulate import ExactSums, exact_column_sums
+
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+# values of every magnitude a metric sum can hold, subnormals and signed zeros included
+columns = st.lists(st.lists(finite, min_size=0, max_size=30), min_size=1, max_size=4)
+
+
+def _matrix(cols: list[list[float]]) -> np.ndarray:
+    rows = max(len(c) for c in cols)
+    out = np.zeros((rows, len(cols)))
+    for j, c in enumerate(cols):
+        out[:len(c), j] = c
+    return out
+
+
+def _fsum_columns(matrix: np.ndarray) -> list[float]:
+    return [math.fsum(matrix[:, j].tolist()) for j in range(matrix.shape[1])]
+
+
+@given(columns)
+@settings(max_examples=300, deadline=None)
+def test_sums_equal_fsum_bit_for_bit(cols):
+    matrix = _matrix(cols)
+    try:
+        expected = _fsum_columns(matrix)
+    except OverflowError:  # fsum itself overflows: the exact sum is beyond a double
+        return
+    got = exact_column_sums(matrix).tolist()
+    assert [v.hex() for v in got] == [v.hex() for v in expected]
+
+
+@given(columns, st.randoms(use_true_random=False), st.integers(1, 5))
+@settings(max_examples=200, deadline=None)
+def test_any_order_and_split_of_add_retract_and_merge_equals_a_rebuild(cols, rnd, parts):
+    matrix = _matrix(cols)
+    try:
+        _fsum_columns(matrix)
+    except OverflowError:
+        return
+    rows = list(range(matrix.shape[0]))
+    kept = [r for r in rows if rnd.random() < 0.6]
+    # the rebuild: only the kept rows, in order
+    rebuild = ExactSums(matrix.shape[1])
+    rebuild.add(matrix[kept])
+    # incremental: every row added in some order across several accumulators, merged, then
+    # the rows not kept retracted in another order (a user's old row replaced by nothing)
+    shuffled = rows[:]
+    rnd.shuffle(shuffled)
+    accumulators = [ExactSums(matrix.shape[1]) for _ in range(parts)]
+    for i, r in enumerate(shuffled):
+        accumulators[i % parts].add(matrix[r])
+    total = ExactSums(matrix.shape[1])
+    for a in reversed(accumulators):
+        total.merge(a)
+    gone = [r for r in rows if r not in kept]
+    rnd.shuffle(gone)
+    for r in gone:
+        total.retract(matrix[r])
+    assert total.exact() == rebuild.exact()
+    assert total.sums().tobytes() == rebuild.sums().tobytes()
+
+
+def test_a_float_running_sum_loses_what_the_accumulator_keeps():
+    values = np.array([[1e16], [1.0], [1.0], [-1e16]])
+    assert float(values[:, 0].sum()) != 2.0  # numpy's pairwise sum rounds the ones away
+    assert exact_column_sums(values).tolist() == [2.0]
+
+
+def test_many_batches_carry_without_losing_a_bit():
+    # far more batches than the int64 bins hold between carries (the carry is exercised)
+    rng = random.Random(7)
+    acc, values = ExactSums(2), []
+    for _ in range(1500):
+        row = [rng.uniform(-1, 1) * 2.0 ** rng.randint(-60, 60) for _ in range(2)]
+        values.append(row)
+        acc.add(np.array(row))
+    other = ExactSums(2)
+    for row in values[:700]:
+        other.add(np.array(row))
+    acc.merge(other)
+    expected = [math.fsum([r[j] for r in values] + [r[j] for r in values[:700]])
+                for j in range(2)]
+    assert acc.sums().tolist() == expected
+
+
+@pytest.mark.parametrize("bad", [
+    pytest.param(np.array([[np.nan]]), id="nan-is-refused"),
+    pytest.param(np.array([[np.inf]]), id="infinity-is-refused"),
+    pytest.param(np.zeros((2, 3)), id="wrong-number-of-columns-is-refused"),
+])
+def test_values_that_cannot_be_summed_exactly_are_refused_and_nothing_is_added(bad):
+    acc = ExactSums(1)
+    acc.add(np.array([[2.5]]))
+    with pytest.raises(ValueError):
+        acc.add(bad)
+    assert acc.sums().tolist() == [2.5]
+
+
+def test_merging_sums_of_other_columns_is_refused():
+    with pytest.raises(ValueError, match="3 columns into 2"):
+        ExactSums(2).merge(ExactSums(3))
