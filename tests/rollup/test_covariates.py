@@ -1,6 +1,7 @@
 """CUPED's stored covariate sums against a direct computation from the logs (pandas and the
-naive reference rollup), on both databases; the covariates are fixed when a user is first
-seen, the pre-period lists of another experiment included."""
+naive reference rollup), on both databases; the covariates follow event time (what occurred
+before a user's first exposure, whenever it was logged), the pre-period lists of another
+experiment included, and any order of arrival gives the tables of one ``--full``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tests.helpers import T0
 from tests.rollup import reference
 from tests.rollup.scenario import CUTOFFS, RELEVANCE, WINDOW, create, dump, make_logs
 from tracker import Tracker
+from tracker.errors import StaleState
 from tracker.rollup import aggregate, covariates
 from tracker.rollup.first_exposures import FirstExposures, first_rows
 from tracker.rollup.plan import Ids
@@ -67,11 +69,10 @@ def _pre_values(lists: list[dict], known: list[dict]) -> dict[str, float]:
 
 def _expected_covariates(imps: list[dict], history: list[dict],
                          previous: list[dict] = ()) -> pd.DataFrame:
-    """Per user: interactions and graded sum over the CUPED_DAYS before the first impression
-    (the first logged; impressions are logged in time order), from the history alone (the
-    only interactions received before it), and the no-history indicator; the mean of each
-    metric over the ``previous`` lists (all received before it) served in that window,
-    against the history in that window, and the no-list indicator."""
+    """Per user: interactions and graded sum over the CUPED_DAYS before the earliest served
+    impression, from every interaction of ``history`` that occurred then (whenever logged),
+    and the no-history indicator; the mean of each metric over the ``previous`` lists served
+    in that window, against the interactions in that window, and the no-list indicator."""
     first = pd.DataFrame(imps).groupby("user_id")["served_at"].min()
     events = pd.DataFrame(history)
     events["start"] = events["user_id"].map(first)
@@ -130,8 +131,8 @@ def _stored(tracker, cumulative: bool) -> dict:
 
 def _log_scenario(tracker, seed: int):
     """"home" with its users' history and another experiment's lists before it; then the
-    same moments again, received after the users were first seen: in no covariate. Returns
-    home's impressions, every interaction, those known at first exposure and the lists."""
+    same moments again, logged after the users were first seen (they count: event time).
+    Returns home's impressions, every interaction, the pre-period interactions and lists."""
     imps, events = make_logs(seed, days=3, users=12, impressions=60)
     imps.sort(key=lambda r: r["served_at"])
     previous, answers = _previous(seed)
@@ -146,7 +147,7 @@ def _log_scenario(tracker, seed: int):
     tracker.log_interactions(events, on_invalid="all_or_nothing")
     tracker.log_interactions(late, on_invalid="all_or_nothing")
     tracker.log_impressions(late_lists, on_invalid="all_or_nothing")
-    return imps, history + events + late, history, previous
+    return imps, history + events + late, history + late, previous + late_lists
 
 
 @pytest.mark.parametrize(("seed", "block"), [(3, None), (11, None), (3, 3)])
@@ -173,7 +174,7 @@ def test_stored_covariate_sums_equal_a_direct_computation_from_the_logs(tracker,
         assert not any(np.any(v) for v in stored[key].values()), key
 
 
-def test_incremental_runs_fix_covariates_at_first_sight_and_equal_a_full_rollup(tracker):
+def test_incremental_runs_follow_event_time_and_equal_a_full_rollup(tracker):
     imps, events = make_logs(5, days=3, users=12, impressions=60)
     imps.sort(key=lambda r: r["served_at"])
     previous, answers = _previous(5)
@@ -219,16 +220,23 @@ def test_stored_user_covariates_are_compressed_and_older_plain_streams_still_rea
     x[:, names.index("no_pre_period")] = x[:, names.index("no_pre_lists")] = 1.0
     x[::7, 0] = np.arange(0, len(users), 7) % 5
     x[::7, -1] = np.linspace(0, 1, len(x[::7]))
-    written = UserCovariates(users, x, names).encode(CUPED_DAYS)
-    plain = state.write(pa.table({"user_id": users, **{n: x[:, j] for j, n in
-                                                       enumerate(names)}}),
+    first = np.arange(len(users), dtype=np.int64) * 1_000_000
+    written = UserCovariates(users, x, names, first).encode(CUPED_DAYS)
+    plain = state.write(pa.table({"user_id": users, "first_exposure": first,
+                                  **{n: x[:, j] for j, n in enumerate(names)}}),
                         USERS, cuped_days=str(CUPED_DAYS))
     assert len(written) * 5 < len(plain)
     for data in (written, plain):
         back = UserCovariates.decode(data, CUPED_DAYS, names)
         assert back.users.to_pylist() == users.to_pylist()
         np.testing.assert_array_equal(back.x, x)
+        np.testing.assert_array_equal(back.first, first)
     assert UserCovariates.decode(written, CUPED_DAYS + 1, names) is None  # another window
+    older = state.write(pa.table({"user_id": users, **{n: x[:, j] for j, n in
+                                                       enumerate(names)}}),
+                        "covariates/2", cuped_days=str(CUPED_DAYS))
+    with pytest.raises(StaleState):  # fixed by receipt time: recomputed, never read
+        UserCovariates.decode(older, CUPED_DAYS, names)
 
 
 def test_covariates_read_ahead_in_part_or_not_at_all_store_the_same(tracker, monkeypatch):
@@ -266,7 +274,7 @@ def test_covariates_read_ahead_in_part_or_not_at_all_store_the_same(tracker, mon
 
 def _one_new_day(tracker, seed: int) -> None:
     """Pre-period history and lists, then one day of "home" served in two logging calls
-    (received at two instants: a user's first exposure is in the first call's rows)."""
+    (a user's first exposure may be in either call's rows)."""
     imps, events = make_logs(seed, days=1, users=12, impressions=60,
                              start=T0.replace(hour=0))  # one UTC day
     previous, answers = _previous(seed)
@@ -309,21 +317,104 @@ def test_first_exposures_gathered_in_any_chunk_order_or_short_of_the_run_are_not
     rng = np.random.default_rng(4)
     n = 500
     ids, users = np.arange(1, n + 1), rng.integers(0, 40, n)
-    received, served = rng.integers(0, 5, n), rng.integers(0, 50, n)
+    served = rng.integers(0, 50, n)
     names = pa.array([f"u{c:02d}" for c in range(40)])
     run = Ids(100, 450, 0, 0)  # (after, through]: 350 of them
     inside = (ids > 100) & (ids <= 450)
-    first = first_rows(users[inside], received[inside], served[inside])
-    want = {f"u{users[inside][i]:02d}": (served[inside][i], received[inside][i])
-            for i in first}
+    want: dict[str, int] = {}
+    for user, at in zip(users[inside], served[inside], strict=True):  # the earliest served
+        want[f"u{user:02d}"] = min(int(at), want.get(f"u{user:02d}", int(at)))
+    first = first_rows(users[inside], served[inside])
+    assert sorted(int(served[inside][i]) for i in first) == sorted(want.values())
     for chunks in (np.array_split(np.arange(n), 1), np.array_split(rng.permutation(n), 7)):
         gathered = FirstExposures(run, days=1)
         day = gathered.day()
         for rows in chunks:
-            day.add(ids[rows], users[rows], received[rows], served[rows])
+            day.add(ids[rows], users[rows], served[rows])
         gathered.add(day, names)
         assert gathered.covering(351) is None  # one impression of the run unread
         got = gathered.covering(350)
         assert got.users.to_pylist() == sorted(want)
-        assert [(s, r) for s, r in zip(got.served, got.received, strict=True)] == \
-            [want[u] for u in sorted(want)]
+        assert got.served.tolist() == [want[u] for u in sorted(want)]
+
+
+def _prefixed(records: list[dict], prefix: str) -> list[dict]:
+    """The records with their user, event and impression ids kept apart by ``prefix``."""
+    out = []
+    for r in records:
+        r = dict(r, user_id=prefix + r["user_id"])
+        for key in ("event_id", "impression_id"):
+            if key in r and r[key] is not None:
+                r[key] = prefix + r[key]
+        out.append(r)
+    return out
+
+
+def _backfill(tracker, order: str, seed: int = 5) -> str:
+    """One experiment's logs (its lists over three days, their interactions, its users'
+    history before them and another experiment's lists in their windows) logged in
+    ``order``, with rollups in between; returns the experiment's key."""
+    key, other, prefix = f"home-{order}", f"other-{order}", f"{order}-"
+    imps, events = make_logs(seed, days=3, users=12, impressions=60, key=key)
+    previous, answers = make_logs(seed + 100, days=2, impressions=50,
+                                  start=T0 - timedelta(days=2), key=other)
+    history = _prefixed(_history(seed) + answers, prefix)
+    imps, events, previous = (_prefixed(r, prefix) for r in (imps, events, previous))
+    create(tracker, key, cuped_days=CUPED_DAYS)
+    create(tracker, other)
+    days = sorted({r["served_at"].date() for r in imps})
+
+    def log(impressions=(), interactions=(), roll=True):
+        if impressions:
+            tracker.log_impressions(list(impressions), on_invalid="all_or_nothing")
+        if interactions:
+            tracker.log_interactions(list(interactions), on_invalid="all_or_nothing")
+        if roll:
+            tracker.rollup(key, now=NOW)
+
+    if order == "history-first":
+        log(previous, history, roll=False)
+        log(imps, events)
+    elif order == "backfill-after":  # the experiment rolled up day by day, history last
+        for day in days:
+            log([r for r in imps if r["served_at"].date() == day])
+        log(interactions=events)
+        log(previous, history)
+    elif order == "newer-day-first":  # the treatment's own clicks arrive before day 1
+        for day in reversed(days):
+            log([r for r in imps if r["served_at"].date() == day],
+                [e for e in events if e["occurred_at"].date() == day])
+        log(interactions=[e for e in events if e["occurred_at"].date() > days[-1]])
+        log(interactions=history)
+        log(previous)
+    elif order == "interactions-first":
+        log(interactions=history + events)
+        log(imps)
+        log(previous)
+    return key
+
+
+ORDERS = ("history-first", "backfill-after", "newer-day-first", "interactions-first")
+
+
+def test_cuped_follows_what_happened_whatever_order_the_logs_arrived_in(tracker):
+    """A backfilled history counts, a newer day logged first does not put the treatment's
+    own clicks into the covariates: every order of arrival, with rollups in between, gives
+    the adjusted inputs of the others, and the tables of its own ``--full``."""
+    keys = [_backfill(tracker, order) for order in ORDERS]
+    incremental = dump(tracker.engine)
+    for key in keys:
+        tracker.rollup(key, full=True, now=NOW)
+    assert dump(tracker.engine) == incremental  # bit for bit
+    frames = {}
+    for key in keys:
+        sums = computed.covariate_table(tracker.engine, key).sort_values(
+            ["day", "arm", "metric", "k"]).reset_index(drop=True)
+        assert sums["x:pre_interactions"].sum() > 0 and sums["x:pre_metric"].abs().sum() > 0
+        frames[key] = sums
+    first = frames[keys[0]]
+    for key in keys[1:]:
+        # the same users' values summed in the same order; a user's own impressions add up
+        # in the order of their ids, which the order of arrival sets: to 1e-12, not the bit
+        pd.testing.assert_frame_equal(frames[key], first, check_exact=False, rtol=1e-12,
+                                      atol=1e-12)

@@ -1,7 +1,8 @@
 """CUPED's covariates and the exposure-day view on Spark (local[2]) against the default
 engine, on logs with a pre-period history: lists of another experiment and interactions
 before first exposure (timed and naming a list), a user without any history, and rows
-received after a user's first exposure (which neither engine may count). Both engines give
+logged after a user's first exposure that occurred before it (which both engines count:
+event time). Both engines give
 the same per-user covariates, ``rollup_covariate_sums`` (decoded) and ``rollup_exposure_day``
 rows to a relative 1e-9, so ``tracker report`` gives the same CUPED-adjusted scorecard;
 an incremental Spark run gives the tables of a from-scratch one. On both databases."""
@@ -43,8 +44,8 @@ def _log(tracker, imps, events) -> None:
 def _batches(seed: int):
     """Two logging batches: (1) the history (another experiment's lists and their
     interactions, interactions around the start) and "home" before ``CUT``; (2) the rest of
-    "home", then rows received after every first exposure although they occurred (or were
-    served) inside a window: a click of u1 and a list of u2."""
+    "home", then rows logged after every first exposure that occurred (or were served)
+    inside a window: a click of u1 and a list of u2."""
     imps, events = make_logs(seed, days=3, users=12, impressions=70)
     other_imps, other_events = _previous(seed)
     history = _history(seed)
@@ -186,10 +187,9 @@ def test_both_engines_give_the_same_covariates_sums_exposure_days_and_report(
     assert_close(_outcome(tracker), expected, "outcome")
 
 
-def test_the_late_received_rows_do_not_count_on_spark(spark, tracker, tmp_path):
-    """Without ``received_at`` in the lake (every row taken as received when it occurred),
-    u1's late click and u2's late list count: the lake's receipt time is what keeps them
-    out (so the parity above is no accident of the data)."""
+def test_the_lakes_receipt_time_plays_no_part_on_spark(spark, tracker, tmp_path):
+    """Event time: with or without ``received_at`` in the lake, Spark's covariates are the
+    default engine's, u1's late click and u2's late list and its answer included."""
     _all_logged(tracker, 3)
     tracker.rollup("home", now=NOW)
     expected_x = _default_covariates(tracker)
@@ -201,10 +201,9 @@ def test_the_late_received_rows_do_not_count_on_spark(spark, tracker, tmp_path):
     got = _spark_covariates(tmp_path / "state")
     names = names_for(CUTOFFS)
     count = names.index("pre_interactions")
-    assert got["u1"][count] == expected_x["u1"][count] + 1  # the late click
-    assert got["u2"] != expected_x["u2"]  # the late list and its answer
     assert got.keys() == expected_x.keys()
-    for user in set(got) - {"u1", "u2"}:
+    assert got["u1"][count] >= 1  # the late click counts
+    for user in got:
         assert got[user] == pytest.approx(expected_x[user], rel=1e-9), user
 
 

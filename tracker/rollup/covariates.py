@@ -14,18 +14,21 @@ the user's first exposure in the experiment:
   ``no_pre_lists``: 1 for a user without such a list (every ``pre:`` value is then 0); see
   :mod:`tracker.rollup.pre_metrics` (surprisal and unexpectedness have none).
 
-**Fixed once the user is first seen.** The first exposure is the earliest served of the
-user's first *logged* impressions in the experiment (those with the lowest ``received_at``:
-one logging call stamps its rows with one instant), and the window counts the interactions
-(and lists) that had been *received* by then (``received_at`` not after it): the history as
-known at first exposure. Later rows never change a user's covariates, so a run computes them
-only for the users of its days that it has not seen (reads of their interactions and lists
-over the window, bounded by user and time: the ``(user_id, occurred_at)`` and ``(user_id,
-served_at)`` indexes) and keeps them in ``rollup_user_covariates`` (one Arrow stream,
-``covariates/2``: ``user_id`` and one named float64 column per covariate, zstd-compressed
-buffers) for exactly the
-users of the cumulative totals (an erased user's go with them); a full rebuild computes
-every user's from the logs to the same values.
+**Event time, whatever the order of arrival.** A user's first exposure is the earliest
+served of their impressions in the experiment; the window is the ``cuped_days`` before it,
+and it counts the interactions that *occurred* in it and the lists *served* in it, whenever
+they were logged. So a history imported after the experiment's lists (a backfill) counts,
+and a newer day imported before an older one does not put the treatment's own clicks into
+the covariates. A run computes the covariates of the users first seen in it (reads of their
+interactions and lists over the window, bounded by user and time: the ``(user_id,
+occurred_at)`` and ``(user_id, served_at)`` indexes) and recomputes those of the stored users
+whom its new rows change (:func:`_changed`: an earlier impression moves a first exposure, a
+row inside a window adds to it; found from the new rows alone, by id); when any changed,
+every day's sums are computed again from the stored unit totals (:func:`resum`). They are
+kept in ``rollup_user_covariates`` (one Arrow stream, ``covariates/3``: ``user_id``,
+``first_exposure`` and one named float64 column per covariate, zstd-compressed buffers) for
+exactly the users of the cumulative totals (an erased user's go with them); a full rebuild
+computes every user's from the logs to the same values.
 
 **Per arm, metric column and view** (:func:`covariate_sums`), over the users the metric
 rows count (non-crossover users with the metric defined), with the covariates of
@@ -40,6 +43,7 @@ own unit totals, joined to the fixed per-user covariates.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from itertools import combinations_with_replacement
@@ -67,6 +71,7 @@ from tracker.rollup.pre_metrics import (
     pre_metrics,
     scored_lists,
 )
+from tracker.store import results
 from tracker.store.arrow import ArrowReader
 from tracker.store.db import transaction
 from tracker.store.experiments import ExperimentInfo
@@ -78,12 +83,12 @@ SUM_COVARIATES = ("pre_interactions", "pre_graded", "no_pre_period", "pre_metric
 """The covariates of each row of the sums, in order (``pre_metric``: the row's ``pre:``)."""
 _PRE = SUM_COVARIATES.index("pre_metric")
 _SHARED = [BASE.index(c) for c in SUM_COVARIATES if c != "pre_metric"]
-USERS = "covariates/2"  # 2: named columns for the pre-period metrics and no_pre_lists
+USERS = "covariates/3"  # 2: named pre-period metric columns; 3: first_exposure, event time
 SUMS = "covsums/2"  # 2: pre_metric and no_pre_lists
 PAIRS = tuple(combinations_with_replacement(range(len(SUM_COVARIATES)), 2))
 _EXPOSURES = pa.schema([pa.field("user", pa.string(), False),
-                        pa.field("received", pa.int64(), False),
                         pa.field("served", pa.int64(), False)])
+_TIMES = pa.schema([pa.field("user", pa.string(), False), pa.field("at", pa.int64(), False)])
 _CHUNK = 2000  # users per read of their pre-period interactions
 _DAY_US = 86_400_000_000
 
@@ -99,33 +104,47 @@ def names_for(cutoffs) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class UserCovariates:
-    """Users (sorted, distinct ids) and their covariates, one row each in the order of
-    ``names`` (:func:`names_for`)."""
+    """Users (sorted, distinct ids), their first exposure (µs) and their covariates, one row
+    each in the order of ``names`` (:func:`names_for`)."""
 
     users: pa.Array
     x: np.ndarray  # (users, covariates) float64
     names: tuple[str, ...]
+    first: np.ndarray  # (users,) int64: the first exposure the window ends at
 
     @classmethod
     def empty(cls, names: tuple[str, ...]) -> UserCovariates:
-        return cls(pa.array([], type=pa.string()), np.zeros((0, len(names))), names)
+        return cls(pa.array([], type=pa.string()), np.zeros((0, len(names))), names,
+                   np.zeros(0, dtype=np.int64))
 
     def merged(self, other: UserCovariates) -> UserCovariates:
-        users = pa.concat_arrays([self.users, other.users])
+        """These rows and ``other``'s, ``other``'s replacing those of the same users."""
+        mine = self.without(other.users)
+        users = pa.concat_arrays([mine.users, other.users])
         order = pc.array_sort_indices(users).to_numpy()
         return UserCovariates(users.take(pa.array(order)),
-                              np.concatenate([self.x, other.x])[order], self.names)
+                              np.concatenate([mine.x, other.x])[order], self.names,
+                              np.concatenate([mine.first, other.first])[order])
 
     def missing(self) -> np.ndarray:
         """The covariates of a user without a row: no pre-period data of either kind."""
         return np.array([1.0 if n in ("no_pre_period", NO_LISTS) else 0.0
                          for n in self.names])
 
+    def _rows(self, keep: np.ndarray) -> UserCovariates:
+        return UserCovariates(self.users.filter(pa.array(keep)), self.x[keep], self.names,
+                              self.first[keep])
+
     def subset(self, users: pa.Array) -> UserCovariates:
         """The rows of those of ``users`` it holds."""
-        keep = pc.is_in(self.users, value_set=users)
-        return UserCovariates(self.users.filter(keep),
-                              self.x[keep.to_numpy(zero_copy_only=False)], self.names)
+        return self._rows(pc.is_in(self.users, value_set=users).to_numpy(zero_copy_only=False))
+
+    def without(self, users: pa.Array) -> UserCovariates:
+        """The rows of the users not in ``users``."""
+        if not len(users) or not len(self.users):
+            return self
+        return self._rows(~pc.is_in(self.users, value_set=users).to_numpy(
+            zero_copy_only=False))
 
     def of(self, users: pa.Array) -> np.ndarray:
         """The covariates of ``users`` (a user without a row: no pre-period data)."""
@@ -140,65 +159,120 @@ class UserCovariates:
         return x
 
     def encode(self, days: int) -> memoryview:
-        """The ``covariates/2`` stream of :func:`tracker.rollup.state.write`, its buffers
+        """The ``covariates/3`` stream of :func:`tracker.rollup.state.write`, its buffers
         compressed with zstd (Arrow IPC's own buffer compression, which any reader of the
         stream undoes): mostly zeros where users have no pre-period data, 200,000 users'
         27 columns take ~1 MB instead of 45 MB to write and read back."""
-        data = {"user_id": self.users}
+        data = {"user_id": self.users,
+                "first_exposure": pa.array(self.first, type=pa.int64())}
         data.update({name: pa.array(self.x[:, j]) for j, name in enumerate(self.names)})
         return state.write(pa.table(data), USERS, compress=True, cuped_days=str(days))
 
     @classmethod
     def decode(cls, data: bytes, days: int, names: tuple[str, ...]) -> UserCovariates | None:
         """The stored covariates, None when they cover another window than ``days``; a
-        column of ``names`` missing (cutoffs added since) raises :class:`StaleState`."""
+        column of ``names`` missing (cutoffs added since), or another format (``covariates/2``
+        was fixed by receipt time), raises :class:`StaleState`."""
         table = state.read(data, USERS)
         if state.metadata(table, "cuped_days") != str(days):
             return None
-        state.require(table, ["user_id", *names], USERS)
+        state.require(table, ["user_id", "first_exposure", *names], USERS)
         x = np.column_stack([table[name].to_numpy() for name in names]) \
             if table.num_rows else np.zeros((0, len(names)))
-        return cls(table["user_id"].combine_chunks().cast(pa.string()), x, names)
+        return cls(table["user_id"].combine_chunks().cast(pa.string()), x, names,
+                   table["first_exposure"].to_numpy().astype(np.int64))
+
+
+@dataclass(frozen=True)
+class Refreshed:
+    """:func:`refresh`'s answer: every user's covariates (None: CUPED off), and whether
+    covariates stored before changed (every day's sums are then stale: :func:`resum`)."""
+
+    covariates: UserCovariates | None
+    changed: bool = False
 
 
 def refresh(conn: sa.Connection, reader: ArrowReader | None, info: ExperimentInfo, ids: Ids,
-            rebuild: bool, daily: dict, ahead: UserCovariates | None = None
-            ) -> UserCovariates | None:
-    """The covariates of the run's users: the stored ones, and those of the users of the
-    run's days (``daily``'s :class:`DayResult`s) that have none yet, computed from the logs
-    read through ``reader`` (every user when ``rebuild``; None only for a run without
-    days); :func:`settle` stores them after the cumulative pass. None (and the stored ones
-    dropped) when the experiment's ``cuped_days`` is 0. ``ahead``: those :func:`ahead`
-    computed while the days were (the same values: a user's covariates are fixed by the
-    first exposure among the run's impressions); only the users it lacks are read here."""
+            rebuild: bool, daily: dict, ahead: UserCovariates | None = None) -> Refreshed:
+    """The covariates of the experiment's users: the stored ones, those of the stored users
+    whom the run's new rows change (:func:`_changed`), and those of the users of the run's
+    days (``daily``'s :class:`DayResult`s) that have none yet, computed from the logs read
+    through ``reader`` (every user when ``rebuild`` or when the stored ones cannot be read);
+    :func:`settle` stores them after the cumulative pass, :func:`save` when there is none.
+    None (and the stored ones dropped) when the experiment's ``cuped_days`` is 0.
+    ``ahead``: those :func:`ahead` computed while the days were (the same values); only the
+    users it lacks are read here."""
     if info.cuped_days == 0:
         _delete(conn, info.id)
-        return None
+        return Refreshed(None)
     stored = None if rebuild else _load(conn, info)
+    again = stored is None and not rebuild  # unreadable (an older format): everyone again
     after = 0 if stored is None else ids.impressions_after
     stored = stored or UserCovariates.empty(names_for(info.cutoffs))
+    changed = _changed(reader, info, stored, ids) if len(stored.users) else None
+    if changed is not None and len(changed[0]):
+        stored = stored.merged(_compute(reader, info, *changed))
     seen = [r.totals.users.cast(pa.string()) for r in daily.values()
             if r.totals is not None and r.totals.size]
+    if again:  # every user the experiment served, not only the run's
+        seen.append(_first_exposures(reader, info.id, 0, ids.impressions_through)[0])
     users = pc.unique(pa.concat_arrays(seen)) if seen else pa.array([], type=pa.string())
     users = users.filter(pc.invert(pc.is_in(users, value_set=stored.users)))
     if ahead is not None and len(users):
         found = ahead.subset(users)
         stored = stored.merged(found)
         users = users.filter(pc.invert(pc.is_in(users, value_set=found.users)))
-    if not len(users):
-        return stored
-    return stored.merged(_of_new_users(conn, reader, info, users, after,
-                                       ids.impressions_through))
+    if len(users):
+        stored = stored.merged(_of_new_users(conn, reader, info, users, after,
+                                             ids.impressions_through))
+    return Refreshed(stored, again or (changed is not None and len(changed[0]) > 0))
+
+
+def _changed(reader: ArrowReader | None, info: ExperimentInfo, stored: UserCovariates,
+             ids: Ids) -> tuple[pa.Array, np.ndarray] | None:
+    """The stored users whom the rows new in this run (by id) change, with their first
+    exposure then: an impression of the experiment served before the stored one (the first
+    exposure moves), an interaction that occurred, or another experiment's list served, in
+    the window before it. Reads the new rows' users and times only."""
+    if reader is None:
+        return None
+    bounds = {"experiment": info.id, "after": ids.impressions_after,
+              "through": ids.impressions_through, "i_after": ids.interactions_after,
+              "i_through": ids.interactions_through}
+    own = reader.read("SELECT imp.user_id, imp.served_at FROM impression imp "
+                      "WHERE imp.id > :after AND imp.id <= :through "
+                      "AND imp.experiment_id = :experiment", _TIMES, bounds)
+    other = reader.read("SELECT imp.user_id, imp.served_at FROM impression imp "
+                        "WHERE imp.id > :after AND imp.id <= :through "
+                        "AND imp.experiment_id <> :experiment", _TIMES, bounds)
+    events = reader.read("SELECT it.user_id, it.occurred_at FROM interaction it "
+                         "WHERE it.id > :i_after AND it.id <= :i_through", _TIMES, bounds)
+    first = stored.first.copy()
+    row = index_in(own["user"].combine_chunks(), stored.users)
+    at = own["at"].to_numpy()
+    known = row >= 0
+    np.minimum.at(first, row[known], at[known])
+    hit = first < stored.first  # moved
+    span = info.cuped_days * _DAY_US
+    for rows in (other, events):
+        row = index_in(rows["user"].combine_chunks(), stored.users)
+        at = rows["at"].to_numpy()
+        known = row >= 0
+        row, at = row[known], at[known]
+        inside = (at >= first[row] - span) & (at < first[row])
+        hit[row[inside]] = True
+    which = np.flatnonzero(hit)
+    return stored.users.take(pa.array(which)), first[which]
 
 
 def ahead(engine: sa.Engine, reader: ArrowReader, info: ExperimentInfo, ids: Ids,
           rebuild: bool, firsts: FirstExposures | None = None) -> UserCovariates | None:
-    """What :func:`refresh` will compute, computed beforehand (in a thread, while the
-    run's days are read and scored, whose cores it shares with the database's waits): the
-    covariates of every user first exposed among the run's impressions that has none
-    stored (stored ones as :func:`refresh` reads them). None when CUPED is off.
-    ``firsts``: the first exposures the run's days gather as they read (waited for, and
-    taken when they cover every impression the read would: else read)."""
+    """What :func:`refresh` will compute for the users first seen, computed beforehand (in a
+    thread, while the run's days are read and scored, whose cores it shares with the
+    database's waits): the covariates of every user exposed among the run's impressions
+    that has none stored (stored ones as :func:`refresh` reads them). None when CUPED is
+    off. ``firsts``: the first exposures the run's days gather as they read (waited for,
+    and taken when they cover every impression the read would: else read)."""
     if info.cuped_days == 0:
         return None
     with transaction(engine) as conn:
@@ -209,7 +283,7 @@ def ahead(engine: sa.Engine, reader: ArrowReader, info: ExperimentInfo, ids: Ids
     first = None if firsts is None else firsts.covering(count)  # no transaction held
     with transaction(engine) as conn:
         first = _first_exposures(reader, info.id, after, ids.impressions_through) \
-            if first is None else (first.users, first.served, first.received)
+            if first is None else (first.users, first.served)
         users = first[0] if stored is None else first[0].filter(
             pc.invert(pc.is_in(first[0], value_set=stored.users)))
         return _of_new_users(conn, reader, info, users, after, ids.impressions_through,
@@ -218,16 +292,23 @@ def ahead(engine: sa.Engine, reader: ArrowReader, info: ExperimentInfo, ids: Ids
 
 def _of_new_users(conn: sa.Connection, reader: ArrowReader, info: ExperimentInfo,
                   users: pa.Array, after: int, through: int,
-                  first: tuple[pa.Array, np.ndarray, np.ndarray] | None = None
-                  ) -> UserCovariates:
-    """The covariates of ``users`` (none stored), from their first exposure among the
-    impressions with ids in ``(after, through]`` (``first``: those already read)."""
+                  first: tuple[pa.Array, np.ndarray] | None = None) -> UserCovariates:
+    """The covariates of ``users`` (none stored: every impression of theirs is in the
+    range), from their first exposure among the impressions with ids in ``(after,
+    through]`` (``first``: those already read)."""
     first = first or _first_exposures(reader, info.id, after, through)
     new = pc.is_in(first[0], value_set=users).to_numpy(zero_copy_only=False)
-    users, served, received = first[0].filter(pa.array(new)), first[1][new], first[2][new]
-    lists = len(users) > 0 and any_lists(conn, info.id, after, through,
-                                         served - info.cuped_days * _DAY_US, served, received)
-    return _compute(reader, info, users, served, received, lists)
+    users, served = first[0].filter(pa.array(new)), first[1][new]
+    return _compute(reader, info, users, served, conn)
+
+
+def save(conn: sa.Connection, info: ExperimentInfo, covariates: UserCovariates) -> None:
+    """Replace the stored covariates (a run without a cumulative pass whose new rows
+    changed some: the users are those stored)."""
+    conn.execute(sa.delete(RollupUserCovariates)
+                 .where(RollupUserCovariates.experiment_id == info.id))
+    conn.execute(sa.insert(RollupUserCovariates),
+                 [{"experiment_id": info.id, "data": covariates.encode(info.cuped_days)}])
 
 
 def settle(conn: sa.Connection, info: ExperimentInfo, totals: UnitTotals,
@@ -236,13 +317,7 @@ def settle(conn: sa.Connection, info: ExperimentInfo, totals: UnitTotals,
     last day: every user the experiment still has; an erased user's are dropped)."""
     if covariates is None:
         return
-    keep = pc.is_in(covariates.users, value_set=totals.users.cast(pa.string()))
-    kept = UserCovariates(covariates.users.filter(keep),
-                          covariates.x[keep.to_numpy(zero_copy_only=False)], covariates.names)
-    conn.execute(sa.delete(RollupUserCovariates)
-                 .where(RollupUserCovariates.experiment_id == info.id))
-    conn.execute(sa.insert(RollupUserCovariates),
-                 [{"experiment_id": info.id, "data": kept.encode(info.cuped_days)}])
+    save(conn, info, covariates.subset(totals.users.cast(pa.string())))
 
 
 def _load(conn: sa.Connection, info: ExperimentInfo) -> UserCovariates | None:
@@ -267,46 +342,43 @@ def _impressions(conn: sa.Connection, experiment_id: int, after: int, through: i
 
 
 def _first_exposures(reader: ArrowReader, experiment_id: int, after: int, through: int
-                     ) -> tuple[pa.Array, np.ndarray, np.ndarray]:
-    """Users with impressions in ``(after, through]`` and, for each, the first exposure among
-    those: the earliest served of the impressions received first (one logging call stamps
-    its rows with one ``received_at``; ids within a call need not follow the list's order),
-    as served and received time (µs). One read of the range (by primary key, as Arrow), the
-    rest in numpy: a self-join on users, which the impression table has no index for, can
-    make PostgreSQL loop over the range once per user. On SQLite a unary ``+`` keeps the
-    read off the (experiment, served_at) index, whose order is random on disk: through it,
-    1M impressions took ~10x as long as walking their ids."""
+                     ) -> tuple[pa.Array, np.ndarray]:
+    """Users with impressions in ``(after, through]`` and, for each, the earliest served of
+    those (µs). One read of the range (by primary key, as Arrow), the rest in numpy: a
+    self-join on users, which the impression table has no index for, can make PostgreSQL
+    loop over the range once per user. On SQLite a unary ``+`` keeps the read off the
+    (experiment, served_at) index, whose order is random on disk: through it, 1M impressions
+    took ~10x as long as walking their ids."""
     plus = "" if reader.engine.dialect.name == "postgresql" else "+"
-    rows = reader.read("SELECT imp.user_id, imp.received_at, imp.served_at FROM impression imp "
+    rows = reader.read("SELECT imp.user_id, imp.served_at FROM impression imp "
                        f"WHERE {plus}imp.experiment_id = :experiment AND imp.id > :after "
                        "AND imp.id <= :through", _EXPOSURES,
                        {"experiment": experiment_id, "after": after, "through": through})
     if not rows.num_rows:
-        return pa.array([], type=pa.string()), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return pa.array([], type=pa.string()), np.zeros(0, np.int64)
     users, codes = sorted_codes(rows["user"].combine_chunks())
-    received = rows["received"].to_numpy()
     served = rows["served"].to_numpy()
-    first = first_rows(codes, received, served)  # in code order: the users' order
-    return users, served[first], received[first]
+    first = first_rows(codes, served)  # in code order: the users' order
+    return users, served[first]
 
 
 def _compute(reader: ArrowReader, info: ExperimentInfo, users: pa.Array, served: np.ndarray,
-             received: np.ndarray, lists: bool = True) -> UserCovariates:
-    """The covariates of ``users`` first served at ``served`` (µs), their first impression
-    received at ``received``: per chunk of users sorted by first exposure (their windows
-    overlap), one read of their interactions (:func:`tracker.rollup.pre_metrics.
-    interactions`) for the counts and the pre-period metrics
-    (:func:`~tracker.rollup.pre_metrics.pre_metrics`; without ``lists``, when
-    :func:`~tracker.rollup.pre_metrics.any_lists` found none to read, no list is read and
+             conn: sa.Connection | None = None) -> UserCovariates:
+    """The covariates of ``users`` first served at ``served`` (µs): per chunk of users
+    sorted by first exposure (their windows overlap), one read of their interactions
+    (:func:`tracker.rollup.pre_metrics.interactions`) for the counts and the pre-period
+    metrics (:func:`~tracker.rollup.pre_metrics.pre_metrics`; when ``conn`` is given and
+    :func:`~tracker.rollup.pre_metrics.any_lists` finds none to read, no list is read and
     every user gets what no list gives: ``pre:`` 0, ``no_pre_lists`` 1)."""
     lo = served - info.cuped_days * _DAY_US
     names = names_for(info.cutoffs)
     x = np.zeros((len(users), len(names)))
+    lists = len(users) > 0 and (conn is None or any_lists(conn, info.id, lo, served))
     order = np.argsort(served, kind="stable")
     for at in range(0, len(users), _CHUNK):
         part = order[at:at + _CHUNK]
         mine = users.take(pa.array(part))
-        window = (lo[part], served[part], received[part])
+        window = (lo[part], served[part])
         events = interactions(reader, mine, *window)
         _counted(x, part, info, mine, events)
         if lists:
@@ -315,7 +387,7 @@ def _compute(reader: ArrowReader, info: ExperimentInfo, users: pa.Array, served:
     if not lists:
         x[:, BASE.index(NO_LISTS)] = 1.0
     x[:, 2] = (x[:, 0] == 0).astype(float)
-    return UserCovariates(users, x, names)
+    return UserCovariates(users, x, names, np.asarray(served, dtype=np.int64))
 
 
 def _counted(x: np.ndarray, part: np.ndarray, info: ExperimentInfo, users: pa.Array,
@@ -329,18 +401,20 @@ def _counted(x: np.ndarray, part: np.ndarray, info: ExperimentInfo, users: pa.Ar
 
 
 def covariates_of(info: ExperimentInfo, users: pa.Array, events: pa.Table,
-                  lists: pa.Table) -> UserCovariates:
+                  lists: pa.Table, first: np.ndarray | None = None) -> UserCovariates:
     """The covariates of ``users`` from already read rows (pure: the Spark engine calls it
     on Arrow tables from the lake): their pre-period ``events``
     (:func:`tracker.rollup.pre_metrics.interactions`' columns) and ``lists``
-    (:func:`tracker.rollup.pre_metrics.scored_lists`' input), each user's window and
-    receipt cut already applied; the same values :func:`_compute` reads and computes."""
+    (:func:`tracker.rollup.pre_metrics.scored_lists`' input), each user's window already
+    applied (``first``: their first exposures, 0 when not given); the same values
+    :func:`_compute` reads and computes."""
     names = names_for(info.cutoffs)
     x = np.zeros((len(users), len(names)))
     _counted(x, np.arange(len(users)), info, users, events)
     x[:, len(BASE):], x[:, BASE.index(NO_LISTS)] = scored_lists(info, users, lists, events)
     x[:, 2] = (x[:, 0] == 0).astype(float)
-    return UserCovariates(users, x, names)
+    return UserCovariates(users, x, names, np.zeros(len(users), dtype=np.int64)
+                          if first is None else np.asarray(first, dtype=np.int64))
 
 
 def _delete(conn: sa.Connection, experiment_id: int) -> None:
@@ -457,6 +531,31 @@ def publish_daily(conn: sa.Connection, info: ExperimentInfo, daily: dict,
     layout = Layout.for_cutoffs(list(info.cutoffs))
     for day, result in daily.items():
         write_sums(conn, info, day, False, result.totals, covariates, layout)
+
+
+def resum(conn: sa.Connection, info: ExperimentInfo, covariates: UserCovariates,
+          written: set[date], cumulative_from: date | None,
+          units: Callable[[date, bool], UnitTotals | None] | None = None) -> None:
+    """Every stored day's sums again from its stored unit totals, once stored users'
+    covariates changed (a day's sums join its users' covariates): the daily view of the
+    days not in ``written`` and the cumulative view of the days before ``cumulative_from``
+    (None: of every day), which the run did not write itself. ``units(day, cumulative)``:
+    a day's stored totals (default: ``rollup_units``; the Spark engine's state directory);
+    a day whose totals were dropped (before the retention horizon) keeps its sums."""
+    layout = Layout.for_cutoffs(list(info.cutoffs))
+
+    def stored(day: date, cumulative: bool) -> UnitTotals | None:
+        parts = results.units(conn, info.id, day, cumulative)
+        return UnitTotals.decode(parts, layout) if parts else None
+
+    for day, _, _ in results.known_days(conn, info.id):
+        for cumulative in (False, True):
+            if day in written if not cumulative else \
+                    (cumulative_from is not None and day >= cumulative_from):
+                continue
+            totals = (units or stored)(day, cumulative)
+            if totals is not None:
+                write_sums(conn, info, day, cumulative, totals, covariates, layout)
 
 
 def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> None:

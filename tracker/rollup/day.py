@@ -247,8 +247,7 @@ class DayScorer:
             lists = tables.lists
             users = result.encoded.users if result.encoded is not None else \
                 self.users.encode([lists["user"]])[0]
-            self.firsts.add(lists["id"].to_numpy(), users, lists["received"].to_numpy(),
-                            lists["served"].to_numpy())
+            self.firsts.add(lists["id"].to_numpy(), users, lists["served"].to_numpy())
         return result
 
     def _rows(self) -> int:

@@ -162,7 +162,9 @@ class _Run:
         ordered = plan.ordered
         declared = self._declared_catalog() if ordered else None
         # one reader for the days and for the last transaction's covariates (none: no day)
-        with ArrowReader(self.engine) if ordered else nullcontext() as reader, \
+        # (CUPED on: the last transaction reads the new rows that may change covariates)
+        with ArrowReader(self.engine) if ordered or self.info.cuped_days else nullcontext() \
+                as reader, \
                 ThreadPoolExecutor(max_workers=1) as aside:
             # the CUPED covariates of the run's new users, read while the days are
             # computed (their reads wait on the database, the days' scoring on the cores)
@@ -282,14 +284,20 @@ class _Run:
             publish_daily(conn, self.info, daily, everything=start.rebuild)
             publish_exposure_days(conn, self.info, min(daily) if daily else None, recent,
                                   rebuild=start.rebuild)
-            users = covariates.refresh(conn, reader, self.info, start.ids, start.rebuild,
-                                       daily, found)
+            refreshed = covariates.refresh(conn, reader, self.info, start.ids,
+                                           start.rebuild, daily, found)
+            users = refreshed.covariates
             covariates.publish_daily(conn, self.info, daily, users, start.rebuild)
             if daily:
                 recompute_cumulative(conn, self.info, min(daily), to_micros(self.clock),
                                      self.progress, recent=recent, declared=declared,
                                      covariates=users)
                 summary.cumulative_from = min(daily)
+            if refreshed.changed and users is not None:  # late pre-period rows, a backfill
+                covariates.resum(conn, self.info, users, set(daily),
+                                 min(daily) if daily else None)
+                if not daily:  # no cumulative pass stores them
+                    covariates.save(conn, self.info, users)
             if advance:
                 summary.superseded = not results.save_state(conn, self.info.id,
                                                             start.advance_to, self.clock)

@@ -1,11 +1,11 @@
 """The users' first exposures among a run's impressions, taken from the days' own reads.
 
-CUPED's covariates are fixed by each user's first exposure among the run's impressions
-(ids in ``(after, through]``): the earliest served of the user's impressions received first
-(:mod:`tracker.rollup.covariates`). Reading them is a second pass over every impression
-of the run; when the run reads a day whole it holds those rows already. A day's chunks
-keep, per user, the first exposure among their impressions in the range
-(:class:`DayFirsts`, in the day's user codes: a lexicographic minimum, exact in any chunk
+CUPED's covariates follow each user's first exposure: the earliest served of the user's
+impressions in the experiment, whenever they were logged (:mod:`tracker.rollup.covariates`);
+a run needs it among its impressions (ids in ``(after, through]``). Reading them is a
+second pass over every impression of the run; when the run reads a day whole it holds those
+rows already. A day's chunks keep, per user, the first exposure among their impressions in
+the range (:class:`DayFirsts`, in the day's user codes: a minimum, exact in any chunk
 order); the day hands them to the run's :class:`FirstExposures`, which the covariates'
 thread waits for.
 
@@ -35,22 +35,20 @@ _NEVER = np.iinfo(np.int64).max
 @dataclass(frozen=True)
 class Firsts:
     """Per user (ids, sorted as :func:`~tracker.rollup.codes.sorted_codes` sorts), the
-    served and received time (µs) of their first exposure."""
+    served time (µs) of their first exposure."""
 
     users: pa.Array
     served: np.ndarray
-    received: np.ndarray
 
 
-def first_rows(users: np.ndarray, received: np.ndarray, served: np.ndarray) -> np.ndarray:
-    """The index of each user's first exposure: the lowest (received, served), the first
-    such row in a tie (codes in ``users``).
+def first_rows(users: np.ndarray, served: np.ndarray) -> np.ndarray:
+    """The index of each user's first exposure: the earliest served, the first such row in
+    a tie (codes in ``users``), in the order of the codes.
 
-    >>> first_rows(np.array([4, 2, 4, 2]), np.array([5, 5, 3, 5]), np.array([1, 9, 7, 8])
-    ...            ).tolist()
-    [3, 2]
+    >>> first_rows(np.array([4, 2, 4, 2]), np.array([1, 9, 7, 8])).tolist()
+    [3, 0]
     """
-    order = np.lexsort((served, received, users))  # by user, then received, then served
+    order = np.lexsort((served, users))  # by user, then served
     ordered = users[order]
     return order[np.r_[True, ordered[1:] != ordered[:-1]]] if order.size else order
 
@@ -61,35 +59,26 @@ class DayFirsts:
     def __init__(self, ids: Ids) -> None:
         self.after, self.through = ids.impressions_after, ids.impressions_through
         self.rows = 0  # the day's impressions in the range
-        self._received = np.zeros(0, dtype=np.int64)
         self._served = np.zeros(0, dtype=np.int64)
         self._lock = threading.Lock()
 
-    def add(self, ids: np.ndarray, users: np.ndarray, received: np.ndarray,
-            served: np.ndarray) -> None:
+    def add(self, ids: np.ndarray, users: np.ndarray, served: np.ndarray) -> None:
         """A chunk's impressions (``users``: codes of the day's vocabulary)."""
         inside = np.flatnonzero((ids > self.after) & (ids <= self.through))
-        users, received, served = users[inside], received[inside], served[inside]
-        first = first_rows(users, received, served)
-        users, received, served = users[first], received[first], served[first]
+        users, served = users[inside], served[inside]
         with self._lock:
             self.rows += inside.size
-            if users.size and int(users.max()) >= self._received.size:
-                size = max(int(users.max()) + 1, 2 * self._received.size)
-                self._received = _grown(self._received, size)
-                self._served = _grown(self._served, size)
-            known_r, known_s = self._received[users], self._served[users]
-            earlier = (received < known_r) | ((received == known_r) & (served < known_s))
-            self._received[users[earlier]] = received[earlier]
-            self._served[users[earlier]] = served[earlier]
+            if users.size and int(users.max()) >= self._served.size:
+                self._served = _grown(self._served,
+                                      max(int(users.max()) + 1, 2 * self._served.size))
+            np.minimum.at(self._served, users, served)
 
     def firsts(self, user_ids: pa.Array) -> Firsts:
         """Per user seen (``user_ids[code]``), sorted by id."""
-        codes = np.flatnonzero(self._received != _NEVER)
+        codes = np.flatnonzero(self._served != _NEVER)
         users = user_ids.take(pa.array(codes))
         order = _by_id(users)
-        return Firsts(users.take(pa.array(order)), self._served[codes][order],
-                      self._received[codes][order])
+        return Firsts(users.take(pa.array(order)), self._served[codes][order])
 
 
 class FirstExposures:
@@ -137,10 +126,9 @@ class FirstExposures:
                 return self._parts[0]
             users = pa.concat_arrays([p.users for p in self._parts])
             served = np.concatenate([p.served for p in self._parts])
-            received = np.concatenate([p.received for p in self._parts])
         distinct, codes = sorted_codes(users)
-        first = first_rows(codes, received, served)  # in code order: the users' order
-        return Firsts(distinct, served[first], received[first])
+        first = first_rows(codes, served)  # in code order: the users' order
+        return Firsts(distinct, served[first])
 
 
 def _grown(values: np.ndarray, size: int) -> np.ndarray:

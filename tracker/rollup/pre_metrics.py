@@ -1,14 +1,14 @@
 """CUPED's pre-period metric covariates: each user's value of the metric itself before
 first exposure (for the covariates around them see :mod:`tracker.rollup.covariates`).
 
-For a user first exposed at ``t`` (served time) whose first impression was received at
-``got``, the **pre-period lists** are the user's impressions of *any* experiment served in
-``[t − cuped_days, t)`` and received by ``got``; the **pre-period interactions** are the
-user's interactions that occurred in that same window and were received by ``got``: the
-history as known at first exposure, and all of it before exposure (a click on an old list
-that occurred after ``t`` could answer the experiment's list too, so the treatment could
-move it: it is left out). Fixed at first sight like the other covariates, so a ``--full``
-rebuild computes the same values.
+For a user first exposed at ``t`` (the earliest served of their impressions in the
+experiment), the **pre-period lists** are the user's impressions of *any* experiment served
+in ``[t − cuped_days, t)``, and the **pre-period interactions** the user's interactions that
+occurred in that same window: what happened before exposure, whenever it was logged (a
+click on an old list that occurred after ``t`` could answer the experiment's list too, so
+the treatment could move it: it is left out). A row logged late that falls in a known
+user's window changes that user's values (:func:`tracker.rollup.covariates.refresh`), so
+any order of arrival gives the values a ``--full`` rebuild computes.
 
 The lists are then **scored with this experiment's definitions**: its cutoffs, relevance
 grades and attribution window, by :func:`tracker.rollup.columnar.score_chunk` (the rollup's
@@ -86,13 +86,12 @@ def index_in(values: pa.Array, within: pa.Array) -> np.ndarray:
 
 
 def pre_metrics(reader: ArrowReader, info: ExperimentInfo, users: pa.Array, lo: np.ndarray,
-                hi: np.ndarray, got: np.ndarray, events: pa.Table
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """Per user of ``users`` (each with the window ``[lo, hi)`` and the instant ``got``, µs;
-    ``events``: their :func:`interactions`, read once for every covariate): the ``pre:``
-    values in the order of :func:`pre_columns` ``(users, columns)`` and the
-    ``no_pre_lists`` indicator ``(users,)``."""
-    return scored_lists(info, users, _lists(reader, users, lo, hi, got), events)
+                hi: np.ndarray, events: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """Per user of ``users`` (each with the window ``[lo, hi)``, µs; ``events``: their
+    :func:`interactions`, read once for every covariate): the ``pre:`` values in the order
+    of :func:`pre_columns` ``(users, columns)`` and the ``no_pre_lists`` indicator
+    ``(users,)``."""
+    return scored_lists(info, users, _lists(reader, users, lo, hi), events)
 
 
 def scored_lists(info: ExperimentInfo, users: pa.Array, lists: pa.Table, events: pa.Table
@@ -128,32 +127,24 @@ def scored_lists(info: ExperimentInfo, users: pa.Array, lists: pa.Table, events:
     return values, no_lists
 
 
-def any_lists(conn: sa.Connection, experiment_id: int, after: int, through: int,
-              lo: np.ndarray, hi: np.ndarray, got: np.ndarray) -> bool:
-    """Whether some impression could be a pre-period list of a user first exposed in
-    ``experiment_id``'s impressions with ids in ``(after, through]`` (windows ``[lo, hi)``,
-    received by ``got``): one served in ``[min lo, max hi)`` and received by ``max got``,
-    of another experiment or of this one outside that id range. None of the range's own can
-    be: a user's first exposure is the earliest served of their range's impressions received
-    first, so those received by then were served at it or after. One index lookup per
-    experiment and two primary-key ranges, where the lists' reads probe the index once per
-    user (a first experiment on fresh logs has no list to read at all)."""
-    window = {"lo": int(lo.min()), "hi": int(hi.max()), "got": int(got.max()),
-              "experiment": experiment_id, "after": after, "through": through}
-    found = "i.served_at >= :lo AND i.served_at < :hi AND i.received_at <= :got"
+def any_lists(conn: sa.Connection, experiment_id: int, lo: np.ndarray, hi: np.ndarray
+              ) -> bool:
+    """Whether some impression could be a pre-period list of users of ``experiment_id``
+    with the windows ``[lo, hi)``: one of another experiment served in ``[min lo, max hi)``
+    (none of the experiment's own can be: a user's first exposure is the earliest of them).
+    One index lookup per experiment, where the lists' reads probe the index once per user
+    (a first experiment on fresh logs has no list to read at all)."""
+    window = {"lo": int(lo.min()), "hi": int(hi.max()), "experiment": experiment_id}
     return conn.execute(sa.text(
-        f"SELECT EXISTS (SELECT 1 FROM impression i WHERE i.experiment_id = :experiment "
-        f"AND (i.id <= :after OR i.id > :through) AND {found}) "
-        "OR EXISTS (SELECT 1 FROM experiment x WHERE x.id <> :experiment AND EXISTS ("
-        f"SELECT 1 FROM impression i WHERE i.experiment_id = x.id AND {found}))"),
-        window).scalar_one() in (True, 1)
+        "SELECT EXISTS (SELECT 1 FROM experiment x WHERE x.id <> :experiment AND EXISTS ("
+        "SELECT 1 FROM impression i WHERE i.experiment_id = x.id "
+        "AND i.served_at >= :lo AND i.served_at < :hi))"), window).scalar_one() in (True, 1)
 
 
-def _lists(reader: ArrowReader, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
-           got: np.ndarray) -> pa.Table:
+def _lists(reader: ArrowReader, users: pa.Array, lo: np.ndarray, hi: np.ndarray) -> pa.Table:
     """The pre-period lists of ``users`` (columns of :data:`_LISTS` plus ``key``, the
     impression id as logged; ``id`` is the row number, every ``arm`` 0)."""
-    rows = _read(reader, users, lo, hi, got, "impression", "served_at", _LIST_ROWS)
+    rows = _read(reader, users, lo, hi, "impression", "served_at", _LIST_ROWS)
     n = rows.num_rows
     return pa.table({
         "id": pa.array(np.arange(n, dtype=np.int64)), "arm": pa.array(np.zeros(n, np.int64)),
@@ -161,41 +152,40 @@ def _lists(reader: ArrowReader, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
         "baseline": pa.nulls(n, LIST), "key": rows["key"]})
 
 
-def interactions(reader: ArrowReader, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
-                 got: np.ndarray) -> pa.Table:
+def interactions(reader: ArrowReader, users: pa.Array, lo: np.ndarray, hi: np.ndarray
+                 ) -> pa.Table:
     """The pre-period interactions of ``users`` (each user's that occurred in their ``[lo,
-    hi)`` and were received by their ``got``): ``user, item, event, at`` and ``key`` (the
-    impression it names, null when none)."""
-    return _read(reader, users, lo, hi, got, "interaction", "occurred_at", _EVENT_ROWS)
+    hi)``): ``user, item, event, at`` and ``key`` (the impression it names, null when
+    none)."""
+    return _read(reader, users, lo, hi, "interaction", "occurred_at", _EVENT_ROWS)
 
 
 def _read(reader: ArrowReader, users: pa.Array, lo: np.ndarray, hi: np.ndarray,
-          got: np.ndarray, table: str, at: str, columns: pa.Schema) -> pa.Table:
+          table: str, at: str, columns: pa.Schema) -> pa.Table:
     """``columns`` (named in :data:`_SOURCE`) of the rows of ``table`` of each user of
-    ``users`` whose ``at`` lies in the user's ``[lo, hi)`` and that were received by the
-    user's ``got``, as Arrow (the users and windows bound as arrays, never inlined).
-    PostgreSQL joins ``unnest`` of the windows (an index range per user, or a hash join
-    where the planner finds the table small); SQLite reads the users over the chunk's time
-    range by the ``(user, time)`` index and numpy keeps each user's window."""
+    ``users`` whose ``at`` lies in the user's ``[lo, hi)``, as Arrow (the users and windows
+    bound as arrays, never inlined). PostgreSQL joins ``unnest`` of the windows (an index
+    range per user, or a hash join where the planner finds the table small); SQLite reads
+    the users over the chunk's time range by the ``(user, time)`` index and numpy keeps
+    each user's window."""
     if not len(users):
         return columns.empty_table()
     selected = ", ".join(f"t.{_SOURCE[name].format(at=at)}" for name in columns.names)
     if reader.engine.dialect.name == "postgresql":
         return reader.read(
             f"SELECT {selected} FROM unnest(CAST(:users AS text[]), CAST(:lo AS bigint[]), "
-            "CAST(:hi AS bigint[]), CAST(:got AS bigint[])) AS w(user_id, lo, hi, got) "
-            f"JOIN {table} t ON t.user_id = w.user_id AND t.{at} >= w.lo AND t.{at} < w.hi "
-            "AND t.received_at <= w.got", columns,
-            {"users": users, "lo": pa.array(lo, pa.int64()), "hi": pa.array(hi, pa.int64()),
-             "got": pa.array(got, pa.int64())}).combine_chunks()
-    timed = columns.append(pa.field("received", pa.int64(), False))
-    rows = reader.read(f"SELECT {selected}, t.received_at FROM {table} t "
-                       f"WHERE t.user_id IN :users AND t.{at} >= :lo AND t.{at} < :hi", timed,
+            "CAST(:hi AS bigint[])) AS w(user_id, lo, hi) "
+            f"JOIN {table} t ON t.user_id = w.user_id AND t.{at} >= w.lo AND t.{at} < w.hi",
+            columns,
+            {"users": users, "lo": pa.array(lo, pa.int64()), "hi": pa.array(hi, pa.int64())}
+        ).combine_chunks()
+    rows = reader.read(f"SELECT {selected} FROM {table} t "
+                       f"WHERE t.user_id IN :users AND t.{at} >= :lo AND t.{at} < :hi", columns,
                        {"users": users, "lo": int(lo.min()), "hi": int(hi.max())})
     who = index_in(rows["user"], users)
-    at_us, got_us = rows["at"].to_numpy(), rows["received"].to_numpy()
-    keep = (at_us >= lo[who]) & (at_us < hi[who]) & (got_us <= got[who])
-    return rows.filter(pa.array(keep)).drop_columns("received").combine_chunks()
+    at_us = rows["at"].to_numpy()
+    keep = (at_us >= lo[who]) & (at_us < hi[who])
+    return rows.filter(pa.array(keep)).combine_chunks()
 
 
 __all__ = ["NO_LISTS", "PREFIX", "any_lists", "index_in", "interactions", "pre_columns",

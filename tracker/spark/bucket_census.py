@@ -3,9 +3,9 @@ extent, the heavy users, a row per user and day), counted bucket by bucket in th
 workers instead of a scan and aggregation of the experiment's impressions in the JVM.
 
 Each task reads one bucket's impression files with pyarrow (only the experiment's rows of
-the arms it declares: ``user_id, served_at, received_at``; every row checked to be of the
+the arms it declares: ``user_id, served_at``; every row checked to be of the
 bucket, :func:`tracker.spark.buckets.read_rows`), and reduces them file by file to a row per
-(user, day): ``n`` impressions, ``last`` served, ``first`` the least (received, served). A
+(user, day): ``n`` impressions, ``last`` served, ``first`` the earliest served. A
 user's rows all lie in the user's bucket, so these are the census's rows; Spark caches them
 (a tenth of the impressions here) and the days' extents and heavy users come from them as
 on any lake (:func:`tracker.spark.frames.census_of`). Days are the experiment's calendar
@@ -35,7 +35,7 @@ from tracker.store.experiments import ExperimentInfo
 
 _DAY_US = 86_400_000_000
 _EPOCH = date(1970, 1, 1)
-OUT = "user string, _day date, n long, last long, first struct<got: long, served: long>"
+OUT = "user string, _day date, n long, last long, first long"
 
 
 def local_days(micros: np.ndarray, zone: str) -> np.ndarray:
@@ -57,12 +57,12 @@ def local_days(micros: np.ndarray, zone: str) -> np.ndarray:
 
 
 def _reduced(rows: pa.Table) -> pa.Table:
-    """A row per (``user``, ``_day``) of ``rows`` (``user, _day, n, last, got,
-    served``): ``n`` summed, ``last`` the latest, (``got``, ``served``) the least."""
+    """A row per (``user``, ``_day``) of ``rows`` (``user, _day, n, last, served``): ``n``
+    summed, ``last`` the latest, ``served`` the earliest."""
     if rows.num_rows < 2:
         return rows
     rows = rows.take(pc.sort_indices(rows, [(name, "ascending") for name in (
-        "user", "_day", "got", "served")]))
+        "user", "_day", "served")]))
     users, days = rows["user"].combine_chunks(), rows["_day"].to_numpy()
     new = np.ones(rows.num_rows, bool)
     new[1:] = pc.not_equal(users.slice(1), users.slice(0, len(users) - 1)).to_numpy(
@@ -90,23 +90,19 @@ class CensusJob:
             & ds.field("arm").isin([arm.key for arm in info.arms])
         found = pa.table({"user": pa.array([], pa.string()), "_day": pa.array([], pa.int64()),
                           "n": pa.array([], pa.int64()), "last": pa.array([], pa.int64()),
-                          "got": pa.array([], pa.int64()), "served": pa.array([], pa.int64())})
+                          "served": pa.array([], pa.int64())})
         for path in self.files[bucket][0]:  # file by file: the (user, day) rows so far
             rows = read_rows((path,), "impressions", (bucket, 0, self.count, 1),
-                             ("user_id", "served_at", "received_at"), mine)
+                             ("user_id", "served_at"), mine)
             served = rows["served_at"].cast(pa.int64())
             found = _reduced(pa.concat_tables([found, pa.table({
                 "user": rows["user_id"].cast(pa.string()),
                 "_day": pa.array(local_days(served.to_numpy(), info.timezone)),
                 "n": pa.array(np.ones(rows.num_rows, np.int64)), "last": served,
-                "got": pc.coalesce(rows["received_at"].cast(pa.int64()), served),
                 "served": served})]))
         return pa.table({
             "user": found["user"], "_day": found["_day"].cast(pa.int32()).cast(pa.date32()),
-            "n": found["n"], "last": found["last"],
-            "first": pa.StructArray.from_arrays(
-                [found["got"].combine_chunks(), found["served"].combine_chunks()],
-                names=["got", "served"])})
+            "n": found["n"], "last": found["last"], "first": found["served"]})
 
 
 def bucket_census(spark: SparkSession, info: ExperimentInfo, files: Files, count: int,

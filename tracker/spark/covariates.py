@@ -1,21 +1,19 @@
 """CUPED's pre-exposure covariates on Spark: :mod:`tracker.rollup.covariates` with the lake
 as the history and the per-user covariates in the state directory.
 
-**What is computed** is the default engine's, by its own code: per user first seen in the run
-(a user of the run's days without stored covariates), fixed at first exposure, the
-interaction count and graded sum of the ``cuped_days`` before it, ``no_pre_period``, the
-pre-period value of each metric column over the lists served to the user in that window in
-*any* experiment of the lake, and ``no_pre_lists``
-(:func:`tracker.rollup.covariates.covariates_of`, which scores the lists with this
-experiment's cutoffs, grades and window through
+**What is computed** is the default engine's, by its own code: per user, the interaction
+count and graded sum of the ``cuped_days`` before their first exposure (the earliest served
+of their impressions in the experiment, known arms), ``no_pre_period``, the pre-period value
+of each metric column over the lists served to the user in that window in *any* experiment
+of the lake, and ``no_pre_lists`` (:func:`tracker.rollup.covariates.covariates_of`, which
+scores the lists with this experiment's cutoffs, grades and window through
 :func:`tracker.rollup.pre_metrics.scored_lists` and the ``tracker.metrics`` kernels).
 
-**History as known at first exposure.** The lake's optional ``received_at`` column
-(:mod:`tracker.lake.layout`; absent or null: ``served_at`` / ``occurred_at``) plays the
-database's receipt time: a user's first exposure is the earliest served of their
-first-received impressions in the experiment (known arms), and only rows received by then
-count, so a run that sees a late-received row later does not change a user's values, and
-``--full`` gives the same ones.
+**Event time.** What occurred and was served in the window counts, whichever file brought
+it and whenever: the users first seen in the run are computed, and so are the stored users
+whom the rows of the run's new files change (:func:`changed`: an earlier impression moves a
+first exposure, a row inside a window adds to it), after which every day's sums are written
+again (:func:`tracker.rollup.covariates.resum`). The lake's ``received_at`` plays no part.
 
 **On Spark**: one Spark job joins the new users' windows ``[first − cuped_days, first)`` to
 the interactions and to every experiment's impressions (by user, time and receipt), groups
@@ -29,7 +27,7 @@ Python workers instead, no join or shuffle (:mod:`tracker.spark.pre_period`), to
 values.
 
 **Stored**: every user's covariates so far in ``covariates.parquet`` of the state directory
-(format ``covariates/2`` with its ``cuped_days``, as ``rollup_user_covariates``); the sums per
+(format ``covariates/3`` with its ``cuped_days``, as ``rollup_user_covariates``); the sums per
 arm, metric and view go to ``rollup_covariate_sums`` through the default engine's
 :func:`~tracker.rollup.covariates.publish_daily` and
 :func:`~tracker.rollup.covariates.write_sums` (:mod:`tracker.spark.cumulative`).
@@ -48,13 +46,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracker.errors import StaleState
+from tracker.lake.layout import SCHEMAS
+from tracker.rollup import covariates as cuped
 from tracker.rollup import state
 from tracker.rollup.covariates import USERS, UserCovariates, names_for
 from tracker.rollup.pre_metrics import index_in
 from tracker.rollup.published import DayResult
-from tracker.spark.buckets import lake_buckets
+from tracker.spark.buckets import collected, lake_buckets
 from tracker.spark.frames import bucket_of
-from tracker.spark.lake import Lake
+from tracker.spark.lake import Lake, spark_schema
 from tracker.spark.pre_period import OUT, bucket_matched, group_covariates
 from tracker.spark.state import StateDir
 from tracker.store.experiments import ExperimentInfo
@@ -72,31 +72,71 @@ _DAY_US = 86_400_000_000
 
 
 def refresh(spark: SparkSession, lake: Lake, info: ExperimentInfo, store: StateDir,
-            daily: dict[date, DayResult],
-            firsts: DataFrame | None = None) -> UserCovariates | None:
-    """The covariates of the experiment's users: the stored ones, and those of the users of
-    the run's days (``daily``) that have none yet, computed on Spark and stored. None when
-    the experiment's ``cuped_days`` is 0. Stored covariates that cannot be read (another
-    format) are recomputed for every user of the experiment. ``firsts``: the census's
-    per-user first receipts (:attr:`tracker.spark.frames.Census.firsts`), else read from
-    the lake."""
+            daily: dict[date, DayResult], firsts: DataFrame | None = None,
+            new: tuple[list[str], list[str]] = ([], [])) -> cuped.Refreshed:
+    """The covariates of the experiment's users: the stored ones, those of the stored users
+    whom the rows of the ``new`` files (impressions, interactions) change, and those of the
+    users of the run's days (``daily``) that have none yet, computed on Spark and stored.
+    None when the experiment's ``cuped_days`` is 0. Stored covariates that cannot be read
+    (another format) are recomputed for every user of the experiment. ``firsts``: the
+    census's per-user first exposures (:attr:`tracker.spark.frames.Census.firsts`), else
+    read from the lake."""
     if info.cuped_days == 0:
-        return None
+        return cuped.Refreshed(None)
     stored = load(store, info)
     if stored is None and (store.root / FILE).exists():
         users = None  # unreadable: every user again
+        again = True
     else:
+        again = False
+        found = changed(spark, lake, info, stored, new) if stored is not None else None
         seen = [r.totals.users.cast(pa.string()) for r in daily.values()
                 if r.totals is not None and r.totals.size]
         users = pc.unique(pa.concat_arrays(seen)) if seen else pa.array([], pa.string())
         if stored is not None:
             users = users.filter(pc.invert(pc.is_in(users, value_set=stored.users)))
+            if found is not None and len(found):
+                users = pc.unique(pa.concat_arrays([users, found]))
+                again = True
         if not len(users):
-            return stored or UserCovariates.empty(names_for(info.cutoffs))
+            return cuped.Refreshed(stored or UserCovariates.empty(names_for(info.cutoffs)))
     computed = compute(spark, lake, info, users, firsts, store.root / SCRATCH)
     merged = computed if stored is None else stored.merged(computed)
     save(store, info, merged)
-    return merged
+    return cuped.Refreshed(merged, again)
+
+
+def changed(spark: SparkSession, lake: Lake, info: ExperimentInfo, stored: UserCovariates,
+            new: tuple[list[str], list[str]]) -> pa.Array:
+    """The stored users whom the rows of the ``new`` lake files change: an impression of
+    the experiment (known arms) served before the stored first exposure, or an interaction
+    that occurred, or another experiment's list served, in the window before it."""
+    if not (new[0] or new[1]) or not len(stored.users):
+        return pa.array([], pa.string())
+    windows = spark.createDataFrame(pa.table({"user": stored.users.cast(pa.string()),
+                                              "first": pa.array(stored.first, pa.int64())}))
+    if len(stored.users) <= BROADCAST_USERS:
+        windows = F.broadcast(windows)
+    span = info.cuped_days * _DAY_US
+    hits = []
+    if new[0]:
+        rows = spark.read.schema(spark_schema(SCHEMAS["impressions"])).parquet(*new[0])
+        own = (F.col("experiment") == info.key) & F.col("arm").isin([a.key for a in info.arms])
+        at = F.unix_micros("served_at")
+        hits.append(rows.select(F.col("user_id").alias("user"), at.alias("at"),
+                                own.alias("own")))
+    if new[1]:
+        rows = spark.read.schema(spark_schema(SCHEMAS["interactions"])).parquet(*new[1])
+        hits.append(rows.select(F.col("user_id").alias("user"),
+                                F.unix_micros("occurred_at").alias("at"),
+                                F.lit(False).alias("own")))
+    found = hits[0] if len(hits) == 1 else hits[0].unionByName(hits[1])
+    at, first = F.col("at"), F.col("first")
+    moved = F.col("own") & (at < first)
+    inside = ~F.col("own") & (at >= first - span) & (at < first)
+    return collected(found.join(windows, "user").where(moved | inside)
+                     .select("user").distinct().toArrow)["user"].combine_chunks().cast(
+                         pa.string())
 
 
 def load(store: StateDir, info: ExperimentInfo) -> UserCovariates | None:
@@ -142,12 +182,24 @@ def compute(spark: SparkSession, lake: Lake, info: ExperimentInfo, users: pa.Arr
         found = _matched(lake, info, windows, len(users))
     names = names_for(info.cutoffs)
     users = users.take(pc.array_sort_indices(users))
-    out = UserCovariates(users, np.zeros((len(users), len(names))), names)
+    out = UserCovariates(users, np.zeros((len(users), len(names))), names,
+                         _first_exposures(spark, lake, info, users, firsts))
     out.x[:] = out.missing()
     if found is not None and found.num_rows:
         at = index_in(found["user"].combine_chunks().cast(pa.string()), users)
         flat = pc.list_flatten(found["x"].combine_chunks()).to_numpy(zero_copy_only=False)
         out.x[at] = flat.reshape(found.num_rows, len(names))
+    return out
+
+
+def _first_exposures(spark: SparkSession, lake: Lake, info: ExperimentInfo, users: pa.Array,
+                     firsts: DataFrame | None) -> np.ndarray:
+    """The first exposure (µs) of each of ``users`` (sorted ids), 0 for one the experiment
+    never served."""
+    found = collected(_windows(spark, lake, info, users, firsts).select("user", "hi").toArrow)
+    out = np.zeros(len(users), dtype=np.int64)
+    at = index_in(found["user"].combine_chunks().cast(pa.string()), users)
+    out[at[at >= 0]] = found["hi"].to_numpy()[at >= 0]
     return out
 
 
@@ -158,7 +210,7 @@ def _matched(lake: Lake, info: ExperimentInfo, windows: DataFrame,
 
     The logs are filtered to the windows' span first (a filter on the lake's own time
     columns: Parquet skips the row groups outside). The lists' items are read only for the
-    impressions that fall in a window (found first from their user, time and receipt):
+    impressions that fall in a window (found first from their user and time):
     a scan of the impressions with their lists is the largest read of this step, and many
     users (new to the service) have no list before first exposure."""
     cached = windows.persist()
@@ -171,14 +223,13 @@ def _matched(lake: Lake, info: ExperimentInfo, windows: DataFrame,
             "_bucket")
         events = (_spanned(lake.interactions.rows, "occurred_at", span).select(
             F.col("user_id").alias("user"), F.col("item_id").alias("item"), "event",
-            F.unix_micros("occurred_at").alias("at"), F.col("impression_id").alias("key"),
-            _received("occurred_at"))
+            F.unix_micros("occurred_at").alias("at"), F.col("impression_id").alias("key"))
             .join(windows, "user").where(_inside("at"))
             .select(bucket, "user", "item", "event", "at", "key")).persist()
         impressions = _spanned(lake.impressions.rows, "served_at", span)
         keys = (impressions.select(
             F.col("user_id").alias("user"), F.unix_micros("served_at").alias("served"),
-            F.col("impression_id").alias("key"), _received("served_at"))
+            F.col("impression_id").alias("key"))
             .join(windows, "user").where(_inside("served"))
             .select(bucket, "user", "served", "key")).persist()
         try:
@@ -220,31 +271,25 @@ def _spanned(rows: DataFrame, time: str, span) -> DataFrame:
 
 def _windows(spark: SparkSession, lake: Lake, info: ExperimentInfo,
              users: pa.Array | None, firsts: DataFrame | None = None) -> DataFrame:
-    """Per user of ``users`` (None: every user of the experiment): ``lo, hi`` (the window,
-    µs) and ``got`` (the receipt of the first exposure, µs). ``firsts``: ``user, f`` rows
+    """Per user of ``users`` (None: every user of the experiment): ``lo, hi`` (the window
+    before the first exposure, µs). ``firsts``: ``user, served`` rows
     (:attr:`tracker.spark.frames.Census.firsts`), else the experiment's impressions."""
     if firsts is None:
         mine = lake.impressions.rows.where(
             (F.col("experiment") == info.key) & F.col("arm").isin([a.key for a in info.arms]))
-        firsts = mine.select(F.col("user_id").alias("user"), F.struct(
-            F.unix_micros(F.coalesce("received_at", "served_at")).alias("got"),
-            F.unix_micros("served_at").alias("served")).alias("f"))
+        firsts = mine.select(F.col("user_id").alias("user"),
+                             F.unix_micros("served_at").alias("served"))
     first = firsts
     if users is not None:
         wanted = spark.createDataFrame(pa.table({"user": users.cast(pa.string())}))
         if len(users) <= BROADCAST_USERS:
             wanted = F.broadcast(wanted)
         first = first.join(wanted, "user", "left_semi")
-    first = first.groupBy("user").agg(F.min("f").alias("f"))  # received first, then served
-    return first.select("user", (F.col("f.served") - info.cuped_days * _DAY_US).alias("lo"),
-                        F.col("f.served").alias("hi"), F.col("f.got").alias("got"))
-
-
-def _received(time: str):
-    return F.unix_micros(F.coalesce("received_at", time)).alias("_received")
+    first = first.groupBy("user").agg(F.min("served").alias("served"))
+    return first.select("user", (F.col("served") - info.cuped_days * _DAY_US).alias("lo"),
+                        F.col("served").alias("hi"))
 
 
 def _inside(at: str):
-    """In the user's window, and received by their first exposure's receipt."""
-    return ((F.col(at) >= F.col("lo")) & (F.col(at) < F.col("hi"))
-            & (F.col("_received") <= F.col("got")))
+    """In the user's window."""
+    return (F.col(at) >= F.col("lo")) & (F.col(at) < F.col("hi"))

@@ -70,14 +70,13 @@ class Frames:
 
 def coded_impressions(info: ExperimentInfo, impressions: DataFrame) -> DataFrame:
     """The experiment's impressions (lake rows) with arm ids (null: an arm it does not
-    declare), µs times (``served``; ``got``: received, or served when the lake has no
-    receipt time), the baseline's first ``max(cutoffs)`` items, and their day."""
+    declare), µs times (``served``), the baseline's first ``max(cutoffs)`` items, and their
+    day."""
     arms = F.create_map(*[F.lit(x) for arm in info.arms for x in (arm.key, arm.id)])
     coded = impressions.where(F.col("experiment") == info.key).select(
         "impression_id", F.element_at(arms, F.col("arm")).cast("long").alias("arm"),
         F.col("user_id").alias("user"), F.unix_micros("served_at").alias("served"), "items",
-        F.slice("baseline_items", 1, max(info.cutoffs)).alias("baseline"),
-        F.unix_micros(F.coalesce("received_at", "served_at")).alias("got"))
+        F.slice("baseline_items", 1, max(info.cutoffs)).alias("baseline"))
     return coded.withColumn("_day", local_day(F.col("served"), info.timezone))
 
 
@@ -210,8 +209,8 @@ class Extent:
 class Census:
     """What one scan of the experiment's impressions tells: each day's :class:`Extent`,
     the (user, day) pairs of more than ``user_rows`` impressions, and ``per_user``: a row
-    per (``user``, ``_day``) pair with ``first``, the user's earliest (received, served)
-    pair that day (µs), cached (one row per user and day: a tenth of the impressions here,
+    per (``user``, ``_day``) pair with ``first``, the user's earliest served impression that
+    day (µs), cached (one row per user and day: a tenth of the impressions here,
     no item lists) until :meth:`release`, for :func:`popularity` (:attr:`served`) and
     CUPED's first exposures (:attr:`firsts`)."""
 
@@ -226,10 +225,10 @@ class Census:
 
     @property
     def firsts(self) -> DataFrame | None:
-        """``user, f``: (``got``, ``served``) of the impression received first (then
-        served first) per (user, day): the input of CUPED's first exposures."""
+        """``user, served``: the earliest served per (user, day): the input of CUPED's
+        first exposures."""
         return None if self.per_user is None else self.per_user.select(
-            "user", F.col("first").alias("f"))
+            "user", F.col("first").alias("served"))
 
     def release(self) -> None:
         if self.per_user is not None:
@@ -240,7 +239,7 @@ def census(f: Frames, user_rows: int) -> Census:
     """The :class:`Census` of the experiment's impressions (one scan)."""
     return census_of(f.impressions.groupBy("user", "_day").agg(
         F.count(F.lit(1)).alias("n"), F.max("served").alias("last"),
-        F.min(F.struct("got", "served")).alias("first")), user_rows)
+        F.min("served").alias("first")), user_rows)
 
 
 def census_of(per_user: DataFrame, user_rows: int) -> Census:

@@ -4,19 +4,17 @@
 
 **Bucket by bucket.** A user's covariates depend on the user's own rows only (their first
 exposure in the experiment, the interactions and every experiment's lists inside their
-window, received by that exposure's receipt), and on a bucketed lake all of a user's rows
+window), and on a bucketed lake all of a user's rows
 lie in the files of the user's bucket. So each task here reads one bucket's files with
 pyarrow (no scan, join or shuffle in the JVM):
 
-1. the experiment's impressions (arms it declares), every day: each new user's first
-   exposure, the earliest served of the impressions received first (as the census gives it,
-   :attr:`tracker.spark.frames.Census.firsts`); a user's window is ``[first − cuped_days,
-   first)``;
+1. the experiment's impressions (arms it declares), every day: each user's first exposure,
+   the earliest served (as the census gives it, :attr:`tracker.spark.frames.Census.firsts`);
+   a user's window is ``[first − cuped_days, first)``;
 2. the interactions and every experiment's impressions served in the span of the task's
    windows (the row groups outside skipped by their statistics), each row kept when it
-   falls in its user's window and was received by the first exposure's receipt: found from
-   their ids, users and times, the other columns (the lists' items) read only for the rows
-   kept;
+   falls in its user's window: found from their ids, users and times, the other columns
+   (the lists' items) read only for the rows kept;
 3. :func:`group_covariates` on what was kept.
 
 The new users reach the tasks through one Arrow IPC file the driver writes into the state
@@ -127,56 +125,50 @@ class CovariateJob:
 
     def _windows(self, files: tuple[str, ...], group: tuple[int, int, int, int],
                  users: pa.Array) -> pa.Table:
-        """``user, lo, hi, got`` (µs) of each of ``users`` the experiment served: the
-        window before the first exposure and that exposure's receipt."""
+        """``user, lo, hi`` (µs) of each of ``users`` the experiment served: the window
+        before the first exposure."""
         info = self.info
         mine = (ds.field("experiment") == info.key) \
             & ds.field("arm").isin([arm.key for arm in info.arms])
-        firsts = pa.table({"user": pa.array([], pa.string()), "got": pa.array([], pa.int64()),
+        firsts = pa.table({"user": pa.array([], pa.string()),
                            "served": pa.array([], pa.int64())})
         for path in files:  # file by file: a user's earliest so far, not every impression
-            rows = read_rows((path,), "impressions", group,
-                             ("user_id", "served_at", "received_at"), mine)
+            rows = read_rows((path,), "impressions", group, ("user_id", "served_at"), mine)
             rows = rows.filter(pc.is_in(rows["user_id"], value_set=users))
-            served = rows["served_at"].cast(pa.int64())
             firsts = _earliest(pa.concat_tables([firsts, pa.table({
                 "user": rows["user_id"].cast(pa.string()),
-                "got": pc.coalesce(rows["received_at"].cast(pa.int64()), served),
-                "served": served})]))
+                "served": rows["served_at"].cast(pa.int64())})]))
         hi = firsts["served"]
         return pa.table({"user": firsts["user"], "lo": pc.subtract(hi, info.cuped_days * DAY_US),
-                         "hi": hi, "got": firsts["got"]})
+                         "hi": hi})
 
 
 def _earliest(rows: pa.Table) -> pa.Table:
-    """A row per user: the least (``got``, ``served``), the default engine's first exposure
+    """A row per user: the earliest ``served``, the default engine's first exposure
     (:func:`tracker.rollup.first_exposures.first_rows`)."""
     if rows.num_rows < 2:
         return rows
     _, codes = sorted_codes(rows["user"].combine_chunks())
-    return rows.take(pa.array(first_rows(codes, rows["got"].to_numpy(),
-                                         rows["served"].to_numpy())))
+    return rows.take(pa.array(first_rows(codes, rows["served"].to_numpy())))
 
 
 def _kept(files: tuple[str, ...], kind: str, group: tuple[int, int, int, int],
           windows: pa.Table, span: tuple[int, int], columns: tuple[str, ...]) -> pa.Table:
-    """The rows (``columns``) of ``files`` inside their user's window and received by the
-    user's first exposure's receipt. Found from the id, user and times first: the other
-    columns (an impression's items) are read only for the rows kept, by id."""
+    """The rows (``columns``) of ``files`` inside their user's window. Found from the id,
+    user and time first: the other columns (an impression's items) are read only for the
+    rows kept, by id."""
     key, time = IDS[kind], TIMES[kind]
     at = ds.field(time)
     where = (at >= _instant(span[0])) & (at < _instant(span[1]))
     found = [read_rows((), kind, group, columns, where)]
     for path in files:
-        rows = read_rows((path,), kind, group, (key, "user_id", time, "received_at"), where)
+        rows = read_rows((path,), kind, group, (key, "user_id", time), where)
         user = pc.index_in(rows["user_id"], value_set=windows["user"].combine_chunks())
         rows = rows.filter(pc.is_valid(user))
         user = pc.drop_null(user).combine_chunks()
         t = rows[time].cast(pa.int64())
-        received = pc.coalesce(rows["received_at"].cast(pa.int64()), t)
-        keep = pc.and_(pc.and_(pc.greater_equal(t, pc.take(windows["lo"], user)),
-                               pc.less(t, pc.take(windows["hi"], user))),
-                       pc.less_equal(received, pc.take(windows["got"], user)))
+        keep = pc.and_(pc.greater_equal(t, pc.take(windows["lo"], user)),
+                       pc.less(t, pc.take(windows["hi"], user)))
         ids = rows.filter(keep)[key].combine_chunks()
         if len(ids):  # an id comes once in the lake (the bucket path's condition)
             found.append(read_rows((path,), kind, group, columns,

@@ -18,9 +18,9 @@ the tracker database):
 3. **On the driver**, per day: the per-user sums (:class:`UnitTotals`) into the state
    directory, and the rows the report reads from the default engine's own code
    (:func:`tracker.rollup.day.day_result`).
-   CUPED's per-user covariates of the users first seen in the run, on Spark
-   (:mod:`tracker.spark.covariates`; bucket by bucket on a bucketed lake,
-   :mod:`tracker.spark.pre_period`), into the state directory.
+   CUPED's per-user covariates of the users first seen in the run and of those whose
+   pre-period the new files change, on Spark (:mod:`tracker.spark.covariates`; bucket by
+   bucket on a bucketed lake, :mod:`tracker.spark.pre_period`), into the state directory.
 4. **One transaction**: the daily rows (:func:`tracker.rollup.published.publish_daily`),
    CUPED's covariate sums (:func:`tracker.rollup.covariates.publish_daily`), the
    exposure-day rows (:mod:`tracker.spark.exposure`),
@@ -220,9 +220,11 @@ class _Run:
             declared = pa.array(sorted(set(declared_list)), pa.string()) if declared_list \
                 else None
             daily = self._compute(f, days, declared, summary) if days else {}
-            with _phase("covariates"):
-                users = covariates.refresh(self.spark, self.lake, self.info, self.store,
-                                           daily, self.census.firsts) if daily else None
+            with _phase("covariates"):  # also without a day: late pre-period rows
+                refreshed = covariates.refresh(
+                    self.spark, self.lake, self.info, self.store, daily,
+                    self.census.firsts, ([], []) if rebuild else self.new)
+                users = refreshed.covariates
         finally:
             self.census.release()
         with _phase("commit"), transaction(self.engine, write=True) as conn:
@@ -238,6 +240,10 @@ class _Run:
                 cumulative_rows(conn, self.info, self.store, min(daily),
                                 to_micros(self.clock), recent, declared, users)
                 summary.cumulative_from = min(daily)
+            if refreshed.changed and users is not None:  # every other day's sums again
+                cuped.resum(conn, self.info, users, set(daily), min(daily) if daily else None,
+                            lambda day, cumulative: self.store.units(day, cumulative,
+                                                                     self.layout))
             results.reset_state(conn, self.info.id, declaration=False)
             lock.confirm()
         self.store.save_manifest(self.info.key, self.config, *self.files)
