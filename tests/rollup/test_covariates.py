@@ -418,3 +418,26 @@ def test_cuped_follows_what_happened_whatever_order_the_logs_arrived_in(tracker)
         # in the order of their ids, which the order of arrival sets: to 1e-12, not the bit
         pd.testing.assert_frame_equal(frames[key], first, check_exact=False, rtol=1e-12,
                                       atol=1e-12)
+
+
+def test_covariates_stored_by_receipt_time_are_recomputed_once_by_the_next_run(tracker):
+    """Covariates stored before event time (``covariates/2``, fixed at receipt) are never
+    read: the next run, with nothing new, computes every user's again and every day's sums,
+    to the tables of a ``--full``."""
+    import sqlalchemy as sa
+
+    from tracker.rollup import state
+
+    _log_scenario(tracker, 3)
+    tracker.rollup("home", now=NOW)
+    expected = dump(tracker.engine)
+    with tracker.engine.begin() as conn:
+        data = conn.execute(sa.text("SELECT data FROM rollup_user_covariates")).scalar_one()
+        table = state.read(data, covariates.USERS).drop_columns(["first_exposure"])
+        older = state.write(table.replace_schema_metadata(None), "covariates/2",
+                            cuped_days=str(CUPED_DAYS))
+        conn.execute(sa.text("UPDATE rollup_user_covariates SET data = :d"), {"d": older})
+        conn.execute(sa.text("DELETE FROM rollup_covariate_sums"))  # stale: written again
+    (summary,) = tracker.rollup("home", now=NOW)
+    assert summary.days_recomputed == []
+    assert dump(tracker.engine) == expected
