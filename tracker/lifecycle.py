@@ -45,6 +45,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_e
 
 from tracker.config import Settings
 from tracker.errors import Busy, ExpiredLogs, InvalidTransition, ValidationError
+from tracker.rollup import covariates
 from tracker.rollup.days import HOUR, day_of, days_between, days_of_hours, in_range
 from tracker.rollup.lock import rollup_lock
 from tracker.rollup.retention import first_recomputable_day
@@ -217,6 +218,7 @@ def delete_user(engine: sa.Engine, settings: Settings, user_id: str, *,
                     store.mark_for_recompute(conn, info.id, plan.marked, now_us)
                     results.drop_stale_popularity(conn, info.id, plan.stale,
                                                   popularity_days)
+                covariates.forget(conn, info, user_id)  # their first exposure goes too
         impressions = removed.impressions.get(info.id, 0)
         if impressions or plan.marked:
             parts.append(ErasedFrom(info.key, impressions, tuple(sorted(plan.marked))))

@@ -441,3 +441,23 @@ def test_covariates_stored_by_receipt_time_are_recomputed_once_by_the_next_run(t
     (summary,) = tracker.rollup("home", now=NOW)
     assert summary.days_recomputed == []
     assert dump(tracker.engine) == expected
+
+
+def test_a_user_erased_then_served_again_gets_covariates_from_what_is_left(tracker):
+    """The erasure drops the user's stored covariates (their erased first exposure with
+    them): served again, the user is computed from the rows logged since, as by a
+    ``--full``."""
+    imps, _, history, previous = _log_scenario(tracker, 3)
+    tracker.rollup("home", now=NOW)
+    user = imps[0]["user_id"]
+    tracker.delete_user(user, now=NOW)
+    back = dict(imps[0], impression_id="back", served_at=max(r["served_at"] for r in imps))
+    tracker.log_impressions([back], on_invalid="all_or_nothing")
+    tracker.log_interactions([{"event_id": "back-before", "user_id": user, "item_id": "i1",
+                               "event": "click",
+                               "occurred_at": back["served_at"] - timedelta(hours=3)}],
+                             on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    incremental = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=NOW)
+    assert dump(tracker.engine) == incremental

@@ -38,8 +38,8 @@ received_at        timestamp[us, UTC]     yes
 ``received_at`` (both logs) is when the row reached the log (the database's receipt time;
 ``tracker export`` writes it). It is not part of a row's payload: the same id with another
 receipt time is a duplicate, and the earliest receipt counts. Absent or null, it is taken
-as ``served_at`` / ``occurred_at``. Only CUPED's covariates read it (the history as known at
-a user's first exposure: :mod:`tracker.spark.covariates`).
+as ``served_at`` / ``occurred_at``. It only orders duplicates: no metric reads it (CUPED's
+covariates follow event time: :mod:`tracker.spark.covariates`).
 
 **Bucketed by user** (optional; ``tracker export --buckets N``): every file holds the rows of
 one user bucket, :func:`user_bucket` of its ``user_id`` (64-bit FNV-1a of the id's UTF-8

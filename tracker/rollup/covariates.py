@@ -38,7 +38,7 @@ covariate; 0 for surprisal and unexpectedness): Σx, Σx_a·x_b, Σx·y with y t
 per-impression ratio view), stored per day and view in ``rollup_covariate_sums`` (one Arrow
 stream, ``covsums/2``, its covariates named in the metadata): a few floats per arm and
 metric. Days add nothing up here: each day's and each cumulative view's sums come from its
-own unit totals, joined to the fixed per-user covariates.
+own unit totals, joined to the per-user covariates.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ from tracker.rollup import state
 from tracker.rollup.aggregate import UnitTotals, arm_blocks, crossover_mask
 from tracker.rollup.codes import sorted_codes
 from tracker.rollup.columnar import grades_of
+from tracker.rollup.days import END_INSTANT, FIRST_INSTANT, day_of
 from tracker.rollup.first_exposures import FirstExposures, first_rows
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.plan import Ids
@@ -71,7 +72,7 @@ from tracker.rollup.pre_metrics import (
     pre_metrics,
     scored_lists,
 )
-from tracker.store import results
+from tracker.store import lifecycle, results
 from tracker.store.arrow import ArrowReader
 from tracker.store.db import transaction
 from tracker.store.experiments import ExperimentInfo
@@ -185,11 +186,14 @@ class UserCovariates:
 
 @dataclass(frozen=True)
 class Refreshed:
-    """:func:`refresh`'s answer: every user's covariates (None: CUPED off), and whether
-    covariates stored before changed (every day's sums are then stale: :func:`resum`)."""
+    """:func:`refresh`'s answer: every user's covariates (None: CUPED off), whether
+    covariates stored before changed (the sums of the days holding those users are then
+    stale: :func:`resum`), and from when: the earliest first exposure, old or new, of a
+    changed user (µs; None: every day, as after an unreadable state)."""
 
     covariates: UserCovariates | None
     changed: bool = False
+    since: int | None = None
 
 
 def refresh(conn: sa.Connection, reader: ArrowReader | None, info: ExperimentInfo, ids: Ids,
@@ -209,8 +213,11 @@ def refresh(conn: sa.Connection, reader: ArrowReader | None, info: ExperimentInf
     again = stored is None and not rebuild  # unreadable (an older format): everyone again
     after = 0 if stored is None else ids.impressions_after
     stored = stored or UserCovariates.empty(names_for(info.cutoffs))
-    changed = _changed(reader, info, stored, ids) if len(stored.users) else None
+    changed = _changed(conn, reader, info, stored, ids) if len(stored.users) else None
+    since = None
     if changed is not None and len(changed[0]):
+        before = stored.subset(changed[0]).first
+        since = int(min(changed[1].min(), before.min() if before.size else changed[1].min()))
         stored = stored.merged(_compute(reader, info, *changed))
     seen = [r.totals.users.cast(pa.string()) for r in daily.values()
             if r.totals is not None and r.totals.size]
@@ -225,23 +232,29 @@ def refresh(conn: sa.Connection, reader: ArrowReader | None, info: ExperimentInf
     if len(users):
         stored = stored.merged(_of_new_users(conn, reader, info, users, after,
                                              ids.impressions_through))
-    return Refreshed(stored, again or (changed is not None and len(changed[0]) > 0))
+    if again:
+        return Refreshed(stored, True, None)
+    return Refreshed(stored, since is not None, since)
 
 
-def _changed(reader: ArrowReader | None, info: ExperimentInfo, stored: UserCovariates,
-             ids: Ids) -> tuple[pa.Array, np.ndarray] | None:
+def _changed(conn: sa.Connection, reader: ArrowReader | None, info: ExperimentInfo,
+             stored: UserCovariates, ids: Ids) -> tuple[pa.Array, np.ndarray] | None:
     """The stored users whom the rows new in this run (by id) change, with their first
     exposure then: an impression of the experiment served before the stored one (the first
-    exposure moves), an interaction that occurred, or another experiment's list served, in
-    the window before it. Reads the new rows' users and times only."""
+    exposure moves; only impressions the rollup can place on a day count), an interaction
+    that occurred, or another experiment's list served, in the window before it. Reads the
+    new rows' users and times only. A user whose window would reach before the retention
+    horizon (``tracker logs expire``) keeps the covariates computed while the logs were
+    whole, as days before the horizon keep their results."""
     if reader is None:
         return None
     bounds = {"experiment": info.id, "after": ids.impressions_after,
               "through": ids.impressions_through, "i_after": ids.interactions_after,
-              "i_through": ids.interactions_through}
+              "i_through": ids.interactions_through, "lo": FIRST_INSTANT, "hi": END_INSTANT}
     own = reader.read("SELECT imp.user_id, imp.served_at FROM impression imp "
                       "WHERE imp.id > :after AND imp.id <= :through "
-                      "AND imp.experiment_id = :experiment", _TIMES, bounds)
+                      "AND imp.experiment_id = :experiment AND imp.served_at >= :lo "
+                      "AND imp.served_at < :hi", _TIMES, bounds)
     other = reader.read("SELECT imp.user_id, imp.served_at FROM impression imp "
                         "WHERE imp.id > :after AND imp.id <= :through "
                         "AND imp.experiment_id <> :experiment", _TIMES, bounds)
@@ -261,8 +274,23 @@ def _changed(reader: ArrowReader | None, info: ExperimentInfo, stored: UserCovar
         row, at = row[known], at[known]
         inside = (at >= first[row] - span) & (at < first[row])
         hit[row[inside]] = True
+    cutoff = lifecycle.expired_before(conn)
+    if cutoff is not None:  # windows no longer whole: kept as computed
+        hit &= first - span >= cutoff
     which = np.flatnonzero(hit)
     return stored.users.take(pa.array(which)), first[which]
+
+
+def forget(conn: sa.Connection, info: ExperimentInfo, user: str) -> None:
+    """Drop one user's stored covariates (an erasure: a user served again later is then
+    computed from what is left, and no stored state keeps the erased user's first
+    exposure)."""
+    stored = _load(conn, info)
+    if stored is None or not len(stored.users):
+        return
+    kept = stored.without(pa.array([user], type=pa.string()))
+    if len(kept.users) != len(stored.users):
+        save(conn, info, kept)
 
 
 def ahead(engine: sa.Engine, reader: ArrowReader, info: ExperimentInfo, ids: Ids,
@@ -293,9 +321,10 @@ def ahead(engine: sa.Engine, reader: ArrowReader, info: ExperimentInfo, ids: Ids
 def _of_new_users(conn: sa.Connection, reader: ArrowReader, info: ExperimentInfo,
                   users: pa.Array, after: int, through: int,
                   first: tuple[pa.Array, np.ndarray] | None = None) -> UserCovariates:
-    """The covariates of ``users`` (none stored: every impression of theirs is in the
-    range), from their first exposure among the impressions with ids in ``(after,
-    through]`` (``first``: those already read)."""
+    """The covariates of ``users`` (none stored), from their first exposure among the
+    impressions with ids in ``(after, through]`` (``first``: those already read): all of a
+    user's impressions but for an erased user served again, whose erased ones are gone, and
+    rows the rollup never placed on a day, which it leaves out here too."""
     first = first or _first_exposures(reader, info.id, after, through)
     new = pc.is_in(first[0], value_set=users).to_numpy(zero_copy_only=False)
     users, served = first[0].filter(pa.array(new)), first[1][new]
@@ -344,16 +373,19 @@ def _impressions(conn: sa.Connection, experiment_id: int, after: int, through: i
 def _first_exposures(reader: ArrowReader, experiment_id: int, after: int, through: int
                      ) -> tuple[pa.Array, np.ndarray]:
     """Users with impressions in ``(after, through]`` and, for each, the earliest served of
-    those (µs). One read of the range (by primary key, as Arrow), the rest in numpy: a
-    self-join on users, which the impression table has no index for, can make PostgreSQL
-    loop over the range once per user. On SQLite a unary ``+`` keeps the read off the
+    those (µs; of the impressions the rollup can place on a day, as its plan takes them).
+    One read of the range (by primary key, as Arrow), the rest in numpy: a self-join on
+    users, which the impression table has no index for, can make PostgreSQL loop over the
+    range once per user. On SQLite a unary ``+`` keeps the read off the
     (experiment, served_at) index, whose order is random on disk: through it, 1M impressions
     took ~10x as long as walking their ids."""
     plus = "" if reader.engine.dialect.name == "postgresql" else "+"
     rows = reader.read("SELECT imp.user_id, imp.served_at FROM impression imp "
                        f"WHERE {plus}imp.experiment_id = :experiment AND imp.id > :after "
-                       "AND imp.id <= :through", _EXPOSURES,
-                       {"experiment": experiment_id, "after": after, "through": through})
+                       "AND imp.id <= :through AND imp.served_at >= :lo "
+                       "AND imp.served_at < :hi", _EXPOSURES,
+                       {"experiment": experiment_id, "after": after, "through": through,
+                        "lo": FIRST_INSTANT, "hi": END_INSTANT})
     if not rows.num_rows:
         return pa.array([], type=pa.string()), np.zeros(0, np.int64)
     users, codes = sorted_codes(rows["user"].combine_chunks())
@@ -534,21 +566,26 @@ def publish_daily(conn: sa.Connection, info: ExperimentInfo, daily: dict,
 
 
 def resum(conn: sa.Connection, info: ExperimentInfo, covariates: UserCovariates,
-          written: set[date], cumulative_from: date | None,
+          written: set[date], cumulative_from: date | None, since: int | None = None,
           units: Callable[[date, bool], UnitTotals | None] | None = None) -> None:
-    """Every stored day's sums again from its stored unit totals, once stored users'
-    covariates changed (a day's sums join its users' covariates): the daily view of the
-    days not in ``written`` and the cumulative view of the days before ``cumulative_from``
-    (None: of every day), which the run did not write itself. ``units(day, cumulative)``:
-    a day's stored totals (default: ``rollup_units``; the Spark engine's state directory);
-    a day whose totals were dropped (before the retention horizon) keeps its sums."""
+    """The stored days' sums again from their stored unit totals, once stored users'
+    covariates changed (a day's sums join its users' covariates): from the day of ``since``
+    (µs: the earliest first exposure of a changed user, before which no day holds them;
+    None: every day) on, the daily view of the days not in ``written`` and the cumulative
+    view of the days before ``cumulative_from`` (None: of every day), which the run did not
+    write itself. ``units(day, cumulative)``: a day's stored totals (default:
+    ``rollup_units``; the Spark engine's state directory); a day whose totals were dropped
+    (before the retention horizon) keeps its sums."""
     layout = Layout.for_cutoffs(list(info.cutoffs))
+    first = None if since is None else day_of(since, info.timezone)
 
     def stored(day: date, cumulative: bool) -> UnitTotals | None:
         parts = results.units(conn, info.id, day, cumulative)
         return UnitTotals.decode(parts, layout) if parts else None
 
     for day, _, _ in results.known_days(conn, info.id):
+        if first is not None and day < first:
+            continue
         for cumulative in (False, True):
             if day in written if not cumulative else \
                     (cumulative_from is not None and day >= cumulative_from):

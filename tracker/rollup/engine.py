@@ -27,8 +27,10 @@ One run, per experiment:
    catalog was declared since the run began (compare-and-set on the state's generation).
    CUPED's covariates of the run's new users are read and computed in a thread while the
    days are (:func:`tracker.rollup.covariates.ahead`: their reads mostly wait on the
-   database); the last transaction takes them, and reads only those of users that thread
-   did not see.
+   database); the last transaction takes them, reads only those of users that thread
+   did not see, recomputes the stored users whose pre-period the run's new rows change
+   (event time) and then the sums of the days holding them
+   (:func:`tracker.rollup.covariates.resum`).
 
 Crash-safe: a run killed at any point leaves the results the report reads, daily and
 cumulative, as the previous run left them, and the watermarks where they were; every step is
@@ -295,7 +297,7 @@ class _Run:
                 summary.cumulative_from = min(daily)
             if refreshed.changed and users is not None:  # late pre-period rows, a backfill
                 covariates.resum(conn, self.info, users, set(daily),
-                                 min(daily) if daily else None)
+                                 min(daily) if daily else None, refreshed.since)
                 if not daily:  # no cumulative pass stores them
                     covariates.save(conn, self.info, users)
             if advance:

@@ -16,7 +16,7 @@ first exposure, a row inside a window adds to it), after which every day's sums 
 again (:func:`tracker.rollup.covariates.resum`). The lake's ``received_at`` plays no part.
 
 **On Spark**: one Spark job joins the new users' windows ``[first − cuped_days, first)`` to
-the interactions and to every experiment's impressions (by user, time and receipt), groups
+the interactions and to every experiment's impressions (by user and time), groups
 the matches by user bucket (:data:`USERS_PER_GROUP` users a group on average), and each group
 runs :func:`group_covariates` (Arrow and numpy, no pyspark) in a Python worker; a row per
 user with pre-period data comes back to the driver (a user without any gets the covariates of
@@ -76,8 +76,9 @@ def refresh(spark: SparkSession, lake: Lake, info: ExperimentInfo, store: StateD
             new: tuple[list[str], list[str]] = ([], [])) -> cuped.Refreshed:
     """The covariates of the experiment's users: the stored ones, those of the stored users
     whom the rows of the ``new`` files (impressions, interactions) change, and those of the
-    users of the run's days (``daily``) that have none yet, computed on Spark and stored.
-    None when the experiment's ``cuped_days`` is 0. Stored covariates that cannot be read
+    users of the run's days (``daily``) that have none yet, computed on Spark (the caller
+    stores them with :func:`save` after its commit). None when the experiment's
+    ``cuped_days`` is 0. Stored covariates that cannot be read
     (another format) are recomputed for every user of the experiment. ``firsts``: the
     census's per-user first exposures (:attr:`tracker.spark.frames.Census.firsts`), else
     read from the lake."""
@@ -102,8 +103,13 @@ def refresh(spark: SparkSession, lake: Lake, info: ExperimentInfo, store: StateD
             return cuped.Refreshed(stored or UserCovariates.empty(names_for(info.cutoffs)))
     computed = compute(spark, lake, info, users, firsts, store.root / SCRATCH)
     merged = computed if stored is None else stored.merged(computed)
-    save(store, info, merged)
-    return cuped.Refreshed(merged, again)
+    # stored by the caller once the database's sums are committed: a run killed before
+    # finds the same changes again (the files it read are still new)
+    if not again or stored is None:
+        return cuped.Refreshed(merged, again)
+    before = stored.subset(found).first
+    since = int(min(merged.subset(found).first.min(), before.min()))
+    return cuped.Refreshed(merged, True, since)
 
 
 def changed(spark: SparkSession, lake: Lake, info: ExperimentInfo, stored: UserCovariates,

@@ -242,10 +242,12 @@ class _Run:
                 summary.cumulative_from = min(daily)
             if refreshed.changed and users is not None:  # every other day's sums again
                 cuped.resum(conn, self.info, users, set(daily), min(daily) if daily else None,
-                            lambda day, cumulative: self.store.units(day, cumulative,
-                                                                     self.layout))
+                            refreshed.since, lambda day, cumulative: self.store.units(
+                                day, cumulative, self.layout))
             results.reset_state(conn, self.info.id, declaration=False)
             lock.confirm()
+        if users is not None:  # after the commit: see tracker.spark.covariates.refresh
+            covariates.save(self.store, self.info, users)
         self.store.save_manifest(self.info.key, self.config, *self.files)
         summary.days_recomputed = sorted(daily)
         summary.seconds = time.perf_counter() - started

@@ -152,9 +152,9 @@ class RollupMetric(Base):
 
 
 class RollupUserCovariates(Base):
-    """Each user's pre-exposure covariates in one experiment (an Arrow IPC stream,
-    "covariates/2"): fixed when the user is first seen, so a run reads them instead of weeks
-    of interactions."""
+    """Each user's pre-exposure covariates and first exposure in one experiment (an Arrow
+    IPC stream, "covariates/3"), so a run reads them instead of weeks of interactions and
+    recomputes only the users whom new rows change."""
 
     __tablename__ = "rollup_user_covariates"
 
