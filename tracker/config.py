@@ -276,6 +276,12 @@ class Settings:
         metadata={"var": _Var("TRACKER_COLLECTOR_MAX_BODY_BYTES", _positive_int,
                               "largest collector request body in bytes (more: HTTP 413)")},
     )
+    collector_max_elements: int = field(
+        default=500_000,
+        metadata={"var": _Var("TRACKER_COLLECTOR_MAX_ELEMENTS", _positive_int,
+                              "most JSON values (array items and object members) one collector "
+                              "request may hold, counted before it is parsed (more: HTTP 413)")},
+    )
     collector_retry_after_seconds: int = field(
         default=2,
         metadata={"var": _Var("TRACKER_COLLECTOR_RETRY_AFTER_SECONDS", _positive_int,

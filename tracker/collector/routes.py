@@ -39,8 +39,8 @@ async def _ingest(collector: Collector, request: Request, kind: str, log: Callab
     key are refused one by one and the others stored: 403 naming each refused record."""
     settings = collector.settings
     body = await read_body(request, settings.collector_max_body_bytes,
-                           settings.collector_read_timeout)
-    events = decode_events(body, settings.collector_max_batch)
+                           settings.collector_read_timeout, settings.collector_max_elements)
+    events = await run_in_threadpool(decode_events, body, settings.collector_max_batch)
     kept, refused = _within_scope(events, caller) if kind == "impressions" else \
         (list(range(len(events))), [])
     result: IngestResult = await collector.call_store(
