@@ -12,6 +12,14 @@ Printed: impressions per second over the whole run (first request sent to last a
 batch latency percentiles (request to response, as a sender sees it), and the stored count
 checked against the database. With ``--client`` the same load goes through
 ``TrackerClient`` instead (queue, background batching) for comparison.
+
+``--hostile KIND`` (issue 29) measures the collector under hostile bodies instead: one worker,
+``--bodies`` concurrent POSTs of a ~16 MiB body (``lists``: ``[[],[],...]``, ``dicts``:
+``[{},{},...]``, ``numbers``: ``[1,1,...]``, ``nested``: ``[[[...]]]``) while ``/health`` is
+polled every 20 ms. Printed: the worker's resident memory before and at its peak (sampled
+every 5 ms from ``/proc``), the answers, and ``/health``'s latency while they are in flight.
+
+    .venv/bin/python benchmarks/collector.py --hostile lists --bodies 8
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -94,6 +103,79 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+MiB = 1024 * 1024
+HOSTILE = {
+    "lists": lambda size: b"[" + b",".join([b"[]"] * (size // 3)) + b"]",
+    "dicts": lambda size: b"[" + b",".join([b"{}"] * (size // 3)) + b"]",
+    "numbers": lambda size: b"[" + b",".join([b"1"] * (size // 2)) + b"]",
+    "nested": lambda size: b"[" * (size // 2) + b"]" * (size // 2),
+}
+
+
+def rss_mib(pid: int, field: str = "VmRSS") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def post_hostile(base: str, key: str, kind: str, answers, barrier) -> None:
+    """One hostile POST (a process of its own: its sending does not slow the poller), sent
+    once every sender has built its body."""
+    body = HOSTILE[kind](16 * MiB - 64)
+    barrier.wait()
+    answer = httpx.post(base + "/v1/impressions", content=body, timeout=600, headers={
+        "Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    answers.put(answer.status_code)
+
+
+def hostile(base: str, key: str, pid: int, kind: str, bodies: int) -> None:
+    """``bodies`` concurrent hostile POSTs, each from a process of its own; the worker's
+    memory and /health (polled from this process) meanwhile."""
+    time.sleep(1.0)
+    before = rss_mib(pid)
+    peak = [before]
+    health: list[float] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_mib(pid))
+            time.sleep(0.005)
+
+    answers = multiprocessing.Queue()
+    barrier = multiprocessing.Barrier(bodies + 1)
+    senders = [multiprocessing.Process(target=post_hostile,
+                                       args=(base, key, kind, answers, barrier))
+               for _ in range(bodies)]
+    for process in senders:
+        process.start()
+    barrier.wait()
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    began = time.perf_counter()
+    with httpx.Client(base_url=base, timeout=600) as http:
+        while any(p.is_alive() for p in senders):
+            started = time.perf_counter()
+            http.get("/health")
+            health.append(time.perf_counter() - started)
+            time.sleep(0.02)
+    elapsed = time.perf_counter() - began
+    done.set()
+    sampler.join()
+    statuses = sorted(answers.get() for _ in senders)
+    health.sort()
+    print(f"collector, 1 worker: {bodies} concurrent {16 * MiB / MiB:.0f} MiB bodies of "
+          f"{kind!r} from {bodies} processes, answered {statuses} in {elapsed:.1f} s")
+    print(f"  worker RSS: {before:.0f} MiB before, {peak[0]:.0f} MiB at peak "
+          f"(+{peak[0] - before:.0f} MiB)")
+    if health:
+        print(f"  /health while in flight: {len(health)} answers, p50 "
+              f"{health[len(health) // 2] * 1000:.0f} ms, p99 "
+              f"{health[min(len(health) - 1, int(0.99 * len(health)))] * 1000:.0f} ms, "
+              f"max {health[-1] * 1000:.0f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--impressions", type=int, default=200_000)
@@ -101,7 +183,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="collector worker processes")
     parser.add_argument("--senders", type=int, default=4, help="client processes")
     parser.add_argument("--client", action="store_true", help="send through TrackerClient")
+    parser.add_argument("--hostile", choices=sorted(HOSTILE),
+                        help="measure memory and /health under hostile bodies instead")
+    parser.add_argument("--bodies", type=int, default=8, help="--hostile: concurrent bodies")
     options = parser.parse_args()
+    if options.hostile:
+        options.workers = 1
 
     name = f"bench_{uuid.uuid4().hex[:8]}"
     admin = sa.create_engine(PG_URL, isolation_level="AUTOCOMMIT")
@@ -129,6 +216,9 @@ def main() -> None:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
+        if options.hostile:
+            hostile(base, key, server.pid, options.hostile, options.bodies)
+            return
         n, k = options.impressions, options.senders
         share = -(-n // k)
         share += -share % options.batch  # whole batches per sender

@@ -3,6 +3,7 @@ formulas: the numbers come from :mod:`dashboard.data`)."""
 
 from __future__ import annotations
 
+import re
 from html import escape
 from urllib.parse import quote
 
@@ -19,6 +20,27 @@ GROUPS = tuple(group.label for group in catalog.GROUPS) + ("Other",)
 MARKERS = {"better": "▲ better", "worse": "▼ worse", "inconclusive": "· inconclusive",
            None: "— (set-level: no test)"}
 DIRECTIONS = {"higher": "↑ higher", "lower": "↓ lower", None: ""}
+
+
+def title(name: str) -> None:
+    """A page title made of stored text (an experiment's free-text name), shown as its very
+    characters: escaped HTML in one HTML block, which Markdown leaves alone (no emphasis, link,
+    image, bare-URL autolink, Streamlit directive or LaTeX can come from it); ``st.title``
+    would render it as Markdown."""
+    st.markdown(f"<h1>{escape(' '.join(name.split()))}</h1>", unsafe_allow_html=True)
+
+
+def code(value: object) -> str:
+    """Stored text (a key, an arm) for an element that renders Markdown (``st.caption``,
+    ``st.info``, labels): a code span, which Markdown shows literally (no emphasis, emoji
+    code or autolink inside), fenced by more backticks than any run inside it.
+
+    >>> code("a`b")
+    '`` a`b ``'
+    """
+    value = " ".join(str(value).split())
+    fence = "`" * (max((len(run) for run in re.findall("`+", value)), default=0) + 1)
+    return f"{fence} {value} {fence}"
 
 
 def _fmt(value, pattern="{:.4f}") -> str:

@@ -15,8 +15,8 @@ from datetime import date
 import pandas as pd
 import streamlit as st
 
-from tracker.config import Settings
-from tracker.errors import SchemaOutdated
+from tracker.config import Settings, mask_password
+from tracker.errors import TrackerError
 from tracker.report import Scorecard, report
 from tracker.report.series import MetricSeries, metric_series
 from tracker.store import computed
@@ -33,16 +33,17 @@ def engine():
 
 
 def schema_problem() -> str | None:
-    """Why the database cannot be read (no schema, or behind), or None."""
+    """Why the database cannot be read (a bad URL, unreachable, no schema, or behind), or
+    None; one line, with no secret in it (tracker's errors are redacted)."""
     try:
         require_current_schema(engine())
-    except SchemaOutdated as problem:
+    except TrackerError as problem:
         return str(problem)
     return None
 
 
 def where() -> str:
-    return engine().url.render_as_string(hide_password=True)
+    return mask_password(engine().url.render_as_string(hide_password=False))
 
 
 @st.cache_data(ttl=TTL)

@@ -56,7 +56,7 @@ def section(key: str, card: Scorecard, metric: str, k: int | None,
             f": {trend['slope']:+.2%} per day [{trend['slope_ci_low']:+.2%}, "
             f"{trend['slope_ci_high']:+.2%}], p adjusted {format_p(trend['p_value_adjusted'])}"
             if trend["slope_ci_low"] is not None else "")
-        st.markdown(f"**{trend['arm']}**: {WORDS[trend['trend']]}{slope}")
+        st.markdown(f"**{components.code(trend['arm'])}**: {WORDS[trend['trend']]}{slope}")
 
 
 def chart(frame: pd.DataFrame, colours: dict[str, str]) -> None:

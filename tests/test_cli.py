@@ -404,7 +404,10 @@ def test_every_command_names_the_experiment_alike_and_formats_with_one_option():
             assert {"text", "json"} <= set(option.type.choices), path
         visible = [o for p in command.params if isinstance(p, click.Option) and not p.hidden
                    for o in p.opts]
-        assert "--json" not in visible and "--experiment" not in visible, path
+        assert "--json" not in visible, path
+        # `keys create --experiment KEY ...` lists the experiments a key is limited to (issue
+        # 29's spelling, repeatable); no command names the experiment it acts on so
+        assert "--experiment" not in visible or path == ("keys", "create"), path
     assert {("report",), ("rollup",), ("experiments", "show"), ("experiments", "create"),
             ("experiments", "update"), ("experiments", "catalog")} <= named
 

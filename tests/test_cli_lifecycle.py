@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
@@ -109,3 +110,25 @@ def test_config_declares_the_retention_setting(db_url):
     assert "TRACKER_RETENTION_DAYS" in run(db_url, "config").output
     bad = run(db_url, "logs", "expire", "--yes", code=1, TRACKER_RETENTION_DAYS="soon")
     assert "TRACKER_RETENTION_DAYS='soon': expected a whole number >= 1" in bad.output
+
+
+def _every_row(url: str) -> dict[str, int]:
+    return {table: _rows(url, table) for table in ("experiment", "impression", "interaction")}
+
+
+@pytest.mark.parametrize(("args", "code", "said"), [
+    pytest.param(("experiments", "delete", "hom", "--yes"), 1, "'hom'",
+                 id="experiments-delete-of-an-unknown-key-names-it"),
+    pytest.param(("users", "delete", "%", "--yes"), 0, "deleted 0 impressions",
+                 id="users-delete-of-a-wildcard-is-no-pattern"),
+    pytest.param(("logs", "expire", "--older-than", "1d", "--yes"), 1, "nothing was deleted",
+                 id="logs-expire-refuses-impressions-not-rolled-up"),
+    pytest.param(("db", "downgrade", "--revision", "9999", "--yes"), 2, "9999",
+                 id="db-downgrade-to-an-unknown-revision-names-it"),
+])
+def test_a_destructive_command_with_a_wrong_target_loses_nothing(db_url, args, code, said):
+    _logged(db_url)
+    before = _every_row(db_url)
+    result = run(db_url, *args, code=code)
+    assert said in result.output
+    assert _every_row(db_url) == before

@@ -33,7 +33,9 @@ collector's ``/v1/impressions`` and ``/v1/interactions``.
   events by index; the client counts those as ``rejected`` and resends the rest. A 422 that
   lists none is answered by splitting the batch in halves until each invalid event is alone
   (then ``rejected``), so the valid ones still get through. A 413 splits the batch in two.
-  400/401/403/404 give the batch up (``failed``) and keep ``last_error``.
+  A 403 that lists records (impressions of experiments outside an API key limited to some:
+  ``tracker keys create --experiment``) counts those ``rejected``; the collector took the
+  rest. 400/401/404 and any other 403 give the batch up (``failed``) and keep ``last_error``.
 - **flush(timeout)** waits until everything queued before it is settled (stored, duplicate,
   conflicting, rejected or failed); **close(timeout)** flushes, then stops the thread; it also
   runs at interpreter exit. What is still unsent when the timeout expires counts as ``failed``.
@@ -62,7 +64,7 @@ import orjson
 import tenacity
 
 from tracker.config import Settings
-from tracker.errors import ValidationError
+from tracker.errors import ValidationError, shorten
 from tracker.ingest.result import Rejection
 from tracker.ingest.validate import (
     EVENT_TYPE_LENGTH,
@@ -529,6 +531,8 @@ class TrackerClient:
                 pending += [part[half:], part[:half]]
             elif status == 422:
                 pending += self._drop_rejected(kind, part, body)
+            elif status == 403 and isinstance(body.get("stored"), int):
+                self._took_within_scope(kind, part, body)
             else:
                 self._settle(len(part), failed=len(part))
 
@@ -548,6 +552,16 @@ class TrackerClient:
                     self.last_error)
         rest = [event for i, event in enumerate(part) if i not in bad]
         return [rest] if rest else []
+
+    def _took_within_scope(self, kind: str, part: list[_Wire], body: dict) -> None:
+        """After a 403 naming records of experiments outside the API key's (the collector
+        took the others): those are settled ``rejected``, the rest as the body counts them."""
+        bad = _rejected_indexes(body, len(part))
+        self._settle(len(bad), rejected=len(bad))
+        self._settle(len(part) - len(bad), batches=1, stored=body.get("stored", 0),
+                     duplicates=body.get("duplicates", 0), conflicts=body.get("conflicts", 0))
+        log.warning("tracker client: %d %s refused by the collector (%s)", len(bad), kind,
+                    shorten(str(body.get("message")), 300))
 
     def _post(self, kind: str, events: list[_Wire]) -> tuple[int, dict]:
         """POST until an answer that is not retryable; raises _Giveup after close's deadline."""

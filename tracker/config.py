@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import ConfigError
+from tracker.errors import ConfigError, redact
 
 DEFAULT_SQLITE_FILE = "tracker.db"
 
@@ -110,7 +110,7 @@ def normalize_database_url(raw: str) -> str:
     >>> normalize_database_url("mysql://x")
     Traceback (most recent call last):
     ...
-    ValueError: sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB
+    ValueError: sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB, not driver 'mysql'
     """
     expected = "sqlite:///PATH or postgresql+psycopg://USER@HOST:PORT/DB"
     raw = raw.strip()
@@ -118,18 +118,45 @@ def normalize_database_url(raw: str) -> str:
     if not sep or not rest:
         raise ValueError(expected)
     if scheme in ("postgres", "postgresql", "postgresql+psycopg"):
+        _check_server(rest, expected)
         return "postgresql+psycopg://" + rest
     if scheme in ("sqlite", "sqlite+pysqlite"):
+        if not rest.startswith("/"):
+            raise ValueError(f"{expected} (a SQLite path after three slashes)")
         return "sqlite://" + rest
-    raise ValueError(expected)
+    driver = f"driver {scheme!r}" if re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme) \
+        else "a URL scheme"
+    raise ValueError(f"{expected}, not {driver}")
 
 
-_PASSWORD_PARAMETER = re.compile(r"(?i)([?&](?:ssl)?password=)[^&]*")
+def _check_server(rest: str, expected: str) -> None:
+    """Refuse a server URL whose host or port SQLAlchemy would fail on later with a bare
+    ``ValueError`` (a port that is no number, an unclosed IPv6 bracket).
+
+    >>> _check_server("u:pw@db:five/x", "FORM")
+    Traceback (most recent call last):
+    ...
+    ValueError: a port number from 1 to 65535 after the host, got 'five' (FORM)
+    """
+    authority = rest.partition("/")[0].partition("?")[0]
+    host = authority.rpartition("@")[2]
+    if host.startswith("["):
+        address, bracket, after = host[1:].partition("]")
+        if not bracket or not address:
+            raise ValueError(f"an IPv6 host in brackets, e.g. [::1]:5432 ({expected})")
+        port = after[1:] if after.startswith(":") else None
+        if after and port is None:
+            raise ValueError(f"a port after ':' following the host ({expected})")
+    else:
+        port = host.partition(":")[2] if ":" in host else None
+    if port and not (port.isdigit() and port.isascii() and 1 <= int(port) <= 65535):
+        raise ValueError(f"a port number from 1 to 65535 after the host, got "
+                         f"{port[:20]!r} ({expected})")
 
 
 def mask_password(url: str) -> str:
     """``url`` with its password (in the user part or a ``password=`` query parameter) shown
-    as ``***``, for printing and logging.
+    as ``***``, for printing and logging (:func:`tracker.errors.redact`).
 
     >>> mask_password("postgresql+psycopg://tracker:s3cret@db:5432/tracker")
     'postgresql+psycopg://tracker:***@db:5432/tracker'
@@ -138,14 +165,7 @@ def mask_password(url: str) -> str:
     >>> mask_password("sqlite:///tracker.db")
     'sqlite:///tracker.db'
     """
-    scheme, sep, rest = url.partition("://")
-    if sep:
-        authority, slash, tail = rest.partition("/")
-        user_part, at, host = authority.rpartition("@")
-        if at and ":" in user_part:
-            authority = f"{user_part.partition(':')[0]}:***@{host}"
-        url = f"{scheme}{sep}{authority}{slash}{tail}"
-    return _PASSWORD_PARAMETER.sub(r"\1***", url)
+    return redact(url)
 
 
 @dataclass(frozen=True)
@@ -255,6 +275,12 @@ class Settings:
         default=16 * 1024 * 1024,
         metadata={"var": _Var("TRACKER_COLLECTOR_MAX_BODY_BYTES", _positive_int,
                               "largest collector request body in bytes (more: HTTP 413)")},
+    )
+    collector_max_elements: int = field(
+        default=500_000,
+        metadata={"var": _Var("TRACKER_COLLECTOR_MAX_ELEMENTS", _positive_int,
+                              "most JSON values (array items and object members) one collector "
+                              "request may hold, counted before it is parsed (more: HTTP 413)")},
     )
     collector_retry_after_seconds: int = field(
         default=2,

@@ -6,9 +6,37 @@ the subclasses say which kind, and the message says what was wrong and how to fi
 
 from __future__ import annotations
 
+import re
+
+_URL_PASSWORD = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s:/?#@'\"]*:)[^\s/?#'\"]*@")
+_PASSWORD_PARAMETER = re.compile(r"(?i)((?:\b|[?&])(?:ssl)?password=)[^&\s'\"]*")
+_KEY_SECRET = re.compile(r"\b(trk_[0-9a-f]{12}_)[A-Za-z0-9_-]{20,100}")
+
+
+def redact(text: str) -> str:
+    """``text`` with every secret tracker knows the shape of shown as ``***``: the password
+    of a URL (``scheme://user:PASSWORD@host``), a ``password=`` (or ``sslpassword=``)
+    parameter, and the secret of an API key token (``trk_<key id>_SECRET``: the public key id
+    stays). The one masking rule of the project: every :class:`TrackerError`'s message,
+    ``tracker config`` and every logged or printed database URL go through it.
+
+    >>> redact("cannot reach postgresql+psycopg://u:pw@db:5432/x?password=pw&sslmode=require")
+    'cannot reach postgresql+psycopg://u:***@db:5432/x?password=***&sslmode=require'
+    >>> redact("token trk_0123456789ab_" + "s" * 43)
+    'token trk_0123456789ab_***'
+    """
+    text = _URL_PASSWORD.sub(r"\1***@", text)
+    text = _PASSWORD_PARAMETER.sub(r"\1***", text)
+    return _KEY_SECRET.sub(r"\1***", text)
+
 
 class TrackerError(Exception):
-    """Base class of every error tracker raises on purpose."""
+    """Base class of every error tracker raises on purpose. Its message never holds a secret:
+    text arguments are :func:`redact`-ed (a database password, an API key's secret), whoever
+    builds the error and from whatever they quote."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
 
 class ConfigError(TrackerError, ValueError):

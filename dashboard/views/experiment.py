@@ -25,13 +25,15 @@ requested = st.query_params.get("experiment")
 key = st.selectbox("Experiment", keys, index=keys.index(requested) if requested in keys else 0)
 st.query_params["experiment"] = key
 info = data.experiment(key)
-st.title(info.name)
-st.caption(f"{info.key} · {info.status} · control: {info.control} · attribution window "
+components.title(info.name)
+st.caption(f"{components.code(info.key)} · {info.status} · control: "
+           f"{components.code(info.control)} · attribution window "
            f"{format_duration(info.attribution_window)} · days in {info.timezone}")
 
 days = data.day_table(key)
 if days.empty:
-    st.info(f"No rollup for {key} yet: run `tracker rollup {key}` "
+    st.info(f"No rollup for {components.code(key)} yet: run "
+            f"{components.code(f'tracker rollup {key}')} "
             "(or wait for the scheduled rollup).")
     st.stop()
 
@@ -59,8 +61,8 @@ components.decisions_and_health(card, colours)
 
 st.subheader(f"Results — {'cumulative through' if cumulative else 'day'} {card.as_of}")
 st.caption(f"{int(card.level * 100)}% {kind} intervals of the relative change against "
-           f"{info.control} (in metric units, marked abs., when the relative one is "
-           f"unbounded); primaries corrected ({card.correction}) and drawn at the matching "
+           f"{components.code(info.control)} (in metric units, marked abs., when the relative "
+           f"one is unbounded); primaries corrected ({card.correction}) and drawn at the matching "
            "level; bars green when better, red when worse, grey when inconclusive, in the "
            "metric's direction (↑ higher is better, ↓ lower is better). Set-level metrics are "
            "one value per arm: no test, no verdict. Definitions: the "
@@ -84,7 +86,7 @@ label = metric if metric_k is None else f"{metric}@{metric_k}"
 st.caption(components.series_caption(series, label, cumulative, kind, 0.95, cuped))
 components.metric_chart(series.values, label, colours)
 if series.kind != "set":  # one value per arm a day: no lift interval to chart
-    st.markdown(f"**Lift of {label} against {info.control} over time**")
+    st.markdown(f"**Lift of {label} against {components.code(info.control)} over time**")
     components.lift_chart(series.lifts, colours)
 st.download_button("Download time series (CSV)", series.to_frame().to_csv(index=False),
                    f"{key}-{label}-{window}.csv", "text/csv")

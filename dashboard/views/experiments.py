@@ -24,5 +24,5 @@ st.caption("Decision and health as of each experiment's latest complete day (cum
            "fixed-horizon): the same as `tracker report`. Open an experiment for its results.")
 st.markdown(components.experiments_html(summaries), unsafe_allow_html=True)
 for s in summaries:
-    st.page_link("views/experiment.py", label=f"Open {s.info.key}",
+    st.page_link("views/experiment.py", label=f"Open {components.code(s.info.key)}",
                  query_params={"experiment": s.info.key}, icon=":material/insights:")

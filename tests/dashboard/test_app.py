@@ -260,9 +260,9 @@ def test_experiment_page_charts_the_lift_by_days_since_exposure(demo_url, monkey
     # one line per treatment arm: the report's trend of the metric charted (ndcg@10)
     card = _card(demo_url)
     notes = [m.value for m in at.markdown if m.value.startswith("**") and ":" in m.value
-             and any(m.value.startswith(f"**{arm}**") for arm in treated)]
-    assert [n.split("**")[1] for n in notes] == [t["arm"] for t in card.trends
-                                                 if t["metric"] == "ndcg@10"]
+             and any(m.value.startswith(f"**` {arm} `**") for arm in treated)]  # as code
+    assert [n.split("**")[1].strip("` ") for n in notes] == [t["arm"] for t in card.trends
+                                                             if t["metric"] == "ndcg@10"]
 
 
 def _removed(url: str, cuped: bool) -> dict[tuple[str, str], str]:

@@ -15,12 +15,14 @@ import os
 import signal
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
 from tests.dashboard.browser import WIDTH, Browser, chromium, free_port, wait_for_http
+from tests.helpers import T0, impression, make_experiment
 from tracker.demo import ARMS, DemoConfig, load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,3 +89,58 @@ def _fits(widths: list) -> bool:
     """The document is at most :data:`WIDTH` wide and no main container scrolls sideways."""
     document, *inner = widths
     return document <= WIDTH and all(int(w.split()[0]) <= 0 for w in inner)
+
+
+HOSTILE_NAME = ("Name **bold** [link](http://example.invalid/n) "
+                "![image](http://example.invalid/i.png) <img src='http://example.invalid/h.png'> "
+                "<i>tag</i> :red[red] $x^2$ www.example.invalid")
+HOSTILE_KEY = "k:_em_:smile:"  # keys are letters, digits and . _ : - (emphasis, emoji codes)
+HOSTILE_ARMS = ("ctl:_b_", "trt:smile:")
+FOREIGN = ("[...document.querySelectorAll('a[href*=\"example.invalid\"], "
+           "img[src*=\"example.invalid\"], [data-testid=\"stMain\"] em, "
+           "[data-testid=\"stMain\"] i, .katex')]"
+           ".map(e => e.outerHTML.slice(0, 200))")
+
+
+def test_stored_text_is_shown_as_text_never_as_markdown_or_html(tracker, db_url):
+    """An experiment whose name holds a link, an image, HTML, a Streamlit colour directive and
+    LaTeX, and whose key and arms hold Markdown emphasis and emoji codes: the pages show those
+    characters, and the browser holds no element made from them (on main the title rendered
+    the link and the image)."""
+    control, treatment = HOSTILE_ARMS
+    make_experiment(tracker, HOSTILE_KEY, name=HOSTILE_NAME, control=control,
+                    arms={control: 0.5, treatment: 0.5})
+    tracker.log_impressions([impression(i, experiment=HOSTILE_KEY, user_id=f"u{i % 20}",
+                                        arm=HOSTILE_ARMS[i % 20 % 2],
+                                        served_at=T0 + timedelta(hours=i))
+                             for i in range(60)])
+    tracker.rollup(HOSTILE_KEY, now=T0 + timedelta(days=30))
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tracker.cli", "dashboard", "--port", str(port)],
+        env={**os.environ, "TRACKER_DATABASE_URL": db_url}, cwd=ROOT,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/_stcore/health", timeout=90)
+        with Browser() as browser:
+            browser.load(f"http://127.0.0.1:{port}/experiment?experiment="
+                         f"{quote(HOSTILE_KEY, safe='')}",
+                         "document.querySelector('.tr-decision') !== null && "
+                         "document.querySelector('h1') !== null", timeout=90)
+            assert browser.evaluate(ERRORS) == 0, browser.text()[:2000]
+            title = browser.evaluate("document.querySelector('h1').innerText")
+            assert title == HOSTILE_NAME
+            text = browser.text()
+            assert HOSTILE_KEY in text and all(arm in text for arm in HOSTILE_ARMS), text[:3000]
+            foreign = browser.evaluate(FOREIGN)
+            assert foreign == [], "\n".join(foreign)
+
+            browser.load(f"http://127.0.0.1:{port}/", "document.querySelector('.tr-list') "
+                         "!== null", timeout=60)
+            listed = browser.text()
+            assert HOSTILE_NAME in listed and f"Open {HOSTILE_KEY}" in listed, listed[:3000]
+            foreign = browser.evaluate(FOREIGN)
+            assert foreign == [], "\n".join(foreign)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(30)

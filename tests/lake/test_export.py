@@ -16,7 +16,7 @@ from tests.lake.logs import IMPRESSIONS, INTERACTIONS, load
 from tracker.cli import main
 from tracker.errors import NotFound, TrackerError
 from tracker.lake import layout
-from tracker.lake.export import export_logs
+from tracker.lake.export import MARKER, export_logs
 from tracker.store.models import Impression, Interaction
 
 
@@ -91,12 +91,13 @@ def test_one_folder_per_utc_day_and_one_file_per_experiment(logged, tmp_path):
     export_logs(logged.engine, tmp_path / "imp", tmp_path / "int", batch_rows=2)
     imp = sorted(str(p.relative_to(tmp_path / "imp")) for p in (tmp_path / "imp").rglob("*.*"))
     # the last µs of 1 October is 1 October; the next µs, and 5 hours on, 2 October
-    assert imp == ["day=2026-10-01/part-0.parquet", "day=2026-10-01/part-1.parquet",
+    assert imp == [MARKER, "day=2026-10-01/part-0.parquet", "day=2026-10-01/part-1.parquet",
                    "day=2026-10-02/part-0.parquet"]
     interactions = sorted(str(p.relative_to(tmp_path / "int"))
                           for p in (tmp_path / "int").rglob("*.*"))
-    assert interactions == ["day=2026-10-01/part-0.parquet", "day=2026-10-02/part-0.parquet",
-                            "day=2026-10-04/part-0.parquet", "day=2026-10-05/part-0.parquet"]
+    assert interactions == [MARKER, "day=2026-10-01/part-0.parquet",
+                            "day=2026-10-02/part-0.parquet", "day=2026-10-04/part-0.parquet",
+                            "day=2026-10-05/part-0.parquet"]
     # the folders read as a hive-partitioned dataset too
     dataset = ds.dataset(tmp_path / "imp", format="parquet", partitioning="hive")
     assert dataset.to_table().num_rows == len(IMPRESSIONS)
@@ -110,15 +111,103 @@ def test_one_experiment_exports_its_impressions_only_and_every_interaction(logge
 
 
 def test_a_non_empty_directory_is_refused_unless_overwrite(logged, tmp_path):
-    (tmp_path / "imp").mkdir()
-    keep = tmp_path / "imp" / "notes.txt"
-    keep.write_text("mine")
+    export_logs(logged.engine, tmp_path / "imp", tmp_path / "int", "exp-b")
     with pytest.raises(TrackerError, match="is not empty.*--overwrite"):
         export_logs(logged.engine, tmp_path / "imp", tmp_path / "int")
-    assert keep.read_text() == "mine" and not (tmp_path / "int").exists()
+    assert {r["experiment"] for r in rows_of(tmp_path / "imp")} == {"exp-b"}
     export_logs(logged.engine, tmp_path / "imp", tmp_path / "int", overwrite=True)
-    assert not keep.exists()
     assert len(rows_of(tmp_path / "imp")) == len(IMPRESSIONS)
+    assert len(rows_of(tmp_path / "int")) == len(INTERACTIONS)
+
+
+def test_overwrite_replaces_a_bucketed_export_with_a_plain_one(logged, tmp_path):
+    export_logs(logged.engine, tmp_path / "imp", tmp_path / "int", buckets=3)
+    export_logs(logged.engine, tmp_path / "imp", tmp_path / "int", overwrite=True)
+    assert not list(tmp_path.rglob("bucket=*"))
+    assert len(rows_of(tmp_path / "imp")) == len(IMPRESSIONS)
+    assert (tmp_path / "imp" / MARKER).is_file() and (tmp_path / "int" / MARKER).is_file()
+
+
+def _notes_beside_the_export(imp: Path) -> Path:
+    (imp / "notes.txt").write_text("mine")
+    return imp / "notes.txt"
+
+
+def _a_file_in_a_day_folder(imp: Path) -> Path:
+    day = next(imp.glob("day=*"))
+    (day / "summary.csv").write_text("mine")
+    return day / "summary.csv"
+
+
+def _a_folder_named_like_a_day_holding_other_files(imp: Path) -> Path:
+    (imp / "day=2020-01-01" / "raw").mkdir(parents=True)
+    (imp / "day=2020-01-01" / "raw" / "part-0.parquet").write_text("mine")
+    return imp / "day=2020-01-01" / "raw" / "part-0.parquet"
+
+
+def _no_marker(imp: Path) -> Path:
+    (imp / MARKER).unlink()
+    return next(imp.rglob("*.parquet"))
+
+
+def _the_other_logs_marker(imp: Path) -> Path:
+    (imp / MARKER).write_text(json.dumps({"format": "tracker-export/1", "log": "interactions"}))
+    return next(imp.rglob("*.parquet"))
+
+
+def _a_link_to_a_folder_outside(imp: Path) -> Path:
+    outside = imp.parent / "elsewhere"
+    (outside / "part-0.parquet").parent.mkdir()
+    (outside / "part-0.parquet").write_text("mine")
+    (imp / "day=2020-01-01").symlink_to(outside, target_is_directory=True)
+    return outside / "part-0.parquet"
+
+
+@pytest.mark.parametrize("plant", [
+    pytest.param(_notes_beside_the_export, id="a-file-beside-an-export-is-named-and-kept"),
+    pytest.param(_a_file_in_a_day_folder, id="a-foreign-file-in-a-day-folder-is-kept"),
+    pytest.param(_a_folder_named_like_a_day_holding_other_files,
+                 id="a-foreign-folder-inside-a-day-folder-is-kept"),
+    pytest.param(_no_marker, id="files-without-the-marker-are-not-the-exports"),
+    pytest.param(_the_other_logs_marker, id="the-interactions-lake-is-not-the-impressions"),
+    pytest.param(_a_link_to_a_folder_outside, id="a-symbolic-link-is-not-followed"),
+])
+def test_overwrite_deletes_nothing_it_did_not_write(logged, tmp_path, plant):
+    export_logs(logged.engine, tmp_path / "imp", tmp_path / "int", "exp-b")
+    export_logs(logged.engine, tmp_path / "int-2", tmp_path / "int-3")  # untouched pair
+    kept = plant(tmp_path / "imp")
+    before = {p: p.read_bytes() for p in (tmp_path / "imp").rglob("*") if p.is_file()}
+    before_int = {p: p.read_bytes() for p in (tmp_path / "int").rglob("*") if p.is_file()}
+    with pytest.raises(TrackerError, match="left alone|did not write") as refused:
+        export_logs(logged.engine, tmp_path / "imp", tmp_path / "int", overwrite=True)
+    assert str(tmp_path / "imp") in str(refused.value)
+    assert kept.is_file()
+    assert {p: p.read_bytes() for p in (tmp_path / "imp").rglob("*") if p.is_file()} == before
+    # the other directory is checked before either is emptied
+    assert {p: p.read_bytes() for p in (tmp_path / "int").rglob("*") if p.is_file()} \
+        == before_int
+
+
+def test_overwrite_of_the_folder_holding_the_sqlite_database_deletes_nothing(tmp_path):
+    """The issue's case: ``tracker export --overwrite`` pointed at the folder of tracker.db
+    deleted it (and notes.txt); it is refused, naming a file it did not write."""
+    home = tmp_path / "home"
+    home.mkdir()
+    url = f"sqlite:///{home / 'tracker.db'}"
+    engine = sa.create_engine(url)
+    from tracker.store import schema
+    schema.upgrade(engine)
+    engine.dispose()
+    (home / "notes.txt").write_text("mine")
+    before = {p.name: p.read_bytes() for p in home.iterdir()}
+    result = CliRunner().invoke(main, ["export", "--impressions", str(home), "--interactions",
+                                       str(tmp_path / "int"), "--overwrite"],
+                                env={"TRACKER_DATABASE_URL": url})
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("Error: ") and len(result.output.splitlines()) == 1
+    assert "did not write" in result.output or "left alone" in result.output
+    assert {p.name: p.read_bytes() for p in home.iterdir()} == before
+    assert not (tmp_path / "int").exists()
 
 
 @pytest.mark.parametrize(("imp", "int_"), [("same", "same"), ("outer", "outer/inner")],

@@ -21,7 +21,8 @@ _DIRECTORY = click.Path(file_okay=False, path_type=Path)
 @click.option("--interactions", "interactions", type=_DIRECTORY, required=True,
               metavar="DIR", help="Where the interactions go (an empty or new directory).")
 @click.option("--overwrite", is_flag=True,
-              help="Empty DIR first when it holds anything (refused otherwise).")
+              help="Replace an earlier export in DIR (only its own files, recognised by "
+                   "its marker and layout; a DIR holding anything else is refused).")
 @click.option("--buckets", type=click.IntRange(min=1), default=None, metavar="N",
               help="Bucket both logs by user into N buckets (day=.../bucket=B/ folders): "
                    "the Spark rollup then scores each bucket without a shuffle. Pick N near "

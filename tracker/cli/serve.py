@@ -83,24 +83,30 @@ def keys() -> None:
 @click.argument("name")
 @click.option("--scope", type=click.Choice(["ingest", "read"]), required=True,
               help="ingest: send events; read: read experiments.")
-def keys_create(name: str, scope: str) -> None:
+@click.option("--experiment", "experiments", multiple=True, metavar="KEY",
+              help="Limit the key to this experiment (repeat for several); default: every "
+                   "experiment. The collector refuses (403) impressions of, and reads of, "
+                   "any other.")
+def keys_create(name: str, scope: str, experiments: tuple[str, ...]) -> None:
     """Create an API key called NAME and print it (the only time it is shown)."""
     from tracker.store.db import require_current_schema, transaction
     from tracker.store.keys import create_key
 
     engine, _ = open_engine()
     require_current_schema(engine)
-    with options_for(name="NAME"), transaction(engine, write=True) as conn:
-        info, token = create_key(conn, name, scope)
-    click.echo(f"created API key {info.key_id} ({info.name!r}, scope {info.scope}); "
-               "store it now, it is not shown again:", err=True)
+    with options_for(name="NAME", experiment="--experiment"), \
+            transaction(engine, write=True) as conn:
+        info, token = create_key(conn, name, scope, experiments or None)
+    click.echo(f"created API key {info.key_id} ({info.name!r}, scope {info.scope}, "
+               f"{_reach(info.experiments)}); store it now, it is not shown again:", err=True)
     click.echo(token)
 
 
 @keys.command("list")
 @format_option("json")
 def keys_list(fmt: str) -> None:
-    """List API keys (ids, names, scopes, revocation; never the secrets)."""
+    """List API keys (ids, names, scopes, the experiments each is limited to, revocation;
+    never the secrets)."""
     from tracker.store.db import require_current_schema, transaction
     from tracker.store.keys import list_keys
 
@@ -114,10 +120,16 @@ def keys_list(fmt: str) -> None:
     if not found:
         click.echo("no API keys yet: create one with `tracker keys create NAME --scope ingest`")
         return
-    print_table(("ID", "NAME", "SCOPE", "CREATED", "REVOKED"),
-                [(k.key_id, k.name, k.scope, k.created_at.strftime("%Y-%m-%d %H:%M"),
+    print_table(("ID", "NAME", "SCOPE", "EXPERIMENTS", "CREATED", "REVOKED"),
+                [(k.key_id, k.name, k.scope, ", ".join(k.experiments or ("(every)",)),
+                  k.created_at.strftime("%Y-%m-%d %H:%M"),
                   k.revoked_at.strftime("%Y-%m-%d %H:%M") if k.revoked_at else "-")
                  for k in found])
+
+
+def _reach(experiments: tuple[str, ...] | None) -> str:
+    return ("every experiment" if experiments is None
+            else f"experiment{'s' if len(experiments) > 1 else ''} {', '.join(experiments)}")
 
 
 @keys.command("revoke")

@@ -5,8 +5,9 @@ key id up (cached for ``TRACKER_COLLECTOR_KEY_CACHE_SECONDS``, so a revoked key 
 working within that time; an unknown key id is cached as unknown for as long, so a caller
 repeating it does not reach the database on every request) and compares the secret's
 SHA-256 with the stored one in constant time. No token, a malformed, unknown, wrong or
-revoked one: 401. A valid key of the other scope: 403. Only the public key id is ever
-logged, never the token.
+revoked one: 401. A valid key of the other scope: 403. A key limited to some experiments
+(``tracker keys create --experiment``) reaches only those: the routes refuse the others
+(:meth:`Caller.reaches`). Only the public key id is ever logged, never the token.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from tracker.errors import shorten
 from tracker.store.db import transaction
 from tracker.store.keys import StoredKey, find_key, parse_token
 
@@ -32,8 +34,23 @@ class AuthError(Exception):
 
 @dataclass(frozen=True)
 class Caller:
+    """A verified key: its public id, scope, and the experiments it is limited to (None:
+    every experiment)."""
+
     key_id: str
     scope: str
+    experiments: frozenset[str] | None = None
+
+    def reaches(self, experiment: str) -> bool:
+        """Whether this key may write to (ingest) or read (read) ``experiment``."""
+        return self.experiments is None or experiment in self.experiments
+
+    def refusal(self, experiment: str) -> str:
+        """Why a record or read of ``experiment`` outside the key's experiments is refused."""
+        verb = "write to" if self.scope == "ingest" else "read"
+        return (f"403: API key {self.key_id} may not {verb} experiment "
+                f"{shorten(experiment)!r} (it is limited to "
+                f"{', '.join(sorted(map(repr, self.experiments or ())))})")
 
 
 @dataclass(frozen=True)
@@ -104,4 +121,4 @@ def check(stored: StoredKey | None, secret: str, scope: str) -> Caller:
     if stored.scope != scope:
         raise AuthError(403, f"this API key has scope {stored.scope!r}; this endpoint needs "
                              f"{scope!r}")
-    return Caller(stored.key_id, stored.scope)
+    return Caller(stored.key_id, stored.scope, stored.experiments)

@@ -35,7 +35,9 @@ class ApiError(Exception):
 RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "malformed JSON"},
     401: {"model": ErrorOut, "description": "no, unknown or revoked API key"},
-    403: {"model": ErrorOut, "description": "API key without the scope this endpoint needs"},
+    403: {"model": ErrorOut, "description": "API key without the scope this endpoint needs, or "
+                                            "limited to other experiments (the refused events "
+                                            "in rejected; the others were stored)"},
     408: {"model": ErrorOut, "description": "the body did not arrive within "
                                             "TRACKER_COLLECTOR_READ_TIMEOUT seconds"},
     413: {"model": ErrorOut, "description": "body or batch too large"},

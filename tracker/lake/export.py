@@ -18,12 +18,19 @@ one machine to Spark, and the data of the Spark tests.
 - **Interactions belong to no experiment**: all of them are exported even when one experiment
   is, since the rollup reads every interaction (item popularity for novelty, attribution by
   user and time).
-- A directory that holds anything is left alone unless ``overwrite`` (then emptied first).
+- **Only its own files are ever deleted.** Each directory gets a marker file,
+  :data:`MARKER` (``_tracker_export.json``: skipped by lake readers, as names starting with
+  ``_`` are), naming the log it holds. A directory that holds anything is left alone unless
+  ``overwrite``; then it must hold the marker of the same log and nothing but the export's
+  layout (``day=YYYY-MM-DD/[bucket=B/]part-N.parquet``), and only those files are removed.
+  Anything else (a database, notes, a symbolic link) refuses the export, naming it, before
+  a file is touched.
 """
 
 from __future__ import annotations
 
-import shutil
+import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +58,14 @@ BATCH_ROWS = 50_000
 BUFFERED = 16
 """A bucketed export holds at most this many batches' rows before writing them out."""
 
+MARKER = "_tracker_export.json"
+"""The file that says a directory is a lake ``tracker export`` wrote (and may empty)."""
+MARKER_FORMAT = "tracker-export/1"
+
 _DAY_US = 86_400_000_000
+_DAY_FOLDER = re.compile(r"day=\d{4}-\d{2}-\d{2}")
+_BUCKET_FOLDER = re.compile(r"bucket=\d+")
+_PART_FILE = re.compile(r"part-\d+\.parquet")
 _SCORES = pa.list_(pa.float64())
 
 
@@ -99,23 +113,79 @@ def export_logs(engine: sa.Engine, impressions: str | Path, interactions: str | 
 
 
 def _prepared(impressions: Path, interactions: Path, overwrite: bool) -> tuple[Path, Path]:
-    """Both directories, existing and empty; refuse overlapping ones or (unless
-    ``overwrite``) one that holds anything."""
+    """Both directories, existing, empty but for their marker; refuse overlapping ones,
+    (unless ``overwrite``) one that holds anything, and (even with ``overwrite``) one that
+    holds anything the export did not write. Both are checked before either is emptied."""
     a, b = impressions.resolve(), interactions.resolve()
     if a == b or a in b.parents or b in a.parents:
         raise TrackerError(f"the impressions ({impressions}) and interactions "
                            f"({interactions}) directories must be apart, neither inside the "
                            "other")
-    for path in (impressions, interactions):
-        if path.exists() and not path.is_dir():
+    owned: dict[Path, tuple[list[Path], list[Path]]] = {}
+    for log, path in (("impressions", impressions), ("interactions", interactions)):
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
             raise TrackerError(f"{path} is not a directory")
         if path.is_dir() and any(path.iterdir()):
             if not overwrite:
                 raise TrackerError(f"{path} is not empty: choose an empty directory, or "
-                                   "overwrite (--overwrite) to empty it first")
-            shutil.rmtree(path)
+                                   "overwrite (--overwrite) an earlier export of the "
+                                   f"{log} there")
+            owned[path] = _export_files(path, log)
+    for files, folders in owned.values():
+        for file in files:
+            file.unlink()
+        for folder in folders:
+            folder.rmdir()
+    for log, path in (("impressions", impressions), ("interactions", interactions)):
         path.mkdir(parents=True, exist_ok=True)
+        (path / MARKER).write_text(json.dumps({"format": MARKER_FORMAT, "log": log}) + "\n")
     return impressions, interactions
+
+
+def _export_files(folder: Path, log: str) -> tuple[list[Path], list[Path]]:
+    """The files of an earlier export of ``log`` in ``folder`` (its marker last) and its
+    folders (innermost first), to delete in that order; a
+    :class:`TrackerError` naming the first thing found there that the export did not write.
+    Nothing is followed through a symbolic link."""
+    marker = folder / MARKER
+    try:
+        written = json.loads(marker.read_text()) if marker.is_file() and \
+            not marker.is_symlink() else None
+    except (OSError, ValueError):
+        written = None
+    if not isinstance(written, dict) or written.get("format") != MARKER_FORMAT:
+        raise TrackerError(f"{folder} holds no {MARKER} of tracker export: it was not "
+                           "written by tracker export and is left alone (choose an empty or "
+                           "new directory)")
+    if written.get("log") != log:
+        raise TrackerError(f"{folder} holds an export of the {written.get('log')}, not of the "
+                           f"{log}: it is left alone")
+    files: list[Path] = []
+    folders: list[Path] = []
+
+    def foreign(path: Path) -> TrackerError:
+        return TrackerError(f"{folder} holds {path}, which tracker export did not write: "
+                            "nothing was deleted (move it away, or choose an empty or new "
+                            "directory)")
+
+    for day in sorted(folder.iterdir()):
+        if day.name == MARKER:
+            continue
+        if day.is_symlink() or not day.is_dir() or not _DAY_FOLDER.fullmatch(day.name):
+            raise foreign(day)
+        for entry in sorted(day.iterdir()):
+            inside = [entry]
+            if not entry.is_symlink() and entry.is_dir() and \
+                    _BUCKET_FOLDER.fullmatch(entry.name):
+                inside = sorted(entry.iterdir())
+                folders.append(entry)
+            for file in inside:
+                if file.is_symlink() or not file.is_file() or \
+                        not _PART_FILE.fullmatch(file.name):
+                    raise foreign(file)
+                files.append(file)
+        folders.append(day)
+    return files + [marker], folders
 
 
 # ------------------------------------------------------------------ reading

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -26,7 +27,7 @@ from typing import TypeVar
 import sqlalchemy as sa
 from sqlalchemy import event, exc
 
-from tracker.config import Settings, sqlite_path
+from tracker.config import Settings, mask_password, sqlite_path
 from tracker.errors import (
     SchemaOutdated,
     StoreError,
@@ -39,7 +40,7 @@ from tracker.install import require
 # Alembic revisions in order; the last is the one this code expects. A test checks that this
 # matches the migrations' linear history and single head.
 SCHEMA_HISTORY = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008",
-                  "0009", "0010", "0011", "0012", "0013", "0014", "0015")
+                  "0009", "0010", "0011", "0012", "0013", "0014", "0015", "0016")
 SCHEMA_REVISION = SCHEMA_HISTORY[-1]
 
 _WRITE = "tracker_write"
@@ -82,14 +83,27 @@ def _translate_on_error(context: exc.ExceptionContext) -> StoreError | None:
     if context.is_pre_ping or not isinstance(context.original_exception,
                                              context.dialect.loaded_dbapi.Error):
         return None
+    path = sqlite_path(str(context.engine.url)) if context.engine is not None else None
+    if path is not None and "unable to open database file" in str(context.original_exception):
+        return StoreUnavailable(f"cannot open SQLite database {path}: unable to open database "
+                                f"file (can this user create files in {path.parent}?)")
     return translate(context.sqlalchemy_exception or context.original_exception)
 
 
 def _sqlite_engine(url: str, settings: Settings, **kwargs) -> sa.Engine:
     path = sqlite_path(url)
-    if path is not None and not path.parent.exists():
-        raise StoreUnavailable(f"cannot create SQLite database {path}: folder {path.parent} "
-                               "does not exist")
+    if path is not None and not path.exists():
+        folder = path.parent
+        if not folder.exists():
+            raise StoreUnavailable(f"cannot create SQLite database {path}: folder {folder} "
+                                   "does not exist")
+        if not folder.is_dir():
+            raise StoreUnavailable(f"cannot create SQLite database {path}: {folder} is not "
+                                   "a folder")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise StoreUnavailable(f"cannot create SQLite database {path}: folder {folder} "
+                                   "is not writable (SQLite also writes its -wal and -shm "
+                                   "files there)")
     engine = sa.create_engine(url, connect_args={"timeout": settings.sqlite_busy_timeout_ms / 1000},
                               **kwargs)
     busy_ms = settings.sqlite_busy_timeout_ms
@@ -344,7 +358,7 @@ def require_current_schema(engine: sa.Engine) -> None:
         revision = schema_revision(conn)
     if revision == SCHEMA_REVISION:
         return
-    where = engine.url.render_as_string(hide_password=True)
+    where = mask_password(engine.url.render_as_string(hide_password=False))
     if revision is None:
         raise SchemaOutdated(f"database {where} has no tracker schema yet: "
                              "run `tracker db upgrade` to create it")
