@@ -135,7 +135,7 @@ def _tables(engine) -> set[str]:
 
 @pytest.mark.parametrize(("revision", "drops"), [
     pytest.param("base", True, id="down-to-base-drops-every-table"),
-    pytest.param("-1", False, id="one-step-down-past-0015-changes-how-values-are-stored-only"),
+    pytest.param("-1", True, id="one-step-down-past-0017-drops-the-plan-history-and-summaries"),
     pytest.param("0013", True, id="down-past-0014-drops-the-provisional-state-table"),
     pytest.param("0012", True, id="down-past-0013-drops-0014s-table-and-0013s-index-only"),
     pytest.param("0011", True, id="down-past-0012-drops-the-exposure-day-tables"),
