@@ -13,15 +13,17 @@ problem = data.schema_problem()
 if problem:
     st.error(f"Cannot read the tracker database: {problem}")
     st.stop()
-summaries = data.summaries()
+with st.spinner("Reading the experiments' summaries…"):
+    summaries = data.summaries()
 if not summaries:
     st.info("No experiments yet. Log one from Python (`Tracker().create_experiment(...)`, then "
             "`log_impressions` / `log_interactions`), import files with `tracker import`, or "
             f"run `tracker demo` to simulate one. Database: {data.where()}")
     st.stop()
 
-st.caption("Decision and health as of each experiment's latest complete day (cumulative, "
-           "fixed-horizon): the same as `tracker report`. Open an experiment for its results.")
+st.caption("Decision and health as of each experiment's latest complete day, under its "
+           "analysis plan, as the last rollup stored them: the same as `tracker report`. "
+           "A failing health shows no lift (untrusted). Open an experiment for its results.")
 st.markdown(components.experiments_html(summaries), unsafe_allow_html=True)
 for s in summaries:
     st.page_link("views/experiment.py", label=f"Open {s.info.key}",

@@ -133,34 +133,21 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
               covariates: pd.DataFrame | None = None) -> Scorecard:
     """Build the scorecard from the rollup's tables (see :mod:`tracker.store.computed`).
 
-    ``as_of``: the day to report (default: the latest day whose results are final, else the
-    latest day; a day without results is a ValidationError naming the days with results).
-    ``primary`` / ``guardrails``: override the experiment's stored roles for this report
-    (:func:`roles_for`); guardrails map a metric name to its tolerated relative loss (0.02 =
-    2%) and get a one-sided non-inferiority test per treatment arm (``guardrail_p_value``,
-    ``guardrail_ok``; not corrected for multiplicity). ``health_table`` is the cumulative
-    one; ``daily_health`` the daily one, which the health of a daily view (``cumulative``
-    False) describes. ``latest_received``: when the experiment's latest event arrived (the
-    data lag; default: ``days.attrs["latest_received"]``, set by the day table).
-    ``target_effect``: the relative effect each primary must be able to detect before
-    ``no_detectable_effect`` is said (the cumulative view decides; a daily view has no
-    decisions). ``exposure_days``: the view the ``trends`` are fitted to (none without it).
-    ``covariates``: CUPED's sums of the view
-    (:func:`tracker.store.computed.covariate_table`); given and holding the reported day,
-    every comparison, guardrail and power is regression-adjusted (``cuped`` True).
-
-    ``intervals``, ``correction``, ``target_effect`` left out (None) are the experiment's
-    analysis plan's (:attr:`ExperimentInfo.plan`); ``cuped`` says whether this view asked for
-    CUPED (None: as planned; the adjustment itself follows ``covariates``). Every choice that
-    differs from the plan is named in ``exploratory``: such a view is not the experiment's
-    own analysis.
+    ``as_of``: the day to report (default: the latest final day, else the latest; a day
+    without results is a ValidationError naming those with results). ``primary`` /
+    ``guardrails`` override the stored roles for this report (:func:`roles_for`); a guardrail
+    maps a metric to its tolerated relative loss (0.02 = 2%) and gets a one-sided
+    non-inferiority test per treatment arm (``guardrail_p_value``, ``guardrail_ok``).
+    ``daily_health``: what a daily view's health describes. ``latest_received``: the lag's
+    origin (default: the day table's). ``target_effect``: what each primary must be able to
+    detect before ``no_detectable_effect``. ``exposure_days``: the ``trends``' view.
+    ``covariates``: CUPED's sums; holding the day, every comparison, guardrail and power is
+    regression-adjusted. ``intervals``, ``correction``, ``target_effect``, ``cuped``: None
+    follows the analysis plan (:func:`planned`); a departure is named in ``exploratory``.
     """
-    plan = info.plan
-    exploratory = deviations(plan, intervals=intervals, correction=correction,
+    exploratory = deviations(info.plan, intervals=intervals, correction=correction,
                              target_effect=target_effect, cuped=cuped)
-    intervals = plan.intervals if intervals is None else intervals
-    correction = plan.correction if correction is None else correction
-    target_effect = plan.target_effect if target_effect is None else target_effect
+    intervals, correction, target_effect = planned(info.plan, intervals, correction, target_effect)
     level = _check_options(level, intervals, target_effect)
     roles = roles_for(info, primary, guardrails)
     as_of = _reported_day(metric_table, days, as_of)
@@ -171,7 +158,7 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
                           cumulative=cumulative or daily_health is None)
     card = Scorecard(info.key, as_of, cumulative, level, intervals, correction, roles.primary,
                      checked.fields, guardrails=dict(roles.guardrails),
-                     target_effect=float(target_effect), plan=plan.to_dict(),
+                     target_effect=float(target_effect), plan=info.plan.to_dict(),
                      exploratory=exploratory)
     if as_of is None:
         return card
@@ -196,6 +183,16 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
 
 
 _MODES = {"fixed_horizon": "fixed-horizon", "sequential": "always-valid"}
+
+
+def planned(plan: AnalysisPlan, intervals: str | None, correction: str | None,
+            target_effect: float | None) -> tuple[str, str, float]:
+    """The options of a scorecard: each one given, else the analysis plan's. ``cuped``
+    (whether the view asked for CUPED) only labels the view: the adjustment follows the
+    covariates given, which :func:`report` reads when the plan or the view asks for it."""
+    return (plan.intervals if intervals is None else intervals,
+            plan.correction if correction is None else correction,
+            plan.target_effect if target_effect is None else target_effect)
 
 
 def deviations(plan: AnalysisPlan, *, intervals: str | None = None,
