@@ -82,7 +82,8 @@ class ResultRow:
 @dataclass(frozen=True)
 class Section:
     """Rows under one heading, sharing one axis: ``half_width`` is the largest |interval end|
-    among the section's relative intervals (each absolute one gets its own axis)."""
+    among the section's relative intervals and guardrail margins, so every margin is drawn
+    (each absolute interval gets its own axis)."""
 
     title: str
     rows: tuple[ResultRow, ...]
@@ -139,8 +140,8 @@ def sections(rows: Iterable[ResultRow]) -> list[Section]:
 
 
 def _half_width(rows: Iterable[ResultRow]) -> float | None:
-    ends = [abs(v) for r in rows if r.relative for v in (r.low, r.high)
-            if v is not None and v == v]
+    ends = [abs(v) for r in rows if r.relative for v in (r.low, r.high, r.margin)
+            if v is not None and v == v]  # a guardrail's margin stays on the axis
     return max(ends) * 1.1 if ends and max(ends) > 0 else None
 
 
