@@ -261,7 +261,8 @@ STYLE = """<style>
     display:flex;gap:8px;align-items:center}
   .tr-table td::before{content:attr(data-label);flex:0 0 34%;opacity:0.7;
     font-size:0.75rem;overflow-wrap:break-word}
-  .tr-table td>*{flex:1 1 auto;min-width:0}
+  .tr-table td>*{min-width:0}
+  .tr-table td>.tr-axis{flex:1 1 auto}
   .tr-arm{white-space:normal}
 }
 </style>"""
