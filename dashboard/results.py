@@ -25,7 +25,7 @@ ROLE_TITLES = {"primary": "Primary metrics", "guardrail": "Guardrails"}
 ARROWS = {"higher": "↑", "lower": "↓"}
 VERDICT_COLOURS = {"better": "#1a7f37", "worse": "#cf222e", "inconclusive": "#8c959f",
                    None: "#8c959f", "holds": "#1a7f37", "fails": "#cf222e",
-                   "not shown yet": "#9a6700", "untrusted": "#8c959f"}
+                   "not shown yet": "#9a6700", "untrusted": "#8c959f", "descriptive": "#8c959f"}
 """Bar and verdict colour: green better (a guardrail that holds), red worse (one that
 fails), grey inconclusive (or no test, or untrusted), amber a guardrail not shown yet. Each
 reads on a light and a dark background alike."""
@@ -112,9 +112,17 @@ def result_rows(metrics: Iterable[Mapping[str, Any]], k: int | None) -> list[Res
         base = control.get((r["metric"], r["k"]))
         if not change and r["mean"] is not None and base is not None:  # set-level
             change = f"{r['mean'] - base:+.4g} abs."  # a relative change of a near-0 base
+        entry = catalog.CATALOG.get(r["metric"])
+        if entry is not None and entry.zero_for_control:  # descriptive: no test, no verdict
+            out.append(ResultRow(
+                _label(r["metric"], r["k"]), r["metric"], r["arm"], role, r.get("group") or "",
+                r.get("direction"), base, r["mean"],
+                "" if r["mean"] is None or base is None else f"{r['mean'] - base:+.4g} abs.",
+                False, None, None, None, "", "descriptive"))
+            continue
         out.append(ResultRow(
             _label(r["metric"], r["k"]), r["metric"], r["arm"], role, r.get("group") or "",
-            r.get("direction"), control.get((r["metric"], r["k"])), r["mean"], change,
+            r.get("direction"), base, r["mean"], change,
             relative, low, high, point,
             "" if r.get("p_value_adjusted") is None else format_p(r["p_value_adjusted"]),
             r.get("verdict"), guardrail_state(r), r.get("guardrail_margin")))
@@ -200,7 +208,8 @@ def _bar_html(row: ResultRow, half_width: float | None, untrusted: bool = False)
             f'<div class="tr-margin" style="left:{margin:.2f}%" title="guardrail margin '
             f'{-row.margin if row.direction != "lower" else row.margin:+.0%}"></div>')
     if shape is None:
-        note = "set-level: no test" if row.verdict is None else "no interval"
+        note = {None: "set-level: no test", "descriptive": "0 for control by definition"
+                }.get(row.verdict, "no interval")
         return f'<div class="tr-axis">{zero}{line}<span class="tr-none">{note}</span></div>'
     colour = VERDICT_COLOURS.get("untrusted" if untrusted else row.shown, VERDICT_COLOURS[None])
     tick = ("" if shape.point is None else
@@ -216,7 +225,7 @@ def _bar_html(row: ResultRow, half_width: float | None, untrusted: bool = False)
 def _verdict_html(row: ResultRow, untrusted: bool = False) -> str:
     if row.shown is None:
         return '<span class="tr-v tr-v-none">—</span>'
-    if untrusted:
+    if untrusted and row.shown != "descriptive":
         return (f'<span class="tr-v tr-untrusted" title="health is failing: '
                 f'{html.escape(row.shown)} is not to be trusted">untrusted</span>')
     prefix = "guardrail " if row.guard is not None else ""

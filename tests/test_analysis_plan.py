@@ -99,3 +99,19 @@ def test_the_cli_sets_updates_and_shows_the_plan(db_url):
     assert shown["plan_history"][0]["planned_end"] == "2027-01-01T00:00:00+00:00"
     bad = run(main, ["experiments", "update", "home", "--target-effect", "2"], env=env)
     assert bad.exit_code == 2 and "--target-effect" in bad.output
+
+
+def test_the_text_report_shows_set_level_changes_absolute_and_unexpectedness_descriptive(
+        tracker, db_url):
+    create(tracker)
+    _log(tracker, CLEAR_WIN)
+    tracker.rollup("home", now=NOW)
+    text = CliRunner().invoke(main, ["report", "home", "--k", "2"],
+                              env={"TRACKER_DATABASE_URL": db_url}).stdout
+    coverage = next(line for line in text.splitlines()
+                    if line.startswith("coverage@2") and "treatment" in line)
+    assert " abs." in coverage and "%" not in coverage
+    unexpected = next(line for line in text.splitlines()
+                      if line.startswith("unexpectedness@2") and "treatment" in line)
+    assert unexpected.rstrip().endswith("descriptive (0 for control by definition)")
+    assert "better" not in unexpected and "worse" not in unexpected

@@ -230,3 +230,14 @@ def test_a_set_level_row_shows_its_absolute_change():
                "relative_lift": 61.7}
     (shown,) = result_rows([control, treated], 10)
     assert shown.change == "+0.1234 abs." and "%" not in shown.change
+
+
+def test_a_metric_zero_for_control_by_definition_is_descriptive_without_a_verdict():
+    control = _row("unexpectedness", 10, "a", control=True, mean=0.0)
+    treated = _row("unexpectedness", 10, "b", mean=0.42, rel=(None, None, None),
+                   verdict="better", lift=0.42, lift_ci_low=0.4, lift_ci_high=0.44)
+    (shown,) = result_rows([control, treated], 10)
+    assert shown.shown == "descriptive" and shown.change == "+0.42 abs."
+    html = table_html(sections([shown])[0], {}, "a", untrusted=True)
+    assert ">better<" not in html and "descriptive" in html
+    assert "0 for control by definition" in html

@@ -232,9 +232,13 @@ def _table_cells(r: dict[str, Any], untrusted: bool = False) -> tuple[str, ...]:
     if r["control"]:
         return cells
     rel = shown_interval(r)
-    if not rel and r.get("relative_lift") is not None:  # a set-level difference: no interval
-        rel = f"{r['relative_lift']:+.1%}"
+    if not rel and r.get("lift") is not None:  # a set-level difference: no interval, and a
+        rel = f"{r['lift']:+.4g} abs."  # relative change of a near-0 base would mislead
     verdict = f"{r['verdict'] or '—'}{' *' if r['primary'] else ''}" + _guard_note(r)
+    entry = catalog.CATALOG.get(r["metric"])
+    if entry is not None and entry.zero_for_control:
+        return (*cells, _num(r["lift"], "{:+.4f}"), "—", "", "—", "—",
+                "descriptive (0 for control by definition)")
     if untrusted and r["verdict"] is not None:
         verdict = f"untrusted ({verdict})"
     removed = "—" if r["kind"] != "user" else f"{r.get('variance_reduction') or 0.0:.0%}"
