@@ -31,6 +31,8 @@ from tracker.store.experiments import (
 from tracker.store.summaries import read_summaries
 
 TTL = 60  # seconds: a rollup runs nightly or every few minutes, not every second
+# Each cached read names what it does while it runs (Streamlit's default is the function's
+# name: "Running `summaries()`"), so a cold start reads as progress, not as a blank page.
 
 
 @st.cache_resource
@@ -52,41 +54,41 @@ def where() -> str:
     return engine().url.render_as_string(hide_password=True)
 
 
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Reading the experiments…")
 def experiments() -> list[ExperimentInfo]:
     with transaction(engine()) as conn:
         return list_experiments(conn, include_archived=False)
 
 
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Reading the experiment…")
 def experiment(key: str) -> ExperimentInfo:
     with transaction(engine()) as conn:
         return get_experiment(conn, key)
 
 
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Looking the experiment up…")
 def find(key: str) -> ExperimentInfo | None:
     """Experiment ``key`` (archived ones too: a shared link may name one), or None."""
     with transaction(engine()) as conn:
         return find_experiment(conn, key)
 
 
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Reading the rolled-up metrics…")
 def metric_table(key: str, cumulative: bool) -> pd.DataFrame:
     return computed.metric_table(engine(), key, cumulative)
 
 
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Reading the users per arm…")
 def health_table(key: str, cumulative: bool) -> pd.DataFrame:
     return computed.health_table(engine(), key, cumulative)
 
 
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Reading the rolled-up days…")
 def day_table(key: str) -> pd.DataFrame:
     return computed.day_table(engine(), key)
 
 
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Computing the scorecard (decision, health, results)…")
 def card(key: str, as_of: date | None, cumulative: bool, intervals: str | None,
          level: float, cuped: bool | None = None) -> Scorecard:
     """The scorecard from the very function behind ``tracker report`` (same tables, same
@@ -106,7 +108,7 @@ class Summary:
     written_at: datetime | None
 
 
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Reading each experiment's stored summary…")
 def summaries() -> list[Summary]:
     """Every listed experiment with its stored summary: two queries, however many
     experiments (the rollup wrote the summaries: :mod:`tracker.publish`)."""
@@ -121,12 +123,12 @@ def summaries() -> list[Summary]:
     return out
 
 
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Reading the CUPED covariates…")
 def covariate_table(key: str, cumulative: bool) -> pd.DataFrame:
     return computed.covariate_table(engine(), key, cumulative)
 
 
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Computing the metric over time…")
 def series(key: str, metric: str, k: int | None, cumulative: bool, intervals: str,
            level: float, cuped: bool = True) -> MetricSeries:
     """One metric over time (:func:`tracker.report.series.metric_series`): per (day, arm) the
@@ -138,7 +140,7 @@ def series(key: str, metric: str, k: int | None, cumulative: bool, intervals: st
                          level=level, intervals=intervals, covariates=covariates)
 
 
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Reading the users per arm over time…")
 def users_over_time(key: str) -> pd.DataFrame:
     """Cumulative users per arm and day, with the share each arm should have."""
     table = health_table(key, True)

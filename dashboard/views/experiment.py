@@ -86,8 +86,7 @@ cumulative = window == "cumulative"
 intervals = "sequential" if kind == "always-valid" else "fixed_horizon"
 chosen = None if as_of == "latest complete" else next(d for d in all_days
                                                       if d.isoformat() == as_of)
-with st.spinner(f"Computing the scorecard of {key}…"):
-    card = data.card(key, chosen, cumulative, intervals, 0.95, cuped)
+card = data.card(key, chosen, cumulative, intervals, 0.95, cuped)
 
 present = set(data.metric_table(key, cumulative)["metric"])
 names = [m for m in METRIC_ORDER if m in present]
@@ -136,8 +135,7 @@ if metric != metric_choice:
     st.query_params["metric"] = metric
 entry = catalog.CATALOG.get(metric)
 metric_k = k if entry is None or entry.takes_k else None
-with st.spinner(f"Computing {metric} over time…"):
-    series = data.series(key, metric, metric_k, cumulative, intervals, 0.95, cuped)
+series = data.series(key, metric, metric_k, cumulative, intervals, 0.95, cuped)
 label = metric if metric_k is None else f"{metric}@{metric_k}"
 st.caption(components.series_caption(series, label, cumulative, kind, 0.95, cuped))
 components.metric_chart(series.values, label, colours)

@@ -13,8 +13,7 @@ problem = data.schema_problem()
 if problem:
     st.error(f"Cannot read the tracker database: {problem}")
     st.stop()
-with st.spinner("Reading the experiments' summaries…"):
-    summaries = data.summaries()
+summaries = data.summaries()
 if not summaries:
     st.info("No experiments yet. Log one from Python (`Tracker().create_experiment(...)`, then "
             "`log_impressions` / `log_interactions`), import files with `tracker import`, or "

@@ -91,3 +91,24 @@ def test_an_experiment_without_data_says_none_was_logged_and_how_to_start(tracke
     assert "log_impressions" in info and "tracker rollup fresh" in info
     listed = _app(db_url, monkeypatch).run()
     assert "no data logged yet" in next(m.value for m in listed.markdown if "tr-list" in m.value)
+
+
+def test_every_cached_read_names_what_it_does_while_it_runs():
+    """Streamlit's default spinner is the function's name ("Running `summaries()`"): each
+    cached read of the dashboard says in words what it is doing instead."""
+    import ast
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "dashboard"
+    found = []
+    for path in folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef):
+                for decorator in node.decorator_list:
+                    if isinstance(decorator, ast.Call) and \
+                            ast.unparse(decorator.func) == "st.cache_data":
+                        spinner = {k.arg: k.value for k in decorator.keywords}.get(
+                            "show_spinner")
+                        found.append((node.name, isinstance(spinner, ast.Constant)
+                                      and isinstance(spinner.value, str)))
+    assert len(found) >= 10 and all(ok for _, ok in found), found
