@@ -1,7 +1,10 @@
 """Dashboard render time: the experiment page for 90 days x 4 arms x all metrics x 3 cutoffs,
-on SQLite and PostgreSQL.
+on SQLite and PostgreSQL; with ``--browser``, page timings in a real headless Chromium at
+1280 px (time to the decision cards and to the complete page, cold and warm) and the
+experiments list with 50 experiments.
 
     .venv/bin/python benchmarks/dashboard.py [--db sqlite|postgresql|both] [--days 90]
+    .venv/bin/python benchmarks/dashboard.py --browser [--db sqlite] [--experiments 50]
 
 The rollup tables are filled directly with plausible sufficient statistics (the benchmark
 measures the dashboard's reads and statistics, not the rollup): per day and arm, every user
@@ -39,12 +42,12 @@ ARMS = ("control", "two-tower", "diverse", "graph")
 CUTOFFS = (5, 10, 20)
 
 
-def fill(url: str, days: int) -> str:
+def fill(url: str, days: int, key: str = "bench-dash") -> str:
     engine = create_engine(url)
     schema.upgrade(engine)
     first = date(2026, 8, 1)
     with Tracker(url) as t:
-        info = t.create_experiment("bench-dash", arms=dict.fromkeys(ARMS, 1.0),
+        info = t.create_experiment(key, arms=dict.fromkeys(ARMS, 1.0),
                                    control="control", cutoffs=CUTOFFS,
                                    starts_at=datetime(2026, 8, 1, tzinfo=UTC))
     rng = np.random.default_rng(0)
@@ -121,12 +124,103 @@ def render(url: str, key: str, repeat: int) -> tuple[list[float], list[float]]:
     return cold, warm
 
 
+DECISION = "document.querySelector('.tr-decision') !== null"
+COMPLETE = ("document.querySelectorAll('.vega-embed canvas, .vega-embed svg').length >= 3 && "
+            "document.body.innerText.includes('Users per arm') && "
+            "document.querySelector('table.tr-table') !== null && "
+            "document.querySelector('[data-testid=\"stSpinner\"]') === null")
+LISTED = "document.querySelector('.tr-list') !== null"
+
+
+def _until(browser, conditions: dict[str, str], began: float, timeout: float = 120.0
+           ) -> dict[str, float]:
+    """Seconds from ``began`` until each JavaScript condition first held (polled every 20 ms).
+    Complete: the three charts over time (metric, lift, users; the benchmark's tables have no
+    exposure-day rows, so that section is a note), the results table, no spinner left."""
+    seen: dict[str, float] = {}
+    while len(seen) < len(conditions):
+        for name, condition in conditions.items():
+            if name not in seen and browser.evaluate(condition):
+                seen[name] = time.perf_counter() - began
+        if time.perf_counter() - began > timeout:
+            raise TimeoutError(f"still waiting for {set(conditions) - set(seen)}")
+        time.sleep(0.02)
+    return seen
+
+
+def browser_timings(url: str, days: int, experiments: int, repeat: int) -> None:
+    """Serve ``tracker dashboard`` on ``url`` and time pages in Chromium at 1280 px: the
+    experiment page (decision cards, complete) cold (first load after the server started:
+    every cache empty) and warm (reloads), and the experiments list with ``experiments``
+    experiments whose summaries the rollup stored."""
+    import signal
+    import subprocess
+
+    from tests.dashboard.browser import Browser, free_port, wait_for_http
+    from tracker.publish import publish_summary
+
+    key = fill(url, days)
+    for i in range(experiments - 1):
+        fill(url, 14, key=f"bench-list-{i:02d}")
+    engine = create_engine(url)
+    for info in Tracker(url).experiments():
+        publish_summary(engine, info.key)  # as the end of a rollup run does
+    engine.dispose()
+    print(f"  {experiments} experiments, summaries stored", flush=True)
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tracker.cli", "dashboard", "--port", str(port)],
+        env={**os.environ, "TRACKER_DATABASE_URL": url, "PYTHONPATH": str(ROOT)}, cwd=ROOT,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_http(f"{base}/_stcore/health", timeout=90)
+        with Browser() as browser:
+            page = f"{base}/experiment?experiment={key}"
+            runs = []
+            for i in range(repeat + 1):
+                began = time.perf_counter()
+                browser.call("Page.navigate", url=page)
+                runs.append(_until(browser, {"decision": DECISION, "complete": COMPLETE},
+                                   began))
+                print(f"    experiment page {'cold' if i == 0 else 'warm'}: decision cards "
+                      f"{runs[-1]['decision']:.2f} s, complete {runs[-1]['complete']:.2f} s",
+                      flush=True)
+            warm = runs[1:]
+            print(f"  experiment page (1280 px): cold decision {runs[0]['decision']:.2f} s, "
+                  f"complete {runs[0]['complete']:.2f} s; warm median decision "
+                  f"{statistics.median(r['decision'] for r in warm):.2f} s, complete "
+                  f"{statistics.median(r['complete'] for r in warm):.2f} s", flush=True)
+            listed = []
+            for _ in range(repeat + 1):
+                began = time.perf_counter()
+                browser.call("Page.navigate", url=f"{base}/")
+                listed.append(_until(browser, {"list": LISTED}, began)["list"])
+            print(f"  experiments list, {experiments} experiments (1280 px): first "
+                  f"{listed[0]:.2f} s, then median {statistics.median(listed[1:]):.2f} s",
+                  flush=True)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--days", type=int, default=90)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--browser", action="store_true",
+                        help="time pages in headless Chromium at 1280 px instead")
+    parser.add_argument("--experiments", type=int, default=50,
+                        help="experiments on the list page (--browser)")
     args = parser.parse_args()
+    if args.browser:
+        with tempfile.TemporaryDirectory(prefix="tracker-bench-") as tmp:
+            print(f"dashboard in Chromium: experiment page of {args.days} days x {len(ARMS)} "
+                  f"arms, list of {args.experiments} experiments (SQLite)", flush=True)
+            browser_timings(f"sqlite:///{Path(tmp) / 'dash.db'}", args.days,
+                            args.experiments, args.repeat)
+        return
     kinds = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
     print(f"dashboard render: experiment page, {args.days} days x {len(ARMS)} arms x "
           f"{len(Layout.for_cutoffs(CUTOFFS).columns) + 9} metric columns "

@@ -83,11 +83,17 @@ def arm_colours(arms: list[str], control: str) -> dict[str, str]:
 
 def outcome_badge(outcome: str | None) -> str:
     """A decision's outcome as a coloured HTML pill (grey "no decision" when unknown)."""
-    label, colour, background, icon = OUTCOMES.get(
+    label, colour, _, icon = OUTCOMES.get(
         outcome or "", ("No decision", "#57606a", "#f0f2f4", "—"))
     return (f'<span style="display:inline-block;padding:1px 9px;border-radius:10px;'
-            f'background:{background};color:{colour};border:1px solid {colour};'
+            f'background:{tint(colour)};color:{colour};border:1px solid {colour};'
             f'font-weight:600;white-space:nowrap">{icon} {escape(label)}</span>')
+
+
+def tint(colour: str, share: int = 16) -> str:
+    """A background of ``colour`` at ``share`` percent over whatever the theme's background
+    is (light or dark), so a card reads in both."""
+    return f"color-mix(in srgb, {colour} {share}%, transparent)"
 
 
 def health_badge(status: str | None) -> str:
@@ -102,16 +108,16 @@ def health_badge(status: str | None) -> str:
 def decision_html(decision: dict, colour: str) -> str:
     """One treatment arm's decision as a card: the arm, the outcome in its colour, and the
     reasons, one per line."""
-    label, fg, bg, icon = OUTCOMES.get(decision["outcome"],
-                                       ("No decision", "#57606a", "#f0f2f4", "—"))
+    label, fg, _, icon = OUTCOMES.get(decision["outcome"],
+                                      ("No decision", "#57606a", "#f0f2f4", "—"))
     reasons = "".join(f"<li>{escape(r)}</li>" for r in decision.get("reasons", []))
-    return (f'<div class="tr-decision" style="border-left:6px solid {fg};background:{bg};'
-            f'padding:10px 14px;border-radius:6px;margin-bottom:8px">'
-            f'<div style="font-size:0.85rem;color:#424a53"><span style="display:inline-block;'
+    return (f'<div class="tr-decision" style="border-left:6px solid {fg};background:'
+            f'{tint(fg)};padding:10px 14px;border-radius:6px;margin-bottom:8px">'
+            f'<div style="font-size:0.85rem"><span style="display:inline-block;'
             f'width:10px;height:10px;border-radius:50%;background:{colour};margin-right:6px">'
             f'</span><b>{escape(decision["arm"])}</b></div>'
             f'<div style="font-size:1.35rem;font-weight:700;color:{fg}">{icon} {label}</div>'
-            f'<ul style="margin:4px 0 0 0;padding-left:18px;font-size:0.85rem;color:#1f2328">'
+            f'<ul style="margin:4px 0 0 0;padding-left:18px;font-size:0.85rem">'
             f'{reasons}</ul></div>')
 
 
@@ -126,7 +132,7 @@ def checklist_html(items: list[dict], status: str | None) -> str:
             f'<span title="{escape(item["status"])}" style="flex:none;width:20px;height:20px;'
             f'border-radius:50%;background:{colour};color:white;text-align:center;'
             f'font-weight:700;font-size:0.75rem;line-height:20px">{icon}</span>'
-            f'<span><b>{escape(item["check"])}</b> <span style="color:#57606a">'
+            f'<span><b>{escape(item["check"])}</b> <span style="opacity:0.7">'
             f'{escape(item["status"])}</span> — {escape(item["message"])}</span></li>')
     return (f'<div class="tr-health"><div style="margin-bottom:4px">Health: '
             f'{health_badge(status)}</div>'
@@ -151,8 +157,25 @@ def decisions_and_health(card: Scorecard, colours: dict[str, str]) -> None:
                 unsafe_allow_html=True)
 
 
+def untrusted(card: Scorecard) -> bool:
+    """Failing health: every lift and verdict of the scorecard is untrusted."""
+    return card.health.get("status") == "fail"
+
+
+def health_banner(card: Scorecard) -> None:
+    """Above the results when health fails: which check, and that nothing below is to be
+    trusted."""
+    if not untrusted(card):
+        return
+    failing = "; ".join(f"{i['check']}: {i['message']}" for i in card.health["checklist"]
+                        if i["status"] == "fail")
+    st.error(f"Health is failing ({failing}). Every lift, interval and verdict below is "
+             "untrusted: they are greyed until the check passes.", icon=":material/block:")
+
+
 def results(card: Scorecard, k: int | None, colours: dict[str, str], control: str) -> None:
-    """The results table, one HTML table per section (primary, guardrails, groups)."""
+    """The results table, one HTML table per section (primary, guardrails, groups); greyed
+    and marked untrusted when health fails."""
     parts = results_layout.sections(results_layout.result_rows(card.metrics, k))
     if not parts:
         st.info("No metric rows for this day.")
@@ -160,7 +183,8 @@ def results(card: Scorecard, k: int | None, colours: dict[str, str], control: st
     st.markdown(results_layout.STYLE, unsafe_allow_html=True)
     for part in parts:
         st.markdown(f"**{part.title}**")
-        st.markdown(results_layout.table_html(part, colours, control), unsafe_allow_html=True)
+        st.markdown(results_layout.table_html(part, colours, control, untrusted(card)),
+                    unsafe_allow_html=True)
 
 
 def cuped_caption(card: Scorecard) -> str:
@@ -283,15 +307,18 @@ def metric_chart(values: pd.DataFrame, title: str, colours: dict[str, str]) -> N
     points = base.mark_point(size=60, strokeWidth=2).encode(
         y="mean:Q", shape=alt.Shape("status:N", scale=alt.Scale(
             domain=["final", "provisional"], range=["circle", "square"]),
-            legend=alt.Legend(title="day", symbolStrokeColor="#424a53", symbolStrokeWidth=2,
-                              symbolOpacity=1)),
+            legend=alt.Legend(title="day", symbolStrokeColor="#8c959f", symbolStrokeWidth=2,
+                              symbolOpacity=1, symbolSize=120, symbolFillColor="#8c959f")),
         fill=alt.condition("datum.status == 'final'", _colour(colours), alt.value("white")),
         tooltip=["day:T", "arm:N", alt.Tooltip("mean:Q", format=".4f"),
                  alt.Tooltip("ci_low:Q", format=".4f"), alt.Tooltip("ci_high:Q", format=".4f"),
                  alt.Tooltip("cuped:N", title="CUPED"),
                  alt.Tooltip("unadjusted_mean:Q", format=".4f", title="unadjusted mean"),
                  "status:N"])
-    st.altair_chart((band + line + points).properties(height=280), width="stretch")
+    layers = band + line + points
+    if data["day"].nunique() == 1:  # one day: a band has no width, draw the interval as bars
+        layers += base.mark_rule(strokeWidth=3).encode(y="ci_low:Q", y2="ci_high:Q")
+    st.altair_chart(layers.properties(height=280), width="stretch")
 
 
 def lift_chart(lifts: pd.DataFrame, colours: dict[str, str]) -> None:
@@ -312,7 +339,10 @@ def lift_chart(lifts: pd.DataFrame, colours: dict[str, str]) -> None:
                  "status:N"])
     zero = alt.Chart(pd.DataFrame({"y": [0]})).mark_rule(color="#424a53", strokeWidth=1.5
                                                          ).encode(y="y:Q")
-    st.altair_chart((band + line + zero).properties(height=240), width="stretch")
+    layers = band + line + zero
+    if data["day"].nunique() == 1:  # one day: a band has no width, draw the interval as bars
+        layers += base.mark_rule(strokeWidth=3).encode(y="ci_low:Q", y2="ci_high:Q")
+    st.altair_chart(layers.properties(height=240), width="stretch")
 
 
 SPLIT_COLOUR = "#24292f"
@@ -373,35 +403,48 @@ def _dates(info) -> str:
 def experiments_html(summaries: list) -> str:
     """The experiments list as one HTML table that wraps to the window: each experiment's
     key (a link to its page) and name, status, dates, users, latest complete day, health badge
-    with its worst item, a decision badge per treatment arm, and the headline metric's lift."""
+    with its worst item, a decision badge per treatment arm, and the headline metric's lift,
+    all from the summary the last rollup stored. A failing health shows no lift: it would be
+    untrusted."""
     cols = "".join(f'<col style="width:{w}%">' for w in LIST_WIDTHS)
-    head = ("<tr><th>experiment</th><th>status</th><th>dates</th><th class='tr-n'>users</th>"
+    head = ("<tr class='tr-head'><th>experiment</th><th>status</th><th>dates</th>"
+            "<th class='tr-n'>users</th>"
             "<th>health</th><th>decision</th><th>headline</th></tr>")
     body = []
-    for s in summaries:
-        info = s.info
+    for line in summaries:
+        info, s = line.info, line.summary
         colours = arm_colours([a.key for a in info.arms], info.control)
         link = f'experiment?experiment={quote(info.key)}'
-        if s.health_status is None:
-            health = '<span style="color:#57606a">no rollup yet</span>'
+        if s is None or s.health_status is None:
+            health = ('<span class="tr-muted">no rollup yet</span>' if s is None else
+                      '<span class="tr-muted">no data logged yet</span>')
         else:
             note = f'<div class="tr-p">{escape(s.health_note)}</div>' if s.health_note else ""
             health = health_badge(s.health_status) + note
         decisions = "".join(
             f'<div style="margin:2px 0"><span class="tr-dot" style="background:'
-            f'{colours.get(d.arm, "#57606a")}"></span>{escape(d.arm)} '
-            f'{outcome_badge(d.outcome)}</div>' for d in s.decisions) or "—"
-        lifts = ", ".join(f"{escape(arm)} {value:+.1%}" for arm, value in s.headline_lift.items()
-                          if value is not None)
-        headline = (f"{escape(s.headline)}<div class='tr-p'>{lifts}</div>" if s.headline
-                    else "—")
+            f'{colours.get(arm, CONTROL_COLOUR)}"></span>{escape(arm)} '
+            f'{outcome_badge(outcome)}</div>'
+            for arm, outcome in (s.decisions.items() if s else ())) or "—"
+        if s is None or not s.headline:
+            headline = "—"
+        elif not s.trusted:
+            headline = (f"{escape(s.headline)}<div class='tr-p tr-untrusted'>untrusted: "
+                        "health failing</div>")
+        else:
+            lifts = ", ".join(f"{escape(arm)} {value:+.1%}" for arm, value
+                              in s.headline_lift.items() if value is not None)
+            headline = f"{escape(s.headline)}<div class='tr-p'>{lifts}</div>"
         latest = (f"<div class='tr-p'>complete through {s.latest_final_day.isoformat()}</div>"
-                  if s.latest_final_day else "")
+                  if s and s.latest_final_day else "")
+        users = f"{s.users:,}" if s else "—"
         body.append(
-            f'<tr><td><a href="{link}" target="_self"><b>{escape(info.key)}</b></a>'
-            f'<div class="tr-p">{escape(info.name)}</div></td>'
-            f'<td>{escape(info.status)}</td><td>{_dates(info)}{latest}</td>'
-            f'<td class="tr-n">{s.users:,}</td><td>{health}</td><td>{decisions}</td>'
-            f'<td>{headline}</td></tr>')
+            f'<tr><td data-label="experiment"><a href="{link}" target="_self">'
+            f'<b>{escape(info.key)}</b></a><div class="tr-p">{escape(info.name)}</div></td>'
+            f'<td data-label="status">{escape(info.status)}</td>'
+            f'<td data-label="dates">{_dates(info)}{latest}</td>'
+            f'<td class="tr-n" data-label="users">{users}</td>'
+            f'<td data-label="health">{health}</td><td data-label="decision">{decisions}</td>'
+            f'<td data-label="headline">{headline}</td></tr>')
     return (results_layout.STYLE + f'<table class="tr-table tr-list"><colgroup>{cols}'
             f'</colgroup>{head}{"".join(body)}</table>')

@@ -10,7 +10,7 @@ cannot show different numbers); the metrics over time from :mod:`tracker.report.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 
 import pandas as pd
 import streamlit as st
@@ -19,11 +19,20 @@ from tracker.config import Settings, mask_password
 from tracker.errors import TrackerError
 from tracker.report import Scorecard, report
 from tracker.report.series import MetricSeries, metric_series
+from tracker.report.summary import ExperimentSummary
 from tracker.store import computed
 from tracker.store.db import create_engine, require_current_schema, transaction
-from tracker.store.experiments import ExperimentInfo, get_experiment, list_experiments
+from tracker.store.experiments import (
+    ExperimentInfo,
+    find_experiment,
+    get_experiment,
+    list_experiments,
+)
+from tracker.store.summaries import read_summaries
 
 TTL = 60  # seconds: a rollup runs nightly or every few minutes, not every second
+# Each cached read names what it does while it runs (Streamlit's default is the function's
+# name: "Running `summaries()`"), so a cold start reads as progress, not as a blank page.
 
 
 @st.cache_resource
@@ -46,108 +55,81 @@ def where() -> str:
     return mask_password(engine().url.render_as_string(hide_password=False))
 
 
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Reading the experiments…")
 def experiments() -> list[ExperimentInfo]:
     with transaction(engine()) as conn:
         return list_experiments(conn, include_archived=False)
 
 
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Reading the experiment…")
 def experiment(key: str) -> ExperimentInfo:
     with transaction(engine()) as conn:
         return get_experiment(conn, key)
 
 
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Looking the experiment up…")
+def find(key: str) -> ExperimentInfo | None:
+    """Experiment ``key`` (archived ones too: a shared link may name one), or None."""
+    with transaction(engine()) as conn:
+        return find_experiment(conn, key)
+
+
+@st.cache_data(ttl=TTL, show_spinner="Reading the rolled-up metrics…")
 def metric_table(key: str, cumulative: bool) -> pd.DataFrame:
     return computed.metric_table(engine(), key, cumulative)
 
 
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Reading the users per arm…")
 def health_table(key: str, cumulative: bool) -> pd.DataFrame:
     return computed.health_table(engine(), key, cumulative)
 
 
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Reading the rolled-up days…")
 def day_table(key: str) -> pd.DataFrame:
     return computed.day_table(engine(), key)
 
 
-@st.cache_data(ttl=TTL)
-def card(key: str, as_of: date | None, cumulative: bool, intervals: str,
-         level: float, cuped: bool = True) -> Scorecard:
+@st.cache_data(ttl=TTL, show_spinner="Computing the scorecard (decision, health, results)…")
+def card(key: str, as_of: date | None, cumulative: bool, intervals: str | None,
+         level: float, cuped: bool | None = None) -> Scorecard:
     """The scorecard from the very function behind ``tracker report`` (same tables, same
     latest received event for freshness, the day's health in a daily view; ``cuped`` as
-    ``--cuped/--no-cuped``)."""
+    ``--cuped/--no-cuped``; None: as the experiment's analysis plan says)."""
     return report(engine(), key, cumulative=cumulative, as_of=as_of, intervals=intervals,
                   level=level, cuped=cuped)
 
 
 @dataclass(frozen=True)
-class ArmDecision:
-    """One treatment arm's decision as the experiments list shows it."""
-
-    arm: str
-    outcome: str
-
-
-@dataclass(frozen=True)
 class Summary:
-    """One line of the experiments page: the experiment, its users, latest complete day, the
-    scorecard's decision per treatment arm and health (overall status and the worst item's
-    sentence), and the first primary metric's relative lift per treatment arm."""
+    """One line of the experiments page: the experiment and the summary the last rollup
+    stored for it (None before any rollup since summaries exist), and when it was written."""
 
     info: ExperimentInfo
-    users: int
-    latest_final_day: date | None
-    decisions: tuple[ArmDecision, ...]
-    health_status: str | None
-    health_note: str | None
-    headline: str | None
-    headline_lift: dict[str, float | None]
+    summary: ExperimentSummary | None
+    written_at: datetime | None
 
 
-def _label(row: dict) -> str:
-    return row["metric"] if row["k"] is None else f"{row['metric']}@{row['k']}"
-
-
-def _worst_item(checklist: list[dict]) -> str | None:
-    """The sentence of the most severe failing or warning item (None when all pass)."""
-    for status in ("fail", "warn"):
-        for item in checklist:
-            if item["status"] == status:
-                return f"{item['check']}: {item['message']}"
-    return None
-
-
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Reading each experiment's stored summary…")
 def summaries() -> list[Summary]:
+    """Every listed experiment with its stored summary: two queries, however many
+    experiments (the rollup wrote the summaries: :mod:`tracker.publish`)."""
+    with transaction(engine()) as conn:
+        infos = list_experiments(conn, include_archived=False)
+        stored = read_summaries(conn)
     out = []
-    for info in experiments():
-        days = day_table(info.key)
-        if days.empty:
-            out.append(Summary(info, 0, None, (), None, None, None, {}))
-            continue
-        sc = card(info.key, None, True, "fixed_horizon", 0.95)
-        final = days[~days["provisional"]]["day"]
-        headline = sc.primary[0] if sc.primary else None
-        lifts = {r["arm"]: r["relative_lift"] for r in sc.metrics
-                 if headline and _label(r) == headline and not r["control"]}
-        decisions = tuple(ArmDecision(d["arm"], d["outcome"])
-                          for d in sc.decisions)
-        checklist = sc.health["checklist"]
-        out.append(Summary(info, sum(sc.health["users"].values()),
-                           max(final) if len(final) else None, decisions,
-                           sc.health["status"], _worst_item(checklist), headline, lifts))
+    for info in infos:
+        written, document = stored.get(info.key, (None, None))
+        out.append(Summary(info, None if document is None
+                           else ExperimentSummary.from_dict(document), written))
     return out
 
 
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Reading the CUPED covariates…")
 def covariate_table(key: str, cumulative: bool) -> pd.DataFrame:
     return computed.covariate_table(engine(), key, cumulative)
 
 
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Computing the metric over time…")
 def series(key: str, metric: str, k: int | None, cumulative: bool, intervals: str,
            level: float, cuped: bool = True) -> MetricSeries:
     """One metric over time (:func:`tracker.report.series.metric_series`): per (day, arm) the
@@ -159,7 +141,7 @@ def series(key: str, metric: str, k: int | None, cumulative: bool, intervals: st
                          level=level, intervals=intervals, covariates=covariates)
 
 
-@st.cache_data(ttl=TTL)
+@st.cache_data(ttl=TTL, show_spinner="Reading the users per arm over time…")
 def users_over_time(key: str) -> pd.DataFrame:
     """Cumulative users per arm and day, with the share each arm should have."""
     table = health_table(key, True)

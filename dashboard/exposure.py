@@ -27,7 +27,7 @@ WORDS = {"fading": "fading — a novelty effect? The early lift overstates the l
          "flat": "no significant trend", "none": "too few days since exposure for a trend"}
 
 
-@st.cache_data(ttl=data.TTL)
+@st.cache_data(ttl=data.TTL, show_spinner="Computing the lift by days since exposure…")
 def lifts(key: str, metric: str, k: int | None, level: float) -> pd.DataFrame:
     """Per (days since exposure, treatment arm) the relative lift and its interval."""
     table = computed.exposure_day_table(data.engine(), key)

@@ -32,7 +32,10 @@ ALLOWED = {
     "tracker/rollup": ({"numpy", "pandas", "pyarrow", "orjson", "sqlalchemy", "threadpoolctl",
                         "filelock"},
                        {"tracker.rollup", "tracker.store", "tracker.metrics", "tracker.config",
-                        "tracker.errors"}),
+                        "tracker.errors",
+                        # the run's last step publishes each experiment's summary and alerts
+                        # (engine._publish: one call, imported inside it)
+                        "tracker.publish"}),
     # the demo: a pure simulation, loaded through a Tracker passed in (duck typed)
     "tracker/demo": ({"numpy"}, {"tracker.demo", "tracker.errors"}),
     "tracker/collector": ({"fastapi", "starlette", "pydantic", "uvicorn", "orjson", "sqlalchemy",

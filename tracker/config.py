@@ -95,6 +95,13 @@ def _host(raw: str) -> str:
     return value
 
 
+def _http_url(raw: str) -> str:
+    value = raw.strip()
+    if not re.match(r"^https?://[^\s/]+", value) or any(c.isspace() for c in value):
+        raise ValueError("an http:// or https:// URL, e.g. https://hooks.slack.com/services/...")
+    return value
+
+
 def _database_url(raw: str) -> str:
     return normalize_database_url(raw)
 
@@ -250,6 +257,14 @@ class Settings:
                               "expire raw impressions and interactions older than this many "
                               "days after each successful `tracker rollup` of every "
                               "experiment (stored results stay); unset: keep them forever")},
+    )
+    alert_url: str | None = field(
+        default=None,
+        metadata={"var": _Var("TRACKER_ALERT_URL", _http_url,
+                              "webhook the rollup POSTs JSON alerts to ({\"text\": ...}, "
+                              "Slack-compatible) when an experiment's health turns failing, a "
+                              "guardrail fails or a decision changes; unset: no alerts",
+                              holds_password=True)},
     )
     collector_host: str = field(
         default="127.0.0.1",

@@ -13,6 +13,7 @@ from typing import Any
 from tracker.config import Settings, normalize_database_url
 from tracker.errors import AlreadyExists, ConfigError, ConflictError, ValidationError
 from tracker.ingest import write
+from tracker.ingest.experiments import check_plan
 from tracker.ingest.frames import frame_records
 from tracker.ingest.result import IngestResult
 from tracker.ingest.validate import (
@@ -25,8 +26,9 @@ from tracker.ingest.validate import (
 from tracker.rollup.retention import recomputable
 from tracker.store import experiments as registry
 from tracker.store.db import create_engine, require_current_schema, transaction
-from tracker.store.experiments import ExperimentInfo
+from tracker.store.experiments import AnalysisPlan, ExperimentInfo, PlanRecord
 from tracker.store.models import ID_LENGTH
+from tracker.store.types import from_micros
 
 
 class Tracker:
@@ -68,7 +70,8 @@ class Tracker:
         ends_at: datetime | None = None, timezone: str = "UTC",
         cutoffs: Sequence[int] = (5, 10, 20), unknown_events: str = "reject",
         primary: Sequence[str] = (), guardrails: Mapping[str, float] | None = None,
-        exist_ok: bool = False, cuped_days: int = 14,
+        exist_ok: bool = False, cuped_days: int = 14, intervals: str = "fixed_horizon",
+        cuped: bool = True, correction: str = "holm", target_effect: float = 0.05,
     ) -> ExperimentInfo:
         """Register an experiment and its arms.
 
@@ -81,6 +84,14 @@ class Tracker:
         loss in [0, 1) (0.05 = 5 %). Every other metric is secondary; none given: the
         report's defaults apply. ``cuped_days``: the days of each user's history before
         their first exposure that CUPED's covariates cover (0 turns the adjustment off).
+
+        The analysis plan, pinned on the experiment and used by the report, the experiments
+        list and the dashboard: ``intervals`` ("fixed_horizon", or "sequential" for
+        always-valid intervals under daily looks), ``cuped`` (adjust the comparisons),
+        ``correction`` over the primaries ("holm" or "bh"), ``target_effect`` (the relative
+        effect each primary must be able to detect) and ``ends_at`` (the planned end).
+        Every change (:meth:`update_experiment`) is recorded with its time
+        (:meth:`plan_history`).
 
         ``exist_ok=True``: when ``key`` is already stored, return it unchanged instead of
         raising AlreadyExists (a script may then run again). It must define the same
@@ -95,7 +106,9 @@ class Tracker:
             relevance=relevance, name=name, description=description, status=status,
             starts_at=starts_at, ends_at=ends_at, timezone=timezone, cutoffs=cutoffs,
             unknown_events=unknown_events, max_items=self.settings.max_items,
-            now_us=write.now_micros(), cuped_days=cuped_days)
+            now_us=write.now_micros(), cuped_days=cuped_days,
+            plan=check_plan(AnalysisPlan(), intervals=intervals, cuped=cuped,
+                            correction=correction, target_effect=target_effect))
         roles = check_roles(primary=primary, guardrails=guardrails or {},
                             cutoffs=fields["cutoffs"])
         fields["roles"] = roles.to_dict() if roles is not None else None
@@ -112,14 +125,18 @@ class Tracker:
         self, key: str, *, primary: Sequence[str] | None = None,
         guardrails: Mapping[str, float] | None = None, name: str | None = None,
         description: str | None = None, ends_at: datetime | str | None = None,
-        cuped_days: int | None = None,
+        cuped_days: int | None = None, intervals: str | None = None,
+        cuped: bool | None = None, correction: str | None = None,
+        target_effect: float | None = None,
     ) -> ExperimentInfo:
         """Change the settings of experiment ``key`` that are safe to change; None leaves one
         as it is. ``primary`` / ``guardrails`` replace that role's metrics (``[]`` / ``{}``
         empties it; both empty: no roles, the report's defaults apply). A new ``cuped_days``
         makes the next rollup recompute every day: refused with
         :class:`~tracker.errors.ExpiredLogs` (nothing changes) when expired logs make some
-        of them impossible to recompute. Arms, window,
+        of them impossible to recompute. ``intervals``, ``cuped``, ``correction``,
+        ``target_effect`` and ``ends_at`` change the analysis plan; each change is recorded
+        with its time (:meth:`plan_history`). Arms, window,
         relevance, cutoffs and time zone are not offered: they decide what the stored
         results mean. Raises ValidationError (nothing changes) or NotFound.
         """
@@ -127,14 +144,24 @@ class Tracker:
             info = registry.get_experiment(conn, key)
             values = experiment_update_fields(info, primary=primary, guardrails=guardrails,
                                               name=name, description=description,
-                                              ends_at=ends_at, cuped_days=cuped_days)
+                                              ends_at=ends_at, cuped_days=cuped_days,
+                                              intervals=intervals, cuped=cuped,
+                                              correction=correction,
+                                              target_effect=target_effect)
             if "cuped_days" in values:  # the next rollup would rebuild every day
                 recomputable(conn, info, set(), rebuild=True,
                              popularity_days=self.settings.rollup_popularity_days,
                              because=f"the rebuild a new cuped_days "
                                      f"({values['cuped_days']}) asks for")
-            registry.update_experiment(conn, key, values)
+            registry.update_experiment(conn, key, values,
+                                       now=from_micros(write.now_micros()))
             return registry.get_experiment(conn, key)
+
+    def plan_history(self, key: str) -> list[PlanRecord]:
+        """Every analysis plan experiment ``key`` had, oldest first, each with the time it
+        took effect (creation, then each change of the plan or the planned end)."""
+        with transaction(self.engine) as conn:
+            return registry.plan_history(conn, key)
 
     def experiment(self, key: str) -> ExperimentInfo:
         with transaction(self.engine) as conn:

@@ -20,8 +20,9 @@ if not summaries:
             f"run `tracker demo` to simulate one. Database: {data.where()}")
     st.stop()
 
-st.caption("Decision and health as of each experiment's latest complete day (cumulative, "
-           "fixed-horizon): the same as `tracker report`. Open an experiment for its results.")
+st.caption("Decision and health as of each experiment's latest complete day, under its "
+           "analysis plan, as the last rollup stored them: the same as `tracker report`. "
+           "A failing health shows no lift (untrusted). Open an experiment for its results.")
 st.markdown(components.experiments_html(summaries), unsafe_allow_html=True)
 for s in summaries:
     st.page_link("views/experiment.py", label=f"Open {components.code(s.info.key)}",

@@ -144,3 +144,72 @@ def test_stored_text_is_shown_as_text_never_as_markdown_or_html(tracker, db_url)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(30)
+
+
+PHONE = 390
+CARDS = ("(() => { const td = document.querySelector('table.tr-table td'); "
+         "return td && getComputedStyle(td).display; })()")
+BANNER_ABOVE_RESULTS = (
+    "(() => { const b = Array.from(document.querySelectorAll('[data-testid=\"stAlert\"]'))"
+    ".find(e => e.innerText.includes('Health is failing')); const t = document.querySelector("
+    "'table.tr-table'); return b && t ? b.getBoundingClientRect().top < "
+    "t.getBoundingClientRect().top : null; })()")
+BACKGROUND = ("getComputedStyle(document.querySelector('[data-testid=\"stApp\"]'))"
+              ".backgroundColor")
+
+
+def _view(browser: Browser, width: int, dark: bool) -> None:
+    """The window ``width`` CSS pixels wide (a phone's below 640), light or dark system theme
+    (Streamlit follows it)."""
+    browser.call("Emulation.setDeviceMetricsOverride", width=width, height=900,
+                 deviceScaleFactor=1, mobile=width < 640, screenWidth=width, screenHeight=900)
+    browser.call("Emulation.setEmulatedMedia", features=[
+        {"name": "prefers-color-scheme", "value": "dark" if dark else "light"}])
+
+
+def _dark(rgb: str) -> bool:
+    red, green, blue = (int(v) for v in rgb[rgb.index("(") + 1:rgb.index(")")].split(",")[:3])
+    return red + green + blue < 3 * 100
+
+
+@pytest.mark.parametrize(("width", "dark"), [
+    pytest.param(WIDTH, False, id="laptop-light"),
+    pytest.param(WIDTH, True, id="laptop-dark"),
+    pytest.param(PHONE, False, id="phone-light"),
+    pytest.param(PHONE, True, id="phone-dark"),
+])
+def test_failing_health_banner_and_phone_cards_in_a_real_browser(tracker, db_url, width, dark):
+    from tests.rollup.scenario import create
+    from tests.rollup.test_rollup import NOW
+    from tests.test_alerts import LOPSIDED
+    from tests.test_report_decisions import _log
+
+    create(tracker, guardrails={"hit_rate@2": 0.05})
+    _log(tracker, LOPSIDED)  # a sample-ratio mismatch: health fails
+    tracker.rollup("home", now=NOW)
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tracker.cli", "dashboard", "--port", str(port)],
+        env={**os.environ, "TRACKER_DATABASE_URL": db_url}, cwd=ROOT,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    name = f"{'phone' if width < 640 else 'laptop'}-{'dark' if dark else 'light'}"
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/_stcore/health", timeout=90)
+        with Browser() as browser:
+            _view(browser, width, dark)
+            browser.load(f"http://127.0.0.1:{port}/experiment?experiment=home&k=2",
+                         "document.querySelector('table.tr-table') !== null", timeout=90)
+            assert browser.evaluate(ERRORS) == 1, browser.text()[:2000]  # the banner alone
+            assert browser.evaluate(BANNER_ABOVE_RESULTS) is True
+            text = browser.text()
+            assert "untrusted" in text and "Guardrails" in text
+            assert browser.evaluate(CARDS) == ("flex" if width < 640 else "table-cell")
+            assert _dark(browser.evaluate(BACKGROUND)) is dark
+            document, *inner = browser.evaluate(OVERFLOW)
+            assert document <= width and all(int(w.split()[0]) <= 0 for w in inner)
+            assert "k=2" in browser.evaluate("window.location.search")
+            browser.screenshot(OUT / f"dashboard-failing-{name}.png", width=width)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(30)
+    assert (OUT / f"dashboard-failing-{name}.png").stat().st_size > 10_000

@@ -5,6 +5,7 @@ session: these are functions from scorecard rows to layout)."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -15,7 +16,9 @@ from dashboard.results import (
     MIN_BAR,
     VERDICT_COLOURS,
     ResultRow,
+    Section,
     bar,
+    margin_at,
     result_rows,
     sections,
     table_html,
@@ -171,3 +174,70 @@ def test_thin_interval_is_drawn_wide_enough_to_see_on_its_side_of_zero(low, high
     shape = bar(_result(low, high, (low + high) / 2), half_width=1.0)
     assert shape.high - shape.low >= MIN_BAR - 1e-9
     assert (shape.low <= 50 <= shape.high) == (low <= 0 <= high)
+
+
+# --- guardrails, failing health, set-level rows ----------------------------------------------
+
+@pytest.mark.parametrize(("ok", "direction", "low", "high", "state"), [
+    pytest.param(True, "higher", -0.01, 0.03, "holds", id="shown-non-inferior-holds"),
+    pytest.param(False, "higher", -0.09, -0.06, "fails",
+                 id="interval-wholly-below-the-margin-fails"),
+    pytest.param(False, "higher", -0.08, 0.01, "not shown yet",
+                 id="interval-across-the-margin-is-not-shown-yet"),
+    pytest.param(False, "lower", 0.06, 0.09, "fails",
+                 id="lower-is-better-interval-wholly-above-the-margin-fails"),
+    pytest.param(None, "higher", None, None, "not shown yet",
+                 id="no-test-is-not-shown-yet"),
+])
+def test_a_guardrail_row_reads_holds_fails_or_not_shown_yet(ok, direction, low, high, state):
+    row = _row("song_clicks", None, "b", role="guardrail", direction=direction,
+               rel=(None if low is None else (low + high) / 2, low, high),
+               guardrail_margin=0.05, guardrail_ok=ok)
+    control = _row("song_clicks", None, "a", control=True, role="guardrail")
+    (shown,) = result_rows([control, row], 10)
+    assert shown.guard == state and shown.shown == state
+    html = table_html(sections([shown])[0], {"a": "#888", "b": "#09d"}, "a")
+    assert f"guardrail {state}" in html
+
+
+def test_the_guardrail_margin_is_drawn_on_the_loss_side_of_zero():
+    row = _row("song_clicks", None, "b", role="guardrail", rel=(-0.01, -0.04, 0.02),
+               guardrail_margin=0.05, guardrail_ok=False)
+    (shown,) = result_rows([_row("song_clicks", None, "a", control=True), row], 10)
+    part = sections([shown])[0]  # the axis holds the margin: ±1.1 x 5%
+    assert part.half_width == pytest.approx(0.055)
+    assert margin_at(shown, 0.1) == pytest.approx(25.0)  # -5% on a ±10% axis
+    at = margin_at(shown, part.half_width)
+    assert at == pytest.approx(50 - 50 / 1.1)
+    assert f'class="tr-margin" style="left:{at:.2f}%"' in table_html(part, {}, "a")
+    lower = Section(part.title, (replace(shown, direction="lower"),), 0.1)
+    assert margin_at(lower.rows[0], 0.1) == pytest.approx(75.0)  # a loss is an increase
+
+
+def test_failing_health_greys_every_row_and_reads_untrusted():
+    row = _row("ndcg", 10, "b", role="primary", rel=(0.2, 0.1, 0.3), verdict="better")
+    part = sections(result_rows([_row("ndcg", 10, "a", control=True), row], 10))[0]
+    trusted = table_html(part, {}, "a")
+    grey = table_html(part, {}, "a", untrusted=True)
+    assert ">better<" in trusted and VERDICT_COLOURS["better"] in trusted
+    assert ">better<" not in grey and ">untrusted<" in grey and "tr-grey" in grey
+    assert VERDICT_COLOURS["better"] not in grey
+
+
+def test_a_set_level_row_shows_its_absolute_change():
+    control = {**_row("coverage", 10, "a", control=True, mean=0.002), "kind": "set"}
+    treated = {**_row("coverage", 10, "b", mean=0.1254, verdict=None), "kind": "set",
+               "relative_lift": 61.7}
+    (shown,) = result_rows([control, treated], 10)
+    assert shown.change == "+0.1234 abs." and "%" not in shown.change
+
+
+def test_a_metric_zero_for_control_by_definition_is_descriptive_without_a_verdict():
+    control = _row("unexpectedness", 10, "a", control=True, mean=0.0)
+    treated = _row("unexpectedness", 10, "b", mean=0.42, rel=(None, None, None),
+                   verdict="better", lift=0.42, lift_ci_low=0.4, lift_ci_high=0.44)
+    (shown,) = result_rows([control, treated], 10)
+    assert shown.shown == "descriptive" and shown.change == "+0.42 abs."
+    html = table_html(sections([shown])[0], {}, "a", untrusted=True)
+    assert ">better<" not in html and "descriptive" in html
+    assert "0 for control by definition" in html

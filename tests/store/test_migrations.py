@@ -136,8 +136,8 @@ def _tables(engine) -> set[str]:
 
 @pytest.mark.parametrize(("revision", "drops"), [
     pytest.param("base", True, id="down-to-base-drops-every-table"),
-    pytest.param("-1", True, id="one-step-down-past-0016-drops-the-key-scope-table"),
-    pytest.param("0014", True, id="down-past-0015-drops-0016s-table-only"),
+    pytest.param("-1", True, id="one-step-down-past-0017-drops-the-plan-history-and-summaries"),
+    pytest.param("0015", True, id="down-past-0016-drops-its-key-scope-table"),
     pytest.param("0013", True, id="down-past-0014-drops-the-provisional-state-table"),
     pytest.param("0012", True, id="down-past-0013-drops-0014s-table-and-0013s-index-only"),
     pytest.param("0011", True, id="down-past-0012-drops-the-exposure-day-tables"),

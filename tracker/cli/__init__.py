@@ -1,7 +1,8 @@
 """The ``tracker`` command: parse, call one library function, print.
 
 One module per command group (``db``, ``experiments``, ``import``, ``rollup``, ``report`` and
-``demo``, ``dashboard``/``serve``/``keys``); what they share is in :mod:`tracker.cli.common`.
+``demo``, ``dashboard``/``serve``/``keys``, ``alerts``); what they share is in
+:mod:`tracker.cli.common`.
 Heavy imports (alembic, pandas) happen inside the commands that need them.
 """
 
@@ -10,7 +11,18 @@ from __future__ import annotations
 import click
 
 from tracker import __version__
-from tracker.cli import config, db, experiments, export, imports, lifecycle, report, rollup, serve
+from tracker.cli import (
+    alerts,
+    config,
+    db,
+    experiments,
+    export,
+    imports,
+    lifecycle,
+    report,
+    rollup,
+    serve,
+)
 from tracker.errors import TrackerError
 
 
@@ -37,5 +49,6 @@ def main() -> None:
 
 for _command in (config.config_cmd, db.db, experiments.experiments, imports.import_,
                  rollup.rollup_cmd, report.report_cmd, report.demo_cmd, serve.dashboard_cmd,
-                 serve.serve_cmd, serve.keys, lifecycle.users, lifecycle.logs, export.export_cmd):
+                 serve.serve_cmd, serve.keys, lifecycle.users, lifecycle.logs, export.export_cmd,
+                 alerts.alerts):
     main.add_command(_command)

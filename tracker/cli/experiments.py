@@ -19,6 +19,34 @@ from tracker.cli.common import (
     print_table,
 )
 
+INTERVALS_HELP = ("Analysis plan: fixed-horizon intervals, or sequential (always-valid, for "
+                  "looking every day).")
+CUPED_HELP = "Analysis plan: adjust comparisons for pre-exposure behaviour (CUPED)."
+CORRECTION_HELP = "Analysis plan: multiple-comparison correction over the primary metrics."
+TARGET_HELP = ("Analysis plan: the relative effect each primary must be able to detect "
+               "(0.05 = 5%).")
+
+
+def _plan_options(create: bool):
+    """The analysis plan's options: with defaults on ``create``, unset (unchanged) on
+    ``update``."""
+    def wrap(command):
+        for option in reversed([
+            click.option("--intervals", type=click.Choice(["fixed_horizon", "sequential"]),
+                         default="fixed_horizon" if create else None, show_default=create,
+                         help=INTERVALS_HELP),
+            click.option("--cuped/--no-cuped", default=True if create else None,
+                         show_default=create, help=CUPED_HELP),
+            click.option("--correction", type=click.Choice(["holm", "bh"]),
+                         default="holm" if create else None, show_default=create,
+                         help=CORRECTION_HELP),
+            click.option("--target-effect", type=float, default=0.05 if create else None,
+                         show_default=create, help=TARGET_HELP),
+        ]):
+            command = option(command)
+        return command
+    return wrap
+
 
 @click.group()
 def experiments() -> None:
@@ -50,14 +78,30 @@ def experiments() -> None:
 @click.option("--cuped-days", type=int, default=14, show_default=True,
               help="Days of each user's history before first exposure that the CUPED "
                    "adjustment uses (0: none).")
+@click.option("--ends-at", metavar="ISO",
+              help="Planned end (analysis plan), e.g. 2026-12-01T00:00:00Z.")
+@_plan_options(create=True)
 @click.option("--exist-ok", is_flag=True,
               help="Succeed without changes when EXPERIMENT already exists (for scripts).")
 def experiments_create(key, arms, control, window, relevance, unknown_events, name,
                        description, timezone, cutoffs, status, primary, guardrails,
-                       cuped_days, exist_ok) -> None:
+                       cuped_days, ends_at, intervals, cuped, correction, target_effect,
+                       exist_ok) -> None:
     """Register EXPERIMENT (its key) with its arms and, optionally, its metric roles (the other
-    metrics are secondary)."""
+    metrics are secondary) and its analysis plan (interval mode, CUPED, correction, target
+    effect, planned end), which the report, the list and the dashboard decide by."""
+    from datetime import UTC, datetime
+
     from tracker.sdk import Tracker
+
+    end = None
+    if ends_at:
+        try:
+            end = datetime.fromisoformat(ends_at)
+        except ValueError:
+            raise click.BadParameter(f"{ends_at!r}: expected an ISO 8601 date-time, e.g. "
+                                     "2026-12-01T00:00:00Z", param_hint="--ends-at") from None
+        end = end if end.tzinfo else end.replace(tzinfo=UTC)
 
     try:
         cutoff_list = [int(k) for k in cutoffs.split(",") if k.strip()]
@@ -70,7 +114,8 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
     with Tracker() as t, options_for(key="EXPERIMENT", arms="--arm", control="--control",
                                   attribution_window="--window", relevance="--relevance",
                                   timezone="--timezone", cutoffs="--cutoffs", name="--name",
-                                  cuped_days="--cuped-days"):
+                                  cuped_days="--cuped-days", ends_at="--ends-at",
+                                  target_effect="--target-effect"):
         existed = exist_ok and any(e.key == key for e in t.experiments(include_archived=True))
         # with --exist-ok a stored experiment that defines something else (arms, split,
         # window, relevance, ...) is still an error naming the differences
@@ -80,7 +125,8 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
             description=description, timezone=timezone, cutoffs=cutoff_list,
             unknown_events=unknown_events, status=status, primary=primary,
             guardrails=parse_pairs(guardrails, "--guardrail", GUARDRAIL_FORM),
-            exist_ok=exist_ok, cuped_days=cuped_days)
+            exist_ok=exist_ok, cuped_days=cuped_days, ends_at=end, intervals=intervals,
+            cuped=cuped, correction=correction, target_effect=target_effect)
         if existed:
             click.echo(f"experiment {key!r} already exists; left unchanged")
             return
@@ -102,10 +148,13 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
 @click.option("--cuped-days", type=int,
               help="New CUPED pre-exposure window in days (0: no adjustment); the next "
                    "rollup recomputes every day.")
+@_plan_options(create=False)
 def experiments_update(key, primary, guardrails, clear_roles, name, description,
-                       ends_at, cuped_days) -> None:
-    """Change EXPERIMENT's metric roles, name, description or end. Options left out
-    stay as they are; arms, window, relevance, cutoffs and time zone cannot change."""
+                       ends_at, cuped_days, intervals, cuped, correction,
+                       target_effect) -> None:
+    """Change EXPERIMENT's metric roles, name, description, planned end or analysis plan
+    (each change of the plan is recorded with its time: `experiments show`). Options left
+    out stay as they are; arms, window, relevance, cutoffs and time zone cannot change."""
     from tracker.sdk import Tracker
 
     if clear_roles and (primary or guardrails):
@@ -116,11 +165,19 @@ def experiments_update(key, primary, guardrails, clear_roles, name, description,
         primary_list = list(primary) if primary else None
         guardrail_map = (parse_pairs(guardrails, "--guardrail", GUARDRAIL_FORM)
                          if guardrails else None)
-    with Tracker() as t, options_for(cuped_days="--cuped-days"):
+    with Tracker() as t, options_for(cuped_days="--cuped-days", ends_at="--ends-at",
+                                     target_effect="--target-effect"):
         updated = t.update_experiment(key, primary=primary_list, guardrails=guardrail_map,
                                       name=name, description=description, ends_at=ends_at,
-                                      cuped_days=cuped_days)
-    click.echo(f"updated experiment {key!r}; roles: {_roles_text(updated.roles)}")
+                                      cuped_days=cuped_days, intervals=intervals, cuped=cuped,
+                                      correction=correction, target_effect=target_effect)
+    click.echo(f"updated experiment {key!r}; roles: {_roles_text(updated.roles)}; "
+               f"plan: {_plan_text(updated)}")
+
+
+def _plan_text(info) -> str:
+    end = info.planned_end.isoformat() if info.planned_end else "none"
+    return f"{info.plan.describe()}, planned end {end}"
 
 
 def _roles_text(roles) -> str:
@@ -160,9 +217,11 @@ def experiments_show(key: str, fmt: str) -> None:
 
     with Tracker() as t:
         found = t.experiment(key)
+        history = t.plan_history(key)
     data = found.to_dict()
     if fmt == "json":
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps({**data, "plan_history": [h.to_dict() for h in history]},
+                              indent=2))
         return
     total = sum(a.weight for a in found.arms)
     for name, value in data.items():
@@ -170,6 +229,8 @@ def experiments_show(key: str, fmt: str) -> None:
             value = ", ".join(f"{a.key} ({a.weight / total:.1%})" for a in found.arms)
         elif name == "roles":
             value = _roles_text(found.roles)
+        elif name == "plan":
+            value = _plan_text(found)
         elif name == "attribution_window_seconds":  # as given: 24h
             name, value = "attribution_window", format_duration(found.attribution_window)
         elif isinstance(value, dict):
@@ -177,6 +238,10 @@ def experiments_show(key: str, fmt: str) -> None:
         elif isinstance(value, list):
             value = ", ".join(map(str, value))
         click.echo(f"{name:>28}: {value}")
+    for record in history:
+        end = record.planned_end.isoformat() if record.planned_end else "none"
+        click.echo(f"{'plan from ' + record.changed_at.strftime('%Y-%m-%d %H:%M:%S'):>28}: "
+                   f"{record.plan.describe()}, planned end {end}")
 
 
 @experiments.command("catalog")

@@ -35,13 +35,16 @@ def _level(_ctx, _param, value: float) -> float:
 @format_option("json", "csv")
 @click.option("--level", type=float, default=0.95, show_default=True, callback=_level,
               help="Confidence level, strictly between 0 and 1.")
-@click.option("--sequential", is_flag=True,
-              help="Always-valid intervals and p-values (for daily peeking).")
-@click.option("--cuped/--no-cuped", default=True, show_default=True,
+@click.option("--sequential/--fixed-horizon", default=None,
+              help="Always-valid intervals and p-values (for daily peeking), or fixed-horizon "
+                   "ones (default: the experiment's analysis plan).")
+@click.option("--cuped/--no-cuped", default=None,
               help="Adjust lifts, intervals, verdicts and decisions for each user's "
-                   "behaviour before first exposure (CUPED), where the rollup stored it.")
-@click.option("--correction", type=click.Choice(["holm", "bh"]), default="holm",
-              show_default=True, help="Multiple-comparison correction over primary metrics.")
+                   "behaviour before first exposure (CUPED), where the rollup stored it "
+                   "(default: the experiment's analysis plan).")
+@click.option("--correction", type=click.Choice(["holm", "bh"]), default=None,
+              help="Multiple-comparison correction over primary metrics (default: the "
+                   "experiment's analysis plan).")
 @click.option("--primary", multiple=True, metavar="METRIC@K",
               help="A primary metric for this report (repeatable; replaces the experiment's "
                    "declared primaries; default: those, else ndcg and hit_rate at the middle "
@@ -50,26 +53,30 @@ def _level(_ctx, _param, value: float) -> float:
               help="A guardrail with the relative loss it tolerates, e.g. "
                    "song_clicks=0.05 (one-sided non-inferiority test; repeatable; replaces "
                    "the experiment's declared guardrails for this report).")
-@click.option("--target-effect", type=float, default=0.05, show_default=True,
+@click.option("--target-effect", type=float, default=None,
               help="The relative effect each primary must be able to detect (0.05 = 5%): "
                    "while a primary's minimum detectable effect is larger, an arm without a "
-                   "significant result keeps running.")
+                   "significant result keeps running (default: the experiment's analysis "
+                   "plan).")
 @click.option("--metric", "only_metrics", multiple=True, metavar="NAME",
               help="Show only this metric, e.g. ndcg or song_clicks (repeatable; names: "
                    "the metric catalogue).")
 @click.option("--k", "only_ks", multiple=True, type=click.IntRange(min=1), metavar="K",
               help="Show only this cutoff (repeatable); metrics without one stay.")
-def report_cmd(experiment: str, day, daily: bool, fmt: str, level: float, sequential: bool,
-               cuped: bool, correction: str, primary: tuple[str, ...], guardrails: tuple[str, ...],
+def report_cmd(experiment: str, day, daily: bool, fmt: str, level: float,
+               sequential: bool | None, cuped: bool | None, correction: str | None,
+               primary: tuple[str, ...], guardrails: tuple[str, ...],
                only_metrics: tuple[str, ...], only_ks: tuple[int, ...],
-               target_effect: float) -> None:
+               target_effect: float | None) -> None:
     """Scorecard of EXPERIMENT: first the decision per treatment arm (ship, do not ship, keep
     running, no detectable effect) and the health checklist (SRM, sample size, crossover,
     data freshness, rollup, provisional days); then each arm's mean with its interval, lift
     against control with its interval and p-value, and significance after correction. Rows
     are grouped by role (primary, guardrails, secondary, as declared on the experiment or
     given here), then as online, ranking and beyond accuracy; ↓ marks a metric where lower
-    is better."""
+    is better. The experiment's analysis plan decides the interval mode, CUPED, the
+    correction and the target effect; an option that departs from it makes the report an
+    exploratory view, and the report says so."""
     from tracker.errors import ValidationError
     from tracker.report import render_table, report, select
 
@@ -79,9 +86,15 @@ def report_cmd(experiment: str, day, daily: bool, fmt: str, level: float, sequen
                   target_effect="--target-effect"):
         card = report(engine, experiment, cumulative=not daily,
                       as_of=day.date() if day else None, level=level,
-                      intervals="sequential" if sequential else "fixed_horizon",
+                      intervals=None if sequential is None
+                      else "sequential" if sequential else "fixed_horizon",
                       cuped=cuped, correction=correction, primary=primary or None,
                       guardrails=margins or None, target_effect=target_effect)
+    planned = None
+    if card.exploratory and card.cumulative and fmt not in ("json", "csv"):
+        with options_for(as_of="--day"):  # the plan's own decision, same day and roles
+            planned = report(engine, experiment, as_of=card.as_of, level=level,
+                             primary=primary or None, guardrails=margins or None)
     try:
         card = select(card, only_metrics, only_ks)
     except ValidationError as error:
@@ -91,7 +104,7 @@ def report_cmd(experiment: str, day, daily: bool, fmt: str, level: float, sequen
     elif fmt == "csv":
         click.echo(card.to_csv(), nl=False)
     else:
-        click.echo(render_table(card))
+        click.echo(render_table(card, planned=planned))
 
 
 # ---------------------------------------------------------------------------- demo

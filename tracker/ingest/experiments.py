@@ -18,7 +18,13 @@ import numpy as np
 
 from tracker.errors import ValidationError
 from tracker.metrics.registry import parse_metric
-from tracker.store.experiments import ExperimentInfo, Roles
+from tracker.store.experiments import (
+    CORRECTIONS,
+    INTERVAL_MODES,
+    AnalysisPlan,
+    ExperimentInfo,
+    Roles,
+)
 from tracker.store.models import EXPERIMENT_STATUSES, KEY_LENGTH, UNKNOWN_EVENT_POLICIES
 from tracker.store.types import to_micros
 
@@ -31,7 +37,7 @@ def experiment_fields(*, key: str, arms: Mapping[str, float], control: str | Non
                       description: str, status: str, starts_at: datetime | None,
                       ends_at: datetime | None, timezone: str, cutoffs: Any,
                       unknown_events: str, max_items: int, now_us: int,
-                      cuped_days: Any = 14) -> dict[str, Any]:
+                      cuped_days: Any = 14, plan: AnalysisPlan | None = None) -> dict[str, Any]:
     """Checked column values for a new experiment; raises ValidationError naming the field."""
     if not _is_key(key):
         _fail("key", f"{key!r} is not a valid experiment key: 1-{KEY_LENGTH} characters of "
@@ -59,6 +65,7 @@ def experiment_fields(*, key: str, arms: Mapping[str, float], control: str | Non
         "attribution_window_us": window_us, "relevance": relevance,
         "unknown_events": unknown_events, "timezone": timezone, "cutoffs": cutoff_list,
         "cuped_days": cuped, "created_at": now_us, "arms": {a: float(w) for a, w in arms.items()},
+        "plan": check_plan(plan or AnalysisPlan()).to_dict(),
     }
 
 
@@ -151,6 +158,29 @@ def _check_cutoffs(cutoffs: Any, max_items: int) -> list[int]:
     return cutoff_list
 
 
+# ---------------------------------------------------------------------------- plan
+
+def check_plan(plan: Any, **changes: Any) -> AnalysisPlan:
+    """``plan`` (an :class:`AnalysisPlan`) with ``changes`` (None: unchanged), checked: the
+    interval mode one of :data:`INTERVAL_MODES`, the correction one of :data:`CORRECTIONS`,
+    CUPED a bool, the target effect a relative effect in (0, 1]."""
+    if not isinstance(plan, AnalysisPlan):
+        _fail("plan", f"expected an AnalysisPlan, got {type(plan).__name__}")
+    values = {**plan.to_dict(), **{k: v for k, v in changes.items() if v is not None}}
+    if values["intervals"] not in INTERVAL_MODES:
+        _fail("intervals", f"{values['intervals']!r} is not one of {', '.join(INTERVAL_MODES)}")
+    if values["correction"] not in CORRECTIONS:
+        _fail("correction", f"{values['correction']!r} is not one of {', '.join(CORRECTIONS)}")
+    if not isinstance(values["cuped"], bool):
+        _fail("cuped", f"{values['cuped']!r}: expected True or False")
+    effect = values["target_effect"]
+    if not _is_finite_number(effect) or not 0 < effect <= 1:
+        _fail("target_effect", f"{effect!r}: expected a relative effect in (0, 1], e.g. 0.05 "
+                               "for 5 %")
+    return AnalysisPlan(values["intervals"], values["cuped"], values["correction"],
+                        float(effect))
+
+
 # ---------------------------------------------------------------------------- roles
 
 def check_role_metric(name: Any, field: str, cutoffs: Sequence[int]) -> str:
@@ -211,13 +241,21 @@ def experiment_update_fields(info: ExperimentInfo, *, primary: Iterable[str] | N
                              guardrails: Mapping[str, Any] | None, name: str | None,
                              description: str | None,
                              ends_at: datetime | str | None,
-                             cuped_days: Any = None) -> dict[str, Any]:
+                             cuped_days: Any = None, intervals: str | None = None,
+                             cuped: bool | None = None, correction: str | None = None,
+                             target_effect: float | None = None) -> dict[str, Any]:
     """Checked column values that change experiment ``info``; None leaves a setting as it
     is. ``primary`` and ``guardrails`` each replace that role's list (``[]`` / ``{}`` empties
     it; both empty: no roles). A new ``cuped_days`` makes the next rollup recompute every
     day (the covariates change). Arms, window, relevance, cutoffs and time zone are not
-    offered: changing them would change what the stored results mean."""
+    offered: changing them would change what the stored results mean. ``intervals``,
+    ``cuped``, ``correction`` and ``target_effect`` change the analysis plan (``"plan"``,
+    returned only when it differs)."""
     values: dict[str, Any] = {}
+    plan = check_plan(info.plan, intervals=intervals, cuped=cuped, correction=correction,
+                      target_effect=target_effect)
+    if plan != info.plan:
+        values["plan"] = plan.to_dict()
     if primary is not None or guardrails is not None:
         current = info.roles or Roles()
         roles = check_roles(
@@ -235,7 +273,8 @@ def experiment_update_fields(info: ExperimentInfo, *, primary: Iterable[str] | N
             raise ValidationError(f"must be text, got {type(description).__name__}",
                                   field="description")
         values["description"] = description
-    if ends_at is not None:
+    if ends_at is not None and _check_end(info, ends_at) != (
+            None if info.ends_at is None else to_micros(info.ends_at)):
         values["ends_at"] = _check_end(info, ends_at)
     if cuped_days is not None and check_cuped_days(cuped_days) != info.cuped_days:
         values["cuped_days"] = check_cuped_days(cuped_days)

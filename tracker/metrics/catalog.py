@@ -83,6 +83,9 @@ class MetricInfo:
     description: str
     formula: str
     reference: str
+    zero_for_control: bool = False
+    """True when control's value is 0 by definition (measured against control's own lists):
+    a comparison with control is descriptive, never a verdict."""
 
     @property
     def higher_is_better(self) -> bool:
@@ -167,7 +170,7 @@ _ENTRIES = (
         "Share of the top k that the baseline (control) list did not serve.",
         r"$\mathrm{unexpectedness@}k = 1 - |R_k \cap B_k| \,/\, k$, $B$ the baseline list",
         "Murakami, Mori, Orihara, \"Metrics for evaluating the serendipity of recommendation "
-        "lists\", JSAI 2007; RePlay Unexpectedness"),
+        "lists\", JSAI 2007; RePlay Unexpectedness", zero_for_control=True),
     MetricInfo(
         "r_precision", _U, _RANK, _UP, 0, 1, False,
         "Share of the first |G| served items that is relevant.",

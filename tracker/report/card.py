@@ -27,7 +27,7 @@ from tracker.report.rows import (
 )
 from tracker.report.trends import trends
 from tracker.stats.decision import DEFAULT_TARGET_EFFECT
-from tracker.store.experiments import ExperimentInfo, Roles
+from tracker.store.experiments import AnalysisPlan, ExperimentInfo, Roles
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,10 @@ class Scorecard:
     target_effect: float = DEFAULT_TARGET_EFFECT
     trends: list[dict[str, Any]] = field(default_factory=list)  # tracker.report.trends
     cuped: bool = False  # comparisons regression-adjusted on pre-exposure covariates
+    plan: dict[str, Any] = field(default_factory=lambda: AnalysisPlan().to_dict())
+    # how this view departs from the experiment's analysis plan, one phrase each ("always-valid
+    # intervals (plan: fixed-horizon)"); empty: the plan's own analysis
+    exploratory: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,7 +58,8 @@ class Scorecard:
             "cumulative": self.cumulative, "level": self.level, "intervals": self.intervals,
             "correction": self.correction, "primary": list(self.primary),
             "guardrails": dict(self.guardrails), "target_effect": self.target_effect,
-            "cuped": self.cuped,
+            "cuped": self.cuped, "plan": dict(self.plan),
+            "exploratory": list(self.exploratory),
             "decisions": self.decisions, "health": self.health, "metrics": self.metrics,
             "trends": self.trends,
         }
@@ -117,10 +122,10 @@ def roles_for(info: ExperimentInfo, primary: Iterable[str] | None = None,
 
 def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd.DataFrame,
               days: pd.DataFrame, *, as_of: date | None = None, cumulative: bool = True,
-              level: float = 0.95, intervals: str = "fixed_horizon",
-              correction: str = "holm", primary: tuple[str, ...] | None = None,
+              level: float = 0.95, intervals: str | None = None,
+              correction: str | None = None, primary: tuple[str, ...] | None = None,
               guardrails: dict[str, float] | None = None,
-              target_effect: float = DEFAULT_TARGET_EFFECT,
+              target_effect: float | None = None, cuped: bool | None = None,
               daily_health: pd.DataFrame | None = None,
               latest_received: datetime | None = None,
               now: datetime | None = None,
@@ -128,22 +133,21 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
               covariates: pd.DataFrame | None = None) -> Scorecard:
     """Build the scorecard from the rollup's tables (see :mod:`tracker.store.computed`).
 
-    ``as_of``: the day to report (default: the latest day whose results are final, else the
-    latest day; a day without results is a ValidationError naming the days with results).
-    ``primary`` / ``guardrails``: override the experiment's stored roles for this report
-    (:func:`roles_for`); guardrails map a metric name to its tolerated relative loss (0.02 =
-    2%) and get a one-sided non-inferiority test per treatment arm (``guardrail_p_value``,
-    ``guardrail_ok``; not corrected for multiplicity). ``health_table`` is the cumulative
-    one; ``daily_health`` the daily one, which the health of a daily view (``cumulative``
-    False) describes. ``latest_received``: when the experiment's latest event arrived (the
-    data lag; default: ``days.attrs["latest_received"]``, set by the day table).
-    ``target_effect``: the relative effect each primary must be able to detect before
-    ``no_detectable_effect`` is said (the cumulative view decides; a daily view has no
-    decisions). ``exposure_days``: the view the ``trends`` are fitted to (none without it).
-    ``covariates``: CUPED's sums of the view
-    (:func:`tracker.store.computed.covariate_table`); given and holding the reported day,
-    every comparison, guardrail and power is regression-adjusted (``cuped`` True).
+    ``as_of``: the day to report (default: the latest final day, else the latest; a day
+    without results is a ValidationError naming those with results). ``primary`` /
+    ``guardrails`` override the stored roles for this report (:func:`roles_for`); a guardrail
+    maps a metric to its tolerated relative loss (0.02 = 2%) and gets a one-sided
+    non-inferiority test per treatment arm (``guardrail_p_value``, ``guardrail_ok``).
+    ``daily_health``: what a daily view's health describes. ``latest_received``: the lag's
+    origin (default: the day table's). ``target_effect``: what each primary must be able to
+    detect before ``no_detectable_effect``. ``exposure_days``: the ``trends``' view.
+    ``covariates``: CUPED's sums; holding the day, every comparison, guardrail and power is
+    regression-adjusted. ``intervals``, ``correction``, ``target_effect``, ``cuped``: None
+    follows the analysis plan (:func:`planned`); a departure is named in ``exploratory``.
     """
+    exploratory = deviations(info.plan, intervals=intervals, correction=correction,
+                             target_effect=target_effect, cuped=cuped)
+    intervals, correction, target_effect = planned(info.plan, intervals, correction, target_effect)
     level = _check_options(level, intervals, target_effect)
     roles = roles_for(info, primary, guardrails)
     as_of = _reported_day(metric_table, days, as_of)
@@ -154,7 +158,8 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
                           cumulative=cumulative or daily_health is None)
     card = Scorecard(info.key, as_of, cumulative, level, intervals, correction, roles.primary,
                      checked.fields, guardrails=dict(roles.guardrails),
-                     target_effect=float(target_effect))
+                     target_effect=float(target_effect), plan=info.plan.to_dict(),
+                     exploratory=exploratory)
     if as_of is None:
         return card
     rows = metric_table[metric_table["day"] == as_of]
@@ -175,6 +180,40 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
             d.to_dict() for d in arm_decisions(info, tests, checked.checklist, growth, level,
                                                correction, float(target_effect), card.trends))
     return card
+
+
+_MODES = {"fixed_horizon": "fixed-horizon", "sequential": "always-valid"}
+
+
+def planned(plan: AnalysisPlan, intervals: str | None, correction: str | None,
+            target_effect: float | None) -> tuple[str, str, float]:
+    """The options of a scorecard: each one given, else the analysis plan's. ``cuped``
+    (whether the view asked for CUPED) only labels the view: the adjustment follows the
+    covariates given, which :func:`report` reads when the plan or the view asks for it."""
+    return (plan.intervals if intervals is None else intervals,
+            plan.correction if correction is None else correction,
+            plan.target_effect if target_effect is None else target_effect)
+
+
+def deviations(plan: AnalysisPlan, *, intervals: str | None = None,
+               correction: str | None = None, target_effect: float | None = None,
+               cuped: bool | None = None) -> tuple[str, ...]:
+    """How the options of a view depart from ``plan`` (None: as planned), one phrase each.
+
+    >>> deviations(AnalysisPlan(), intervals="sequential", cuped=True)
+    ('always-valid intervals (plan: fixed-horizon)',)
+    """
+    out = []
+    if intervals is not None and intervals != plan.intervals:
+        out.append(f"{_MODES.get(intervals, intervals)} intervals "
+                   f"(plan: {_MODES.get(plan.intervals, plan.intervals)})")
+    if cuped is not None and cuped != plan.cuped:
+        out.append(f"CUPED {'on' if cuped else 'off'} (plan: {'on' if plan.cuped else 'off'})")
+    if correction is not None and correction != plan.correction:
+        out.append(f"{correction} correction (plan: {plan.correction})")
+    if target_effect is not None and target_effect != plan.target_effect:
+        out.append(f"target effect {target_effect:.1%} (plan: {plan.target_effect:.1%})")
+    return tuple(out)
 
 
 def _check_options(level: float, intervals: str, target_effect: float) -> float:
@@ -239,10 +278,11 @@ def _check_roles_have_tests(info: ExperimentInfo, rows: list[dict[str, Any]], ro
         "one report with --primary/--guardrail", field="roles")
 
 
-def report(engine, experiment: str, *, cumulative: bool = True, cuped: bool = True,
+def report(engine, experiment: str, *, cumulative: bool = True, cuped: bool | None = None,
            **options) -> Scorecard:
     """Read the rollup's tables of ``experiment`` and build its :func:`scorecard`
-    (``cuped``: regression-adjusted where the rollup stored pre-exposure covariates)."""
+    (``cuped``: regression-adjusted where the rollup stored pre-exposure covariates; None:
+    as the experiment's analysis plan says, as every option left out)."""
     from tracker.store import computed as read
     from tracker.store.db import transaction
     from tracker.store.experiments import get_experiment
@@ -250,9 +290,10 @@ def report(engine, experiment: str, *, cumulative: bool = True, cuped: bool = Tr
     with transaction(engine) as conn:
         info = get_experiment(conn, experiment)
     daily = None if cumulative else read.health_table(engine, experiment, cumulative=False)
-    covariates = read.covariate_table(engine, experiment, cumulative) if cuped else None
+    adjust = info.plan.cuped if cuped is None else cuped
+    covariates = read.covariate_table(engine, experiment, cumulative) if adjust else None
     return scorecard(info, read.metric_table(engine, experiment, cumulative),
                      read.health_table(engine, experiment, cumulative=True),
                      read.day_table(engine, experiment), cumulative=cumulative,
                      daily_health=daily, exposure_days=read.exposure_day_table(engine, experiment),
-                     covariates=covariates, **options)
+                     covariates=covariates, cuped=cuped, **options)

@@ -26,11 +26,62 @@ def format_p(p: float | None) -> str:
     return f"<{P_FLOOR:.0e}" if p < P_FLOOR else f"{p:.3g}"
 
 
-def _guard_note(row: dict[str, Any]) -> str:
+GUARDRAIL_STATES = ("holds", "fails", "not shown yet")
+
+
+def guardrail_state(row: dict[str, Any]) -> str | None:
+    """A guardrail row in words (None for a row that is not a guardrail): ``"holds"`` when
+    its non-inferiority test shows the loss is within the margin; ``"fails"`` when the
+    row's two-sided relative interval lies wholly beyond the margin on the harmful side (the
+    loss exceeds what is tolerated); else ``"not shown yet"`` (neither: a lack of evidence,
+    not harm).
+
+    >>> guardrail_state({"guardrail_margin": 0.05, "guardrail_ok": False,
+    ...                  "direction": "higher", "relative_lift_ci_high": -0.07})
+    'fails'
+    """
     if "guardrail_margin" not in row:
+        return None
+    if row.get("guardrail_ok"):
+        return "holds"
+    margin = row["guardrail_margin"]
+    if row.get("direction") == "lower":
+        low = row.get("relative_lift_ci_low")
+        beyond = low is not None and low > margin
+    else:
+        high = row.get("relative_lift_ci_high")
+        beyond = high is not None and high < -margin
+    return "fails" if beyond else "not shown yet"
+
+
+def _guard_note(row: dict[str, Any]) -> str:
+    state = guardrail_state(row)
+    if state is None:
         return ""
-    state = {True: "holds", False: "NOT shown", None: "n/a"}[row["guardrail_ok"]]
     return f"; guardrail -{row['guardrail_margin']:.0%}: {state}"
+
+
+def plan_lines(card: Scorecard, planned: Scorecard | None = None) -> list[str]:
+    """The analysis plan the scorecard follows, or, for a view that departs from it, that it
+    is exploratory and what the plan's own decision is (from ``planned``, the plan's
+    scorecard of the same day)."""
+    plan = card.plan
+    mode = "always-valid" if plan["intervals"] == "sequential" else "fixed-horizon"
+    out = [f"Analysis plan: {mode} intervals, CUPED {'on' if plan['cuped'] else 'off'}, "
+           f"{plan['correction']} correction, target effect {plan['target_effect']:.1%}"]
+    if card.exploratory:
+        out.append("EXPLORATORY VIEW (" + "; ".join(card.exploratory) + ")"
+                   + ("" if planned is None else " — the plan's decision is "
+                      + plan_decision_text(planned)))
+    return out
+
+
+def plan_decision_text(planned: Scorecard) -> str:
+    """The plan's decision per treatment arm in a phrase ("treatment: ship")."""
+    if not planned.decisions:
+        return "none yet"
+    return ", ".join(f"{d['arm']}: {OUTCOME_LABELS.get(d['outcome'], d['outcome'])}"
+                     for d in planned.decisions)
 
 
 def shown_interval(r: dict[str, Any], *, digits: int = 1, with_point: bool = True) -> str:
@@ -58,11 +109,12 @@ def shown_interval(r: dict[str, Any], *, digits: int = 1, with_point: bool = Tru
 
 
 def render_table(card: Scorecard, only: tuple[str, ...] | None = None, *,
-                 decisions: bool = True) -> str:
+                 decisions: bool = True, planned: Scorecard | None = None) -> str:
     """The scorecard for a terminal (``only``: these metric names, e.g. ``"ndcg@10"``): the
-    decision per treatment arm first (unless ``decisions`` is False), then the health
-    checklist, then the rows grouped by role (primary, guardrails, secondary) and catalogue
-    group."""
+    analysis plan (and, for a view that departs from it, the plan's decision from
+    ``planned``), the decision per treatment arm (unless ``decisions`` is False), then the
+    health checklist, then the rows grouped by role (primary, guardrails, secondary) and
+    catalogue group. Failing health marks every verdict untrusted."""
     lines = [f"Experiment {card.experiment} — "
              + (f"{'cumulative through' if card.cumulative else 'day'} {card.as_of}"
                 if card.as_of else "no rolled-up data yet (run `tracker rollup`)")]
@@ -70,6 +122,7 @@ def render_table(card: Scorecard, only: tuple[str, ...] | None = None, *,
         lines += render_decisions(card)
     lines += render_health(card)
     lines += trend_notes(card.trends)
+    lines += plan_lines(card, planned)
     rows = [r for r in card.metrics
             if only is None or metric_name(r["metric"], r["k"]) in only]
     if not rows:
@@ -81,12 +134,16 @@ def render_table(card: Scorecard, only: tuple[str, ...] | None = None, *,
                  f"{LOWER_MARK} lower is better; set-level metrics (one value per arm) have no "
                  "test, hence no verdict")
     lines.append(cuped_line(card))
+    untrusted = card.health.get("status") == "fail"
+    if untrusted:
+        lines.append("HEALTH FAILING: every lift and verdict below is untrusted (see the "
+                     "checklist)")
     cells: list[tuple[str, ...]] = []
     for role, members in _consecutive(rows, lambda r: ROLE_LABELS[r.get("role", "secondary")]):
         cells.append((f"== {role} ==",))
         for group, grouped in _by_group(members):
             cells.append((f"[{group}]",))
-            cells += [_table_cells(r) for r in grouped]
+            cells += [_table_cells(r, untrusted) for r in grouped]
     return "\n".join(lines + table_lines(SCORECARD_COLUMNS, cells, rule=True))
 
 
@@ -164,7 +221,7 @@ def _num(value: float | None, pattern: str = "{:.4f}") -> str:
     return "—" if value is None else pattern.format(value)
 
 
-def _table_cells(r: dict[str, Any]) -> tuple[str, ...]:
+def _table_cells(r: dict[str, Any], untrusted: bool = False) -> tuple[str, ...]:
     """One scorecard row's cells (:data:`SCORECARD_COLUMNS`): the metric (``↓`` when lower is
     better), the arm's mean and interval and, for a treatment arm, lift, relative lift,
     p-values and verdict (``—`` when none: set-level metrics)."""
@@ -175,9 +232,15 @@ def _table_cells(r: dict[str, Any]) -> tuple[str, ...]:
     if r["control"]:
         return cells
     rel = shown_interval(r)
-    if not rel and r.get("relative_lift") is not None:  # a set-level difference: no interval
-        rel = f"{r['relative_lift']:+.1%}"
+    if not rel and r.get("lift") is not None:  # a set-level difference: no interval, and a
+        rel = f"{r['lift']:+.4g} abs."  # relative change of a near-0 base would mislead
     verdict = f"{r['verdict'] or '—'}{' *' if r['primary'] else ''}" + _guard_note(r)
+    entry = catalog.CATALOG.get(r["metric"])
+    if entry is not None and entry.zero_for_control:
+        return (*cells, _num(r["lift"], "{:+.4f}"), "—", "", "—", "—",
+                "descriptive (0 for control by definition)")
+    if untrusted and r["verdict"] is not None:
+        verdict = f"untrusted ({verdict})"
     removed = "—" if r["kind"] != "user" else f"{r.get('variance_reduction') or 0.0:.0%}"
     return (*cells, _num(r["lift"], "{:+.4f}"), removed, rel, format_p(r["p_value"]),
             format_p(r["p_value_adjusted"]), verdict)

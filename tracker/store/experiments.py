@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from tracker.errors import AlreadyExists, NotFound
 from tracker.store import results
-from tracker.store.models import Arm, CatalogItem, Experiment
+from tracker.store.models import Arm, CatalogItem, Experiment, PlanChange
 
 _CATALOG_BATCH = 10_000  # catalog rows per INSERT
 
@@ -55,6 +55,64 @@ class Roles:
                    {name: float(loss) for name, loss in document.get("guardrails", {}).items()})
 
 
+INTERVAL_MODES = ("fixed_horizon", "sequential")
+CORRECTIONS = ("holm", "bh")
+
+
+@dataclass(frozen=True)
+class AnalysisPlan:
+    """How an experiment's decision is taken, pinned before its data is seen: ``intervals``
+    (``"fixed_horizon"``, or ``"sequential"``: always-valid, for daily looks), ``cuped`` (the
+    comparisons regression-adjusted on pre-exposure behaviour), ``correction`` over the
+    primaries (``"holm"`` or ``"bh"``) and ``target_effect`` (the relative effect each primary
+    must be able to detect; 0.05 = 5 %). The planned end is the experiment's ``ends_at``.
+
+    An experiment stored without a plan has these defaults, the report's defaults before plans
+    existed (:data:`tracker.stats.decision.DEFAULT_TARGET_EFFECT` is the same 5 %: a test
+    holds the two together). :func:`tracker.ingest.experiments.check_plan` checks values.
+    """
+
+    intervals: str = "fixed_horizon"
+    cuped: bool = True
+    correction: str = "holm"
+    target_effect: float = 0.05
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"intervals": self.intervals, "cuped": self.cuped,
+                "correction": self.correction, "target_effect": self.target_effect}
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any] | None) -> AnalysisPlan:
+        if not document:
+            return cls()
+        default = cls()
+        return cls(str(document.get("intervals", default.intervals)),
+                   bool(document.get("cuped", default.cuped)),
+                   str(document.get("correction", default.correction)),
+                   float(document.get("target_effect", default.target_effect)))
+
+    def describe(self) -> str:
+        """One line, as the report and the dashboard print it."""
+        mode = "always-valid (sequential)" if self.intervals == "sequential" else "fixed-horizon"
+        return (f"{mode} intervals, CUPED {'on' if self.cuped else 'off'}, "
+                f"{'Holm' if self.correction == 'holm' else 'Benjamini-Hochberg'} correction, "
+                f"target effect {self.target_effect:.1%}")
+
+
+@dataclass(frozen=True)
+class PlanRecord:
+    """One entry of an experiment's plan history: the plan and planned end from ``changed_at``
+    on."""
+
+    changed_at: datetime
+    plan: AnalysisPlan
+    planned_end: datetime | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"changed_at": self.changed_at.isoformat(), **self.plan.to_dict(),
+                "planned_end": self.planned_end.isoformat() if self.planned_end else None}
+
+
 @dataclass(frozen=True)
 class ExperimentInfo:
     """An experiment as stored. ``relevance`` maps event types to grades (None: any event is
@@ -79,6 +137,12 @@ class ExperimentInfo:
     created_at: datetime
     roles: Roles | None = None
     cuped_days: int = 14
+    plan: AnalysisPlan = field(default_factory=AnalysisPlan)
+
+    @property
+    def planned_end(self) -> datetime | None:
+        """The end the plan was made for: ``ends_at``."""
+        return self.ends_at
 
     def arm(self, key: str) -> ArmInfo:
         for arm in self.arms:
@@ -101,7 +165,7 @@ class ExperimentInfo:
             "timezone": self.timezone, "cutoffs": list(self.cutoffs),
             "created_at": self.created_at.isoformat(),
             "roles": self.roles.to_dict() if self.roles is not None else None,
-            "cuped_days": self.cuped_days,
+            "cuped_days": self.cuped_days, "plan": self.plan.to_dict(),
         }
 
 
@@ -112,19 +176,45 @@ def insert_experiment(conn: sa.Connection, *, arms: dict[str, float], **fields: 
         raise AlreadyExists(f"experiment {fields['key']!r} already exists")
     if fields.get("roles", 0) is None:
         fields["roles"] = sa.null()  # SQL NULL, as for experiments stored before roles existed
+    fields.setdefault("plan", AnalysisPlan().to_dict())
     experiment_id = conn.execute(
         sa.insert(Experiment).values(**fields).returning(Experiment.id)).scalar_one()
     conn.execute(sa.insert(Arm), [
         {"experiment_id": experiment_id, "key": key, "weight": weight}
         for key, weight in arms.items()
     ])
+    _record_plan(conn, experiment_id, fields["created_at"])
     return experiment_id
 
 
-def update_experiment(conn: sa.Connection, key: str, values: dict[str, Any]) -> None:
+def _record_plan(conn: sa.Connection, experiment_id: int, at: Any) -> None:
+    """Append the experiment's current plan and planned end to its history, dated ``at``
+    (a datetime or epoch microseconds)."""
+    plan, ends_at = conn.execute(sa.select(Experiment.plan, Experiment.ends_at)
+                                 .where(Experiment.id == experiment_id)).one()
+    document = {**AnalysisPlan.from_dict(plan).to_dict(),
+                "planned_end": ends_at.isoformat() if ends_at else None}
+    conn.execute(sa.insert(PlanChange).values(experiment_id=experiment_id, changed_at=at,
+                                              plan=document))
+
+
+def plan_history(conn: sa.Connection, key: str) -> list[PlanRecord]:
+    """Every plan experiment ``key`` had, oldest first (creation, then each change)."""
+    info = get_experiment(conn, key)
+    rows = conn.execute(sa.select(PlanChange.changed_at, PlanChange.plan)
+                        .where(PlanChange.experiment_id == info.id)
+                        .order_by(PlanChange.id))
+    return [PlanRecord(at, AnalysisPlan.from_dict(doc),
+                       datetime.fromisoformat(doc["planned_end"]) if doc.get("planned_end")
+                       else None) for at, doc in rows]
+
+
+def update_experiment(conn: sa.Connection, key: str, values: dict[str, Any],
+                      now: datetime | None = None) -> None:
     """Change the given columns of experiment ``key`` (values already validated; a
     ``"roles"`` of None clears the roles; a new ``"cuped_days"`` resets the rollup state, so
-    the next run recomputes every day with the new covariates). Raises NotFound for an
+    the next run recomputes every day with the new covariates; a new ``"plan"`` or
+    ``"ends_at"`` is recorded in the plan history at ``now``). Raises NotFound for an
     unknown key."""
     if "roles" in values and values["roles"] is None:
         values = {**values, "roles": sa.null()}
@@ -134,8 +224,13 @@ def update_experiment(conn: sa.Connection, key: str, values: dict[str, Any]) -> 
     changed = conn.execute(sa.update(Experiment).where(Experiment.key == key).values(**values))
     if changed.rowcount == 0:
         get_experiment(conn, key)
-    elif "cuped_days" in values:
+        return
+    if "cuped_days" in values:
         results.reset_state(conn, get_experiment(conn, key).id, declaration=True)
+    if "plan" in values or "ends_at" in values:
+        if now is None:
+            raise ValueError("a change of the plan or the planned end needs its time (now)")
+        _record_plan(conn, get_experiment(conn, key).id, now)
 
 
 def _load(conn: sa.Connection, where) -> list[ExperimentInfo]:
@@ -159,7 +254,7 @@ def _load(conn: sa.Connection, where) -> list[ExperimentInfo]:
             unknown_events=e.unknown_events, timezone=e.timezone,
             cutoffs=tuple(e.cutoffs), created_at=e.created_at,
             roles=Roles.from_dict(e.roles) if e.roles is not None else None,
-            cuped_days=e.cuped_days,
+            cuped_days=e.cuped_days, plan=AnalysisPlan.from_dict(e.plan),
         )
         for e in rows
     ]

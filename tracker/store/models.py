@@ -43,12 +43,28 @@ class Experiment(Base):
     # tracker.ingest.experiments
     cuped_days: Mapped[int] = mapped_column(sa.Integer, default=14, server_default="14")
     created_at: Mapped[datetime] = mapped_column(EpochMicros)
+    # the pinned analysis plan {"intervals", "cuped", "correction", "target_effect"}; NULL:
+    # the defaults (tracker.store.experiments.AnalysisPlan). The planned end is ends_at.
+    plan: Mapped[dict[str, Any] | None] = mapped_column(JSON_DOC)
 
     __table_args__ = (
         sa.CheckConstraint(one_of("status", EXPERIMENT_STATUSES), name="status"),
         sa.CheckConstraint(one_of("unknown_events", UNKNOWN_EVENT_POLICIES), name="unknown_events"),
         sa.CheckConstraint("attribution_window_us > 0", name="attribution_window_positive"),
     )
+
+
+class PlanChange(Base):
+    """One change of an experiment's analysis plan or planned end (creation included): when,
+    and the whole plan after it, planned end included (ISO 8601, or null)."""
+
+    __tablename__ = "plan_change"
+
+    id: Mapped[int] = mapped_column(sa.Integer, primary_key=True)
+    experiment_id: Mapped[int] = mapped_column(
+        sa.ForeignKey("experiment.id", ondelete="CASCADE"), index=True)
+    changed_at: Mapped[datetime] = mapped_column(EpochMicros)
+    plan: Mapped[dict[str, Any]] = mapped_column(JSON_DOC)
 
 
 class Arm(Base):

@@ -1,0 +1,59 @@
+"""What a rollup run publishes when it ends: each rolled-up experiment's summary under its
+analysis plan (the experiments list reads it: :mod:`tracker.store.summaries`), and the alerts
+the change since the previous summary raises (:mod:`tracker.alerts`).
+
+:func:`after_rollup` is the one call at the end of :func:`tracker.rollup.engine.run_rollup`.
+It never fails the run: an experiment whose scorecard cannot be built is logged and skipped,
+and alerts are sent from a background thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+
+from tracker import alerts
+from tracker.config import Settings
+from tracker.report.card import report
+from tracker.report.summary import ExperimentSummary, summarise
+from tracker.store import computed
+from tracker.store.db import transaction
+from tracker.store.experiments import get_experiment
+from tracker.store.summaries import read_summaries, write_summary
+
+log = logging.getLogger(__name__)
+
+
+def publish_summary(engine: sa.Engine, key: str, now: datetime | None = None
+                    ) -> tuple[ExperimentSummary | None, ExperimentSummary]:
+    """Build experiment ``key``'s summary from its scorecard under the plan, store it, and
+    return (the previous one or None, the new one)."""
+    card = report(engine, key)
+    summary = summarise(card, computed.day_table(engine, key))
+    with transaction(engine, write=True) as conn:
+        info = get_experiment(conn, key)
+        previous = read_summaries(conn, [key]).get(key)
+        write_summary(conn, info.id, summary.to_dict(), now or datetime.now(UTC))
+    return (None if previous is None else ExperimentSummary.from_dict(previous[1])), summary
+
+
+def after_rollup(engine: sa.Engine, settings: Settings, keys: Iterable[str],
+                 now: datetime | None = None) -> threading.Thread | None:
+    """Publish the summary of each experiment of ``keys`` and send the alerts they raise to
+    ``settings.alert_url`` (none when it is unset); returns the alerts' sending thread (None
+    when nothing is sent)."""
+    texts = []
+    for key in keys:
+        try:
+            before, after = publish_summary(engine, key, now)
+        except Exception:  # noqa: BLE001 — a summary must never fail the rollup
+            log.warning("summary of %s not published", key, exc_info=True)
+            continue
+        texts += alerts.alert_texts(key, before, after)
+    if not texts or settings.alert_url is None:
+        return None
+    return alerts.send_later(settings.alert_url, texts)
