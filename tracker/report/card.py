@@ -16,7 +16,7 @@ import pandas as pd
 from tracker import stats
 from tracker.errors import ValidationError
 from tracker.metrics import catalog
-from tracker.report.decisions import arm_decisions, users_per_day, view_health
+from tracker.report.decisions import arm_decisions, daily_new_users, users_per_day, view_health
 from tracker.report.rows import (
     COLUMNS,
     RowTest,
@@ -125,7 +125,8 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
               latest_received: datetime | None = None,
               now: datetime | None = None,
               exposure_days: pd.DataFrame | None = None,
-              covariates: pd.DataFrame | None = None) -> Scorecard:
+              covariates: pd.DataFrame | None = None, planned_end: date | None = None
+              ) -> Scorecard:
     """Build the scorecard from the rollup's tables (see :mod:`tracker.store.computed`).
 
     ``as_of``: the day to report (default: the latest day whose results are final, else the
@@ -143,7 +144,7 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     ``covariates``: CUPED's sums of the view
     (:func:`tracker.store.computed.covariate_table`); given and holding the reported day,
     every comparison, guardrail and power is regression-adjusted (``cuped`` True).
-    """
+    ``planned_end``: the horizon of the decisions' "days to target" (None: a year)."""
     level = _check_options(level, intervals, target_effect)
     roles = roles_for(info, primary, guardrails)
     as_of = _reported_day(metric_table, days, as_of)
@@ -170,11 +171,22 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     if exposure_days is not None:  # the exposure_day view (tracker.report.trends)
         card.trends.extend(trends(info, exposure_days, roles.primary, level, correction))
     if cumulative:
-        growth = users_per_day(health_table, info, as_of)
-        card.decisions.extend(
-            d.to_dict() for d in arm_decisions(info, tests, checked.checklist, growth, level,
-                                               correction, float(target_effect), card.trends))
+        card.decisions.extend(_decisions(info, card, tests, checked.checklist, health_table,
+                                         planned_end))
     return card
+
+
+def _decisions(info: ExperimentInfo, card: Scorecard, tests: list[RowTest],
+               checklist: stats.HealthChecklist, health_table: pd.DataFrame,
+               planned_end: date | None) -> list[dict[str, Any]]:
+    """The cumulative view's decisions (:func:`arm_decisions`) as JSON, with the new users
+    of each day for the model of arrivals and the days left to ``planned_end``."""
+    as_of = card.as_of
+    days_left = None if planned_end is None or as_of is None else (planned_end - as_of).days
+    return [d.to_dict() for d in arm_decisions(
+        info, tests, checklist, users_per_day(health_table, info, as_of), card.level,
+        card.correction, card.target_effect, card.trends, intervals=card.intervals,
+        arrivals=daily_new_users(health_table, info, as_of), days_left=days_left)]
 
 
 def _check_options(level: float, intervals: str, target_effect: float) -> float:
