@@ -49,7 +49,8 @@ and SE(β) = √(0.1 · 1e-4 / 10) = 0.001.
 :func:`trend_test`: once users enter on different days and do not all come back, its
 weights 1 / v_d, estimated from each day's own data, move with that day's lift (v_d
 grows with T̄_d²), so high lifts are down-weighted on sparse late days and a slope appears
-from nothing (8-9 % false alarms in ``benchmarks/calibration.py``, mostly "fading"); and
+from nothing (8.8-9.5 % false alarms in the sparse scenario of ``benchmarks/calibration.py``,
+mostly "fading"); and
 its residual dispersion assumes the days' errors are exchangeable, which overlapping
 returning users make false. Here:
 
