@@ -28,11 +28,18 @@ What it checks, each against the rate it should have:
    primary metrics in A/A experiments (should be ≤ 5 %). Coverage is counted among
    the replicates whose Fieller interval is bounded (the rest are counted apart).
    ``--small-only`` runs just this part (about 30 s).
-6. Decisions: in A/A experiments with two primaries and one guardrail (5 % margin), the
+6. Decisions: in A/A experiments with two primaries and two guardrails (5 % margin), the
    rate at which the report's decision path (Welch per metric, Holm over the primaries,
-   the guardrail's non-inferiority test, the health checklist, ``decide``) says ``ship``
-   must stay at or below α / 2 (a primary significantly *better* after Holm), and the rates
-   of the other outcomes are printed. ``--decision-only`` runs just this part.
+   the guardrails' non-inferiority tests, the health checklist, ``decide``) says ``ship``
+   must stay at or below α / 2 (a primary significantly *better* after Holm) and
+   ``do not ship`` at or below α; at n = 50, 500 and 5,000 per arm; the same in sequential
+   mode, and the always-valid power at the always-valid MDE. ``--decision-only`` runs just
+   this part.
+7. Trend of the lift over days since exposure (novelty), ``--trend-only``: the false-alarm
+   rate of the report's test before issue 30 (``trend_test``) and of ``exposure_trend``
+   (independent days, what the store's sums allow today; user-clustered, with the users'
+   cross-day sums) in dense, staggered and sparse exposure, A/A and a constant lift; each
+   should fall in the binomial 99 % band around 5 %.
 
 The outcome model (per user, independently):
 
@@ -74,6 +81,8 @@ from tracker.stats import (
 from tracker.stats.compare import contrast
 from tracker.stats.decision import GuardrailResult, PrimaryResult, decide
 from tracker.stats.health import health_checklist
+from tracker.stats.sequential import non_inferiority_sequential_of
+from tracker.stats.trend import ExposureDays, exposure_trend, trend_test
 
 ALPHA = 0.05
 SRM_THRESHOLD = 0.001
@@ -313,43 +322,188 @@ def holm_section(rng: np.random.Generator, reps: int, metrics: int = 3) -> None:
             print(f"| {family} | {n} | {pct(raw / reps)} | {pct(corrected / reps)} |")
 
 
-def _decision(rng: np.random.Generator, family: str, n: int, now) -> str:
-    """One A/A experiment through the report's decision path: two primaries and a guardrail
-    (5 % margin), each its own independent metric; returns the outcome."""
+def _decision(rng: np.random.Generator, family: str, n: int, now, sequential: bool) -> str:
+    """One A/A experiment through the report's decision path: two primaries and two
+    guardrails (5 % margin), each its own independent metric, in the given interval mode;
+    returns the outcome."""
+    kind = "sequential" if sequential else "fixed_horizon"
     primaries = [_arms(rng, family, n, 1.0) for _ in range(2)]
-    compared = [compare(t, c, level=1 - ALPHA) for t, c in primaries]
+    test = compare_sequential if sequential else compare
+    compared = [test(t, c, level=1 - ALPHA) for t, c in primaries]
     adjusted = holm(np.array([1.0 if r.p_value is None else r.p_value for r in compared]))
     results = [PrimaryResult.from_comparison(
         f"primary{i}", r, float(p), sample=ArmSample.from_stats(t, c, users_per_day=2 * n / 14))
         for i, ((t, c), r, p) in enumerate(zip(primaries, compared, adjusted, strict=True))]
-    guard = GuardrailResult.from_test("guardrail", non_inferiority(
-        *_arms(rng, family, n, 1.0), margin=0.05, relative=True, level=1 - ALPHA))
+    guards = []
+    for i in range(2):
+        t, c = _arms(rng, family, n, 1.0)
+        options = {"margin": 0.05, "relative": True, "level": 1 - ALPHA}
+        result = (non_inferiority_sequential_of(contrast(t, c), **options) if sequential
+                  else non_inferiority(t, c, **options))
+        guards.append(GuardrailResult.from_test(f"guardrail{i}", result, 2 * n))
     health = health_checklist(users={"control": n, "treatment": n},
                               weights={"control": 1.0, "treatment": 1.0}, now=now,
                               latest_received=now, last_rollup=now)
-    return decide("treatment", results, [guard], health, alpha=ALPHA,
-                  family_size=len(results)).outcome.value
+    return decide("treatment", results, guards, health, alpha=ALPHA,
+                  family_size=len(results), interval_kind=kind).outcome.value
 
 
 def decision_section(rng: np.random.Generator, reps: int) -> None:
-    """A/A outcome rates of the decision (ship must stay at or below alpha / 2)."""
+    """A/A outcome rates of the decision: ship at most alpha / 2, do not ship at most alpha."""
     from datetime import UTC, datetime
 
     now = datetime(2026, 11, 24, tzinfo=UTC)
     outcomes = ("ship", "do_not_ship", "keep_running", "no_detectable_effect")
-    low, high = band(ALPHA / 2, reps)
-    print(f"\nDecisions in A/A experiments, {reps:,} per cell: two primaries (Holm), one "
-          f"guardrail at a 5 % margin, health passing; ship should be <= {pct(ALPHA / 2)} "
-          f"(99 % band around it [{pct(low)}, {pct(high)}])")
-    print("| outcome | n per arm | " + " | ".join(outcomes) + " |")
-    print("| --- | ---: |" + " ---: |" * len(outcomes))
-    for family in OUTCOMES:
-        for n in (200, 2000, 20_000):
-            counts = dict.fromkeys(outcomes, 0)
+    se = float(np.sqrt(ALPHA * (1 - ALPHA) / reps))
+    print(f"\nDecisions in A/A experiments, {reps:,} per cell: two primaries (Holm), two "
+          f"guardrails at a 5 % margin, health passing (below 100 users an arm the sample "
+          f"item blocks ship); ship should be <= {pct(ALPHA / 2)}, do not ship <= "
+          f"{pct(ALPHA)} (Monte-Carlo SE at 5 %: {100 * se:.2f} pp)")
+    print("| mode | outcome | n per arm | " + " | ".join(outcomes) + " |")
+    print("| --- | --- | ---: |" + " ---: |" * len(outcomes))
+    for sequential in (False, True):
+        for family in OUTCOMES:
+            for n in (50, 500, 5000):
+                counts = dict.fromkeys(outcomes, 0)
+                for _ in range(reps):
+                    counts[_decision(rng, family, n, now, sequential)] += 1
+                mode = "sequential" if sequential else "fixed horizon"
+                print(f"| {mode} | {family} | {n:,} | "
+                      + " | ".join(pct(counts[o] / reps) for o in outcomes) + " |", flush=True)
+    sequential_power_section(rng, reps)
+
+
+def sequential_power_section(rng: np.random.Generator, reps: int) -> None:
+    """How often a single look detects an effect of the size the decision calls detectable:
+    the fixed-horizon MDE seen by the always-valid test (what the decision used before issue
+    30) and the always-valid MDE (what it uses now); both should be 80 % by their own
+    definition, and the first is not."""
+    from tracker.stats.power import mde_multiplier
+    from tracker.stats.sequential import sequential_critical
+
+    print(f"\nPower at the MDE, sequential mode: {reps:,} A/B experiments per row, binary "
+          "outcome (control rate 0.3), one primary at alpha = 0.05, power 0.8 planned; "
+          f"detected = the always-valid interval excludes 0 at that look (Monte-Carlo SE at "
+          f"80 %: {100 * np.sqrt(0.16 / reps):.2f} pp)")
+    print("| n per arm | fixed-horizon MDE | detected by the always-valid test | always-valid MDE "
+          "| detected by the always-valid test |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    base = OUTCOMES["binary"][0]
+    sd = float(np.sqrt(base * (1 - base)))
+    for n in (500, 5000, 20_000):
+        se = sd * np.sqrt(2 / n) / base  # relative, at the control's spread
+        fixed = mde_multiplier(alpha=ALPHA, power=0.8) * se
+        critical = sequential_critical(2 * n, ALPHA, tuning_alpha=ALPHA)
+        always = mde_multiplier(alpha=ALPHA, power=0.8, critical=critical) * se
+        cells = []
+        for mde in (fixed, always):
+            hits = 0
             for _ in range(reps):
-                counts[_decision(rng, family, n, now)] += 1
-            print(f"| {family} | {n} | "
-                  + " | ".join(pct(counts[o] / reps) for o in outcomes) + " |")
+                r = compare_sequential(*_arms(rng, "binary", n, 1 + mde), level=1 - ALPHA)
+                hits += r.p_value is not None and r.p_value < ALPHA
+            cells += [f"{mde:+.2%}", pct(hits / reps)]
+        print(f"| {n:,} | " + " | ".join(cells) + " |", flush=True)
+
+
+# --- trend of the lift over days since exposure ---------------------------------------------
+
+TREND_DAYS = 14
+
+#: name -> (users per arm, entry staggered over the days, daily return probability per unit
+#: of engagement: None = every user every day)
+TREND_SCENARIOS = {
+    "dense (all enter on day 0, every user every day)": (3000, False, None),
+    "staggered (entry over 14 days, return 0.5 x engagement)": (5000, True, 0.5),
+    "sparse (1,500 users, return 0.2 x engagement)": (1500, True, 0.2),
+}
+
+
+def exposure_arm(rng: np.random.Generator, users: int, staggered: bool, returning: float | None,
+                 lifts: np.ndarray) -> dict[str, np.ndarray]:
+    """One arm's per-user hit rates by day since first exposure, as the rollup's exposure-day
+    view sees them, and the users' cross-day sums the user-clustered test needs.
+
+    Users have an engagement e ~ Gamma(1, 1); hit propensity min(0.9, 0.12 e) x (1 + lift on
+    that exposure day); 1 + Poisson(0.4 e) lists a day present; the value of a present day
+    is hits / lists. Entry day P(c) ∝ 0.85^c (or day 0), a user present on her entry day and
+    then each later calendar day of the 14 with probability min(0.95, ``returning`` x e);
+    exposure day = calendar day − entry day."""
+    e = rng.gamma(1.0, 1.0, users)
+    if staggered:
+        p = 0.85 ** np.arange(TREND_DAYS)
+        entry = rng.choice(TREND_DAYS, size=users, p=p / p.sum())
+    else:
+        entry = np.zeros(users, dtype=np.int64)
+    d = np.arange(TREND_DAYS)[None, :]
+    present = d <= (TREND_DAYS - 1 - entry)[:, None]
+    if returning is not None:
+        back = rng.random((users, TREND_DAYS)) < np.minimum(0.95, returning * e)[:, None]
+        present &= (d == 0) | back
+    lists = 1 + rng.poisson(0.4 * e[:, None], (users, TREND_DAYS))
+    q = np.minimum(np.minimum(0.9, 0.12 * e)[:, None] * (1 + lifts[None, :]), 1.0)
+    p_present = present.astype(float)
+    x = rng.binomial(lists, q) / lists * p_present
+    return {"n": p_present.sum(0), "s": x.sum(0), "s2": (x * x).sum(0),
+            "nn": p_present.T @ p_present, "xp": x.T @ p_present, "xx": x.T @ x}
+
+
+def _exposure_days(arm: dict[str, np.ndarray], clustered: bool) -> ExposureDays:
+    days = tuple(range(TREND_DAYS))
+    if not clustered:
+        return ExposureDays(days, arm["n"], arm["s"], arm["s2"])
+    return ExposureDays(days, arm["n"], arm["s"], arm["s2"], arm["nn"], arm["xp"], arm["xx"])
+
+
+def _before(t: dict[str, np.ndarray], c: dict[str, np.ndarray]):
+    """The report's trend before issue 30: each day's delta-method lift and variance into
+    ``trend_test`` (weights from each day's own variance, residual dispersion)."""
+    days, lifts, variances = [], [], []
+    for k in range(TREND_DAYS):
+        if t["n"][k] < 2 or c["n"][k] < 2:
+            continue
+        pair = contrast(MeanStats(int(t["n"][k]), t["s"][k], t["s2"][k]),
+                        MeanStats(int(c["n"][k]), c["s"][k], c["s2"][k]))
+        if pair.lift is None or not pair.lift_variance:
+            continue
+        days.append(k)
+        lifts.append(pair.lift)
+        variances.append(pair.lift_variance)
+    return trend_test(days, lifts, variances)
+
+
+def trend_section(rng: np.random.Generator, reps: int) -> None:
+    """False alarms of the trend test (any significant slope; fading apart) per scenario."""
+    low, high = band(ALPHA, reps)
+    se = float(np.sqrt(ALPHA * (1 - ALPHA) / reps))
+    print(f"\nTrend of the lift over days since exposure: {reps:,} experiments per row, "
+          f"alpha = {ALPHA}; 99 % band around 5 %: [{pct(low)}, {pct(high)}] (Monte-Carlo "
+          f"SE at 5 %: {100 * se:.2f} pp)")
+    print("| exposure | true lift | before: trend_test (fading) | independent days (fading) "
+          "| user-clustered (fading) | rows in band |")
+    print("| --- | --- | ---: | ---: | ---: | --- |")
+    cases = (("A/A", np.zeros(TREND_DAYS)), ("constant +5 %", np.full(TREND_DAYS, 0.05)),
+             ("novelty +30 % x 0.8^day", 0.30 * 0.8 ** np.arange(TREND_DAYS)))
+    for name, (users, staggered, returning) in TREND_SCENARIOS.items():
+        for label, lifts in cases:
+            counts = {k: [0, 0] for k in ("before", "independent", "clustered")}
+            runs = reps // 4 if label.startswith("novelty") else reps  # power needs fewer
+            for _ in range(runs):
+                t = exposure_arm(rng, users, staggered, returning, lifts)
+                c = exposure_arm(rng, users, staggered, returning, np.zeros(TREND_DAYS))
+                results = {"before": _before(t, c),
+                           "independent": exposure_trend(_exposure_days(t, False),
+                                                         _exposure_days(c, False)),
+                           "clustered": exposure_trend(_exposure_days(t, True),
+                                                       _exposure_days(c, True))}
+                for key, r in results.items():
+                    counts[key][0] += r.p_value is not None and r.p_value < ALPHA
+                    counts[key][1] += r.direction == "fading"
+            rates = {k: (v[0] / runs, v[1] / runs) for k, v in counts.items()}
+            inside = ("" if label.startswith("novelty") else ", ".join(
+                k for k, (r, _) in rates.items() if low <= r <= high) or "none")
+            print(f"| {name} | {label} | " + " | ".join(
+                f"{pct(r)} ({pct(f)})" for r, f in rates.values()) + f" | {inside} |",
+                flush=True)
 
 
 def main() -> None:
@@ -366,13 +520,22 @@ def main() -> None:
                         help="replicates per small-sample cell (4,000: +-0.7 pp at 5 %%)")
     parser.add_argument("--small-only", action="store_true",
                         help="run only the small-sample section")
-    parser.add_argument("--decision-reps", type=int, default=2000,
+    parser.add_argument("--decision-reps", type=int, default=1000,
                         help="A/A experiments per decision cell")
     parser.add_argument("--decision-only", action="store_true",
                         help="run only the A/A decision section")
+    parser.add_argument("--trend-reps", type=int, default=1000,
+                        help="experiments per trend row (1,000: band [3.30 %%, 6.90 %%]; "
+                             "a quarter for the novelty rows)")
+    parser.add_argument("--trend-only", action="store_true",
+                        help="run only the trend (novelty) section")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
+    if args.trend_only:
+        trend_section(rng, args.trend_reps)
+        print(f"\nelapsed {time.perf_counter() - started:.0f} s")
+        return
     if args.decision_only:
         decision_section(rng, args.decision_reps)
         print(f"\nelapsed {time.perf_counter() - started:.0f} s")
@@ -429,6 +592,7 @@ def main() -> None:
           f"always-valid CS by day {args.days}: {pct(seq_detected)}")
     small_sample_section(rng, args.small_reps)
     decision_section(rng, args.decision_reps)
+    trend_section(rng, args.trend_reps)
     print(f"\nelapsed {time.perf_counter() - started:.0f} s")
 
 

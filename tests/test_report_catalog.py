@@ -198,7 +198,7 @@ def test_json_output_still_has_every_field_of_before(tracker, db_url):
     assert header == ("metric,k,arm,control,kind,users,mean,ci_low,ci_high,lift,lift_ci_low,"
                       "lift_ci_high,relative_lift,relative_lift_ci_low,relative_lift_ci_high,"
                       "p_value,p_value_adjusted,primary,verdict,reason,group,direction,role,"
-                      "variance_reduction")
+                      "variance_reduction,exploratory")  # new fields at the end (issue 30)
 
 
 def test_a_stored_metric_missing_from_the_catalogue_gets_no_direction_and_no_verdict(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.stats import Health, Reason, crossover_health
+from tracker.stats import Health, MeanStats, Reason, compare, crossover_health
+from tracker.stats.crossover import Population, choose_population
 
 
 @pytest.mark.parametrize(
@@ -48,3 +49,30 @@ def test_no_users_has_no_share() -> None:
 def test_programming_errors_raise_clear_messages(kwargs, message) -> None:
     with pytest.raises(ValueError, match=message):
         crossover_health(**kwargs)
+
+
+# ------------------------------------------------------------------------- ITT beside PP
+def _compared(treatment_hits: int, control_hits: int, n: int = 4000):
+    return compare(MeanStats(n, float(treatment_hits), float(treatment_hits)),
+                   MeanStats(n, float(control_hits), float(control_hits)))
+
+
+@pytest.mark.parametrize(("pp", "itt", "decides", "disagree"), [
+    pytest.param(_compared(520, 400), _compared(510, 400), Population.PER_PROTOCOL, False,
+                 id="both-significant-same-sign-per-protocol"),
+    pytest.param(_compared(520, 400), _compared(430, 400), Population.INTENT_TO_TREAT, True,
+                 id="significance-differs-intent-to-treat"),
+    pytest.param(_compared(410, 400), _compared(395, 400), Population.INTENT_TO_TREAT, True,
+                 id="sign-differs-intent-to-treat"),
+    pytest.param(_compared(520, 400), None, Population.PER_PROTOCOL, False,
+                 id="no-intent-to-treat-estimate"),
+])
+def test_the_decision_reads_intent_to_treat_when_the_two_disagree(pp, itt, decides, disagree):
+    choice = choose_population(pp, itt)
+    assert (choice.decides, choice.disagree) == (decides, disagree)
+    assert choice.decides.value in choice.why.replace("-", "_") or not disagree
+
+
+def test_the_share_warns_from_one_percent():
+    assert crossover_health(10_000, 99).status is Health.OK
+    assert crossover_health(10_000, 100).status is Health.WARN

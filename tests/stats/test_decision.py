@@ -4,21 +4,25 @@ and an A/A simulation bounding how often ``ship`` happens when nothing differs."
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats as sps
 
-from tracker.stats import MeanStats, compare, holm, non_inferiority
+from tracker.stats import IntervalKind, MeanStats, compare, holm, non_inferiority
 from tracker.stats.decision import (
     ArmSample,
+    Evidence,
     GuardrailResult,
     GuardrailState,
     Outcome,
     PrimaryResult,
     decide,
+    guardrail_power,
     guardrail_state,
 )
 from tracker.stats.health import health_checklist
@@ -28,6 +32,7 @@ from tracker.stats.power import (
     power_non_inferiority,
     users_for_effect,
 )
+from tracker.stats.sequential import sequential_critical
 
 NOW = datetime(2026, 11, 24, 12, 0, tzinfo=UTC)
 # 10,000 users an arm, unit variance and mean: at alpha / 2 (two primaries) and power 0.8 the
@@ -99,10 +104,6 @@ def test_a_lower_is_better_primary_that_falls_significantly_is_a_win():
     pytest.param([NDCG_WIN], [GuardrailResult("song_clicks", 0.05, -0.12, 0.02, 0.9997, False)],
                  health(), "song_clicks -12.0%: shown worse than the 5.0% margin tolerates",
                  id="a-guardrail-shown-beyond-its-margin"),
-    pytest.param([NDCG_WIN], [GuardrailResult("song_clicks", 0.05, -0.04, 0.01, 0.16, False)],
-                 health(), "song_clicks -4.0%: not shown non-inferior at the 5.0% margin "
-                 "although the test is powered (100%)",
-                 id="a-powered-guardrail-not-shown-non-inferior"),
     pytest.param([NDCG_WIN], [GUARD_OK], health(users=(10_600, 9_400)),
                  "health: sample-ratio mismatch", id="health-failing-srm"),
 ])
@@ -120,6 +121,12 @@ def test_do_not_ship(primaries, guardrails, checklist, first_reason):
     pytest.param([GUARD_OK], health(users=(5_000, 99), weights=(5_000, 99)),
                  "health: fewer than 100 users",
                  id="win-waits-for-the-minimum-sample"),
+    # a powered guardrail not shown non-inferior is a lack of evidence, not harm: before
+    # issue 30 it said do-not-ship, 20 % of the time per guardrail in A/A by construction
+    pytest.param([GuardrailResult("song_clicks", 0.05, -0.04, 0.01, 0.16, False)], health(),
+                 "song_clicks -4.0%: not shown safe: not shown non-inferior at the 5.0% margin "
+                 "although the test is powered (100%); a lack of evidence, not harm",
+                 id="win-waits-for-a-powered-guardrail-not-shown-non-inferior"),
 ])
 def test_a_win_that_cannot_ship_yet_keeps_running(guardrails, checklist, waits_for):
     decision = decide("t", [NDCG_WIN], guardrails, checklist)
@@ -258,6 +265,7 @@ _guards = st.builds(GuardrailResult, st.just("g"), st.floats(0, 0.2), st.floats(
                     st.floats(1e-4, 0.2), st.floats(0, 1), st.booleans())
 
 
+@settings(deadline=None)  # no timing in tests: the machine is shared
 @given(st.lists(_results, min_size=1, max_size=3), st.lists(_guards, max_size=2),
        st.booleans())
 def test_ship_only_with_a_significant_win_held_guardrails_and_health(primaries, guardrails,
@@ -306,3 +314,137 @@ def test_a_a_simulation_ships_at_most_alpha_of_the_time():
     assert abs(ship_rate - 0.025) <= band, ship_rate
     # powered A/A experiments mostly end "no detectable effect"
     assert outcomes.count(Outcome.NO_DETECTABLE_EFFECT) / reps >= 0.9
+
+
+# ------------------------------------------------------------------------- issue 30
+def test_harm_tests_share_alpha_across_the_guardrails():
+    # one guardrail: its inferiority test is at alpha / 2 = 0.025; two: alpha / 4 = 0.0125
+    harmful = GuardrailResult("song_clicks", 0.05, -0.09, 0.02, 0.98, False)  # harm p 0.02
+    alone = decide("t", [NDCG_WIN], [harmful], health())
+    assert alone.outcome is Outcome.DO_NOT_SHIP
+    assert alone.explained[0].shows is Evidence.HARM and alone.reasons[0].endswith("(harm)")
+    paired = decide("t", [NDCG_WIN], [harmful, GUARD_OK], health())
+    assert paired.outcome is Outcome.KEEP_RUNNING
+    assert any(r.shows is Evidence.LACK_OF_EVIDENCE and "not shown safe" in r.text
+               for r in paired.explained)
+
+
+def test_a_powered_guardrail_not_shown_non_inferior_without_a_win_is_no_detectable_effect():
+    guard = GuardrailResult("song_clicks", 0.05, -0.04, 0.01, 0.16, False)
+    decision = decide("t", [primary(), primary("hit_rate@10")], [guard], health())
+    assert decision.outcome is Outcome.NO_DETECTABLE_EFFECT
+    assert decision.explained[-1].shows is Evidence.LACK_OF_EVIDENCE
+    assert "not harm" in decision.reasons[-1]
+
+
+_kinds = {Outcome.DO_NOT_SHIP: {Evidence.HARM, Evidence.UNTRUSTED}}
+
+
+@settings(deadline=None)  # no timing in tests: the machine is shared
+@given(st.lists(_results, min_size=1, max_size=3), st.lists(_guards, max_size=2),
+       st.booleans())
+def test_every_reason_says_what_it_shows_and_do_not_ship_only_shows_harm(primaries, guardrails,
+                                                                        srm):
+    checklist = health(users=(10_600, 9_400) if srm else (5_000, 5_000))
+    decision = decide("t", primaries, guardrails, checklist)
+    assert decision.explained and all(isinstance(r.shows, Evidence) for r in decision.explained)
+    if decision.outcome is Outcome.DO_NOT_SHIP:
+        assert {r.shows for r in decision.explained} <= _kinds[Outcome.DO_NOT_SHIP]
+    data = decision.to_dict()
+    assert [e["reason"] for e in data["evidence"]] == data["reasons"]
+
+
+def test_the_sequential_mde_uses_the_confidence_sequence_boundary():
+    # 10,000 users an arm, unit variance, family of 2: alpha 0.025. The boundary at N = 20,000
+    # for alpha 0.025 with rho tuned for 0.05 and N* = 5,000; the MDE multiplier m solves
+    # Phi(m - b) + Phi(-m - b) = 0.8, i.e. m ~ b + 0.8416
+    b = sequential_critical(20_000, 0.025, tuning_alpha=0.05)
+    m = mde_multiplier(alpha=0.025, power=0.8, critical=b)
+    assert m == pytest.approx(b + 0.841621, abs=1e-4)
+    assert float(sps.norm.cdf(m - b) + sps.norm.cdf(-m - b)) == pytest.approx(0.8, abs=1e-10)
+    flat = [primary(), primary("hit_rate@10")]
+    fixed = decide("t", flat, [], health())
+    always = decide("t", flat, [], health(), interval_kind="sequential")
+    assert fixed.power[0].mde == pytest.approx(3.0830 * math.sqrt(2 / 10_000), rel=1e-4)
+    assert always.power[0].mde == pytest.approx(m * math.sqrt(2 / 10_000), rel=1e-9)
+    # 4.36 % is powered for a 5 % target at a fixed horizon, not for the always-valid test
+    assert fixed.outcome is Outcome.NO_DETECTABLE_EFFECT
+    assert always.outcome is Outcome.KEEP_RUNNING
+    assert "MDE (always-valid)" in always.power[0].note
+    assert always.power[0].interval_kind.value == "sequential"
+
+
+def test_sequential_days_to_target_solve_the_growing_boundary():
+    flat = [primary(sample=UNPOWERED)]
+    power = decide("t", flat, [], health(), interval_kind="sequential").power[0]
+    b_now = sequential_critical(2_000, 0.05, tuning_alpha=0.05)
+    assert power.mde == pytest.approx(
+        mde_multiplier(power=0.8, critical=b_now) * math.sqrt(2 / 1_000), rel=1e-9)
+    # the days found reach the target at the users then, and one day fewer does not
+    users = 2_000 + 200 * power.days_to_target
+
+    def mde(n: float) -> float:
+        b = sequential_critical(n, 0.05, tuning_alpha=0.05)
+        return mde_multiplier(power=0.8, critical=b) * math.sqrt(4 / n)
+
+    assert mde(users) <= 0.05 < mde(users - 200)
+
+
+def test_a_guardrail_judged_sequentially_uses_the_sequence_for_its_power():
+    fixed = GuardrailResult("g", 0.05, 0.0, 0.02, 0.5, False, users=2_000)
+    always = GuardrailResult("g", 0.05, 0.0, 0.02, 0.5, False, users=2_000,
+                             interval_kind=IntervalKind.SEQUENTIAL)
+    b = sequential_critical(2_000, 0.05, tuning_alpha=0.05)
+    assert guardrail_power(fixed) == pytest.approx(0.8038, abs=1e-4)
+    assert guardrail_power(always) == pytest.approx(float(sps.norm.cdf(2.5 - b)), rel=1e-12)
+    assert guardrail_power(always) < guardrail_power(fixed)
+
+
+def test_days_to_target_beyond_the_planned_end_say_it_is_not_reachable():
+    flat = [primary(sample=UNPOWERED)]  # 67 days at 200 a day (see above) at alpha 0.05/2
+    capped = decide("t", flat, [], health(), days_left=30, family_size=2).power[0]
+    assert capped.days_to_target is None and capped.reachable is False
+    assert capped.horizon_days == 30
+    # by the planned end 2,000 + 30 x 200 = 8,000 users: MDE 3.0830 x sqrt(4 / 8,000)
+    assert capped.mde_at_horizon == pytest.approx(3.0830 * math.sqrt(4 / 8_000), rel=1e-4)
+    assert ("the target is not reachable at the current traffic (200 new users a day): by the "
+            "planned end (30 day(s) left) about 8,000 users, and the detectable effect then is "
+            "6.9%") in capped.note
+    assert decide("t", flat, [], health(), days_left=90, family_size=2).power[0] \
+        .days_to_target == 67
+
+
+def test_declining_arrivals_take_longer_than_the_last_week_promised():
+    # 400 new users a day declining 5 % a day: a constant rate would reach the 13,208 more
+    # users needed in 34 days; the decline leaves a pool of about 5,400: not reachable
+    series = tuple(400 * 0.95 ** np.arange(14))
+    sample = ArmSample(1_000, 1_000, 1.0, 1.0, 1.0, users_per_day=400,
+                       daily_new_users=series)
+    power = decide("t", [primary(sample=sample)], [], health(), family_size=2).power[0]
+    assert power.days_to_target is None and power.reachable is False
+    assert "fewer each day" in power.note and "within a year" in power.note
+    constant = replace(sample, daily_new_users=None)
+    assert decide("t", [primary(sample=constant)], [], health(),
+                  family_size=2).power[0].days_to_target == 34
+
+
+def test_a_a_do_not_ship_stays_at_or_below_alpha_with_two_primaries_and_two_guardrails():
+    """2,000 A/A experiments, 10,000 users an arm: primaries' harm at most alpha / 2 (Holm,
+    one direction) and each guardrail's at alpha / 4; before issue 30 a powered guardrail
+    not shown non-inferior said do-not-ship too (~20 % per guardrail by construction at 80 %
+    power; here its power is ~1, so that term was small: the sharper check is the benchmark)."""
+    rng = np.random.default_rng(20261128)
+    reps, n = 2_000, 10_000
+    checklist = health()
+    sample = ArmSample(n, n, 1.0, 1.0, 1.0, users_per_day=1_000)
+    outcomes = []
+    for _ in range(reps):
+        comparisons = [compare(_null_stats(rng, n), _null_stats(rng, n)) for _ in range(2)]
+        adjusted = holm([c.p_value for c in comparisons])
+        primaries = [PrimaryResult.from_comparison(f"m{i}", c, float(q), sample=sample)
+                     for i, (c, q) in enumerate(zip(comparisons, adjusted, strict=True))]
+        guards = [GuardrailResult.from_test(f"g{i}", non_inferiority(
+            _null_stats(rng, n), _null_stats(rng, n), margin=0.01)) for i in range(2)]
+        outcomes.append(decide("t", primaries, guards, checklist).outcome)
+    rate = outcomes.count(Outcome.DO_NOT_SHIP) / reps
+    assert rate <= 0.05, rate

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker.stats import Correction, adjust_primary, benjamini_hochberg, holm
+from tracker.stats import Correction, adjust_by_role, adjust_primary, benjamini_hochberg, holm
 
 P_VALUE_SETS = [
     pytest.param([0.01, 0.04, 0.03], id="three-tests"),
@@ -82,3 +82,16 @@ def test_method_can_be_named_by_string() -> None:
 def test_programming_errors(call, error) -> None:
     with pytest.raises(error):
         call()
+
+
+def test_secondaries_are_their_own_benjamini_hochberg_family_as_statsmodels():
+    multitest = pytest.importorskip("statsmodels.stats.multitest")
+    p = [0.004, 0.03, 0.01, 0.02, 0.04, 0.2, None, 0.001]
+    roles = ["primary", "primary", "secondary", "secondary", "secondary", "guardrail",
+             "secondary", "secondary"]
+    adjusted = adjust_by_role(p, roles, method="holm")
+    primary = multitest.multipletests([0.004, 0.03], method="holm")[1]
+    secondary = multitest.multipletests([0.01, 0.02, 0.04, 0.001], method="fdr_bh")[1]
+    assert [adjusted[0], adjusted[1]] == pytest.approx(list(primary), rel=1e-12)
+    assert [adjusted[i] for i in (2, 3, 4, 7)] == pytest.approx(list(secondary), rel=1e-12)
+    assert adjusted[5] == 0.2 and adjusted[6] is None

@@ -18,7 +18,11 @@ from tracker.stats import (
     boundary_multiplier,
     compare,
     compare_sequential,
+    contrast,
+    non_inferiority_sequential_of,
+    sequential_critical,
 )
+from tracker.stats.compare import non_inferiority_of
 
 
 def test_multiplier_at_the_tuning_sample_size_hand_worked() -> None:
@@ -112,3 +116,40 @@ def test_a_stricter_level_at_the_same_tuning_agrees_with_the_same_p_value(t, c, 
 def test_invalid_tuning_parameter_is_a_programming_error(tuning_n: float) -> None:
     with pytest.raises(ValueError, match="tuning_n"):
         compare_sequential(MeanStats(4, 14.0, 54.0), MeanStats(4, 10.0, 30.0), tuning_n=tuning_n)
+
+
+# ------------------------------------------------------------------------- guardrails
+def _arm(n: int, mean: float, sd: float = 1.0) -> MeanStats:
+    return MeanStats(n, n * mean, (n - 1) * sd * sd + n * mean * mean)
+
+
+@pytest.mark.parametrize("higher_is_better", [True, False], ids=["higher-better",
+                                                                 "lower-better"])
+@pytest.mark.parametrize("treatment_mean", [0.9, 0.97, 1.0, 1.03])
+def test_the_always_valid_guardrail_rejects_exactly_beyond_the_sequence_boundary(
+        higher_is_better, treatment_mean):
+    pair = contrast(_arm(3000, treatment_mean), _arm(3000, 1.0))
+    seq = non_inferiority_sequential_of(pair, margin=0.05, higher_is_better=higher_is_better)
+    fixed = non_inferiority_of(pair, margin=0.05, higher_is_better=higher_is_better)
+    assert seq.statistic == pytest.approx(fixed.statistic, rel=1e-12)  # the same statistic
+    b = sequential_critical(6000, 0.05, tuning_alpha=0.05)
+    good = seq.statistic if higher_is_better else -seq.statistic
+    assert seq.non_inferior is (good > b)
+    assert (seq.p_value < 0.05) is seq.non_inferior
+    assert (seq.p_value_inferior < 0.05) is (-good > b)
+    # always-valid is never easier to pass than the fixed horizon
+    assert fixed.non_inferior or not seq.non_inferior
+    assert seq.interval_kind is IntervalKind.SEQUENTIAL
+
+
+def test_the_always_valid_bound_uses_the_sequence_boundary():
+    pair = contrast(_arm(3000, 1.0), _arm(3000, 1.0))
+    seq = non_inferiority_sequential_of(pair, margin=0.05, relative=False)
+    b = sequential_critical(6000, 0.05, tuning_alpha=0.05)
+    assert seq.ci_low == pytest.approx(-b * math.sqrt(pair.variance), rel=1e-12)
+    assert seq.ci_high == math.inf
+
+
+def test_an_untestable_guardrail_says_why():
+    r = non_inferiority_sequential_of(contrast(_arm(1, 1.0), _arm(5, 1.0)), margin=0.05)
+    assert r.non_inferior is None and r.reason is Reason.ONE_USER

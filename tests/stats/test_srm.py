@@ -6,9 +6,12 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats as sps
 
 from tracker.stats import Reason, log_bayes_factor, sequential_srm, srm_test
+from tracker.stats.srm import exact_p_value
 
 
 @pytest.mark.parametrize(
@@ -175,3 +178,60 @@ def test_no_users_yet_is_not_an_error(test) -> None:
     users = [0, 0] if test is srm_test else [[0, 0]]
     r = test(users, [1, 1])
     assert r.reason is Reason.NO_USERS and r.p_value is None and r.flagged is False
+
+
+# ------------------------------------------------------------------------- exact p-values
+def test_small_counts_get_the_exact_binomial_p_value():
+    r = srm_test([7, 3], [0.95, 0.05])
+    # 1 - 0.95^10 - 10 (0.05) 0.95^9 - 45 (0.05^2) 0.95^8 = 1 - 0.598737 - 0.315125 - 0.074635
+    assert r.exact and r.p_value == pytest.approx(0.011504, abs=1e-6)
+    assert r.p_value == pytest.approx(sps.binomtest(7, 10, 0.95).pvalue, rel=1e-12)
+    assert not srm_test([5100, 4900], [1, 1]).exact  # large counts keep chi-square
+
+
+def test_the_exact_test_never_flags_more_than_its_threshold_where_chi_square_does():
+    """95/5 declared, 10 users: the probability, over every possible split, that the test
+    flags at p < 0.001 (computed exactly, no simulation)."""
+    n, share = 10, 0.05
+    flagged_exact = flagged_chi2 = 0.0
+    for small in range(n + 1):
+        prob = sps.binom.pmf(small, n, share)
+        counts = [n - small, small]
+        flagged_exact += prob * srm_test(counts, [0.95, 0.05]).flagged
+        expected = np.array([n * 0.95, n * share])
+        chi2 = float(((np.array(counts) - expected) ** 2 / expected).sum())
+        flagged_chi2 += prob * (sps.chi2.sf(chi2, 1) < 0.001)
+    assert flagged_exact <= 0.001
+    assert flagged_chi2 > 0.01  # the audit's 1.2 %
+
+
+def test_three_arms_exact_multinomial_matches_brute_force():
+    counts, weights = [2, 9, 1], [0.25, 0.5, 0.25]
+    n = sum(counts)
+    probs = {}
+    for a in range(n + 1):
+        for b in range(n + 1 - a):
+            c = n - a - b
+            probs[(a, b, c)] = sps.multinomial.pmf([a, b, c], n, weights)
+    observed = probs[tuple(counts)]
+    expected = sum(p for p in probs.values() if p <= observed * (1 + 1e-7))
+    r = srm_test(counts, weights)
+    assert r.exact and r.p_value == pytest.approx(expected, rel=1e-9)
+    assert exact_p_value(counts, weights) == pytest.approx(expected, rel=1e-9)
+
+
+def test_too_many_splits_to_enumerate_fall_back_to_chi_square():
+    assert exact_p_value([3000, 3000, 1], [1, 1, 0.0001]) is None
+    r = srm_test([3000, 3000, 1], [1, 1, 0.0001])
+    assert not r.exact and r.p_value is not None
+
+
+@settings(deadline=None)  # no timing in tests: the machine is shared
+@given(st.lists(st.integers(0, 12), min_size=2, max_size=3))
+def test_exact_p_values_are_probabilities_at_least_the_observed_splits(counts):
+    weights = [1.0] * len(counts)
+    p = exact_p_value(counts, weights)
+    assert p is not None and 0 < p <= 1 + 1e-12
+    if sum(counts):
+        assert p >= sps.multinomial.pmf(counts, sum(counts), [1 / len(counts)] * len(counts)) \
+            * (1 - 1e-9)

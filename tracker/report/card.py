@@ -16,7 +16,7 @@ import pandas as pd
 from tracker import stats
 from tracker.errors import ValidationError
 from tracker.metrics import catalog
-from tracker.report.decisions import arm_decisions, users_per_day, view_health
+from tracker.report.decisions import arm_decisions, daily_new_users, users_per_day, view_health
 from tracker.report.rows import (
     COLUMNS,
     RowTest,
@@ -130,7 +130,8 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
               latest_received: datetime | None = None,
               now: datetime | None = None,
               exposure_days: pd.DataFrame | None = None,
-              covariates: pd.DataFrame | None = None) -> Scorecard:
+              covariates: pd.DataFrame | None = None, planned_end: date | None = None
+              ) -> Scorecard:
     """Build the scorecard from the rollup's tables (see :mod:`tracker.store.computed`).
 
     ``as_of``: the day to report (default: the latest final day, else the latest; a day
@@ -144,10 +145,13 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     ``covariates``: CUPED's sums; holding the day, every comparison, guardrail and power is
     regression-adjusted. ``intervals``, ``correction``, ``target_effect``, ``cuped``: None
     follows the analysis plan (:func:`planned`); a departure is named in ``exploratory``.
+    ``planned_end``: the horizon of "days to target" (default: the experiment's end).
     """
     exploratory = deviations(info.plan, intervals=intervals, correction=correction,
                              target_effect=target_effect, cuped=cuped)
     intervals, correction, target_effect = planned(info.plan, intervals, correction, target_effect)
+    if planned_end is None and info.ends_at is not None:
+        planned_end = info.ends_at.date()
     level = _check_options(level, intervals, target_effect)
     roles = roles_for(info, primary, guardrails)
     as_of = _reported_day(metric_table, days, as_of)
@@ -175,10 +179,8 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     if exposure_days is not None:  # the exposure_day view (tracker.report.trends)
         card.trends.extend(trends(info, exposure_days, roles.primary, level, correction))
     if cumulative:
-        growth = users_per_day(health_table, info, as_of)
-        card.decisions.extend(
-            d.to_dict() for d in arm_decisions(info, tests, checked.checklist, growth, level,
-                                               correction, float(target_effect), card.trends))
+        card.decisions.extend(_decisions(info, card, tests, checked.checklist, health_table,
+                                         planned_end))
     return card
 
 
@@ -214,6 +216,19 @@ def deviations(plan: AnalysisPlan, *, intervals: str | None = None,
     if target_effect is not None and target_effect != plan.target_effect:
         out.append(f"target effect {target_effect:.1%} (plan: {plan.target_effect:.1%})")
     return tuple(out)
+
+
+def _decisions(info: ExperimentInfo, card: Scorecard, tests: list[RowTest],
+               checklist: stats.HealthChecklist, health_table: pd.DataFrame,
+               planned_end: date | None) -> list[dict[str, Any]]:
+    """The cumulative view's decisions (:func:`arm_decisions`) as JSON, with the new users
+    of each day for the model of arrivals and the days left to ``planned_end``."""
+    as_of = card.as_of
+    days_left = None if planned_end is None or as_of is None else (planned_end - as_of).days
+    return [d.to_dict() for d in arm_decisions(
+        info, tests, checklist, users_per_day(health_table, info, as_of), card.level,
+        card.correction, card.target_effect, card.trends, intervals=card.intervals,
+        arrivals=daily_new_users(health_table, info, as_of), days_left=days_left)]
 
 
 def _check_options(level: float, intervals: str, target_effect: float) -> float:

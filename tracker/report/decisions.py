@@ -116,32 +116,70 @@ def users_per_day(health_table: pd.DataFrame, info: ExperimentInfo,
     return {a: float(grown[a]) / span for a in arms}
 
 
+def daily_new_users(health_table: pd.DataFrame, info: ExperimentInfo,
+                    as_of: date) -> dict[str, list[float]]:
+    """New users of each arm on each day through ``as_of`` (oldest first): the growth of its
+    cumulative users from one day to the next, the first day's users on the first day; a
+    day without a row keeps the previous total (0 new users). Empty without data. The
+    decision fits its model of arrivals to these (:func:`tracker.stats.fit_arrivals`)."""
+    arms = [arm.key for arm in info.arms]
+    if health_table.empty:
+        return {a: [] for a in arms}
+    table = health_table[(health_table["day"] <= as_of) & health_table["arm"].notna()]
+    per_arm = table.pivot_table(index="day", columns="arm", values="users", aggfunc="sum")
+    if per_arm.empty:
+        return {a: [] for a in arms}
+    days = pd.date_range(min(per_arm.index), max(per_arm.index), freq="D").date
+    per_arm = per_arm.reindex(index=days, columns=arms).ffill().fillna(0)
+    grown = per_arm.diff().fillna(per_arm).clip(lower=0)
+    return {a: [float(v) for v in grown[a]] for a in arms}
+
+
 def arm_decisions(info: ExperimentInfo, tests: list[RowTest], checklist: HealthChecklist,
                growth: dict[str, float | None], level: float, correction: str,
-               target_effect: float, trends: list[dict[str, Any]] = ()) -> list[Decision]:
+               target_effect: float, trends: list[dict[str, Any]] = (), *,
+               intervals: str = "fixed_horizon",
+               arrivals: dict[str, list[float]] | None = None,
+               days_left: int | None = None) -> list[Decision]:
     """One :func:`tracker.stats.decision.decide` per treatment arm, from the scorecard's own
     rows: each primary's relative lift with the interval shown beside its verdict (drawn at
     the corrected level) and its adjusted p-value, each guardrail's non-inferiority test, the
     health checklist, and for power the users, user-level variances and new users per day of
     the two arms. The family planned for is every corrected test (primaries x treatments).
     ``trends`` (:func:`tracker.report.trends.trends`): a primary whose lift fades keeps a
-    winning arm running (:func:`tracker.stats.decision.decide`)."""
+    winning arm running (:func:`tracker.stats.decision.decide`). ``intervals``: the
+    analysis' interval mode, which power and the guardrails follow; ``arrivals``: the new
+    users of each arm per day (:func:`daily_new_users`), the model of arrivals is fitted to
+    both arms' sum (``growth``, a constant rate, when absent); ``days_left``: days to the
+    planned end (None: none planned)."""
     family = sum(1 for t in tests if t.row["primary"])
     label = {"holm": "Holm", "bh": "Benjamini-Hochberg"}.get(correction, correction)
     out = []
     for arm in (a.key for a in info.arms if a.key != info.control):
         mine = [t for t in tests if t.row["arm"] == arm]
-        primaries = [_primary_result(t, growth, info.control) for t in mine if t.row["primary"]]
+        series = _both_arms(arrivals, arm, info.control)
+        primaries = [_primary_result(t, growth, info.control, series)
+                     for t in mine if t.row["primary"]]
         if not primaries:
             continue
-        guards = [GuardrailResult.from_test(metric_name(t.row["metric"], t.row["k"]), t.guardrail)
+        guards = [GuardrailResult.from_test(metric_name(t.row["metric"], t.row["k"]),
+                                            t.guardrail, t.treatment.n + t.control.n)
                   for t in mine if t.guardrail is not None]
         fading = {t["metric"]: _settle(t) for t in trends
                   if t["arm"] == arm and t["trend"] == "fading"}
         out.append(decide(arm, primaries, guards, checklist, alpha=1 - level,
                           target_effect=target_effect, correction=label,
-                          family_size=max(family, len(primaries)), fading=fading))
+                          family_size=max(family, len(primaries)), fading=fading,
+                          interval_kind=intervals, days_left=days_left))
     return out
+
+
+def _both_arms(arrivals: dict[str, list[float]] | None, arm: str,
+               control: str) -> tuple[float, ...] | None:
+    """The daily new users of ``arm`` and ``control`` together (None when unknown)."""
+    if not arrivals or not arrivals.get(arm) or not arrivals.get(control):
+        return None
+    return tuple(a + b for a, b in zip(arrivals[arm], arrivals[control], strict=True))
 
 
 def _settle(trend: dict[str, Any]) -> str:
@@ -149,20 +187,20 @@ def _settle(trend: dict[str, Any]) -> str:
     return trend_notes([trend])[0].split(" — ", 1)[1] + ": keep running until it settles"
 
 
-def _primary_result(test: RowTest, growth: dict[str, float | None], control: str
-                    ) -> PrimaryResult:
+def _primary_result(test: RowTest, growth: dict[str, float | None], control: str,
+                    series: tuple[float, ...] | None = None) -> PrimaryResult:
     """A primary row as the decision reads it: the shown relative lift and interval (the
     difference's, in metric units, when the relative one is unbounded) and the sample."""
     r = test.row
     rates = (growth.get(r["arm"]), growth.get(control))
     per_day = None if None in rates else sum(rates)
     if test.adjusted is None:
-        sample = ArmSample.from_stats(test.treatment, test.control, per_day)
+        sample = ArmSample.from_stats(test.treatment, test.control, per_day, series)
     else:  # CUPED: power from the adjusted arms' variances
         t, c = test.adjusted
         sample = ArmSample(t.n, c.n, None if t.variance is None else t.variance * t.n,
                            None if c.variance is None else c.variance * c.n, c.estimate,
-                           per_day)
+                           per_day, series)
     relative = r["decided_on"] == "relative_lift" or r["lift_ci_low"] is None
     prefix = "relative_lift" if relative else "lift"
     return PrimaryResult(metric_name(r["metric"], r["k"]), r[prefix], r[f"{prefix}_ci_low"],

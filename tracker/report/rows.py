@@ -18,7 +18,7 @@ LOWER_IS_BETTER = catalog.lower_is_better()
 COLUMNS = ("metric", "k", "arm", "control", "kind", "users", "mean", "ci_low", "ci_high",
            "lift", "lift_ci_low", "lift_ci_high", "relative_lift", "relative_lift_ci_low",
            "relative_lift_ci_high", "p_value", "p_value_adjusted", "primary", "verdict",
-           "reason", "group", "direction", "role", "variance_reduction")
+           "reason", "group", "direction", "role", "variance_reduction", "exploratory")
 """The fields of a metric row, in the order of the CSV and of :meth:`Scorecard.to_frame` (new
 fields go at the end, so CSV columns keep their positions)."""
 ROLE_ORDER = ("primary", "guardrail", "secondary")
@@ -99,7 +99,9 @@ def shown_intervals(result: stats.Comparison) -> dict[str, Any]:
 
 
 def adjust_intervals(test: RowTest, level: float, intervals: str) -> None:
-    """Redraw a corrected row's intervals at 1 - (1 - level) p / p_adjusted (see module doc)."""
+    """Redraw a corrected row's intervals (primaries after ``correction``, secondaries after
+    Benjamini-Hochberg) at 1 - (1 - level) p / p_adjusted (see module doc), so that the
+    interval beside a verdict agrees with it."""
     row = test.row
     p, adjusted = row["p_value"], row["p_value_adjusted"]
     if p is None or adjusted is None or not 0 < p < adjusted:
@@ -193,9 +195,16 @@ def _user_level(row: dict[str, Any], r, base, level: float, intervals: str,
     if margin is not None:
         options = {"margin": margin, "relative": True, "level": level,
                    "higher_is_better": row["metric"] not in LOWER_IS_BETTER}
-        guard = (stats.non_inferiority(mean_stats, control_stats, **options) if cuped is None
-                 else stats.non_inferiority_adjusted(cuped.treatment, cuped.control,
-                                                     adjustment=cuped.adjustment, **options))
+        sequential = intervals == "sequential"
+        if cuped is not None:
+            guard = stats.non_inferiority_adjusted(cuped.treatment, cuped.control,
+                                                   adjustment=cuped.adjustment,
+                                                   sequential=sequential, **options)
+        elif sequential:  # judged by the same mode as the comparisons: always-valid
+            guard = stats.non_inferiority_sequential_of(
+                stats.contrast(mean_stats, control_stats), **options)
+        else:
+            guard = stats.non_inferiority(mean_stats, control_stats, **options)
         row.update(guardrail_margin=margin, guardrail_p_value=finite(guard.p_value),
                    guardrail_ok=guard.non_inferior)
     return RowTest(row, mean_stats, control_stats, guard, cuped, compared.adjusted)
@@ -241,11 +250,15 @@ def _described(metric: str) -> dict[str, str | None]:
 
 
 def adjust_p_values(rows: list[dict[str, Any]], correction: str, level: float) -> None:
+    """``p_value_adjusted`` and ``verdict`` of every tested row: primaries corrected with
+    ``correction``, secondaries by Benjamini-Hochberg among themselves and marked
+    ``exploratory`` (:func:`tracker.stats.multiple.adjust_by_role`), guardrails as they are."""
     tests = [r for r in rows if not r["control"] and r["kind"] == "user"]
-    adjusted = stats.adjust_primary([r["p_value"] for r in tests],
-                                    [r["primary"] for r in tests], method=correction)
-    for row, p in zip(tests, adjusted, strict=True):
+    roles = ["primary" if r["primary"] else r["role"] for r in tests]
+    adjusted = stats.adjust_by_role([r["p_value"] for r in tests], roles, method=correction)
+    for row, p, role in zip(tests, adjusted, roles, strict=True):
         row["p_value_adjusted"] = finite(p)
+        row["exploratory"] = role == "secondary"
         significant = p is not None and p < 1 - level
         if row["direction"] is None:  # not in the catalogue: which way is better is unknown
             row["verdict"] = None

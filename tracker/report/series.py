@@ -6,7 +6,8 @@ with its interval and p-value. The lift is the scorecard's own comparison
 (:func:`tracker.report.rows.comparison`, fixed-horizon or always-valid, with the CUPED inputs
 of :func:`tracker.report.rows.cuped_inputs`), so the lift charted on a day is the one
 ``tracker report --day DAY`` prints for that day (before the multiple-comparison
-correction, which widens only the scorecard's primaries' intervals).
+correction, which widens the scorecard's primaries' and secondaries' intervals; a
+guardrail's row is uncorrected).
 
 **CUPED**: given the view's covariate sums (:func:`tracker.store.computed.covariate_table`),
 a day that has them for every arm of the metric is regression-adjusted with θ fitted on that

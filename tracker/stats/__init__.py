@@ -24,9 +24,13 @@ CUPED narrows the same comparisons; θ is fitted once over all arms of the metri
     adjusted = compare_adjusted(covariate_stats[arm], covariate_stats[control_arm],
                                 adjustment=fit)           # or compare_adjusted_sequential
     adjusted.comparison, adjusted.variance_reduction     # .unadjusted for the raw result
-    trend = trend_test(days, daily_lifts, daily_variances)  # fading / growing / none
+    trend = exposure_trend(treatment_days, control_days)  # fading / growing / none
+
+Power, MDE and days to target (:mod:`tracker.stats.decision`) follow the interval mode
+(always-valid when sequential) and a model of arrivals (:func:`fit_arrivals`).
 """
 
+from tracker.stats.arrivals import Arrivals, fit_arrivals
 from tracker.stats.compare import (
     Comparison,
     Contrast,
@@ -50,6 +54,8 @@ from tracker.stats.cuped import (
 from tracker.stats.decision import (
     ArmSample,
     Decision,
+    DecisionReason,
+    Evidence,
     GuardrailResult,
     Outcome,
     PrimaryResult,
@@ -65,7 +71,13 @@ from tracker.stats.estimates import (
     ratio_estimate,
 )
 from tracker.stats.health import CheckStatus, HealthChecklist, HealthItem, health_checklist
-from tracker.stats.multiple import Correction, adjust_primary, benjamini_hochberg, holm
+from tracker.stats.multiple import (
+    Correction,
+    adjust_by_role,
+    adjust_primary,
+    benjamini_hochberg,
+    holm,
+)
 from tracker.stats.power import (
     minimum_detectable_effect,
     power_non_inferiority,
@@ -73,13 +85,38 @@ from tracker.stats.power import (
     users_for_effect,
 )
 from tracker.stats.results import Decided, Effect, IntervalKind, Reason
-from tracker.stats.sequential import DEFAULT_TUNING_N, boundary_multiplier, compare_sequential
+from tracker.stats.sequential import (
+    DEFAULT_TUNING_N,
+    boundary_multiplier,
+    compare_sequential,
+    non_inferiority_sequential_of,
+    sequential_critical,
+)
 from tracker.stats.srm import SrmResult, log_bayes_factor, sequential_srm, srm_test
 from tracker.stats.sufficient import ArmStats, MeanStats, RatioStats
-from tracker.stats.trend import Trend, TrendDirection, trend_test
+from tracker.stats.trend import (
+    MIN_USERS_PER_DAY,
+    ExposureDays,
+    Trend,
+    TrendDirection,
+    TrendMethod,
+    exposure_trend,
+    trend_test,
+)
 
 __all__ = [
     "DEFAULT_TUNING_N",
+    "MIN_USERS_PER_DAY",
+    "Arrivals",
+    "DecisionReason",
+    "Evidence",
+    "ExposureDays",
+    "TrendMethod",
+    "adjust_by_role",
+    "exposure_trend",
+    "fit_arrivals",
+    "non_inferiority_sequential_of",
+    "sequential_critical",
     "AdjustedComparison",
     "Adjustment",
     "ArmEstimate",

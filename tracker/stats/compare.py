@@ -301,7 +301,11 @@ class NonInferiority:
     ``(-inf, ci_high)`` when lower is better (an unbounded Fieller set leaves the
     bound at ∓inf). ``p_value`` is one-sided for H0 "worse by at least the
     margin"; ``non_inferior`` is True when that H0 is rejected at 1 − level,
-    ``None`` when the test cannot be computed (see ``reason``).
+    ``None`` when the test cannot be computed (see ``reason``). ``p_value_inferior`` is the
+    one-sided p-value of the opposite hypothesis, H0 "not worse than the margin": small when
+    the loss is shown *larger* than the margin (harm); fixed horizon it is 1 − ``p_value``.
+    ``interval_kind``: fixed-horizon (Welch) or always-valid (a confidence sequence, see
+    :func:`tracker.stats.sequential.non_inferiority_sequential_of`).
     """
 
     estimate: float | None
@@ -317,6 +321,8 @@ class NonInferiority:
     level: float
     non_inferior: bool | None
     reason: Reason
+    p_value_inferior: float | None = None
+    interval_kind: IntervalKind = IntervalKind.FIXED_HORIZON
 
 
 def _null_ratio(margin: float, higher_is_better: bool) -> float:
@@ -387,6 +393,25 @@ def non_inferiority_of(pair: Contrast, *, margin: float, relative: bool = True,
 def _test_non_inferiority(pair: Contrast, untested: NonInferiority) -> NonInferiority:
     """:func:`non_inferiority` of a testable ``pair``: ``untested`` with the test's
     statistic, p-value, one-sided bound and verdict filled in."""
+    tested = margin_statistic(pair, untested)
+    if tested is None:  # margin 1 (ρ₀ = 0) against a constant treatment: nothing to test
+        return replace(untested, df=None, reason=Reason.ZERO_VARIANCE)
+    statistic, df = tested
+    better_up = untested.higher_is_better
+    t_crit = float(sps.t.ppf(untested.level, df))
+    p_value = float(sps.t.sf(statistic, df) if better_up else sps.t.cdf(statistic, df))
+    other = float(sps.t.cdf(statistic, df) if better_up else sps.t.sf(statistic, df))
+    ci_low, ci_high = one_sided_bound(pair, t_crit, untested.relative, better_up)
+    return replace(untested, ci_low=ci_low, ci_high=ci_high, p_value=p_value,
+                   statistic=statistic, df=df, non_inferior=p_value < 1 - untested.level,
+                   p_value_inferior=other)
+
+
+def margin_statistic(pair: Contrast, untested: NonInferiority) -> tuple[float, float] | None:
+    """The statistic of the non-inferiority test at ``untested``'s margin and its Welch
+    degrees of freedom: (T − ρ₀ C) / √(v_T + ρ₀² v_C) (relative) or (d ± margin) / SE(d);
+    None when its variance is 0. Positive on the good side of the margin when higher is
+    better, negative when lower is better."""
     t, c = pair.treatment, pair.control
     assert t.estimate is not None and c.estimate is not None
     assert t.variance is not None and c.variance is not None
@@ -394,18 +419,12 @@ def _test_non_inferiority(pair: Contrast, untested: NonInferiority) -> NonInferi
     rho = _null_ratio(margin, better_up) if relative else 1.0
     shift = 0.0 if relative else (margin if better_up else -margin)
     a, b = t.variance, rho * rho * c.variance
-    if a + b <= 0:  # margin 1 (ρ₀ = 0) against a constant treatment: nothing to test
-        return replace(untested, df=None, reason=Reason.ZERO_VARIANCE)
-    df = welch_df(a, b, t.n, c.n)
-    statistic = (t.estimate - rho * c.estimate + shift) / math.sqrt(a + b)
-    t_crit = float(sps.t.ppf(untested.level, df))
-    p_value = float(sps.t.sf(statistic, df) if better_up else sps.t.cdf(statistic, df))
-    ci_low, ci_high = _one_sided_bound(pair, t_crit, relative, better_up)
-    return replace(untested, ci_low=ci_low, ci_high=ci_high, p_value=p_value,
-                   statistic=statistic, df=df, non_inferior=p_value < 1 - untested.level)
+    if a + b <= 0:
+        return None
+    return (t.estimate - rho * c.estimate + shift) / math.sqrt(a + b), welch_df(a, b, t.n, c.n)
 
 
-def _one_sided_bound(
+def one_sided_bound(
     pair: Contrast, critical: float, relative: bool, higher_is_better: bool
 ) -> tuple[float, float]:
     """(bound, +inf) or (−inf, bound): Welch's for the difference, Fieller's for the lift."""

@@ -67,7 +67,11 @@ from tracker.stats.compare import (
 from tracker.stats.covariates import CovariateMeanStats, CovariateRatioStats, CovariateStats
 from tracker.stats.estimates import Moments, moments, rounding_bound
 from tracker.stats.results import Reason, check_level
-from tracker.stats.sequential import DEFAULT_TUNING_N, sequential_of
+from tracker.stats.sequential import (
+    DEFAULT_TUNING_N,
+    non_inferiority_sequential_of,
+    sequential_of,
+)
 
 # Relative singular-value cut-off when solving for θ on the correlation scale:
 # below it, covariates are treated as collinear (least-norm solution).
@@ -333,11 +337,14 @@ def non_inferiority_adjusted(
     relative: bool = True,
     higher_is_better: bool = True,
     level: float = 0.95,
+    sequential: bool = False,
+    tuning_n: float = DEFAULT_TUNING_N,
 ) -> NonInferiority:
     """The guardrail test of :func:`tracker.stats.compare.non_inferiority` on the
     regression-adjusted arms (θ of ``adjustment``): the same one-sided Welch / Fieller test
     with the adjusted estimates and their variances. Without an active adjustment it is the
-    unadjusted test exactly.
+    unadjusted test exactly. ``sequential``: the always-valid form
+    (:func:`tracker.stats.sequential.non_inferiority_sequential_of`).
 
     >>> c = CovariateMeanStats.from_values([1.0, 2.0, 3.5], [[0.0], [1.0], [2.0]])
     >>> t = CovariateMeanStats.from_values([3.0, 4.5, 5.0], [[1.0], [2.0], [3.0]])
@@ -349,5 +356,9 @@ def non_inferiority_adjusted(
     """
     pair = contrast_of(adjusted_moments(treatment, adjustment),
                        adjusted_moments(control, adjustment))
+    if sequential:
+        return non_inferiority_sequential_of(pair, margin=margin, relative=relative,
+                                             higher_is_better=higher_is_better, level=level,
+                                             tuning_n=tuning_n)
     return non_inferiority_of(pair, margin=margin, relative=relative,
                               higher_is_better=higher_is_better, level=level)

@@ -7,19 +7,27 @@ covers the primaries, *and* every guardrail is significantly non-inferior; a sig
 deterioration blocks shipping. Sample sizes are planned so that the tests are powered: for
 the primaries at α / m (Bonferroni over the m primary tests, the first step of Holm's
 procedure, a conservative bound), for the guardrails at the one-sided α of their
-non-inferiority tests. In order:
+non-inferiority tests.
+
+Two things are kept apart, and every reason says which it is (:class:`Evidence`): evidence
+of **harm** (a test that rejects "no harm"), and a mere **lack of evidence** (a test that
+has not yet rejected "harm"). Only harm, or health that makes the numbers untrustworthy,
+says ``do_not_ship``; a lack of evidence keeps the experiment running. So that an A/A
+experiment is told ``do_not_ship`` at most α of the time, the harm tests share α: the
+primaries' two-sided tests after the correction spend at most α / 2 in the harmful
+direction, and the G guardrails' inferiority tests α / (2G) each (Bonferroni), so
+P(do not ship | no effect anywhere, health passing) ≤ α / 2 + G · α / (2G) = α.
+
+In order:
 
 1. ``do_not_ship`` when
    - a health item fails (a sample-ratio mismatch, heavy crossover, stopped logging:
-     :mod:`tracker.stats.health`), or
+     :mod:`tracker.stats.health`): the numbers cannot be trusted (:attr:`Evidence.UNTRUSTED`),
    - a primary is significantly *worse* after correction (adjusted p < α, effect in the bad
-     direction), or
-   - a guardrail fails. A guardrail **fails** when it is *shown inferior*: its one-sided
-     non-inferiority p-value exceeds 1 − α, i.e. the one-sided (1 − α) bound on the good
-     side lies beyond the margin (the loss is larger than tolerated, with confidence); or
-     when it is *not shown non-inferior once powered*: the test had power ≥ ``power`` at a
-     true effect of 0 (Φ(margin / SE − z_{1−α}), :func:`power_non_inferiority`) and still
-     did not reject. A guardrail neither shown non-inferior nor failing is *unresolved*.
+     direction): harm, or
+   - a guardrail is *shown inferior*: the one-sided test of "the loss is at most the
+     margin" rejects at α / (2G) (``p_value_inferior``; fixed horizon 1 − the
+     non-inferiority p-value): harm beyond the tolerated margin, with confidence.
 2. ``ship`` when a primary is significantly better, every guardrail is shown non-inferior,
    health does not block shipping (no failing item, every arm at the minimum sample), and
    no significantly better primary's lift is *fading*: shrinking significantly with the
@@ -27,11 +35,22 @@ non-inferiority tests. In order:
    where the cumulative lift overstates the long run.
 3. ``keep_running`` when the experiment is not yet powered: some primary's minimum
    detectable effect at today's users exceeds the target effect (relative, default 5 %),
-   or a significant win waits for an unresolved guardrail, for the minimum sample or for a
-   fading lift to settle. The
-   reasons and :attr:`Decision.power` give each primary's MDE and the days to reach the
-   target at the observed rate of new users.
+   or a significant win waits for a guardrail not yet shown non-inferior ("not shown safe":
+   a lack of evidence, whether or not its test is already powered), for the minimum sample
+   or for a fading lift to settle. The reasons and :attr:`Decision.power` give each
+   primary's MDE and the days to reach the target from a model of arrivals
+   (:mod:`tracker.stats.arrivals`: the daily new users, declining as the pool is exhausted),
+   capped at the planned end or a year: beyond it the reason says plainly that the target
+   is not reachable at the current traffic and which effect is detectable by then.
 4. ``no_detectable_effect``: powered for the target effect, and no primary significant.
+
+**The interval mode decides how power is judged.** With always-valid intervals
+(``sequential``, :mod:`tracker.stats.sequential`) a primary is powered when the confidence
+sequence at today's users excludes 0 with probability ``power`` at the target effect: the MDE
+is solved with the sequence's boundary in place of z_{1−α/2}, so "no detectable effect" is
+never said of an effect the sequential test cannot detect; guardrails are judged by the
+always-valid non-inferiority test (the report passes it) and their power uses the same
+boundary.
 
 Relative effects, MDEs and margins are fractions of the control mean (0.05 = 5 %); the
 relative MDE is the absolute one over |control mean| (first order in the delta method).
@@ -45,15 +64,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from scipy import stats as sps
+
 from tracker.stats.compare import Comparison, NonInferiority
-from tracker.stats.estimates import moments
+from tracker.stats.detectable import ArmSample, PrimaryPower, primary_power
 from tracker.stats.health import CheckStatus, HealthChecklist
-from tracker.stats.power import (
-    minimum_detectable_effect,
-    power_non_inferiority,
-    users_for_effect,
-)
-from tracker.stats.sufficient import ArmStats
+from tracker.stats.results import IntervalKind
+from tracker.stats.sequential import DEFAULT_TUNING_N, sequential_critical
 
 DEFAULT_TARGET_EFFECT = 0.05
 DEFAULT_POWER = 0.8
@@ -77,28 +94,30 @@ class GuardrailState(StrEnum):
     UNRESOLVED = "unresolved"
 
 
+class Evidence(StrEnum):
+    """What a decision's reason shows: ``harm`` (a test rejected "no harm"), ``benefit`` (a
+    primary significantly better), ``lack_of_evidence`` (not shown yet: an unpowered primary,
+    a guardrail not shown safe, a lift still settling; never harm), ``no_effect`` (powered and
+    not significant), ``untrusted`` (failing health: the numbers cannot be trusted), ``safe``
+    (a guardrail shown non-inferior)."""
+
+    HARM = "harm"
+    BENEFIT = "benefit"
+    LACK_OF_EVIDENCE = "lack_of_evidence"
+    NO_EFFECT = "no_effect"
+    UNTRUSTED = "untrusted"
+    SAFE = "safe"
+
+
 @dataclass(frozen=True, slots=True)
-class ArmSample:
-    """What judging power needs for one metric: users per arm today, the user-level
-    variance per arm and the control mean (the rollup's sufficient statistics), and
-    ``users_per_day``, new users per day in the two arms together, e.g. (users today − users
-    a week ago) / 7 in the cumulative view (None: unknown)."""
+class DecisionReason:
+    """One reason of a decision: its sentence and what it shows."""
 
-    users_treatment: int
-    users_control: int
-    variance_treatment: float | None
-    variance_control: float | None
-    mean_control: float | None
-    users_per_day: float | None = None
+    text: str
+    shows: Evidence
 
-    @classmethod
-    def from_stats(cls, treatment: ArmStats, control: ArmStats,
-                   users_per_day: float | None = None) -> ArmSample:
-        """From the two arms' sufficient statistics: the user-level variance is n times the
-        variance of the arm's estimate (for a ratio metric, its delta-method equivalent)."""
-        t, c = moments(treatment), moments(control)
-        return cls(t.n, c.n, None if t.variance is None else t.variance * t.n,
-                   None if c.variance is None else c.variance * c.n, c.estimate, users_per_day)
+    def to_dict(self) -> dict[str, str]:
+        return {"reason": self.text, "shows": self.shows.value}
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +149,11 @@ class PrimaryResult:
 @dataclass(frozen=True, slots=True)
 class GuardrailResult:
     """One guardrail of one treatment arm: the one-sided non-inferiority test at ``margin``
-    (:func:`tracker.stats.compare.non_inferiority`): effect, its standard error, one-sided
-    p-value and ``non_inferior`` (None: could not be computed)."""
+    (:func:`tracker.stats.compare.non_inferiority`, or its always-valid form): effect, its
+    standard error, one-sided p-value and ``non_inferior`` (None: could not be computed);
+    ``p_value_inferior`` the p-value of the opposite test, "the loss is at most the margin"
+    (None: 1 − ``p_value``, the fixed-horizon relation); ``users`` of both arms (the
+    sequential boundary depends on it); ``interval_kind`` which test it was."""
 
     metric: str
     margin: float
@@ -140,47 +162,46 @@ class GuardrailResult:
     p_value: float | None
     non_inferior: bool | None
     relative: bool = True
+    p_value_inferior: float | None = None
+    users: int | None = None
+    interval_kind: IntervalKind = IntervalKind.FIXED_HORIZON
 
     @classmethod
-    def from_test(cls, metric: str, test: NonInferiority) -> GuardrailResult:
-        """From :func:`tracker.stats.compare.non_inferiority`'s result."""
+    def from_test(cls, metric: str, test: NonInferiority,
+                  users: int | None = None) -> GuardrailResult:
+        """From :func:`tracker.stats.compare.non_inferiority`'s result (or the sequential
+        one's); ``users``: both arms' users."""
         return cls(metric, test.margin, test.estimate, test.std_error, test.p_value,
-                   test.non_inferior, test.relative)
+                   test.non_inferior, test.relative, test.p_value_inferior, users,
+                   test.interval_kind)
 
-
-@dataclass(frozen=True, slots=True)
-class PrimaryPower:
-    """Power of one primary at today's users. ``mde``: the relative minimum detectable
-    effect (``mde_absolute`` in the metric's units) at α / m and ``power``; ``powered``:
-    ``mde <= target``; ``days_to_target``: days of new users until the MDE reaches the
-    target (0 when powered; None when it cannot be said, ``note`` says why)."""
-
-    metric: str
-    mde: float | None
-    mde_absolute: float | None
-    target: float
-    powered: bool
-    days_to_target: int | None
-    note: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "mde": self.mde, "mde_absolute": self.mde_absolute,
-                "target": self.target, "powered": self.powered,
-                "days_to_target": self.days_to_target, "note": self.note}
+    @property
+    def harm_p_value(self) -> float | None:
+        """The p-value of "the loss is at most the margin": small when harm is shown."""
+        if self.p_value_inferior is not None:
+            return self.p_value_inferior
+        return None if self.p_value is None else 1.0 - self.p_value
 
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """The decision for one treatment ``arm``: its ``outcome``, the short sentences that
-    justify it (most decisive first) and each primary's power."""
+    """The decision for one treatment ``arm``: its ``outcome``, the reasons that justify it
+    (most decisive first), each saying what it shows (harm, lack of evidence, ...), and each
+    primary's power."""
 
     arm: str
     outcome: Outcome
-    reasons: tuple[str, ...]
+    explained: tuple[DecisionReason, ...]
     power: tuple[PrimaryPower, ...]
+
+    @property
+    def reasons(self) -> tuple[str, ...]:
+        """The reasons' sentences."""
+        return tuple(r.text for r in self.explained)
 
     def to_dict(self) -> dict[str, Any]:
         return {"arm": self.arm, "outcome": self.outcome.value, "reasons": list(self.reasons),
+                "evidence": [r.to_dict() for r in self.explained],
                 "power": [p.to_dict() for p in self.power]}
 
 
@@ -222,128 +243,131 @@ def significant_direction(p: PrimaryResult, alpha: float) -> int:
     return 1 if (p.estimate > 0) == p.higher_is_better else -1
 
 
-def guardrail_state(g: GuardrailResult, *, alpha: float = 0.05,
-                    power: float = DEFAULT_POWER) -> tuple[GuardrailState, float | None]:
+def guardrail_power(g: GuardrailResult, *, alpha: float = 0.05,
+                    tuning_n: float = DEFAULT_TUNING_N) -> float | None:
+    """Power of the guardrail's non-inferiority test at a true effect of 0: Φ(margin / SE −
+    c) with c = z_{1−α} (fixed horizon, :func:`tracker.stats.power.power_non_inferiority`) or
+    the confidence sequence's boundary at the guardrail's users (always-valid); None when
+    the test could not be computed.
+
+    >>> g = GuardrailResult("g", 0.05, 0.0, 0.02, 0.5, False)
+    >>> round(guardrail_power(g), 3)
+    0.804
+    """
+    if g.std_error is None:
+        return None
+    if g.std_error == 0:
+        return 1.0 if g.margin > 0 else alpha
+    if g.interval_kind is IntervalKind.SEQUENTIAL:
+        if not g.users:
+            return None
+        critical = sequential_critical(g.users, alpha, tuning_alpha=alpha, tuning_n=tuning_n)
+    else:
+        critical = float(sps.norm.ppf(1 - alpha))
+    return float(sps.norm.cdf(g.margin / g.std_error - critical))
+
+
+def guardrail_state(g: GuardrailResult, *, alpha: float = 0.05, power: float = DEFAULT_POWER,
+                    harm_alpha: float | None = None,
+                    tuning_n: float = DEFAULT_TUNING_N) -> tuple[GuardrailState, float | None]:
     """The guardrail's state and the power of its test at a true effect of 0 (None when the
-    test could not be computed)."""
-    test_power = (power_non_inferiority(g.margin, g.std_error, alpha=alpha)
-                  if g.std_error is not None else None)
+    test could not be computed). ``harm_alpha``: the level of the inferiority (harm) test,
+    α / (2G) for G guardrails in :func:`decide` (default α / 2, one guardrail)."""
+    harm_alpha = alpha / 2 if harm_alpha is None else harm_alpha
+    test_power = guardrail_power(g, alpha=alpha, tuning_n=tuning_n)
     if g.non_inferior:
         return GuardrailState.NON_INFERIOR, test_power
-    if g.p_value is not None and g.p_value > 1 - alpha:
+    harm = g.harm_p_value
+    if harm is not None and harm < harm_alpha:
         return GuardrailState.SHOWN_INFERIOR, test_power
     if g.non_inferior is False and test_power is not None and test_power >= power:
         return GuardrailState.NOT_NON_INFERIOR_POWERED, test_power
     return GuardrailState.UNRESOLVED, test_power
 
 
-def _guardrail_text(g: GuardrailResult, state: GuardrailState, test_power: float | None) -> str:
+_GUARDRAIL_SHOWS = {GuardrailState.NON_INFERIOR: Evidence.SAFE,
+                    GuardrailState.SHOWN_INFERIOR: Evidence.HARM,
+                    GuardrailState.NOT_NON_INFERIOR_POWERED: Evidence.LACK_OF_EVIDENCE,
+                    GuardrailState.UNRESOLVED: Evidence.LACK_OF_EVIDENCE}
+
+
+def _guardrail_reason(g: GuardrailResult, state: GuardrailState,
+                      test_power: float | None) -> DecisionReason:
     margin = f"{g.margin:.1%}" if g.relative else f"{g.margin:g}"
     head = g.metric if g.estimate is None else f"{g.metric} {_effect_text(g.estimate, g.relative)}"
+    shows = _GUARDRAIL_SHOWS[state]
     if state is GuardrailState.NON_INFERIOR:
-        return f"{head}: non-inferior at the {margin} margin"
+        return DecisionReason(f"{head}: non-inferior at the {margin} margin", shows)
     if state is GuardrailState.SHOWN_INFERIOR:
-        return f"{head}: shown worse than the {margin} margin tolerates"
+        return DecisionReason(f"{head}: shown worse than the {margin} margin tolerates (harm)",
+                              shows)
     if state is GuardrailState.NOT_NON_INFERIOR_POWERED:
-        return (f"{head}: not shown non-inferior at the {margin} margin although the test "
-                f"is powered ({test_power:.0%})")
+        return DecisionReason(
+            f"{head}: not shown safe: not shown non-inferior at the {margin} margin although "
+            f"the test is powered ({test_power:.0%}); a lack of evidence, not harm", shows)
     if test_power is None:
-        return f"{head}: the non-inferiority test at the {margin} margin cannot be computed yet"
-    return (f"{head}: not yet shown non-inferior at the {margin} margin (power "
-            f"{test_power:.0%} at today's users)")
+        return DecisionReason(f"{head}: not shown safe: the non-inferiority test at the "
+                              f"{margin} margin cannot be computed yet", shows)
+    return DecisionReason(f"{head}: not yet shown non-inferior at the {margin} margin (power "
+                          f"{test_power:.0%} at today's users); not shown safe yet, no harm "
+                          "shown", shows)
 
 
-def primary_power(p: PrimaryResult, *, alpha: float, power: float,
-                  target: float) -> PrimaryPower:
-    """MDE of ``p`` at today's users (two-sided test at ``alpha``, already divided by the
-    family size) and the days until it reaches ``target`` at the observed daily rate."""
-    s = p.sample
-
-    def unknown(note: str) -> PrimaryPower:
-        return PrimaryPower(p.metric, None, None, target, False, None, note)
-
-    if s is None or s.variance_treatment is None or s.variance_control is None:
-        return unknown(f"{p.metric}: power cannot be judged yet (no variance: too few users)")
-    if min(s.users_treatment, s.users_control) < 2:
-        return unknown(f"{p.metric}: power cannot be judged with fewer than 2 users per arm")
-    if not s.mean_control:
-        return unknown(f"{p.metric}: the control mean is 0, a relative MDE is undefined")
-    sd_t, sd_c = math.sqrt(s.variance_treatment), math.sqrt(s.variance_control)
-    absolute = minimum_detectable_effect(sd_t, sd_c, s.users_treatment, s.users_control,
-                                         alpha=alpha, power=power)
-    relative = absolute / abs(s.mean_control)
-    users = s.users_treatment + s.users_control
-    head = (f"{p.metric}: MDE {relative:.1%} at today's {s.users_treatment:,} + "
-            f"{s.users_control:,} users (target {target:.1%})")
-    if relative <= target:
-        return PrimaryPower(p.metric, relative, absolute, target, True, 0, f"{head}: powered")
-    if not s.users_per_day or s.users_per_day <= 0:
-        return PrimaryPower(p.metric, relative, absolute, target, False, None,
-                            f"{head}; no new users per day, the target is out of reach")
-    needed = users_for_effect(target * abs(s.mean_control), sd_t, sd_c,
-                              s.users_treatment / users, alpha=alpha, power=power)
-    days = max(1, math.ceil((needed - users) / s.users_per_day))
-    return PrimaryPower(p.metric, relative, absolute, target, False, days,
-                        f"{head}; about {days} more day(s) at {s.users_per_day:,.0f} new "
-                        "users a day")
-
-
-def decide(
-    arm: str,
-    primaries: Sequence[PrimaryResult],
-    guardrails: Sequence[GuardrailResult],
-    health: HealthChecklist,
-    *,
-    alpha: float = 0.05,
-    power: float = DEFAULT_POWER,
-    target_effect: float = DEFAULT_TARGET_EFFECT,
-    correction: str = "Holm",
-    family_size: int | None = None,
-    fading: Mapping[str, str] | None = None,
-) -> Decision:
+def decide(arm: str, primaries: Sequence[PrimaryResult], guardrails: Sequence[GuardrailResult],
+           health: HealthChecklist, *, alpha: float = 0.05, power: float = DEFAULT_POWER,
+           target_effect: float = DEFAULT_TARGET_EFFECT, correction: str = "Holm",
+           family_size: int | None = None, fading: Mapping[str, str] | None = None,
+           interval_kind: IntervalKind | str = IntervalKind.FIXED_HORIZON,
+           tuning_n: float = DEFAULT_TUNING_N, days_left: int | None = None) -> Decision:
     """The decision for treatment ``arm`` after the rule of the module docstring.
 
-    ``primaries`` carry p-values already adjusted over the family (``correction`` names the
-    method in the reasons); ``family_size``: the number of tests in that family (default:
-    the primaries given; the report corrects primaries × treatment arms), used to plan power
-    at α / family_size. ``target_effect``: the relative effect the experiment must be able to
-    detect. ``fading``: primaries whose lift fades with exposure, each with the sentence
-    that says so; one of them significantly better keeps the arm running instead of shipping.
+    ``primaries`` carry p-values adjusted over a family of ``family_size`` tests (default: the
+    primaries; power is planned at α / family_size), ``correction`` names the method;
+    ``fading``: primaries whose lift fades, with the sentence that says so (a significant win
+    among them keeps running); ``interval_kind``: the analysis' mode (sequential: power from
+    the confidence sequence tuned for α and ``tuning_n``); ``days_left``: days to the planned
+    end (None: a year at most).
     """
     family = _check_decision_inputs(primaries, alpha, power, target_effect, family_size)
     directions = {p.metric: significant_direction(p, alpha) for p in primaries}
-    powers = tuple(primary_power(p, alpha=alpha / family, power=power, target=target_effect)
+    powers = tuple(primary_power(p.metric, p.sample, alpha=alpha / family, power=power,
+                                 target=target_effect, interval_kind=IntervalKind(interval_kind),
+                                 tuning_alpha=alpha, tuning_n=tuning_n, days_left=days_left)
                    for p in primaries)
-    guards = [(g, *guardrail_state(g, alpha=alpha, power=power)) for g in guardrails]
+    harm_alpha = alpha / (2 * max(1, len(guardrails)))
+    guards = [_guardrail_reason(g, *guardrail_state(g, alpha=alpha, power=power,
+                                                    harm_alpha=harm_alpha, tuning_n=tuning_n))
+              for g in guardrails]
+    powered = {pw.metric: pw.powered for pw in powers}
 
-    failing_health = [i for i in health.items if i.status is CheckStatus.FAIL]
-    worse = [p for p in primaries if directions[p.metric] < 0]
-    better = [p for p in primaries if directions[p.metric] > 0]
-    failed = [(g, s, tp) for g, s, tp in guards if s in (GuardrailState.SHOWN_INFERIOR,
-                                                        GuardrailState.NOT_NON_INFERIOR_POWERED)]
-    unresolved = [(g, s, tp) for g, s, tp in guards if s is GuardrailState.UNRESOLVED]
-    small_sample = [i for i in health.items if i.blocks_ship and i.status is not CheckStatus.FAIL]
-    novelty = [(fading or {})[p.metric] for p in better if p.metric in (fading or {})]
+    def primary_reason(p: PrimaryResult) -> DecisionReason:
+        direction = directions[p.metric]
+        shows = {1: Evidence.BENEFIT, -1: Evidence.HARM}.get(
+            direction, Evidence.NO_EFFECT if powered[p.metric] else Evidence.LACK_OF_EVIDENCE)
+        return DecisionReason(_primary_reason(p, direction, correction), shows)
 
-    def primary_reason(p: PrimaryResult) -> str:
-        return _primary_reason(p, directions[p.metric], correction)
+    failing = [DecisionReason(f"health: {i.message}", Evidence.UNTRUSTED)
+               for i in health.items if i.status is CheckStatus.FAIL]
+    worse = [primary_reason(p) for p in primaries if directions[p.metric] < 0]
+    better = [primary_reason(p) for p in primaries if directions[p.metric] > 0]
+    harmed = [g for g in guards if g.shows is Evidence.HARM]
+    not_safe = [g for g in guards if g.shows is Evidence.LACK_OF_EVIDENCE]
+    waiting = [DecisionReason(f"health: {i.message}", Evidence.LACK_OF_EVIDENCE)
+               for i in health.items if i.blocks_ship and i.status is not CheckStatus.FAIL]
+    novelty = [DecisionReason(note, Evidence.LACK_OF_EVIDENCE) for p in primaries
+               if directions[p.metric] > 0 and (note := (fading or {}).get(p.metric))]
+    unpowered = [DecisionReason(pw.note, Evidence.LACK_OF_EVIDENCE)
+                 for pw in powers if not pw.powered]
 
-    if failing_health or worse or failed:
-        reasons = ([f"health: {i.message}" for i in failing_health]
-                   + [primary_reason(p) for p in worse]
-                   + [_guardrail_text(g, s, tp) for g, s, tp in failed])
-        return Decision(arm, Outcome.DO_NOT_SHIP, tuple(reasons), powers)
-    if better and not unresolved and not small_sample and not novelty:
-        reasons = ([primary_reason(p) for p in better]
-                   + [_guardrail_text(g, s, tp) for g, s, tp in guards])
-        return Decision(arm, Outcome.SHIP, tuple(reasons), powers)
-    if better or not all(pw.powered for pw in powers):
-        reasons = ([primary_reason(p) for p in better] + novelty
-                   + [f"health: {i.message}" for i in small_sample]
-                   + [_guardrail_text(g, s, tp) for g, s, tp in unresolved]
-                   + [pw.note for pw in powers if not pw.powered])
-        return Decision(arm, Outcome.KEEP_RUNNING, tuple(reasons), powers)
-    reasons = [primary_reason(p) for p in primaries] + [pw.note for pw in powers]
+    if failing or worse or harmed:
+        return Decision(arm, Outcome.DO_NOT_SHIP, (*failing, *worse, *harmed), powers)
+    if better and not not_safe and not waiting and not novelty:
+        return Decision(arm, Outcome.SHIP, (*better, *guards), powers)
+    if better or unpowered:
+        return Decision(arm, Outcome.KEEP_RUNNING,
+                        (*better, *novelty, *waiting, *not_safe, *unpowered), powers)
+    reasons = ([primary_reason(p) for p in primaries]
+               + [DecisionReason(pw.note, Evidence.NO_EFFECT) for pw in powers] + not_safe)
     return Decision(arm, Outcome.NO_DETECTABLE_EFFECT, tuple(reasons), powers)
 
 

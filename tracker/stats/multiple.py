@@ -2,9 +2,13 @@
 
 Ten primary metrics against two treatments are twenty tests; at α = 0.05 one
 of them "wins" by chance alone. The experiment's primary metrics form the
-family that is corrected; guardrails are not (a guardrail should alarm
-easily, and correcting it would make it quieter), nor are exploratory
-metrics that are not marked primary.
+family that is corrected (Holm by default); guardrails are not (a guardrail should alarm
+easily, and correcting it would make it quieter; the decision splits its harm tests'
+α itself, :mod:`tracker.stats.decision`). Secondary metrics form a second family,
+corrected by Benjamini–Hochberg (:func:`adjust_by_role`): a report shows a dozen of them,
+and uncorrected they gave about 1.5 spurious "better/worse" verdicts per A/A report; their
+verdicts are exploratory (they never decide) and controlling the share of false ones is
+what a reader scanning them needs.
 
 - Holm (1979), "A simple sequentially rejective multiple test procedure":
   controls the family-wise error rate, uniformly more powerful than Bonferroni.
@@ -114,5 +118,29 @@ def adjust_primary(
     family = [i for i, p in enumerate(result) if p is not None and primary[i]]
     adjust = holm if correction is Correction.HOLM else benjamini_hochberg
     for i, q in zip(family, adjust([result[i] for i in family]), strict=True):
+        result[i] = float(q)
+    return tuple(result)
+
+
+def adjust_by_role(
+    p_values: Sequence[float | None],
+    roles: Sequence[str],
+    *,
+    method: Correction | str = Correction.HOLM,
+) -> tuple[float | None, ...]:
+    """Correct each family of a report: ``"primary"`` tests with ``method``, ``"secondary"``
+    ones by Benjamini–Hochberg among themselves (exploratory), ``"guardrail"`` ones (and any
+    other role) unchanged; ``None`` stays ``None``.
+
+    >>> adjust_by_role([0.01, 0.04, 0.02, 0.03, 0.2],
+    ...                ["primary", "primary", "secondary", "secondary", "guardrail"])
+    (0.02, 0.04, 0.03, 0.03, 0.2)
+    """
+    if len(p_values) != len(roles):
+        raise ValueError(f"need one role per p-value, got {len(p_values)} p-values and "
+                         f"{len(roles)} roles")
+    result = list(adjust_primary(p_values, [r == "primary" for r in roles], method=method))
+    secondary = [i for i, r in enumerate(roles) if r == "secondary" and result[i] is not None]
+    for i, q in zip(secondary, benjamini_hochberg([result[i] for i in secondary]), strict=True):
         result[i] = float(q)
     return tuple(result)

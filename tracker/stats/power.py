@@ -65,15 +65,25 @@ def _check_alpha_power(alpha: float, power: float) -> None:
         raise ValueError(f"power must lie between alpha ({alpha!r}) and 1, got {power!r}")
 
 
-def mde_multiplier(*, alpha: float = 0.05, power: float = 0.8) -> float:
+def mde_multiplier(*, alpha: float = 0.05, power: float = 0.8,
+                   critical: float | None = None) -> float:
     """The minimum detectable effect in standard errors: the m with
     Φ(m − z) + Φ(−m − z) = ``power``, z = z_{1−α/2} (exact; ≈ z + z_{power}).
 
+    ``critical`` replaces z: the test rejects when |estimate| / SE exceeds it, e.g. the
+    boundary of an always-valid confidence sequence at today's users
+    (:func:`tracker.stats.sequential.sequential_critical`), so that the MDE is the effect
+    that test detects with probability ``power`` at a single look.
+
     >>> round(mde_multiplier(alpha=0.05, power=0.8), 4)
     2.8016
+    >>> round(mde_multiplier(power=0.8, critical=3.0), 4)   # ≈ 3.0 + 0.8416
+    3.8416
     """
     _check_alpha_power(alpha, power)
-    z = float(sps.norm.ppf(1 - alpha / 2))
+    if critical is not None and not (math.isfinite(critical) and critical > 0):
+        raise ValueError(f"critical must be a positive number, got {critical!r}")
+    z = float(sps.norm.ppf(1 - alpha / 2)) if critical is None else float(critical)
 
     def shortfall(m: float) -> float:
         return float(sps.norm.cdf(m - z) + sps.norm.cdf(-m - z)) - power

@@ -31,9 +31,18 @@ on α, so that p-value is only calibrated at the chosen ``level``.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
-from tracker.stats.compare import Comparison, Contrast, comparison_of, contrast
-from tracker.stats.results import IntervalKind, check_level
+from tracker.stats.compare import (
+    Comparison,
+    Contrast,
+    NonInferiority,
+    comparison_of,
+    contrast,
+    non_inferiority_of,
+    one_sided_bound,
+)
+from tracker.stats.results import IntervalKind, Reason, check_level
 from tracker.stats.sufficient import ArmStats
 
 #: GrowthBook's default tuning parameter N*: the CS is narrowest at 5,000 users.
@@ -150,3 +159,76 @@ def _always_valid_p(n: float, r2: float, statistic: float) -> float:
     """p = min(1, 1/E) with log E = ρ² S² / (2 (Nρ² + 1)) − ½ log(Nρ² + 1), S² = N z²."""
     log_e = r2 * n * statistic**2 / (2.0 * (n * r2 + 1.0)) - 0.5 * math.log1p(n * r2)
     return 1.0 if log_e <= 0 else math.exp(-log_e)
+
+
+def sequential_critical(n_total: float, alpha: float, *, tuning_alpha: float = 0.05,
+                        tuning_n: float = DEFAULT_TUNING_N) -> float:
+    """The confidence sequence's boundary in standard errors at ``n_total`` users for the
+    error rate ``alpha``, with ρ tuned for ``tuning_alpha`` and ``tuning_n`` (the report tunes
+    ρ once for its nominal level and draws corrected tests at smaller α, see
+    :func:`compare_sequential`). The always-valid test rejects at ``alpha`` exactly when
+    |z| exceeds it; power and MDE of the sequential analysis use it in place of z_{1−α/2}.
+
+    >>> round(sequential_critical(5000, 0.05), 3) == round(boundary_multiplier(5000, 0.05), 3)
+    True
+    """
+    if not (0.0 < alpha < 1.0 and 0.0 < tuning_alpha < 1.0):
+        raise ValueError(f"alpha and tuning_alpha must lie in (0, 1), got {alpha!r} and "
+                         f"{tuning_alpha!r}")
+    if not n_total > 0:
+        raise ValueError(f"n_total must be > 0, got {n_total!r}")
+    return _multiplier(float(n_total), alpha, rho_squared(tuning_alpha, _check_tuning(tuning_n)))
+
+
+def non_inferiority_sequential_of(
+    pair: Contrast,
+    *,
+    margin: float,
+    relative: bool = True,
+    higher_is_better: bool = True,
+    level: float = 0.95,
+    tuning_n: float = DEFAULT_TUNING_N,
+) -> NonInferiority:
+    """Always-valid guardrail test: :func:`tracker.stats.compare.non_inferiority_of` with the
+    confidence sequence's boundary in place of Student's quantile, so that a guardrail looked
+    at every day keeps its error rate (the two-sided normal-mixture boundary of
+    :func:`compare_sequential` at α = 1 − ``level``, whose lower (or upper) end alone is a
+    valid one-sided bound: conservative, never anti-conservative).
+
+    The statistic is the fixed-horizon one (:func:`tracker.stats.compare.margin_statistic`);
+    its always-valid p-value is 1 / E with the mixture e-value of the module docstring on the
+    good side of the margin (``p_value``: non-inferior when < 1 − ``level``) and on the bad
+    side (``p_value_inferior``: harm). N counts both arms' users, as for the comparisons.
+
+    Worked example: 4,000 users per arm, 12 % vs 12 % conversions, margin 0.02 absolute:
+    z = 0.02 / 0.007267 = 2.752, below the sequential boundary 3.047 at N = 8,000 (see
+    :func:`compare_sequential`): not shown non-inferior although the fixed-horizon test
+    (z > 1.645) would pass.
+
+    >>> from tracker.stats.compare import contrast
+    >>> from tracker.stats.sufficient import MeanStats
+    >>> arm = MeanStats(4000, 480.0, 480.0)
+    >>> r = non_inferiority_sequential_of(contrast(arm, arm), margin=0.02, relative=False)
+    >>> round(r.statistic, 3), r.non_inferior, r.interval_kind.value
+    (2.752, False, 'sequential')
+    """
+    level = check_level(level)
+    tested = non_inferiority_of(pair, margin=margin, relative=relative,
+                                higher_is_better=higher_is_better, level=level)
+    untested = replace(tested, ci_low=None, ci_high=None, p_value=None, statistic=None,
+                       non_inferior=None, p_value_inferior=None,
+                       interval_kind=IntervalKind.SEQUENTIAL)
+    if tested.reason is not Reason.OK or tested.statistic is None:
+        return replace(untested, reason=tested.reason)
+    statistic = tested.statistic
+    n = float(pair.n_total)
+    alpha = 1.0 - level
+    r2 = rho_squared(alpha, _check_tuning(tuning_n))
+    two_sided = _always_valid_p(n, r2, statistic)
+    good = statistic > 0 if higher_is_better else statistic < 0
+    p_value, p_inferior = (two_sided, 1.0) if good else (1.0, two_sided)
+    if statistic == 0:
+        p_value = p_inferior = 1.0
+    low, high = one_sided_bound(pair, _multiplier(n, alpha, r2), relative, higher_is_better)
+    return replace(untested, ci_low=low, ci_high=high, p_value=p_value, statistic=statistic,
+                   non_inferior=p_value < alpha, p_value_inferior=p_inferior)

@@ -8,7 +8,11 @@ Two tests, both flagged on their p-value alone, at p < 0.001 by default (the
 threshold of GrowthBook, Eppo and Bucketeer; ``threshold=`` changes it):
 
 - :func:`srm_test`, Pearson's chi-square goodness of fit of the users per arm
-  against the declared weights. Valid for one look.
+  against the declared weights. Valid for one look. With small counts (an expected count
+  below 5 in some arm, Cochran's rule) the chi-square approximation over-flags unbalanced
+  splits (p < 0.001 with probability 1.2 % at 95/5 and 10 users): the p-value is then the
+  exact one, the binomial test for two arms and the exact multinomial test for more
+  (:func:`exact_p_value`), whose false-alarm rate never exceeds the threshold.
 - :func:`sequential_srm`, the anytime-valid Dirichlet-multinomial Bayes factor
   test of Lindon & Malek (2022), "Anytime-Valid Inference for Multinomial Count
   Data", NeurIPS 2022 (arXiv:2011.03567). Valid when repeated every day.
@@ -23,6 +27,7 @@ applied to one arm), and a loss that certain biases every lift (Fabijan et al.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -64,6 +69,7 @@ class SrmResult:
     sequential: bool
     reason: Reason
     deviation: tuple[float, ...] | None = None
+    exact: bool = False
 
     @property
     def ok(self) -> bool:
@@ -133,7 +139,8 @@ def srm_test(
     """Chi-square goodness-of-fit SRM test of users per arm against declared weights.
 
     With N users and shares w_i: E_i = N w_i, X² = Σ (O_i − E_i)² / E_i,
-    p = P(χ²_{k−1} ≥ X²) (Pearson 1900). Weights need not sum to 1.
+    p = P(χ²_{k−1} ≥ X²) (Pearson 1900). Weights need not sum to 1. When some E_i < 5 the
+    p-value is exact instead (:func:`exact_p_value`, ``exact`` True); ``statistic`` stays X².
 
     Worked example: 50/50 declared, 5,100 vs 4,900 users: E = 5,000 each,
     X² = (100² + 100²) / 5,000 = 4, p = P(χ²₁ ≥ 4) ≈ 0.0455: not flagged.
@@ -160,12 +167,61 @@ def srm_test(
         )
     expected = counts.sum() * share
     statistic = float(np.sum((counts - expected) ** 2 / expected))
-    p_value = float(sps.chi2.sf(statistic, counts.size - 1))
+    exact = exact_p_value(counts, share) if expected.min() < SMALL_EXPECTED else None
+    p_value = float(sps.chi2.sf(statistic, counts.size - 1)) if exact is None else exact
     deviation = _deviation(counts, share)
     return SrmResult(
         observed, tuple(share.tolist()), statistic, p_value, max(map(abs, deviation)),
-        threshold, p_value < threshold, False, Reason.OK, deviation,
+        threshold, p_value < threshold, False, Reason.OK, deviation, exact is not None,
     )
+
+
+#: Below this expected count in some arm the chi-square approximation is not trusted
+#: (Cochran 1954, "Some methods for strengthening the common χ² tests", Biometrics 10).
+SMALL_EXPECTED = 5.0
+#: The exact multinomial test enumerates every split of the users; beyond this many splits
+#: (C(N + k − 1, k − 1)) it falls back to chi-square.
+MAX_EXACT_OUTCOMES = 200_000
+
+
+def exact_p_value(users: Sequence[int] | ArrayLike,
+                  weights: Sequence[float] | ArrayLike) -> float | None:
+    """The exact goodness-of-fit p-value of ``users`` per arm against ``weights``: the
+    probability, under the declared split, of every split at most as likely as the observed
+    one (the "minimum likelihood" two-sided rule: Clopper-Pearson's for two arms, scipy's
+    ``binomtest``; the exact multinomial test for more, Read & Cressie 1988, *Goodness-of-Fit
+    Statistics for Discrete Multivariate Data*, §2). None when there are more than
+    :data:`MAX_EXACT_OUTCOMES` splits to enumerate.
+
+    Worked example: 10 users declared 95/5, 7 and 3 observed: P(3 or more in the 5 % arm)
+    = 1 − P(0) − P(1) − P(2) ≈ 0.01150 (every split with 3 or more is less likely than the
+    observed one; those with 0, 1, 2 are more likely).
+
+    >>> round(exact_p_value([7, 3], [0.95, 0.05]), 5)
+    0.0115
+    """
+    x = np.asarray(users, dtype=np.int64)
+    w = _check_weights(weights, x.size)
+    n = int(x.sum())
+    if n == 0:
+        return 1.0
+    if x.size == 2:
+        return float(sps.binomtest(int(x[0]), n, float(w[0])).pvalue)
+    if math.comb(n + x.size - 1, x.size - 1) > MAX_EXACT_OUTCOMES:
+        return None
+    splits = _compositions(n, x.size)
+    log_w = np.log(w)
+    log_p = special.gammaln(n + 1) - special.gammaln(splits + 1).sum(axis=1) + splits @ log_w
+    observed = special.gammaln(n + 1) - special.gammaln(x + 1).sum() + x @ log_w
+    at_most = log_p <= observed + 1e-7 * max(1.0, abs(observed))  # ties up to rounding
+    return float(min(1.0, np.exp(log_p[at_most]).sum()))
+
+
+def _compositions(n: int, k: int) -> np.ndarray:
+    """Every way of splitting ``n`` users over ``k`` arms, one row each (stars and bars)."""
+    bars = np.array(list(itertools.combinations(range(n + k - 1), k - 1)), dtype=np.int64)
+    edges = np.column_stack([np.full(len(bars), -1), bars, np.full(len(bars), n + k - 1)])
+    return np.diff(edges, axis=1) - 1
 
 
 def log_bayes_factor(
