@@ -145,13 +145,11 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     ``covariates``: CUPED's sums; holding the day, every comparison, guardrail and power is
     regression-adjusted. ``intervals``, ``correction``, ``target_effect``, ``cuped``: None
     follows the analysis plan (:func:`planned`); a departure is named in ``exploratory``.
-    ``planned_end``: the horizon of "days to target" (default: the experiment's end).
-    """
+    ``planned_end``: the horizon of "days to target" (default: the experiment's end)."""
     exploratory = deviations(info.plan, intervals=intervals, correction=correction,
                              target_effect=target_effect, cuped=cuped)
     intervals, correction, target_effect = planned(info.plan, intervals, correction, target_effect)
-    if planned_end is None and info.ends_at is not None:
-        planned_end = info.ends_at.date()
+    planned_end = planned_end or (info.ends_at.date() if info.ends_at else None)
     level = _check_options(level, intervals, target_effect)
     roles = roles_for(info, primary, guardrails)
     as_of = _reported_day(metric_table, days, as_of)

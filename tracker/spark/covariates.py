@@ -49,9 +49,10 @@ from tracker.errors import StaleState
 from tracker.lake.layout import SCHEMAS
 from tracker.rollup import covariates as cuped
 from tracker.rollup import state
-from tracker.rollup.covariates import USERS, UserCovariates, names_for
+from tracker.rollup.covariates import names_for
 from tracker.rollup.pre_metrics import index_in
 from tracker.rollup.published import DayResult
+from tracker.rollup.user_covariates import USERS, UserCovariates
 from tracker.spark.buckets import collected, lake_buckets
 from tracker.spark.frames import bucket_of
 from tracker.spark.lake import Lake, spark_schema
