@@ -167,25 +167,36 @@ def _changed(conn: sa.Connection, reader: ArrowReader | None, info: ExperimentIn
     whole, as days before the horizon keep their results."""
     if reader is None:
         return None
+    span = info.cuped_days * _DAY_US
+    # only rows before the latest stored first exposure can matter (most new rows of a
+    # night occur after every stored user's): the database filters them, numpy the rest
     bounds = {"experiment": info.id, "after": ids.impressions_after,
               "through": ids.impressions_through, "i_after": ids.interactions_after,
-              "i_through": ids.interactions_through, "lo": FIRST_INSTANT, "hi": END_INSTANT}
+              "i_through": ids.interactions_through, "lo": FIRST_INSTANT,
+              "hi": min(int(stored.first.max()), END_INSTANT),
+              "window": max(int(stored.first.min()) - span, FIRST_INSTANT)}
+    # by primary key: on SQLite a unary + keeps the time indexes out (their ranges can hold
+    # far more rows than the new ids, read in random order)
+    plus = "" if reader.engine.dialect.name == "postgresql" else "+"
     own = reader.read("SELECT imp.user_id, imp.served_at FROM impression imp "
                       "WHERE imp.id > :after AND imp.id <= :through "
-                      "AND imp.experiment_id = :experiment AND imp.served_at >= :lo "
-                      "AND imp.served_at < :hi", _TIMES, bounds)
+                      f"AND {plus}imp.experiment_id = :experiment AND {plus}imp.served_at >= :lo "
+                      f"AND {plus}imp.served_at < :hi", _TIMES, bounds)
     other = reader.read("SELECT imp.user_id, imp.served_at FROM impression imp "
                         "WHERE imp.id > :after AND imp.id <= :through "
-                        "AND imp.experiment_id <> :experiment", _TIMES, bounds)
+                        f"AND {plus}imp.experiment_id <> :experiment "
+                        f"AND {plus}imp.served_at >= :window AND {plus}imp.served_at < :hi",
+                        _TIMES, bounds)
     events = reader.read("SELECT it.user_id, it.occurred_at FROM interaction it "
-                         "WHERE it.id > :i_after AND it.id <= :i_through", _TIMES, bounds)
+                         "WHERE it.id > :i_after AND it.id <= :i_through "
+                         f"AND {plus}it.occurred_at >= :window AND {plus}it.occurred_at < :hi",
+                         _TIMES, bounds)
     first = stored.first.copy()
     row = index_in(own["user"].combine_chunks(), stored.users)
     at = own["at"].to_numpy()
     known = row >= 0
     np.minimum.at(first, row[known], at[known])
     hit = first < stored.first  # moved
-    span = info.cuped_days * _DAY_US
     for rows in (other, events):
         row = index_in(rows["user"].combine_chunks(), stored.users)
         at = rows["at"].to_numpy()
