@@ -312,8 +312,8 @@ def _first_exposures(reader: ArrowReader, experiment_id: int, after: int, throug
     plus = "" if reader.engine.dialect.name == "postgresql" else "+"
     rows = reader.read("SELECT imp.user_id, imp.served_at FROM impression imp "
                        f"WHERE {plus}imp.experiment_id = :experiment AND imp.id > :after "
-                       "AND imp.id <= :through AND imp.served_at >= :lo "
-                       "AND imp.served_at < :hi", _EXPOSURES,
+                       f"AND imp.id <= :through AND {plus}imp.served_at >= :lo "
+                       f"AND {plus}imp.served_at < :hi", _EXPOSURES,
                        {"experiment": experiment_id, "after": after, "through": through,
                         "lo": FIRST_INSTANT, "hi": END_INSTANT})
     if not rows.num_rows:
