@@ -87,8 +87,9 @@ def test_an_experiment_without_data_says_none_was_logged_and_how_to_start(tracke
     at = _page(db_url, monkeypatch, experiment="fresh")
     _clean(at)
     (info,) = [i.value for i in at.info]
-    assert "No data logged for fresh yet" in info and "found no impressions" in info
-    assert "log_impressions" in info and "tracker rollup fresh" in info
+    # the key and the command as code spans: stored text is never read as Markdown
+    assert "No data logged for ` fresh ` yet" in info and "found no impressions" in info
+    assert "log_impressions" in info and "` tracker rollup fresh `" in info
     listed = _app(db_url, monkeypatch).run()
     assert "no data logged yet" in next(m.value for m in listed.markdown if "tr-list" in m.value)
 
