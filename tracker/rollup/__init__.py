@@ -17,6 +17,9 @@ The modules, in the order a run uses them:
 - ``aggregate``: per-user totals, arm statistics, health; ``exposure``: set-level inputs;
   ``popularity``: item popularity for surprisal; ``state``: the stored formats.
 - ``published``: the rows the report reads; ``cumulative``: the cumulative pass.
+- ``covariates``: CUPED's per-user covariates by event time (``user_covariates``: their
+  stored form) and their sums per arm; ``pre_metrics``: the pre-period metric covariates.
+- ``accumulate``: exact mergeable sums (add, retract, merge in any order equal a rebuild).
 - ``retention``: the days expired logs leave recomputable.
 - ``days``: reporting days as UTC bounds; ``lock``: one run per experiment at a time;
   ``schedule``: ``tracker rollup --every``.
