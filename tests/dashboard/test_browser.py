@@ -15,6 +15,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
@@ -43,9 +45,9 @@ ERRORS = ("document.querySelectorAll('[data-testid=\"stException\"], "
           "[data-testid=\"stAlertContentError\"]').length")
 
 
-def test_dashboard_in_a_real_browser(tracker, db_url):
-    load(tracker, SMALL)
-    tracker.rollup(SMALL.key, now=datetime(2026, 11, 20, tzinfo=UTC))
+@contextmanager
+def _dashboard(db_url: str) -> Iterator[int]:
+    """``tracker dashboard`` on a free port over ``db_url``, healthy; stopped after."""
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "tracker.cli", "dashboard", "--port", str(port)],
@@ -53,34 +55,40 @@ def test_dashboard_in_a_real_browser(tracker, db_url):
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         wait_for_http(f"http://127.0.0.1:{port}/_stcore/health", timeout=90)
-        with Browser() as browser:
-            browser.load(f"http://127.0.0.1:{port}/experiment?experiment={SMALL.key}",
-                         CHARTS_READY, timeout=90)
-            text = browser.text()
-            assert all(arm in text for arm in ARMS), text[:2000]
-            assert "Lift by days since exposure" in text and "days since first exposure" in text
-            assert browser.evaluate(ERRORS) == 0, text[:2000]
-            tops = {name: browser.evaluate(f"{TOP}('{selector}')") for name, selector in
-                    [("decision", ".tr-decision"), ("health", ".tr-health"),
-                     ("results", ".tr-table")]}
-            assert None not in tops.values(), tops
-            assert tops["decision"] < tops["health"] < tops["results"], tops
-            widths = browser.evaluate(OVERFLOW)
-            assert _fits(widths), widths
-            browser.screenshot(OUT / "dashboard-experiment.png")
-
-            browser.load(f"http://127.0.0.1:{port}/", "document.querySelector('.tr-list') "
-                         "!== null", timeout=60)
-            assert browser.evaluate(ERRORS) == 0
-            listed = browser.evaluate("document.querySelector('.tr-list').innerText")
-            assert SMALL.key in listed and all(arm in listed for arm in ARMS[1:]), listed
-            assert any(word in listed for word in ("healthy", "warnings", "failing")), listed
-            widths = browser.evaluate(OVERFLOW)
-            assert _fits(widths), widths
-            browser.screenshot(OUT / "dashboard-list.png")
+        yield port
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(30)
+
+
+def test_dashboard_in_a_real_browser(tracker, db_url):
+    load(tracker, SMALL)
+    tracker.rollup(SMALL.key, now=datetime(2026, 11, 20, tzinfo=UTC))
+    with _dashboard(db_url) as port, Browser() as browser:
+        browser.load(f"http://127.0.0.1:{port}/experiment?experiment={SMALL.key}",
+                     CHARTS_READY, timeout=90)
+        text = browser.text()
+        assert all(arm in text for arm in ARMS), text[:2000]
+        assert "Lift by days since exposure" in text and "days since first exposure" in text
+        assert browser.evaluate(ERRORS) == 0, text[:2000]
+        tops = {name: browser.evaluate(f"{TOP}('{selector}')") for name, selector in
+                [("decision", ".tr-decision"), ("health", ".tr-health"),
+                 ("results", ".tr-table")]}
+        assert None not in tops.values(), tops
+        assert tops["decision"] < tops["health"] < tops["results"], tops
+        widths = browser.evaluate(OVERFLOW)
+        assert _fits(widths), widths
+        browser.screenshot(OUT / "dashboard-experiment.png")
+
+        browser.load(f"http://127.0.0.1:{port}/", "document.querySelector('.tr-list') "
+                     "!== null", timeout=60)
+        assert browser.evaluate(ERRORS) == 0
+        listed = browser.evaluate("document.querySelector('.tr-list').innerText")
+        assert SMALL.key in listed and all(arm in listed for arm in ARMS[1:]), listed
+        assert any(word in listed for word in ("healthy", "warnings", "failing")), listed
+        widths = browser.evaluate(OVERFLOW)
+        assert _fits(widths), widths
+        browser.screenshot(OUT / "dashboard-list.png")
     for name in ("dashboard-experiment.png", "dashboard-list.png"):
         assert (OUT / name).stat().st_size > 10_000
 
@@ -115,35 +123,25 @@ def test_stored_text_is_shown_as_text_never_as_markdown_or_html(tracker, db_url)
                                         served_at=T0 + timedelta(hours=i))
                              for i in range(60)])
     tracker.rollup(HOSTILE_KEY, now=T0 + timedelta(days=30))
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tracker.cli", "dashboard", "--port", str(port)],
-        env={**os.environ, "TRACKER_DATABASE_URL": db_url}, cwd=ROOT,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        wait_for_http(f"http://127.0.0.1:{port}/_stcore/health", timeout=90)
-        with Browser() as browser:
-            browser.load(f"http://127.0.0.1:{port}/experiment?experiment="
-                         f"{quote(HOSTILE_KEY, safe='')}",
-                         "document.querySelector('.tr-decision') !== null && "
-                         "document.querySelector('h1') !== null", timeout=90)
-            assert browser.evaluate(ERRORS) == 0, browser.text()[:2000]
-            title = browser.evaluate("document.querySelector('h1').innerText")
-            assert title == HOSTILE_NAME
-            text = browser.text()
-            assert HOSTILE_KEY in text and all(arm in text for arm in HOSTILE_ARMS), text[:3000]
-            foreign = browser.evaluate(FOREIGN)
-            assert foreign == [], "\n".join(foreign)
+    with _dashboard(db_url) as port, Browser() as browser:
+        browser.load(f"http://127.0.0.1:{port}/experiment?experiment="
+                     f"{quote(HOSTILE_KEY, safe='')}",
+                     "document.querySelector('.tr-decision') !== null && "
+                     "document.querySelector('h1') !== null", timeout=90)
+        assert browser.evaluate(ERRORS) == 0, browser.text()[:2000]
+        title = browser.evaluate("document.querySelector('h1').innerText")
+        assert title == HOSTILE_NAME
+        text = browser.text()
+        assert HOSTILE_KEY in text and all(arm in text for arm in HOSTILE_ARMS), text[:3000]
+        foreign = browser.evaluate(FOREIGN)
+        assert foreign == [], "\n".join(foreign)
 
-            browser.load(f"http://127.0.0.1:{port}/", "document.querySelector('.tr-list') "
-                         "!== null", timeout=60)
-            listed = browser.text()
-            assert HOSTILE_NAME in listed and f"Open {HOSTILE_KEY}" in listed, listed[:3000]
-            foreign = browser.evaluate(FOREIGN)
-            assert foreign == [], "\n".join(foreign)
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(30)
+        browser.load(f"http://127.0.0.1:{port}/", "document.querySelector('.tr-list') "
+                     "!== null", timeout=60)
+        listed = browser.text()
+        assert HOSTILE_NAME in listed and f"Open {HOSTILE_KEY}" in listed, listed[:3000]
+        foreign = browser.evaluate(FOREIGN)
+        assert foreign == [], "\n".join(foreign)
 
 
 PHONE = 390
@@ -187,29 +185,19 @@ def test_failing_health_banner_and_phone_cards_in_a_real_browser(tracker, db_url
     create(tracker, guardrails={"hit_rate@2": 0.05})
     _log(tracker, LOPSIDED)  # a sample-ratio mismatch: health fails
     tracker.rollup("home", now=NOW)
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tracker.cli", "dashboard", "--port", str(port)],
-        env={**os.environ, "TRACKER_DATABASE_URL": db_url}, cwd=ROOT,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     name = f"{'phone' if width < 640 else 'laptop'}-{'dark' if dark else 'light'}"
-    try:
-        wait_for_http(f"http://127.0.0.1:{port}/_stcore/health", timeout=90)
-        with Browser() as browser:
-            _view(browser, width, dark)
-            browser.load(f"http://127.0.0.1:{port}/experiment?experiment=home&k=2",
-                         "document.querySelector('table.tr-table') !== null", timeout=90)
-            assert browser.evaluate(ERRORS) == 1, browser.text()[:2000]  # the banner alone
-            assert browser.evaluate(BANNER_ABOVE_RESULTS) is True
-            text = browser.text()
-            assert "untrusted" in text and "Guardrails" in text
-            assert browser.evaluate(CARDS) == ("flex" if width < 640 else "table-cell")
-            assert _dark(browser.evaluate(BACKGROUND)) is dark
-            document, *inner = browser.evaluate(OVERFLOW)
-            assert document <= width and all(int(w.split()[0]) <= 0 for w in inner)
-            assert "k=2" in browser.evaluate("window.location.search")
-            browser.screenshot(OUT / f"dashboard-failing-{name}.png", width=width)
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(30)
+    with _dashboard(db_url) as port, Browser() as browser:
+        _view(browser, width, dark)
+        browser.load(f"http://127.0.0.1:{port}/experiment?experiment=home&k=2",
+                     "document.querySelector('table.tr-table') !== null", timeout=90)
+        assert browser.evaluate(ERRORS) == 1, browser.text()[:2000]  # the banner alone
+        assert browser.evaluate(BANNER_ABOVE_RESULTS) is True
+        text = browser.text()
+        assert "untrusted" in text and "Guardrails" in text
+        assert browser.evaluate(CARDS) == ("flex" if width < 640 else "table-cell")
+        assert _dark(browser.evaluate(BACKGROUND)) is dark
+        document, *inner = browser.evaluate(OVERFLOW)
+        assert document <= width and all(int(w.split()[0]) <= 0 for w in inner)
+        assert "k=2" in browser.evaluate("window.location.search")
+        browser.screenshot(OUT / f"dashboard-failing-{name}.png", width=width)
     assert (OUT / f"dashboard-failing-{name}.png").stat().st_size > 10_000
