@@ -43,7 +43,7 @@ own unit totals, joined to the per-user covariates.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date
 from itertools import combinations_with_replacement
@@ -135,9 +135,9 @@ def refresh(conn: sa.Connection, reader: ArrowReader | None, info: ExperimentInf
     changed = _changed(conn, reader, info, stored, ids) if len(stored.users) else None
     since = None
     if changed is not None and len(changed[0]):
-        before = stored.subset(changed[0]).first
-        since = int(min(changed[1].min(), before.min() if before.size else changed[1].min()))
-        stored = stored.merged(_compute(reader, info, *changed))
+        computed = _compute(reader, info, *changed)
+        since = changed_since(stored, computed)
+        stored = stored.merged(computed)
     seen = [r.totals.users.cast(pa.string()) for r in daily.values()
             if r.totals is not None and r.totals.size]
     if again:  # every user the experiment served, not only the run's
@@ -209,6 +209,26 @@ def _changed(conn: sa.Connection, reader: ArrowReader | None, info: ExperimentIn
         hit &= first - span >= cutoff
     which = np.flatnonzero(hit)
     return stored.users.take(pa.array(which)), first[which]
+
+
+def changed_since(stored: UserCovariates, recomputed: UserCovariates) -> int:
+    """The earliest first exposure (µs), before or after, of stored users whose covariates
+    were recomputed: no day before it holds them (both engines' :attr:`Refreshed.since`)."""
+    before = stored.subset(recomputed.users).first
+    return int(min(recomputed.first.min(), before.min() if before.size else
+                   recomputed.first.min()))
+
+
+def resum_changed(conn: sa.Connection, info: ExperimentInfo, refreshed: Refreshed,
+                  written: Iterable[date],
+                  units: Callable[[date, bool], UnitTotals | None] | None = None) -> None:
+    """After a run's own sums (``written``: its days): when stored covariates changed, the
+    other days' sums that hold those users (:func:`resum`); the step both engines share."""
+    if not refreshed.changed or refreshed.covariates is None:
+        return
+    days = set(written)
+    resum(conn, info, refreshed.covariates, days, min(days) if days else None,
+          refreshed.since, units)
 
 
 def forget(conn: sa.Connection, info: ExperimentInfo, user: str) -> None:

@@ -307,11 +307,9 @@ class _Run:
                                      self.progress, recent=recent, declared=declared,
                                      covariates=users)
                 summary.cumulative_from = min(daily)
-            if refreshed.changed and users is not None:  # late pre-period rows, a backfill
-                covariates.resum(conn, self.info, users, set(daily),
-                                 min(daily) if daily else None, refreshed.since)
-                if not daily:  # no cumulative pass stores them
-                    covariates.save(conn, self.info, users)
+            covariates.resum_changed(conn, self.info, refreshed, daily)  # late rows
+            if refreshed.changed and users is not None and not daily:
+                covariates.save(conn, self.info, users)  # no cumulative pass stores them
             if advance:
                 summary.superseded = not results.save_state(conn, self.info.id,
                                                             start.advance_to, self.clock)

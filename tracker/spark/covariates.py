@@ -108,9 +108,8 @@ def refresh(spark: SparkSession, lake: Lake, info: ExperimentInfo, store: StateD
     # finds the same changes again (the files it read are still new)
     if not again or stored is None:
         return cuped.Refreshed(merged, again)
-    before = stored.subset(found).first
-    since = int(min(merged.subset(found).first.min(), before.min()))
-    return cuped.Refreshed(merged, True, since)
+    return cuped.Refreshed(merged, True,
+                           cuped.changed_since(stored, computed.subset(found)))
 
 
 def changed(spark: SparkSession, lake: Lake, info: ExperimentInfo, stored: UserCovariates,

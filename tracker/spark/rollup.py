@@ -240,10 +240,9 @@ class _Run:
                 cumulative_rows(conn, self.info, self.store, min(daily),
                                 to_micros(self.clock), recent, declared, users)
                 summary.cumulative_from = min(daily)
-            if refreshed.changed and users is not None:  # every other day's sums again
-                cuped.resum(conn, self.info, users, set(daily), min(daily) if daily else None,
-                            refreshed.since, lambda day, cumulative: self.store.units(
-                                day, cumulative, self.layout))
+            cuped.resum_changed(conn, self.info, refreshed, daily,
+                                lambda day, cumulative: self.store.units(day, cumulative,
+                                                                         self.layout))
             results.reset_state(conn, self.info.id, declaration=False)
             lock.confirm()
         if users is not None:  # after the commit: see tracker.spark.covariates.refresh
