@@ -80,7 +80,9 @@ def test_dashboard_in_a_real_browser(tracker, db_url):
         assert _fits(widths), widths
         browser.screenshot(OUT / "dashboard-experiment.png")
 
+        # the page links are drawn after the table: wait for them too
         browser.load(f"http://127.0.0.1:{port}/", "document.querySelector('.tr-list') "
+                     "!== null && document.querySelector('[data-testid=\"stPageLink\"]') "
                      "!== null", timeout=60)
         assert browser.evaluate(ERRORS) == 0
         listed = browser.evaluate("document.querySelector('.tr-list').innerText")
@@ -136,7 +138,9 @@ def test_stored_text_is_shown_as_text_never_as_markdown_or_html(tracker, db_url)
         foreign = browser.evaluate(FOREIGN)
         assert foreign == [], "\n".join(foreign)
 
+        # the page links are drawn after the table: wait for them too
         browser.load(f"http://127.0.0.1:{port}/", "document.querySelector('.tr-list') "
+                     "!== null && document.querySelector('[data-testid=\"stPageLink\"]') "
                      "!== null", timeout=60)
         listed = browser.text()
         assert HOSTILE_NAME in listed and f"Open {HOSTILE_KEY}" in listed, listed[:3000]
