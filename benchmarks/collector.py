@@ -119,61 +119,88 @@ def rss_mib(pid: int, field: str = "VmRSS") -> float:
     return float("nan")
 
 
-def post_hostile(base: str, key: str, kind: str, answers, barrier) -> None:
-    """One hostile POST (a process of its own: its sending does not slow the poller), sent
-    once every sender has built its body."""
+def post_hostile(base: str, key: str, kind: str, seconds: float, nice: int, answers,
+                 barrier) -> None:
+    """Hostile POSTs from a process of its own (its sending does not slow the poller): the
+    body is built, then, once every sender has built its own, posted again and again on one
+    connection (a new one when the collector closes it) for ``seconds``."""
+    if nice:
+        os.nice(nice)
     body = HOSTILE[kind](16 * MiB - 64)
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     barrier.wait()
-    answer = httpx.post(base + "/v1/impressions", content=body, timeout=600, headers={
-        "Authorization": f"Bearer {key}", "Content-Type": "application/json"})
-    answers.put(answer.status_code)
+    until = time.perf_counter() + seconds
+    codes: list[int] = []
+    with httpx.Client(base_url=base, timeout=600) as http:
+        while not codes or time.perf_counter() < until:
+            try:
+                codes.append(http.post("/v1/impressions", content=body,
+                                       headers=headers).status_code)
+            except httpx.HTTPError as error:  # refused mid-send: the server closed it
+                codes.append(type(error).__name__)
+    answers.put(codes)
 
 
-def hostile(base: str, key: str, pid: int, kind: str, bodies: int) -> None:
-    """``bodies`` concurrent hostile POSTs, each from a process of its own; the worker's
-    memory and /health (polled from this process) meanwhile."""
-    time.sleep(1.0)
-    before = rss_mib(pid)
-    peak = [before]
+def percentiles(latencies: list[float]) -> str:
+    latencies = sorted(latencies)
+    if not latencies:
+        return "no answers"
+    at = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] * 1000  # noqa: E731
+    return (f"{len(latencies)} answers, p50 {at(0.5):.0f} ms, p99 {at(0.99):.0f} ms, "
+            f"max {latencies[-1] * 1000:.0f} ms")
+
+
+def hostile(base: str, key: str, pid: int, kind: str, bodies: int, seconds: float,
+            nice: int) -> None:
+    """``bodies`` senders posting hostile bodies for ``seconds``, each a process of its own;
+    the worker's memory and /health (polled every 20 ms on a warm keep-alive connection from
+    this process) meanwhile, and /health on the idle collector beforehand for comparison."""
     health: list[float] = []
+    idle: list[float] = []
     done = threading.Event()
-
-    def sample() -> None:
-        while not done.is_set():
-            peak[0] = max(peak[0], rss_mib(pid))
-            time.sleep(0.005)
-
     answers = multiprocessing.Queue()
     barrier = multiprocessing.Barrier(bodies + 1)
     senders = [multiprocessing.Process(target=post_hostile,
-                                       args=(base, key, kind, answers, barrier))
+                                       args=(base, key, kind, seconds, nice, answers, barrier))
                for _ in range(bodies)]
-    for process in senders:
-        process.start()
-    barrier.wait()
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    began = time.perf_counter()
     with httpx.Client(base_url=base, timeout=600) as http:
+        for _ in range(50):
+            started = time.perf_counter()
+            http.get("/health")
+            idle.append(time.perf_counter() - started)
+            time.sleep(0.02)
+        before = rss_mib(pid)
+        peak = [before]
+
+        def sample() -> None:
+            while not done.is_set():
+                peak[0] = max(peak[0], rss_mib(pid))
+                time.sleep(0.005)
+
+        for process in senders:
+            process.start()
+        barrier.wait()
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        began = time.perf_counter()
         while any(p.is_alive() for p in senders):
             started = time.perf_counter()
             http.get("/health")
             health.append(time.perf_counter() - started)
             time.sleep(0.02)
-    elapsed = time.perf_counter() - began
+        elapsed = time.perf_counter() - began
     done.set()
     sampler.join()
-    statuses = sorted(answers.get() for _ in senders)
-    health.sort()
-    print(f"collector, 1 worker: {bodies} concurrent {16 * MiB / MiB:.0f} MiB bodies of "
-          f"{kind!r} from {bodies} processes, answered {statuses} in {elapsed:.1f} s")
+    codes: dict[object, int] = {}
+    for _ in senders:
+        for code in answers.get():
+            codes[code] = codes.get(code, 0) + 1
+    print(f"collector, 1 worker: {bodies} senders posting 16 MiB bodies of {kind!r} for "
+          f"{seconds:g} s, answered {dict(sorted(codes.items(), key=str))} in {elapsed:.1f} s")
     print(f"  worker RSS: {before:.0f} MiB before, {peak[0]:.0f} MiB at peak "
           f"(+{peak[0] - before:.0f} MiB)")
-    if health:
-        print(f"  /health while in flight: {len(health)} answers, p50 "
-              f"{health[len(health) // 2] * 1000:.0f} ms, p99 "
-              f"{health[min(len(health) - 1, int(0.99 * len(health)))] * 1000:.0f} ms, "
-              f"max {health[-1] * 1000:.0f} ms")
+    print(f"  /health idle:             {percentiles(idle)}")
+    print(f"  /health while in flight:  {percentiles(health)}")
 
 
 def main() -> None:
@@ -185,7 +212,12 @@ def main() -> None:
     parser.add_argument("--client", action="store_true", help="send through TrackerClient")
     parser.add_argument("--hostile", choices=sorted(HOSTILE),
                         help="measure memory and /health under hostile bodies instead")
-    parser.add_argument("--bodies", type=int, default=8, help="--hostile: concurrent bodies")
+    parser.add_argument("--bodies", type=int, default=8, help="--hostile: concurrent senders")
+    parser.add_argument("--seconds", type=float, default=5.0,
+                        help="--hostile: how long each sender keeps posting")
+    parser.add_argument("--nice", type=int, default=0,
+                        help="--hostile: the senders' niceness (clients on other machines "
+                             "do not take the collector's CPU; here they share two cores)")
     options = parser.parse_args()
     if options.hostile:
         options.workers = 1
@@ -217,7 +249,8 @@ def main() -> None:
             except httpx.HTTPError:
                 time.sleep(0.1)
         if options.hostile:
-            hostile(base, key, server.pid, options.hostile, options.bodies)
+            hostile(base, key, server.pid, options.hostile, options.bodies, options.seconds,
+                    options.nice)
             return
         n, k = options.impressions, options.senders
         share = -(-n // k)

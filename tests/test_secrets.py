@@ -135,3 +135,25 @@ def test_redact_masks_every_shape_it_knows():
             f"c trk_0123456789ab_{SECRET}{'x' * 20}")
     assert SECRET not in redact(text)
     assert "trk_0123456789ab_***" in redact(text)  # the public key id stays
+
+
+def test_the_alert_webhooks_secret_path_is_never_printed_or_logged(caplog):
+    """A Slack incoming webhook's path is its secret: ``tracker config`` (a good and a bad
+    value), ``tracker alerts test`` against a webhook that is down and the alert's warning
+    show the host only (on main ``tracker config`` printed the whole URL)."""
+    from tests.dashboard.browser import free_port
+    from tracker.alerts import post
+
+    hook = f"http://127.0.0.1:{free_port()}/services/T0/B0/{SECRET}"
+    shown = CliRunner().invoke(main, ["config"], env={"TRACKER_ALERT_URL": hook})
+    assert shown.exit_code == 0 and "TRACKER_ALERT_URL=http://127.0.0.1:" in shown.output
+    bad = CliRunner().invoke(main, ["config"],
+                             env={"TRACKER_ALERT_URL": f"hooks.example/services/{SECRET}"})
+    assert bad.exit_code != 0 and "TRACKER_ALERT_URL=" in bad.output
+    with caplog.at_level(logging.WARNING):
+        down = CliRunner().invoke(main, ["alerts", "test"], env={"TRACKER_ALERT_URL": hook})
+        assert post(hook, "text", retries=0) is False
+    assert down.exit_code == 1 and "NOT delivered" in down.output
+    assert "not delivered" in caplog.text
+    for text in (shown.output, bad.output, down.output, caplog.text):
+        assert SECRET not in text

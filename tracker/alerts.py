@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 
+from tracker.errors import mask_webhook
 from tracker.report.render import OUTCOME_LABELS
 from tracker.report.summary import ExperimentSummary
 
@@ -68,21 +69,15 @@ def post(url: str, text: str, *, retries: int = RETRIES, backoff: float = BACKOF
         except urllib.error.HTTPError as error:
             problem = f"HTTP {error.code}"
             if error.code < 500 and error.code != 429:  # the request itself is wrong
-                log.warning("alert to %s refused (%s): %s", _host(url), problem, text)
+                log.warning("alert to %s refused (%s): %s", mask_webhook(url), problem, text)
                 return False
         except (OSError, ValueError) as error:  # refused, unreachable, timed out, bad URL
             problem = str(error) or type(error).__name__
         if attempt < retries:
             sleep(backoff * 2 ** attempt)
-    log.warning("alert to %s not delivered after %d attempts (%s): %s", _host(url),
+    log.warning("alert to %s not delivered after %d attempts (%s): %s", mask_webhook(url),
                 retries + 1, problem, text)
     return False
-
-
-def _host(url: str) -> str:
-    """The URL's scheme and host only: a webhook's path is often its secret."""
-    scheme, _, rest = url.partition("://")
-    return f"{scheme}://{rest.split('/', 1)[0]}"
 
 
 def send_later(url: str, texts: Iterable[str], **options) -> threading.Thread:

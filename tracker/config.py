@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tracker.errors import ConfigError, redact
+from tracker.errors import ConfigError, mask_webhook, redact
 
 DEFAULT_SQLITE_FILE = "tracker.db"
 
@@ -181,9 +181,13 @@ class _Var:
     parse: Callable[[str], Any]
     doc: str
     holds_password: bool = False  # a URL that may carry a password: shown masked
+    webhook: bool = False  # a URL whose path is a secret: shown as its scheme and host
 
     def shown(self, value: Any) -> str:
-        """The value as ``tracker config`` and error messages print it (passwords masked)."""
+        """The value as ``tracker config`` and error messages print it (passwords and a
+        webhook's path masked)."""
+        if self.webhook and value is not None:
+            return mask_webhook(str(value))
         return mask_password(str(value)) if self.holds_password else str(value)
 
 
@@ -264,7 +268,7 @@ class Settings:
                               "webhook the rollup POSTs JSON alerts to ({\"text\": ...}, "
                               "Slack-compatible) when an experiment's health turns failing, a "
                               "guardrail fails or a decision changes; unset: no alerts",
-                              holds_password=True)},
+                              webhook=True)},
     )
     collector_host: str = field(
         default="127.0.0.1",

@@ -30,6 +30,26 @@ def redact(text: str) -> str:
     return _KEY_SECRET.sub(r"\1***", text)
 
 
+def mask_webhook(url: str) -> str:
+    """A webhook URL as it may be printed or logged: its scheme and host, the rest ``***``
+    (a Slack incoming webhook's path *is* its secret; the password rule of :func:`redact`
+    applies to the host part as well).
+
+    >>> mask_webhook("https://hooks.slack.com/services/T0/B0/abc")
+    'https://hooks.slack.com/***'
+    >>> mask_webhook("http://u:pw@alerts.local:8080")
+    'http://u:***@alerts.local:8080'
+    >>> mask_webhook("hooks.slack.com/services/T0/B0/abc")  # no scheme: a bad setting
+    'hooks.slack.com/***'
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:  # not a URL (a bad setting): past its first part, everything may be secret
+        scheme, rest = "", url
+    host = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    masked = redact(f"{scheme}{sep}{host}")
+    return masked if host == rest else masked + "/***"
+
+
 class TrackerError(Exception):
     """Base class of every error tracker raises on purpose. Its message never holds a secret:
     text arguments are :func:`redact`-ed (a database password, an API key's secret), whoever
