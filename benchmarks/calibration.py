@@ -343,7 +343,7 @@ def _decision(rng: np.random.Generator, family: str, n: int, now, sequential: bo
         guards.append(GuardrailResult.from_test(f"guardrail{i}", result, 2 * n))
     health = health_checklist(users={"control": n, "treatment": n},
                               weights={"control": 1.0, "treatment": 1.0}, now=now,
-                              latest_received=now, last_rollup=now)
+                              newest_event=now, last_rollup=now)
     return decide("treatment", results, guards, health, alpha=ALPHA,
                   family_size=len(results), interval_kind=kind).outcome.value
 

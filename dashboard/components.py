@@ -4,6 +4,7 @@ formulas: the numbers come from :mod:`dashboard.data`)."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from html import escape
 from urllib.parse import quote
 
@@ -15,6 +16,7 @@ from dashboard import results as results_layout
 from tracker.metrics import catalog
 from tracker.report import Scorecard, format_p, shown_interval
 from tracker.report.series import MetricSeries
+from tracker.stats.health import CheckStatus, data_lag_hours, freshness_item
 
 GROUPS = tuple(group.label for group in catalog.GROUPS) + ("Other",)
 MARKERS = {"better": "▲ better", "worse": "▼ worse", "inconclusive": "· inconclusive",
@@ -155,6 +157,21 @@ def decisions_and_health(card: Scorecard, colours: dict[str, str]) -> None:
                 else "No decision yet: no treatment arm has results.")
     st.markdown(checklist_html(card.health["checklist"], card.health["status"]),
                 unsafe_allow_html=True)
+
+
+def freshness(card: Scorecard) -> None:
+    """How fresh the data is, in the health checklist's own words ("data through … UTC
+    (newest event 2.0 h ago)": the newest event time the rollup saw, not when it ran or when
+    logs arrived); a warning when stale, saying after how long."""
+    item = next((i for i in card.health.get("checklist", []) if i["check"] == "freshness"),
+                None)
+    if item is None:
+        return
+    text = item["message"][:1].upper() + item["message"][1:]
+    if item["status"] in ("warn", "fail"):
+        st.warning(text, icon=":material/schedule:")
+    else:
+        st.caption(f":material/schedule: {text}")
 
 
 def untrusted(card: Scorecard) -> bool:
@@ -400,11 +417,28 @@ def _dates(info) -> str:
     return f"{start} → {end}"
 
 
-def experiments_html(summaries: list) -> str:
+def data_through(summary, status: str, now: datetime) -> str:
+    """How fresh one experiment's data is, for the list: "data through … UTC, 2.0 h ago"
+    from the newest event time its last rollup stored, marked stale by the health
+    checklist's own rule (:func:`tracker.stats.health.freshness_item`) as of ``now``; empty
+    when no event was rolled up."""
+    newest = None if summary is None else summary.newest_event
+    if newest is None:
+        return ""
+    item = freshness_item(newest, now, running=status in ("draft", "running"))
+    lag = data_lag_hours(newest, now)
+    stale = (f" <b style='color:{CHECKS['warn'][1]}'>! stale</b>"
+             if item.status is CheckStatus.WARN else "")
+    return (f"<div class='tr-p' title='{escape(item.message)}'>data through "
+            f"{newest.astimezone(UTC):%Y-%m-%d %H:%M} UTC, {lag:.1f} h ago{stale}</div>")
+
+
+def experiments_html(summaries: list, now: datetime) -> str:
     """The experiments list as one HTML table that wraps to the window: each experiment's
-    key (a link to its page) and name, status, dates, users, latest complete day, health badge
-    with its worst item, a decision badge per treatment arm, and the headline metric's lift,
-    all from the summary the last rollup stored. A failing health shows no lift: it would be
+    key (a link to its page) and name, status, dates, users, latest complete day and how
+    fresh its data is as of ``now`` (:func:`data_through`), health badge with its worst
+    item, a decision badge per treatment arm, and the headline metric's lift, all from the
+    summary the last rollup stored. A failing health shows no lift: it would be
     untrusted."""
     cols = "".join(f'<col style="width:{w}%">' for w in LIST_WIDTHS)
     head = ("<tr class='tr-head'><th>experiment</th><th>status</th><th>dates</th>"
@@ -436,7 +470,7 @@ def experiments_html(summaries: list) -> str:
                               in s.headline_lift.items() if value is not None)
             headline = f"{escape(s.headline)}<div class='tr-p'>{lifts}</div>"
         latest = (f"<div class='tr-p'>complete through {s.latest_final_day.isoformat()}</div>"
-                  if s and s.latest_final_day else "")
+                  if s and s.latest_final_day else "") + data_through(s, info.status, now)
         users = f"{s.users:,}" if s else "—"
         body.append(
             f'<tr><td data-label="experiment"><a href="{link}" target="_self">'

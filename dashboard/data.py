@@ -93,7 +93,7 @@ def day_table(key: str) -> pd.DataFrame:
 def card(key: str, as_of: date | None, cumulative: bool, intervals: str | None,
          level: float, cuped: bool | None = None) -> Scorecard:
     """The scorecard from the very function behind ``tracker report`` (same tables, same
-    latest received event for freshness, the day's health in a daily view; ``cuped`` as
+    stored newest event time for freshness, the day's health in a daily view; ``cuped`` as
     ``--cuped/--no-cuped``; None: as the experiment's analysis plan says)."""
     return report(engine(), key, cumulative=cumulative, as_of=as_of, intervals=intervals,
                   level=level, cuped=cuped)

@@ -1,9 +1,9 @@
-"""The lift by days since exposure: for the metric chosen under "Metrics over time", each
-treatment arm's relative lift against control on the users' d-th day since their first
-exposure (day 0: the first day they were served a list of the experiment), with its interval
-band, and the report's trend of that lift (fading: novelty, growing: primacy). Never
-CUPED-adjusted: the rollup has no covariate sums by days since exposure (the report's trends
-are unadjusted too), and the caption says so.
+"""The lift by days since exposure (a tab of :mod:`dashboard.charts`): for the metric chosen
+above the chart tabs, each treatment arm's relative lift against control on the users' d-th
+day since their first exposure (day 0: the first day they were served a list of the
+experiment), with its interval band, and the report's trend of that lift (fading: novelty,
+growing: primacy). Never CUPED-adjusted: the rollup has no covariate sums by days since
+exposure (the report's trends are unadjusted too), and the caption says so.
 
 Reads the ``exposure_day`` view through :mod:`tracker.store.computed` (cached here, as
 :mod:`dashboard.data` caches its reads) and draws the lifts of
@@ -38,7 +38,6 @@ def section(key: str, card: Scorecard, metric: str, k: int | None,
             colours: dict[str, str]) -> None:
     """The chart and the report's trend line per treatment arm for ``metric@k``."""
     label = metric if k is None else f"{metric}@{k}"
-    st.subheader("Lift by days since exposure")
     st.caption(f"Relative lift of {label} against control among the users on their n-th day "
                f"since first exposure (day 0: the first day they were served the "
                f"experiment), with its {int(card.level * 100)}% interval: a lift that falls "

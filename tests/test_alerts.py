@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import threading
 import time
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from click.testing import CliRunner
 
 from tests.dashboard.browser import free_port
+from tests.helpers import T0
 from tests.rollup.scenario import create
 from tests.rollup.test_rollup import NOW
 from tests.test_report_decisions import CLEAR_WIN, _log
@@ -118,8 +120,10 @@ def test_a_rollup_stores_the_summary_of_the_plans_scorecard(tracker):
     tracker.rollup("home", now=NOW)
     with transaction(tracker.engine) as conn:
         (_, stored), = read_summaries(conn).values()
-    card = report(tracker.engine, "home")
-    expected = summarise(card, computed.day_table(tracker.engine, "home"))
+    card = report(tracker.engine, "home", now=NOW)  # the run's clock
+    served = T0  # the lists, and their clicks a minute later: the newest event times
+    expected = summarise(card, computed.day_table(tracker.engine, "home"), served,
+                         served + timedelta(minutes=1))
     assert ExperimentSummary.from_dict(stored) == expected
     assert expected.plan["intervals"] == "sequential" and expected.users == 300
     assert expected.decisions == {d["arm"]: d["outcome"] for d in card.decisions}

@@ -68,7 +68,7 @@ def _tables(arms: dict[str, dict]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataF
     metrics = pd.DataFrame(metric_rows)
     metrics["k"] = metrics["k"].astype("Int64")
     days = pd.DataFrame([{"day": DAY, "provisional": False}])
-    days.attrs.update(last_run=NOW, latest_received=NOW - timedelta(hours=2))
+    days.attrs.update(last_run=NOW, logged=True)
     return metrics, pd.DataFrame(health_rows), days
 
 
@@ -80,7 +80,8 @@ def _name(row: dict) -> str:
 @given(arms=experiment(), target=st.sampled_from([0.05, 0.3, 2.0]))
 def test_each_decision_agrees_with_its_rows_and_prints_their_intervals(arms, target):
     metrics, health, days = _tables(arms)
-    card = scorecard(_info(), metrics, health, days, now=NOW, target_effect=target)
+    card = scorecard(_info(), metrics, health, days, now=NOW, target_effect=target,
+                     newest_event=NOW - timedelta(hours=2))
     assert [d["arm"] for d in card.decisions] == ["alpha", "beta"]
     small = min(s["users"] for s in arms.values()) < 100
     for decision in card.decisions:

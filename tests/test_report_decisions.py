@@ -13,12 +13,14 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from tests.helpers import T0
-from tests.rollup.scenario import create
+from tests.rollup.scenario import WINDOW, create
 from tests.rollup.test_rollup import NOW
 from tracker.cli import main
 from tracker.demo import DemoConfig, load
 from tracker.report import report, shown_interval
+from tracker.report.summary import ExperimentSummary
 from tracker.store.models import Experiment
+from tracker.store.summaries import read_summaries
 
 
 def _log(tracker, users: dict[str, list[int]], *, day: int = 0, tag: str = "") -> None:
@@ -158,28 +160,71 @@ def test_a_target_effect_that_is_not_positive_is_a_usage_error(tracker, db_url, 
     assert "--target-effect" in result.stderr and "e.g. 0.05 for 5%" in result.stderr
 
 
-def test_the_health_checklist_is_in_the_json_and_the_lag_counts_from_the_latest_event(
-        tracker, db_url, engine):
+def test_the_health_checklist_is_in_the_json_and_the_lag_counts_from_the_newest_event(
+        tracker, engine):
     create(tracker)
     _log(tracker, CLEAR_WIN)
     tracker.rollup("home", now=NOW)
-    with engine.connect() as conn:
-        latest = conn.execute(sa.text("SELECT max(received_at) FROM impression")).scalar()
-    from tracker.store.types import from_micros
-
-    latest = from_micros(latest)
-    health = report(engine, "home", now=latest + timedelta(hours=3)).health
+    newest = T0 + timedelta(minutes=1)  # the clicks, a minute after the lists
+    health = report(engine, "home", now=newest + timedelta(hours=3)).health
     assert health["data_lag_hours"] == 3.0
+    assert health["data_through"] == newest.isoformat()
     checks = {i["check"]: i for i in health["checklist"]}
     assert list(checks) == ["srm", "sample", "crossover", "freshness", "rollup", "provisional"]
     assert checks["srm"]["status"] == "pass" and checks["sample"]["status"] == "pass"
     assert set(checks["freshness"]) == {"check", "status", "message"}
+    assert checks["freshness"]["message"] == ("data through 2026-11-01 12:01 UTC (newest "
+                                              "event 3.0 h ago)")
     assert health["status"] in ("pass", "warn")  # the rollup ran at NOW, days before
-    # a clock behind the latest event's: the lag is 0, never negative
-    skewed = report(engine, "home", now=latest - timedelta(hours=1)).health
+    # a clock behind the newest event's: the lag is 0, never negative
+    skewed = report(engine, "home", now=newest - timedelta(hours=1)).health
     assert skewed["data_lag_hours"] == 0.0
     assert "clock skew" in next(i["message"] for i in skewed["checklist"]
                                 if i["check"] == "freshness")
+
+
+def _through(engine, now: datetime) -> tuple[str | None, str]:
+    """The scorecard's "data through" and its freshness sentence as of ``now``."""
+    health = report(engine, "home", now=now).health
+    return health["data_through"], next(i["message"] for i in health["checklist"]
+                                        if i["check"] == "freshness")
+
+
+def test_freshness_follows_the_newest_event_time_not_when_logs_arrived(tracker, engine):
+    create(tracker)
+    later = NOW + timedelta(days=30)  # every reading is stale: the message says so
+    assert _through(engine, later)[0] is None  # nothing logged: no freshness claimed
+    _log(tracker, CLEAR_WIN, day=1)
+    tracker.rollup("home", now=NOW)
+    day1 = T0 + timedelta(days=1, minutes=1)
+    assert _through(engine, later)[0] == day1.isoformat()
+    # logs arriving now with old event times (a late batch of day 0): no fresher
+    _log(tracker, CLEAR_WIN, day=0, tag="late-")
+    tracker.rollup("home", now=NOW)
+    through, message = _through(engine, day1 + timedelta(hours=40))
+    assert through == day1.isoformat()
+    assert "(newest event 40.0 h ago): stale, no event for over 36 h" in message
+    # a newer list moves it on
+    _log(tracker, CLEAR_WIN, day=2, tag="d2-")
+    tracker.rollup("home", now=NOW)
+    day2 = T0 + timedelta(days=2)
+    assert _through(engine, later)[0] == (day2 + timedelta(minutes=1)).isoformat()
+    # an interaction of the experiment's users inside the attribution window of its lists
+    # moves it on; one of a user it never served, or after every window has closed, does not
+    clicks = [{"event_id": "answer", "user_id": "control-d2-0", "item_id": "a",
+               "event": "click", "occurred_at": day2 + timedelta(hours=5)},
+              {"event_id": "stranger", "user_id": "nobody", "item_id": "a",
+               "event": "click", "occurred_at": day2 + timedelta(hours=6)},
+              {"event_id": "too-late", "user_id": "control-d2-0", "item_id": "a",
+               "event": "click", "occurred_at": day2 + WINDOW + timedelta(hours=1)}]
+    tracker.log_interactions(clicks, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    assert _through(engine, later)[0] == (day2 + timedelta(hours=5)).isoformat()
+    # the experiments list reads the same stored instants
+    with engine.connect() as conn:
+        stored = ExperimentSummary.from_dict(read_summaries(conn, ["home"])["home"][1])
+    assert stored.newest_served_at == day2
+    assert stored.newest_interaction_at == day2 + timedelta(hours=5)
 
 
 def test_daily_health_describes_that_day_alone(tracker, db_url):

@@ -20,7 +20,7 @@ from tracker import alerts
 from tracker.config import Settings
 from tracker.report.card import report
 from tracker.report.summary import ExperimentSummary, summarise
-from tracker.store import computed
+from tracker.store import computed, results
 from tracker.store.db import transaction
 from tracker.store.experiments import get_experiment
 from tracker.store.summaries import read_summaries, write_summary
@@ -30,15 +30,25 @@ log = logging.getLogger(__name__)
 
 def publish_summary(engine: sa.Engine, key: str, now: datetime | None = None
                     ) -> tuple[ExperimentSummary | None, ExperimentSummary]:
-    """Build experiment ``key``'s summary from its scorecard under the plan, store it, and
-    return (the previous one or None, the new one)."""
-    card = report(engine, key)
-    summary = summarise(card, computed.day_table(engine, key))
-    with transaction(engine, write=True) as conn:
+    """Build experiment ``key``'s summary from its scorecard under the plan, with the newest
+    event times among the logs the run saw (its freshness: at most two index walks, see
+    :func:`tracker.store.results.newest_events`), store it, and return (the previous one or
+    None, the new one). ``now``: the clock of the freshness check and of ``written_at``."""
+    now = now or datetime.now(UTC)
+    with transaction(engine) as conn:
         info = get_experiment(conn, key)
-        previous = read_summaries(conn, [key]).get(key)
-        write_summary(conn, info.id, summary.to_dict(), now or datetime.now(UTC))
-    return (None if previous is None else ExperimentSummary.from_dict(previous[1])), summary
+        stored = read_summaries(conn, [key]).get(key)
+        previous = None if stored is None else ExperimentSummary.from_dict(stored[1])
+        state = results.load_state(conn, info.id)
+        newest = results.newest_events(
+            conn, info.id, info.attribution_window, None if state is None else state.watermarks,
+            results.NewestEvents() if previous is None else
+            results.NewestEvents(previous.newest_served_at, previous.newest_interaction_at))
+    card = report(engine, key, newest_event=newest.newest, now=now)
+    summary = summarise(card, computed.day_table(engine, key), newest.served, newest.interaction)
+    with transaction(engine, write=True) as conn:
+        write_summary(conn, info.id, summary.to_dict(), now)
+    return previous, summary
 
 
 def after_rollup(engine: sa.Engine, settings: Settings, keys: Iterable[str],

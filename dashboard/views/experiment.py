@@ -1,22 +1,23 @@
 """One experiment, in the order an experimenter reads it: the decision per treatment arm under
 the experiment's analysis plan and the health checklist first (a view that departs from the
 plan says so and what the plan decides; failing health puts a banner above the results and
-greys them); then the results table (primary metrics, guardrails with their margin, then the
-rest by catalogue group, each row's interval as a bar centred on zero); then each metric over
-time, users per arm against the declared split, every number in one table, downloads. One
-colour per arm everywhere (control grey). Every view parameter lives in the URL."""
+greys them), under a line saying how fresh the data is (through its newest event time);
+then the results table (primary metrics, guardrails with their margin, then the rest by
+catalogue group, each row's interval as a bar centred on zero), every number in one table,
+downloads; then, below the fold, the charts in tabs (:mod:`dashboard.charts`, a fragment: the
+metric chosen there reruns the charts alone): each metric over time, the lift by days since
+exposure, users per arm against the declared split. One colour per arm everywhere (control
+grey). Every view parameter lives in the URL."""
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 import streamlit as st
 
-from dashboard import components, data, exposure
+from dashboard import components, data
+from dashboard.charts import charts
 from dashboard.params import NAMES, pick
 from tracker.durations import format_duration
-from tracker.metrics import catalog
-from tracker.report import LOWER_IS_BETTER, METRIC_ORDER
+from tracker.report import METRIC_ORDER
 from tracker.report.render import plan_decision_text
 
 MODES = {"fixed_horizon": "fixed-horizon", "sequential": "always-valid"}
@@ -96,13 +97,12 @@ metric_choice = pick(query, "metric", names, metric_default)
 view = {"experiment": key, "k": str(k), "window": window, "intervals": kind,
         "cuped": "on" if cuped else "off", "day": as_of, "metric": metric_choice}
 st.query_params.from_dict({name: view[name] for name in NAMES})
-with st.expander("Share this view", icon=":material/link:"):
-    base = st.context.url or ""
-    st.code(f"{base}?{urlencode(view)}", language=None, wrap_lines=True)
-    st.caption("The link holds every choice of this view (k, window, intervals, CUPED, day, "
-               "metric): the copy button on the right copies it.")
+share = st.expander("Share this view", icon=":material/link:")
+share.caption("The link holds every choice of this view (k, window, intervals, CUPED, day, "
+              "metric): the copy button on the right copies it.")
 
 colours = components.arm_colours([arm.key for arm in info.arms], info.control)
+components.freshness(card)
 st.caption(f"Analysis plan: {plan.describe()}"
            + (f", planned end {info.planned_end:%Y-%m-%d}" if info.planned_end else "")
            + " (`tracker experiments update` changes it; each change is recorded).")
@@ -129,23 +129,5 @@ with st.expander("Every number of the scorecard (table)"):
 st.download_button("Download scorecard (CSV)", card.to_csv(), f"{key}-scorecard.csv",
                    "text/csv")
 
-st.subheader("Metrics over time")
-metric = st.selectbox("Metric", names, index=names.index(metric_choice) if names else 0,
-                      format_func=lambda m: m + (" ↓" if m in LOWER_IS_BETTER else ""))
-if metric != metric_choice:
-    st.query_params["metric"] = metric
-entry = catalog.CATALOG.get(metric)
-metric_k = k if entry is None or entry.takes_k else None
-series = data.series(key, metric, metric_k, cumulative, intervals, 0.95, cuped)
-label = metric if metric_k is None else f"{metric}@{metric_k}"
-st.caption(components.series_caption(series, label, cumulative, kind, 0.95, cuped))
-components.metric_chart(series.values, label, colours)
-if series.kind != "set":  # one value per arm a day: no lift interval to chart
-    st.markdown(f"**Lift of {label} against {components.code(info.control)} over time**")
-    components.lift_chart(series.lifts, colours)
-st.download_button("Download time series (CSV)", series.to_frame().to_csv(index=False),
-                   f"{key}-{label}-{window}.csv", "text/csv")
-exposure.section(key, card, metric, metric_k, colours)  # lift by days since exposure
-
-st.subheader("Users per arm")
-components.users_chart(data.users_over_time(key), colours)
+st.subheader("Charts")
+charts(info, card, names, view, share, colours)  # a fragment: its metric reruns it alone

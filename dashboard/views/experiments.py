@@ -1,8 +1,11 @@
 """Every experiment on one screen (no sideways scrolling at 1280 px): status, dates, users so
-far, latest complete day, health (the checklist's status and its worst item), the decision
-per treatment arm, and the first primary metric's lift; the key links to the experiment."""
+far, latest complete day and how fresh the data is (through its newest event time), health
+(the checklist's status and its worst item), the decision per treatment arm, and the first
+primary metric's lift; the key links to the experiment."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 import streamlit as st
 
@@ -22,8 +25,11 @@ if not summaries:
 
 st.caption("Decision and health as of each experiment's latest complete day, under its "
            "analysis plan, as the last rollup stored them: the same as `tracker report`. "
+           "Data through: the newest event (list served or interaction) the rollup saw; stale "
+           "after 36 h without one. "
            "A failing health shows no lift (untrusted). Open an experiment for its results.")
-st.markdown(components.experiments_html(summaries), unsafe_allow_html=True)
+now = datetime.now(UTC)  # the one clock of the page: how old each experiment's data is
+st.markdown(components.experiments_html(summaries, now), unsafe_allow_html=True)
 for s in summaries:
     st.page_link("views/experiment.py", label=f"Open {components.code(s.info.key)}",
                  query_params={"experiment": s.info.key}, icon=":material/insights:")

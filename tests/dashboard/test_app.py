@@ -239,7 +239,7 @@ def test_experiment_page_charts_the_lift_by_days_since_exposure(demo_url, monkey
     at = _app(demo_url, monkeypatch).run()
     at.switch_page("views/experiment.py").run()
     _clean(at)
-    assert "Lift by days since exposure" in [s.value for s in at.subheader]
+    assert "Lift by days since exposure" in [t.label for t in at.tabs]
     charts = [e for e in at.main if getattr(e, "type", "") == "vega_lite_chart"]
     (chart,) = [e for e in charts if any(x.get("field") == "exposure_day"
                                          for x in _encodings(json.loads(e.proto.spec), "x"))]

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -23,8 +24,10 @@ from urllib.parse import quote
 
 import pytest
 
+from dashboard.charts import TABS
 from tests.dashboard.browser import WIDTH, Browser, chromium, free_port, wait_for_http
 from tests.helpers import T0, impression, make_experiment
+from tracker.cli.serve import dashboard_command
 from tracker.demo import ARMS, DemoConfig, load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,8 +38,11 @@ if chromium() is None and not os.environ.get("CI"):
     pytest.skip("chromium is not installed (apt-get install -y chromium); CI installs it",
                 allow_module_level=True)
 
-CHARTS_READY = ("document.querySelectorAll('.vega-embed canvas, .vega-embed svg').length >= 4"
-                " && document.querySelector('.tr-table') !== null")
+CHARTS = "document.querySelectorAll('.vega-embed canvas, .vega-embed svg').length"
+CHARTS_READY = f"{CHARTS} >= 2 && document.querySelector('.tr-table') !== null"
+"""The results table and the first chart tab's two charts (the metric and its lift)."""
+TAB = ("Array.from(document.querySelectorAll('[data-testid=\"stTab\"]'))"
+       ".find(e => e.innerText.includes('{}'))")
 OVERFLOW = ("[document.documentElement.scrollWidth, ...Array.from(document.querySelectorAll("
             "'[data-testid=\"stMain\"], [data-testid=\"stMainBlockContainer\"]'), "
             "e => e.scrollWidth - e.clientWidth + ' overflow')]")
@@ -46,12 +52,14 @@ ERRORS = ("document.querySelectorAll('[data-testid=\"stException\"], "
 
 
 @contextmanager
-def _dashboard(db_url: str) -> Iterator[int]:
-    """``tracker dashboard`` on a free port over ``db_url``, healthy; stopped after."""
+def _dashboard(db_url: str, app: Path | None = None, **env: str) -> Iterator[int]:
+    """``tracker dashboard`` on a free port over ``db_url``, healthy; stopped after
+    (``app``: serve this Streamlit script instead, as ``tracker dashboard`` would)."""
     port = free_port()
+    command = ([sys.executable, "-m", "tracker.cli", "dashboard", "--port", str(port)]
+               if app is None else dashboard_command(app, "127.0.0.1", port))
     server = subprocess.Popen(
-        [sys.executable, "-m", "tracker.cli", "dashboard", "--port", str(port)],
-        env={**os.environ, "TRACKER_DATABASE_URL": db_url}, cwd=ROOT,
+        command, env={**os.environ, "TRACKER_DATABASE_URL": db_url, **env}, cwd=ROOT,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         wait_for_http(f"http://127.0.0.1:{port}/_stcore/health", timeout=90)
@@ -69,8 +77,16 @@ def test_dashboard_in_a_real_browser(tracker, db_url):
                      CHARTS_READY, timeout=90)
         text = browser.text()
         assert all(arm in text for arm in ARMS), text[:2000]
-        assert "Lift by days since exposure" in text and "days since first exposure" in text
         assert browser.evaluate(ERRORS) == 0, text[:2000]
+        assert "Data through 2026-11-04" in text  # the demo's newest event, not today
+        shown = browser.evaluate(CHARTS)
+        for tab, words in zip(TABS[1:], ("days since first exposure", "declared split"),
+                              strict=True):  # each other tab draws its chart when opened
+            _click(browser, TAB.format(tab))
+            _wait(browser, f"{CHARTS} > {shown}")
+            shown = browser.evaluate(CHARTS)
+            assert words in browser.text()
+        _click(browser, TAB.format(TABS[0]))
         tops = {name: browser.evaluate(f"{TOP}('{selector}')") for name, selector in
                 [("decision", ".tr-decision"), ("health", ".tr-health"),
                  ("results", ".tr-table")]}
@@ -205,3 +221,64 @@ def test_failing_health_banner_and_phone_cards_in_a_real_browser(tracker, db_url
         assert "k=2" in browser.evaluate("window.location.search")
         browser.screenshot(OUT / f"dashboard-failing-{name}.png", width=width)
     assert (OUT / f"dashboard-failing-{name}.png").stat().st_size > 10_000
+
+
+METRIC = ("document.querySelector('[data-testid=\"stSelectbox\"] input[aria-label^=\"Metric\"]"
+          "')")
+CENTRE = ("(e => { const r = e.getBoundingClientRect(); return [r.left + r.width / 2, "
+          "r.top + r.height / 2]; })")
+
+
+def _click(browser: Browser, element: str) -> None:
+    """A real mouse click at the centre of the element the expression ``element`` finds."""
+    browser.evaluate(f"{element}.scrollIntoView({{block: 'center'}})")
+    x, y = browser.evaluate(f"{CENTRE}({element})")
+    for kind in ("mousePressed", "mouseReleased"):
+        browser.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left",
+                     clickCount=1)
+
+
+def _wait(browser: Browser, until: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not browser.evaluate(until):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{until!r} still false after {timeout} s")
+        time.sleep(0.3)
+
+
+def test_choosing_a_chart_metric_reruns_the_charts_alone_in_a_real_browser(tracker, db_url,
+                                                                           tmp_path):
+    """The metric chooser is in the charts' fragment (dashboard/charts.py): choosing a metric
+    in the browser reruns that fragment on the server, never the page above it (the decision
+    cards are drawn once, as a spy on the server counts), and the URL follows; the cutoff in
+    the sidebar still reruns the whole page. Without the fragment, every choice is a full
+    run."""
+    load(tracker, SMALL)
+    tracker.rollup(SMALL.key, now=datetime(2026, 11, 20, tzinfo=UTC))
+    drawn = tmp_path / "drawn"
+    runs = lambda: len(drawn.read_text().splitlines()) if drawn.exists() else 0  # noqa: E731
+    app = ROOT / "tests" / "dashboard" / "counted_app.py"
+    with _dashboard(db_url, app, TRACKER_TEST_DRAWN=str(drawn)) as port, Browser() as browser:
+        browser.load(f"http://127.0.0.1:{port}/experiment?experiment={SMALL.key}",
+                     f"{METRIC} !== null && document.querySelector('.tr-decision') !== null "
+                     "&& document.body.innerText.includes(\"Each arm's mean of ndcg@10\")",
+                     timeout=90)
+        time.sleep(2)  # let the first run end
+        before = runs()
+        assert before >= 1
+        _click(browser, METRIC)
+        browser.call("Input.insertText", text="hit_rate")
+        for kind in ("keyDown", "keyUp"):
+            browser.call("Input.dispatchKeyEvent", type=kind, key="Enter", code="Enter",
+                         windowsVirtualKeyCode=13)
+        _wait(browser, "document.body.innerText.includes(\"Each arm's mean of hit_rate@10\")")
+        _wait(browser, "window.location.search.includes('metric=hit_rate')")
+        time.sleep(2)
+        assert runs() == before  # the fragment alone ran: no decision card drawn again
+        assert browser.evaluate("document.querySelectorAll('.tr-decision').length") > 0
+        _click(browser, "Array.from(document.querySelectorAll('[data-testid=\"stSidebar\"] "
+                        "label')).find(e => e.innerText.trim() === '5')")
+        _wait(browser, "document.body.innerText.includes(\"Each arm's mean of hit_rate@5\")")
+        time.sleep(1)
+        assert runs() > before  # the spy counts full runs: the cutoff is one
+        assert "metric=hit_rate" in browser.evaluate("window.location.search")

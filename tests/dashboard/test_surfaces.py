@@ -1,16 +1,26 @@
 """The experiment page and the list under AppTest: every view parameter survives a round trip
 through the URL, an unknown key is an error, a view departing from the analysis plan is
 labelled exploratory with the plan's decision, failing health reaches the numbers (banner,
-greyed untrusted rows, no headline lift on the list), and an experiment without data says
-how to start."""
+greyed untrusted rows, no headline lift on the list), an experiment without data says
+how to start, both pages say the data runs through its newest event time, and the charts sit
+in tabs under their own metric chooser."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+import sqlalchemy as sa
+
+from dashboard.charts import TABS
 from tests.dashboard.test_app import SMALL, _app, _clean, demo_url  # noqa: F401 (fixture)
 from tests.rollup.scenario import create
 from tests.rollup.test_rollup import NOW
 from tests.test_alerts import LOPSIDED
 from tests.test_report_decisions import _log
+from tracker.report.summary import ExperimentSummary
+from tracker.store.db import create_engine
+from tracker.store.summaries import read_summaries
+from tracker.store.types import from_micros
 
 
 def _page(url, monkeypatch, **params):
@@ -51,7 +61,7 @@ def test_a_departure_from_the_plan_is_exploratory_with_the_plans_decision(demo_u
                                                                          monkeypatch):
     at = _page(demo_url, monkeypatch, experiment=SMALL.key)
     _clean(at)
-    assert not at.warning  # the plan's own view
+    assert not [w for w in at.warning if "Exploratory" in w.value]  # the plan's own view
     assert any(c.value.startswith("Analysis plan: fixed-horizon intervals, CUPED on")
                for c in at.caption)
     at.sidebar.radio[2].set_value("always-valid").run()
@@ -113,3 +123,55 @@ def test_every_cached_read_names_what_it_does_while_it_runs():
                         found.append((node.name, isinstance(spinner, ast.Constant)
                                       and isinstance(spinner.value, str)))
     assert len(found) >= 10 and all(ok for _, ok in found), found
+
+
+def test_the_charts_sit_in_tabs_under_a_metric_chooser_that_writes_the_url(
+        demo_url, monkeypatch):  # noqa: F811
+    """The charts below the results are in tabs, under their metric chooser; a metric chosen
+    there reaches the charts, the URL and the share link at the top. (That it reruns the
+    charts alone is a browser test: AppTest reruns the whole script on every widget.)"""
+    at = _page(demo_url, monkeypatch, experiment=SMALL.key)
+    _clean(at)
+    assert [t.label for t in at.tabs] == list(TABS)
+    assert [s.value for s in at.subheader][-1] == "Charts"
+    next(s for s in at.selectbox if s.label == "Metric").set_value("hit_rate").run()
+    _clean(at)
+    assert any(c.value.startswith("Each arm's mean of hit_rate@10") for c in at.caption)
+    assert any(c.value.startswith("Relative lift of hit_rate@10") for c in at.caption)
+    assert _param(at, "metric") == "hit_rate"
+    assert "metric=hit_rate" in at.code[0].value  # the share link follows
+    at.sidebar.radio[0].set_value(5).run()  # a full run keeps the chosen metric
+    _clean(at)
+    assert _param(at, "metric") == "hit_rate"
+    assert any(c.value.startswith("Each arm's mean of hit_rate@5") for c in at.caption)
+
+
+def test_both_pages_say_the_data_runs_through_its_newest_event_time(demo_url,  # noqa: F811
+                                                                    monkeypatch):
+    """"Data through" is the newest event time the rollup saw (here the demo's last list or
+    click, on 2026-11-03), not when the rollup ran (2026-11-20) nor when the logs arrived
+    (today); read today, it is days old: a warning that says it is stale."""
+    engine = create_engine(demo_url)
+    try:
+        with engine.connect() as conn:
+            served = from_micros(conn.execute(sa.text("SELECT max(served_at) FROM impression"))
+                                 .scalar())
+            (_, stored), = read_summaries(conn).values()
+    finally:
+        engine.dispose()
+    newest = ExperimentSummary.from_dict(stored).newest_event
+    assert served <= newest < served + timedelta(days=1) < NOW  # a click after the last list
+    through = f"data through {newest:%Y-%m-%d %H:%M} UTC"
+    at = _page(demo_url, monkeypatch, experiment=SMALL.key)
+    _clean(at)
+    (line,) = [w.value for w in at.warning if f"D{through[1:]}" in w.value]
+    assert "h ago): stale, no event for over" in line
+    listed = _app(demo_url, monkeypatch).run()
+    _clean(listed)
+    table = next(m.value for m in listed.markdown if "tr-list" in m.value)
+    assert through in table and "stale" in table
+
+
+def _param(at, name: str) -> str:
+    value = at.query_params[name]
+    return value[0] if isinstance(value, list) else value

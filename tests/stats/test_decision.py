@@ -46,7 +46,7 @@ def health(users=(5_000, 5_000), provisional_days=0, weights=(1.0, 1.0)):
     return health_checklist(users=dict(zip(("control", "treatment"), users, strict=True)),
                             weights=dict(zip(("control", "treatment"), weights, strict=True)),
                             now=NOW,
-                            latest_received=NOW - timedelta(hours=1),
+                            newest_event=NOW - timedelta(hours=1),
                             last_rollup=NOW - timedelta(hours=2),
                             provisional_days=provisional_days)
 

@@ -47,8 +47,9 @@ The JSON form (:meth:`Scorecard.to_dict`) is a stable interface:
   deviation in words, "control lost 0.34% of its expected users"), ``users`` and
   ``expected_share`` per arm, ``crossover_users``,
   ``crossover_share``, ``crossover_status`` (ok / warn / alert), ``provisional_days``,
-  ``last_rollup`` (ISO instant) and ``data_lag_hours`` (now minus the latest received
-  impression of the experiment, never negative; None without data). A daily view's health
+  ``last_rollup`` (ISO instant), ``data_through`` (ISO instant: the newest event time the
+  last rollup saw, list served or interaction answering one) and ``data_lag_hours`` (now
+  minus ``data_through``, never negative; None without data). A daily view's health
   is that day's: its users, their SRM (no sequential test), its crossover;
 - ``metrics``: rows with ``metric``, ``k`` (None when the metric has none), ``arm``,
   ``role`` (primary | guardrail | secondary), ``control`` (bool), ``kind`` (user | set),

@@ -127,7 +127,7 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
               guardrails: dict[str, float] | None = None,
               target_effect: float | None = None, cuped: bool | None = None,
               daily_health: pd.DataFrame | None = None,
-              latest_received: datetime | None = None,
+              newest_event: datetime | None = None,
               now: datetime | None = None,
               exposure_days: pd.DataFrame | None = None,
               covariates: pd.DataFrame | None = None, planned_end: date | None = None
@@ -139,8 +139,9 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     ``guardrails`` override the stored roles for this report (:func:`roles_for`); a guardrail
     maps a metric to its tolerated relative loss (0.02 = 2%) and gets a one-sided
     non-inferiority test per treatment arm (``guardrail_p_value``, ``guardrail_ok``).
-    ``daily_health``: what a daily view's health describes. ``latest_received``: the lag's
-    origin (default: the day table's). ``target_effect``: what each primary must be able to
+    ``daily_health``: what a daily view's health describes. ``newest_event``: the newest event
+    time rolled up, the freshness check's "data through" (None: no event known).
+    ``target_effect``: what each primary must be able to
     detect before ``no_detectable_effect``. ``exposure_days``: the ``trends``' view.
     ``covariates``: CUPED's sums; holding the day, every comparison, guardrail and power is
     regression-adjusted. ``intervals``, ``correction``, ``target_effect``, ``cuped``: None
@@ -154,9 +155,7 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     roles = roles_for(info, primary, guardrails)
     as_of = _reported_day(metric_table, days, as_of)
     view = health_table if cumulative or daily_health is None else daily_health
-    if latest_received is None:
-        latest_received = days.attrs.get("latest_received")
-    checked = view_health(info, view, days, as_of, now or datetime.now(UTC), latest_received,
+    checked = view_health(info, view, days, as_of, now or datetime.now(UTC), newest_event,
                           cumulative=cumulative or daily_health is None)
     card = Scorecard(info.key, as_of, cumulative, level, intervals, correction, roles.primary,
                      checked.fields, guardrails=dict(roles.guardrails),
@@ -295,13 +294,21 @@ def report(engine, experiment: str, *, cumulative: bool = True, cuped: bool | No
            **options) -> Scorecard:
     """Read the rollup's tables of ``experiment`` and build its :func:`scorecard`
     (``cuped``: regression-adjusted where the rollup stored pre-exposure covariates; None:
-    as the experiment's analysis plan says, as every option left out)."""
+    as the experiment's analysis plan says, as every option left out). Freshness
+    (``newest_event``, unless given) is the newest event time the last rollup stored in the
+    experiment's summary (:mod:`tracker.publish`): no scan of the raw logs."""
+    from tracker.report.summary import ExperimentSummary
     from tracker.store import computed as read
     from tracker.store.db import transaction
     from tracker.store.experiments import get_experiment
+    from tracker.store.summaries import read_summaries
 
     with transaction(engine) as conn:
         info = get_experiment(conn, experiment)
+        if "newest_event" not in options:
+            stored = read_summaries(conn, [experiment]).get(experiment)
+            options["newest_event"] = (None if stored is None else
+                                       ExperimentSummary.from_dict(stored[1]).newest_event)
     daily = None if cumulative else read.health_table(engine, experiment, cumulative=False)
     adjust = info.plan.cuped if cuped is None else cuped
     covariates = read.covariate_table(engine, experiment, cumulative) if adjust else None

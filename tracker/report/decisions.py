@@ -26,12 +26,13 @@ class Health:
 
 
 def view_health(info: ExperimentInfo, health_table: pd.DataFrame, days: pd.DataFrame,
-            as_of: date | None, now: datetime, latest_received: datetime | None, *,
+            as_of: date | None, now: datetime, newest_event: datetime | None, *,
             cumulative: bool) -> Health:
     """The checklist of :func:`tracker.stats.health.health_checklist` on the users of
     ``as_of`` in ``health_table`` (cumulative users, with the daily looks for the sequential
     SRM; or that day's users alone when not ``cumulative``), and the stable JSON fields
-    read from the same counts (``srm_flagged`` is the checklist's srm item failing)."""
+    read from the same counts (``srm_flagged`` is the checklist's srm item failing);
+    ``newest_event``: the freshness check's "data through"."""
     arms = [arm.key for arm in info.arms]
     weights = {arm.key: arm.weight for arm in info.arms}
     total = sum(weights.values())
@@ -45,8 +46,7 @@ def view_health(info: ExperimentInfo, health_table: pd.DataFrame, days: pd.DataF
         "crossover_users": 0, "crossover_share": None, "crossover_status": None,
         "provisional_days": provisional,
         "last_rollup": last_run.isoformat() if last_run is not None else None,
-        "data_lag_hours": None,
-    }
+        "data_lag_hours": None, "data_through": newest_event and newest_event.isoformat()}
     looks: list[list[int]] | None = None
     total_users = crossover_users = None
     if as_of is not None and not health_table.empty:
@@ -75,9 +75,9 @@ def view_health(info: ExperimentInfo, health_table: pd.DataFrame, days: pd.DataF
             out["crossover_share"] = finite(crossover.share)
             out["crossover_status"] = crossover.status.value if crossover.status else None
     checklist = health_checklist(
-        users=out["users"], weights=weights, now=now, latest_received=latest_received,
-        last_rollup=last_run, total_users=total_users, crossover_users=crossover_users,
-        provisional_days=len(provisional), srm_looks=looks,
+        users=out["users"], weights=weights, now=now, newest_event=newest_event,
+        last_rollup=last_run, logged=days.attrs.get("logged"), total_users=total_users,
+        crossover_users=crossover_users, provisional_days=len(provisional), srm_looks=looks,
         running=info.status in ("draft", "running"))
     out["srm_flagged"] = checklist.item("srm").status is CheckStatus.FAIL
     out["data_lag_hours"] = checklist.data_lag_hours

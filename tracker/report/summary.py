@@ -1,6 +1,7 @@
 """One experiment in a line, as the experiments list shows it and as alerts compare it: the
 scorecard under the experiment's analysis plan reduced to its users, latest complete day,
-health, decision per treatment arm, guardrail states and headline lift.
+how fresh its data is (the newest event times the rollup saw), health, decision per treatment
+arm, guardrail states and headline lift.
 
 :func:`summarise` is pure (a scorecard and the day table in, a plain document out); the
 rollup stores the document at the end of each run (:mod:`tracker.publish`,
@@ -11,7 +12,7 @@ rollup stores the document at the end of each run (:mod:`tracker.publish`,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 import pandas as pd
@@ -26,7 +27,10 @@ class ExperimentSummary:
     """``decisions``: treatment arm -> outcome; ``guardrails``: ``"arm metric@k"`` -> holds /
     fails / not shown yet; ``headline_lift``: treatment arm -> the first primary's relative
     lift. ``health_status`` is None before any rollup; a failing one makes every lift
-    untrusted (the list then shows none)."""
+    untrusted (the list then shows none). ``newest_served_at`` / ``newest_interaction_at``:
+    the newest event times among the logs the run saw (when the newest list was served, when
+    the newest interaction answering a list occurred): what "data through" reads, stored so
+    that neither page scans raw logs (which retention may have expired) to say it."""
 
     users: int = 0
     latest_final_day: date | None = None
@@ -37,10 +41,19 @@ class ExperimentSummary:
     headline: str | None = None
     headline_lift: dict[str, float | None] = field(default_factory=dict)
     plan: dict[str, Any] = field(default_factory=dict)
+    newest_served_at: datetime | None = None
+    newest_interaction_at: datetime | None = None
 
     @property
     def trusted(self) -> bool:
         return self.health_status not in (None, "fail")
+
+    @property
+    def newest_event(self) -> datetime | None:
+        """The newest event time of either kind (None before any event)."""
+        known = [at for at in (self.newest_served_at, self.newest_interaction_at)
+                 if at is not None]
+        return max(known) if known else None
 
     def to_dict(self) -> dict[str, Any]:
         return {"users": self.users,
@@ -49,7 +62,9 @@ class ExperimentSummary:
                 "health_status": self.health_status, "health_note": self.health_note,
                 "decisions": dict(self.decisions), "guardrails": dict(self.guardrails),
                 "headline": self.headline, "headline_lift": dict(self.headline_lift),
-                "plan": dict(self.plan)}
+                "plan": dict(self.plan),
+                "newest_served_at": _instant_text(self.newest_served_at),
+                "newest_interaction_at": _instant_text(self.newest_interaction_at)}
 
     @classmethod
     def from_dict(cls, document: dict[str, Any]) -> ExperimentSummary:
@@ -58,7 +73,19 @@ class ExperimentSummary:
                    document.get("health_status"), document.get("health_note"),
                    dict(document.get("decisions", {})), dict(document.get("guardrails", {})),
                    document.get("headline"), dict(document.get("headline_lift", {})),
-                   dict(document.get("plan", {})))
+                   dict(document.get("plan", {})),
+                   _instant(document.get("newest_served_at")),
+                   _instant(document.get("newest_interaction_at")))
+
+
+def _instant_text(at: datetime | None) -> str | None:
+    return None if at is None else at.isoformat()
+
+
+def _instant(text: str | None) -> datetime | None:
+    """An instant stored by :func:`_instant_text` (absent in summaries written before
+    freshness was stored: None until the next run)."""
+    return None if text is None else datetime.fromisoformat(text)
 
 
 def _worst_item(checklist: list[dict]) -> str | None:
@@ -70,11 +97,15 @@ def _worst_item(checklist: list[dict]) -> str | None:
     return None
 
 
-def summarise(card: Scorecard, days: pd.DataFrame) -> ExperimentSummary:
+def summarise(card: Scorecard, days: pd.DataFrame, newest_served_at: datetime | None = None,
+              newest_interaction_at: datetime | None = None) -> ExperimentSummary:
     """The summary of ``card`` (cumulative, under the plan) with ``days`` the experiment's
-    day table (:func:`tracker.store.computed.day_table`)."""
+    day table (:func:`tracker.store.computed.day_table`) and the newest event times
+    (:func:`tracker.store.results.newest_events`)."""
+    newest = {"newest_served_at": newest_served_at,
+              "newest_interaction_at": newest_interaction_at}
     if days.empty or card.as_of is None:
-        return ExperimentSummary(plan=dict(card.plan))
+        return ExperimentSummary(plan=dict(card.plan), **newest)
     final = days[~days["provisional"]]["day"]
     headline = card.primary[0] if card.primary else None
     lifts = {r["arm"]: r.get("relative_lift") for r in card.metrics
@@ -87,4 +118,5 @@ def summarise(card: Scorecard, days: pd.DataFrame) -> ExperimentSummary:
         health_status=card.health.get("status"),
         health_note=_worst_item(card.health.get("checklist", [])),
         decisions={d["arm"]: d["outcome"] for d in card.decisions},
-        guardrails=guards, headline=headline, headline_lift=lifts, plan=dict(card.plan))
+        guardrails=guards, headline=headline, headline_lift=lifts, plan=dict(card.plan),
+        **newest)

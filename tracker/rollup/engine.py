@@ -128,19 +128,21 @@ def run_rollup(engine: sa.Engine, settings: Settings, experiment: str | None = N
                 log.error("rollup of %s failed; the other experiments go on", info.key,
                           exc_info=not isinstance(error, TrackerError))
             failures.append((info.key, error))
-    _publish(engine, settings, [s.experiment for s in summaries])
+    _publish(engine, settings, [s.experiment for s in summaries], now)
     if failures:
         raise RollupIncomplete(summaries, failures)
     return summaries
 
 
-def _publish(engine: sa.Engine, settings: Settings, keys: list[str]) -> None:
+def _publish(engine: sa.Engine, settings: Settings, keys: list[str],
+             now: datetime | None) -> None:
     """The run's last step: each experiment's stored summary and the alerts it raises
-    (:func:`tracker.publish.after_rollup`); it never fails the run."""
+    (:func:`tracker.publish.after_rollup`; ``now``: the run's clock, None: the wall clock);
+    it never fails the run."""
     try:
         from tracker.publish import after_rollup
 
-        after_rollup(engine, settings, keys)
+        after_rollup(engine, settings, keys, now)
     except Exception:  # noqa: BLE001 — results are stored; a summary must not fail the run
         log.warning("summaries of %s not published", ", ".join(keys), exc_info=True)
 

@@ -14,7 +14,7 @@ Typical use by a report, for one metric::
         fixed.decisive      # the tested effect: its interval agrees with fixed.p_value
     srm = srm_test(users_per_arm, weights)
     p_adjusted = adjust_primary(p_values, is_primary, method="holm")
-    checklist = health_checklist(users=..., weights=..., now=..., latest_received=...)
+    checklist = health_checklist(users=..., weights=..., now=..., newest_event=...)
     decision = decide(arm, primaries, guardrails, checklist)   # ship / do_not_ship / ...
 
 With pre-exposure covariates (:class:`CovariateMeanStats`, :class:`CovariateRatioStats`),

@@ -13,13 +13,20 @@ The checks, after the health tabs of GrowthBook, Statsig Pulse and Eppo's diagno
   flagged; the deviation is reported as its size, never as a gate.
 - ``crossover``: the share of users exposed to two arms or more
   (:func:`tracker.stats.crossover.crossover_health`): ``warn`` at 1 %, ``fail`` at 10 %.
-- ``freshness``: ``data_lag_hours`` = now − the latest received event, never negative (an
-  event received "after now" is clock skew between the servers: the lag is clamped to 0 and
-  the message says so); ``warn`` past ``stale_after_hours`` (36 h: one nightly run missed),
-  ``fail`` past ``dead_after_hours`` (7 days: logging has stopped) while the experiment runs;
-  ``info`` once it has stopped (old data is then expected).
-- ``rollup``: ``warn`` when events exist but no rollup ever ran, or the last one is older
-  than ``stale_after_hours`` while the experiment runs.
+- ``freshness``: "data through" the newest *event time* the rollup has seen (the newest list
+  served, or the newest interaction of its users that can answer one), and ``data_lag_hours``
+  = now − that instant, never negative (an event "after now" is clock skew between the
+  servers: the lag is clamped to 0 and the message says so). Event time, not arrival time:
+  logs that arrive late carry old event times and must not make the data look fresher than
+  what happened, and an import of old logs must not read "lag 0 h". ``warn`` past
+  ``stale_after_hours`` (36 h: a whole reporting day, the experiment's calendar day, has
+  passed with no event, whatever the hour it is read), saying logging looks stopped past
+  ``dead_after_hours`` (7 days), while the experiment runs; ``info`` once it has stopped (old
+  data is then expected). Never ``fail``: old data is old, not wrong. Its lifts and intervals
+  hold for the users seen through that instant, so staleness is said loudly but greys no
+  number and blocks no decision (a failing item would do both).
+- ``rollup``: ``warn`` when events were logged but no rollup ever ran, or the last one is
+  older than ``stale_after_hours`` while the experiment runs.
 - ``provisional``: days whose attribution windows are still open, as ``info``: normal while
   an experiment runs, since late interactions can still change them.
 - ``sample``: ``warn`` when an arm has fewer than ``min_users`` users: too few for the
@@ -30,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -73,7 +80,8 @@ class HealthItem:
 @dataclass(frozen=True, slots=True)
 class HealthChecklist:
     """The checklist: its items in display order, the overall ``status`` (the worst item;
-    ``info`` counts as ``pass``) and ``data_lag_hours`` (None before any event)."""
+    ``info`` counts as ``pass``) and ``data_lag_hours`` (since the newest event; None before
+    any)."""
 
     items: tuple[HealthItem, ...]
     status: CheckStatus
@@ -157,8 +165,8 @@ def crossover_item(users: int, crossover_users: int) -> HealthItem:
     return HealthItem("crossover", status, text)
 
 
-def data_lag_hours(latest_received: datetime | None, now: datetime) -> float | None:
-    """now − ``latest_received`` in hours, clamped at 0 (None without events). Both instants
+def data_lag_hours(newest_event: datetime | None, now: datetime) -> float | None:
+    """now − ``newest_event`` in hours, clamped at 0 (None without events). Both instants
     must be timezone-aware.
 
     >>> from datetime import UTC
@@ -168,11 +176,11 @@ def data_lag_hours(latest_received: datetime | None, now: datetime) -> float | N
     ...                datetime(2026, 1, 2, 9, tzinfo=UTC))
     0.0
     """
-    if latest_received is None:
+    if newest_event is None:
         return None
-    _check_aware(latest_received, "latest_received")
+    _check_aware(newest_event, "newest_event")
     _check_aware(now, "now")
-    return max(0.0, (now - latest_received).total_seconds() / 3600)
+    return max(0.0, (now - newest_event).total_seconds() / 3600)
 
 
 def _check_aware(value: datetime, name: str) -> None:
@@ -181,42 +189,50 @@ def _check_aware(value: datetime, name: str) -> None:
                          f"got the naive {value.isoformat()}")
 
 
-def freshness_item(latest_received: datetime | None, now: datetime, *, running: bool = True,
+def freshness_item(newest_event: datetime | None, now: datetime, *, running: bool = True,
                    stale_after_hours: float = DEFAULT_STALE_AFTER_HOURS,
                    dead_after_hours: float = DEFAULT_DEAD_AFTER_HOURS) -> HealthItem:
-    """Data lag since the latest received event (see the module docstring for the rule)."""
+    """How fresh the data is: through the newest event time, and how long ago that was (see
+    the module docstring for the rule).
+
+    >>> from datetime import UTC
+    >>> freshness_item(datetime(2026, 11, 3, 14, 20, tzinfo=UTC),
+    ...                datetime(2026, 11, 3, 16, 20, tzinfo=UTC)).message
+    'data through 2026-11-03 14:20 UTC (newest event 2.0 h ago)'
+    """
     if not 0 < stale_after_hours <= dead_after_hours:
         raise ValueError(f"need 0 < stale_after_hours <= dead_after_hours, got "
                          f"{stale_after_hours!r} and {dead_after_hours!r}")
-    lag = data_lag_hours(latest_received, now)
+    lag = data_lag_hours(newest_event, now)
     if lag is None:
-        return HealthItem("freshness", CheckStatus.INFO, "no events received yet")
-    ahead = (latest_received - now).total_seconds() / 3600
+        return HealthItem("freshness", CheckStatus.INFO, "no event rolled up yet")
+    through = f"data through {newest_event.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    ahead = (newest_event - now).total_seconds() / 3600
     if ahead > 0:
         return HealthItem("freshness", CheckStatus.PASS,
-                          f"data lag 0 h (the latest event was received {ahead:.1f} h after "
-                          "this clock's now: clock skew between servers, shown as 0)")
-    received = latest_received.isoformat(timespec="seconds")
-    text = f"data lag {lag:.1f} h (latest event received {received})"
+                          f"{through} (newest event {ahead:.1f} h after this clock's now: "
+                          "clock skew between servers, shown as a lag of 0 h)")
+    text = f"{through} (newest event {lag:.1f} h ago)"
     if not running:
         return HealthItem("freshness", CheckStatus.INFO, f"{text}; the experiment has stopped")
     if lag > dead_after_hours:
-        return HealthItem("freshness", CheckStatus.FAIL,
-                          f"{text}: no data for over {dead_after_hours:g} h, logging looks "
-                          "stopped")
+        return HealthItem("freshness", CheckStatus.WARN,
+                          f"{text}: stale, no event for over {dead_after_hours:g} h, logging "
+                          "looks stopped")
     if lag > stale_after_hours:
         return HealthItem("freshness", CheckStatus.WARN,
-                          f"{text}: stale, older than {stale_after_hours:g} h")
+                          f"{text}: stale, no event for over {stale_after_hours:g} h (a "
+                          "whole reporting day without data)")
     return HealthItem("freshness", CheckStatus.PASS, text)
 
 
-def rollup_item(last_rollup: datetime | None, latest_received: datetime | None,
-                now: datetime, *, running: bool = True,
+def rollup_item(last_rollup: datetime | None, logged: bool, now: datetime, *,
+                running: bool = True,
                 stale_after_hours: float = DEFAULT_STALE_AFTER_HOURS) -> HealthItem:
-    """When the rollup last ran: ``warn`` when events wait for a first rollup, or the last
-    run is older than ``stale_after_hours`` while the experiment runs."""
+    """When the rollup last ran: ``warn`` when events (``logged``) wait for a first rollup,
+    or the last run is older than ``stale_after_hours`` while the experiment runs."""
     if last_rollup is None:
-        if latest_received is None:
+        if not logged:
             return HealthItem("rollup", CheckStatus.INFO, "never rolled up (no events yet)")
         return HealthItem("rollup", CheckStatus.WARN,
                           "events are waiting but no rollup has run: `tracker rollup`")
@@ -258,8 +274,9 @@ def health_checklist(
     users: Mapping[str, int],
     weights: Mapping[str, float],
     now: datetime,
-    latest_received: datetime | None,
+    newest_event: datetime | None,
     last_rollup: datetime | None = None,
+    logged: bool | None = None,
     total_users: int | None = None,
     crossover_users: int | None = None,
     provisional_days: int = 0,
@@ -274,10 +291,11 @@ def health_checklist(
 
     ``users``: users per arm on the reported day (cumulative view), ``weights`` the declared
     weights by arm; ``total_users`` / ``crossover_users``: distinct users of the experiment and
-    those exposed to two arms or more (omit both when not measured); ``latest_received``: the
-    latest received event (impression or interaction); ``running``: the experiment has not
-    stopped (``draft`` / ``running``). Items in display order: srm, sample, crossover,
-    freshness, rollup, provisional.
+    those exposed to two arms or more (omit both when not measured); ``newest_event``: the
+    newest event time rolled up (list served or interaction); ``logged``: whether any event
+    was logged, rolled up or not (default: ``newest_event`` is known); ``running``: the
+    experiment has not stopped (``draft`` / ``running``). Items in display order: srm,
+    sample, crossover, freshness, rollup, provisional.
     """
     if set(users) != set(weights):
         raise ValueError(f"users and weights must name the same arms, got {sorted(users)} "
@@ -286,12 +304,13 @@ def health_checklist(
              sample_item(users, min_users=min_users)]
     if total_users is not None and crossover_users is not None:
         items.append(crossover_item(total_users, crossover_users))
-    items.append(freshness_item(latest_received, now, running=running,
+    items.append(freshness_item(newest_event, now, running=running,
                                 stale_after_hours=stale_after_hours,
                                 dead_after_hours=dead_after_hours))
-    items.append(rollup_item(last_rollup, latest_received, now, running=running,
+    logged = newest_event is not None if logged is None else logged
+    items.append(rollup_item(last_rollup, logged, now, running=running,
                              stale_after_hours=stale_after_hours))
     items.append(provisional_item(provisional_days))
-    lag = data_lag_hours(latest_received, now)
+    lag = data_lag_hours(newest_event, now)
     return HealthChecklist(tuple(items), overall_status(items),
                            None if lag is None else round(lag, 1))

@@ -162,17 +162,18 @@ def health_table(engine: sa.Engine, experiment: str, cumulative: bool = False) -
 
 def day_table(engine: sa.Engine, experiment: str) -> pd.DataFrame:
     """Per rolled-up day: impressions, users, when its windows close, when it was computed;
-    ``attrs["last_run"]``: the last rollup, ``attrs["latest_received"]``: when the
-    experiment's latest impression was received (the data lag's origin)."""
+    ``attrs["last_run"]``: the last rollup, ``attrs["logged"]``: whether any impression of
+    the experiment is stored (rolled up or not). How fresh the data is comes from the
+    experiment's stored summary (the newest event times the last run saw), not from here."""
     require_current_schema(engine)
     with transaction(engine) as conn:
         info = get_experiment(conn, experiment)
         rows = results.day_rows(conn, info.id)
         last = results.last_run(conn, info.id)
-        latest = results.latest_received(conn, info.id)
+        logged = results.logged(conn, info.id)
     frame = pd.DataFrame(rows, columns=["day", "impressions", "users", "closes_at",
                                         "computed_at"])
     frame["provisional"] = frame["computed_at"] < frame["closes_at"]
     frame.attrs["last_run"] = last
-    frame.attrs["latest_received"] = latest
+    frame.attrs["logged"] = logged
     return frame

@@ -25,7 +25,7 @@ from tracker.store.rollup_tables import (
     RollupState,
     RollupUnits,
 )
-from tracker.store.types import stored_micros
+from tracker.store.types import from_micros, stored_micros, to_micros
 
 
 def latest_ids(conn: sa.Connection) -> tuple[int, int]:
@@ -100,12 +100,63 @@ def last_run(conn: sa.Connection, experiment_id: int) -> datetime | None:
                         .where(RollupState.experiment_id == experiment_id)).scalar()
 
 
-def latest_received(conn: sa.Connection, experiment_id: int) -> datetime | None:
-    """When the latest impression of the experiment was received (None before any). Only
-    impressions name an experiment: interactions belong to one once attributed, so an
-    experiment whose serving stopped looks stopped even while other events keep arriving."""
-    return conn.execute(sa.select(sa.func.max(Impression.received_at))
-                        .where(Impression.experiment_id == experiment_id)).scalar()
+def logged(conn: sa.Connection, experiment_id: int) -> bool:
+    """Whether any impression of the experiment is stored (one step down an index)."""
+    return conn.execute(sa.select(sa.literal(1)).where(
+        Impression.experiment_id == experiment_id).limit(1)).first() is not None
+
+
+@dataclass(frozen=True)
+class NewestEvents:
+    """The newest event times of an experiment's logs: the newest list served and the newest
+    interaction of its users that can answer one of its lists (None: none)."""
+
+    served: datetime | None = None
+    interaction: datetime | None = None
+
+    @property
+    def newest(self) -> datetime | None:
+        known = [at for at in (self.served, self.interaction) if at is not None]
+        return max(known) if known else None
+
+
+def newest_events(conn: sa.Connection, experiment_id: int, window: timedelta,
+                  seen: tuple[int, int] | None, before: NewestEvents = NewestEvents()
+                  ) -> NewestEvents:
+    """The newest event times among the rows a rollup has seen (ids up to the watermarks
+    ``seen``; every row when None), never older than ``before`` (what the previous run
+    found, kept when retention has expired those rows).
+
+    By event time, not arrival: a late row with an old ``served_at`` or ``occurred_at``
+    changes nothing. Two index walks, whatever the history: the newest ``served_at`` is one
+    step down (experiment, served_at); an interaction can be newer than that list only
+    inside its attribution window, so only interactions in (newest list, newest list +
+    window] are read, through the ``occurred_at`` index, each checked against the user's
+    lists (user, served_at)."""
+    mine = Impression.experiment_id == experiment_id
+    served = sa.select(sa.func.max(Impression.served_at)).where(mine)
+    if seen is not None:
+        served = served.where(Impression.id <= seen[0])
+    newest_list = _latest(conn.execute(served).scalar(), before.served)
+    if newest_list is None:
+        return NewestEvents(None, before.interaction)
+    floor = to_micros(_latest(newest_list, before.interaction))
+    span = window // timedelta(microseconds=1)
+    at, listed = stored_micros(Interaction.occurred_at), stored_micros(Impression.served_at)
+    answered = sa.select(sa.literal(1)).where(
+        mine, Impression.user_id == Interaction.user_id, listed <= at, listed >= at - span)
+    query = sa.select(sa.func.max(at)).where(
+        at > floor, at <= to_micros(newest_list) + span, answered.exists())
+    if seen is not None:
+        query = query.where(Interaction.id <= seen[1])
+    newest = conn.execute(query).scalar()
+    return NewestEvents(newest_list, _latest(None if newest is None else from_micros(newest),
+                                             before.interaction))
+
+
+def _latest(*instants: datetime | None) -> datetime | None:
+    known = [at for at in instants if at is not None]
+    return max(known) if known else None
 
 
 def clear_state(conn: sa.Connection, experiment_id: int) -> None:
