@@ -16,7 +16,7 @@ from dashboard import results as results_layout
 from tracker.metrics import catalog
 from tracker.report import Scorecard, format_p, shown_interval
 from tracker.report.series import MetricSeries
-from tracker.stats.health import CheckStatus, data_lag_hours, freshness_item
+from tracker.stats.health import CheckStatus, ago, data_lag_hours, freshness_item
 
 GROUPS = tuple(group.label for group in catalog.GROUPS) + ("Other",)
 MARKERS = {"better": "▲ better", "worse": "▼ worse", "inconclusive": "· inconclusive",
@@ -430,7 +430,7 @@ def data_through(summary, status: str, now: datetime) -> str:
     stale = (f" <b style='color:{CHECKS['warn'][1]}'>! stale</b>"
              if item.status is CheckStatus.WARN else "")
     return (f"<div class='tr-p' title='{escape(item.message)}'>data through "
-            f"{newest.astimezone(UTC):%Y-%m-%d %H:%M} UTC, {lag:.1f} h ago{stale}</div>")
+            f"{newest.astimezone(UTC):%Y-%m-%d %H:%M} UTC, {ago(lag)}{stale}</div>")
 
 
 def experiments_html(summaries: list, now: datetime) -> str:

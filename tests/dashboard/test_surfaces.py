@@ -165,7 +165,7 @@ def test_both_pages_say_the_data_runs_through_its_newest_event_time(demo_url,  #
     at = _page(demo_url, monkeypatch, experiment=SMALL.key)
     _clean(at)
     (line,) = [w.value for w in at.warning if f"D{through[1:]}" in w.value]
-    assert "h ago): stale, no event for over" in line
+    assert "days ago): stale, no event for over" in line
     listed = _app(demo_url, monkeypatch).run()
     _clean(listed)
     table = next(m.value for m in listed.markdown if "tr-list" in m.value)

@@ -77,7 +77,8 @@ def test_the_data_lag_is_never_negative(seconds):
 def test_freshness_by_age(hours, running, status):
     item = freshness_item(NOW - timedelta(hours=hours), NOW, running=running)
     assert item.status is status
-    assert f"newest event {hours:.1f} h ago" in item.message
+    shown = f"{hours:.1f} h ago" if hours < 48 else f"{hours / 24:.1f} days ago"
+    assert f"newest event {shown}" in item.message
 
 
 def test_488_hour_old_data_warns_that_logging_stopped_but_greys_and_blocks_nothing():

@@ -189,6 +189,15 @@ def _check_aware(value: datetime, name: str) -> None:
                          f"got the naive {value.isoformat()}")
 
 
+def ago(hours: float) -> str:
+    """A lag as a reader takes it in: hours up to two days, days beyond.
+
+    >>> ago(2.04), ago(47.9), ago(578.0)
+    ('2.0 h ago', '47.9 h ago', '24.1 days ago')
+    """
+    return f"{hours:.1f} h ago" if hours < 48 else f"{hours / 24:.1f} days ago"
+
+
 def freshness_item(newest_event: datetime | None, now: datetime, *, running: bool = True,
                    stale_after_hours: float = DEFAULT_STALE_AFTER_HOURS,
                    dead_after_hours: float = DEFAULT_DEAD_AFTER_HOURS) -> HealthItem:
@@ -212,7 +221,7 @@ def freshness_item(newest_event: datetime | None, now: datetime, *, running: boo
         return HealthItem("freshness", CheckStatus.PASS,
                           f"{through} (newest event {ahead:.1f} h after this clock's now: "
                           "clock skew between servers, shown as a lag of 0 h)")
-    text = f"{through} (newest event {lag:.1f} h ago)"
+    text = f"{through} (newest event {ago(lag)})"
     if not running:
         return HealthItem("freshness", CheckStatus.INFO, f"{text}; the experiment has stopped")
     if lag > dead_after_hours:
