@@ -133,14 +133,14 @@ def test_compaction_keeps_served_items_and_the_highest_unserved_ones():
     served = np.array([[1, 2, -1], [8, 9, 10]])
     truth = columnar.Truth(np.array([0, 0, 0, 0, 0, 0, 1]), np.array([2, 3, 4, 5, 6, 7, 9]),
                            np.array([1.0, 2.0, 5.0, 5.0, 1.0, 3.0, 1.0]))
-    ground = columnar.compact_truth(truth, served, keep=2)
+    ground = columnar.compact_truth(truth, served, keep=2, n_items=11)
     assert list(zip(ground.truth.rows.tolist(), ground.truth.items.tolist(),
                     strict=True)) == [(0, 2), (0, 4), (0, 5), (1, 9)]
     assert ground.unlisted.tolist() == [3, 0]
     assert sorted(ground.dropped_items.tolist()) == [3, 6, 7]
     assert ground.pairs == 7
     # no list with more than ``keep`` relevant items: the truth as it was
-    light = columnar.compact_truth(truth, served, keep=6)
+    light = columnar.compact_truth(truth, served, keep=6, n_items=11)
     assert light.truth is truth and light.unlisted is None
 
 

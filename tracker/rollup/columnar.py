@@ -297,8 +297,10 @@ class Truth:
 
     @classmethod
     def highest(cls, rows: np.ndarray, items: np.ndarray, grades: np.ndarray,
-                n_items: int) -> Truth:
+                n_items: int, levels: np.ndarray | None = None) -> Truth:
         """One row per (impression, item) of the pairs given, with its highest grade.
+        ``levels``: the distinct grades (any sorted superset), when the caller knows them
+        (a chunk made in blocks: not sorted again for each block).
 
         Each pair and the rank of its grade are packed in one int64 and the keys sorted by
         value (numpy's vectorised sort, without the argsort's gathers: 2.4M pairs of a
@@ -311,7 +313,7 @@ class Truth:
         ([0, 1], [2.0, 3.0])
         """
         width = max(n_items, 1)
-        levels = np.unique(grades)
+        levels = np.unique(grades) if levels is None or not levels.size else levels
         span = max(levels.size, 1)
         if not rows.size or np.isnan(levels[-1]) or \
                 (int(rows.max()) + 1) * width * span >= _PACKED_LIMIT:
@@ -334,7 +336,7 @@ class Truth:
 class GroundTruth:
     """A chunk's :class:`Truth` as it is scored, with what compaction left out of it
     (:func:`compact_truth`): per list the count of relevant items not listed (None: none
-    left out), and the items left out (for the catalog)."""
+    left out), and the distinct items left out (for the catalog)."""
 
     truth: Truth
     unlisted: np.ndarray | None
@@ -369,10 +371,11 @@ def _ground_truth(lists: pa.Table, imp_user: np.ndarray, interactions: Interacti
         keyed_rows = by_id[np.searchsorted(ids, keyed["impression"].to_numpy()[named],
                                            sorter=by_id)]
         keyed_item, keyed_grade = keyed_items[named], keyed_grades[named]
-    def highest(imp_index, it_index, rows, items, grades) -> Truth:
+    def highest(imp_index, it_index, rows, items, grades, levels=None) -> Truth:
         return Truth.highest(np.concatenate((imp_index, rows)),
                              np.concatenate((it_items[it_index], items)),
-                             np.concatenate((interactions.grades[it_index], grades)), n_items)
+                             np.concatenate((interactions.grades[it_index], grades)), n_items,
+                             levels)
 
     runs = answer_runs(imp_user, at, interactions.users, interactions.at, window)
     if runs is None or int(runs.counts.sum()) <= limit:  # within the bound: kept whole
@@ -382,20 +385,27 @@ def _ground_truth(lists: pa.Table, imp_user: np.ndarray, interactions: Interacti
     by_row = np.argsort(keyed_rows, kind="stable")
     keyed_rows, keyed_item, keyed_grade = (a[by_row] for a in
                                            (keyed_rows, keyed_item, keyed_grade))
-    parts = [compact_truth(highest(*runs.pairs(first, last), *(
-        a[slice(*np.searchsorted(keyed_rows, [first, last]))]
-        for a in (keyed_rows, keyed_item, keyed_grade))), served, keep)
-        for first, last in runs.blocks(limit)]
-    unlisted = [p.unlisted for p in parts if p.unlisted is not None]
-    return GroundTruth(
-        Truth(*(np.concatenate([getattr(p.truth, name) for p in parts])
-                for name in ("rows", "items", "grades"))),
-        np.sum(unlisted, axis=0) if unlisted else None,
-        distinct(np.concatenate([p.dropped_items for p in parts])),
-        sum(p.pairs for p in parts))
+    levels = np.unique(np.concatenate((interactions.grades, keyed_grade)))
+    parts: list[Truth] = []
+    unlisted: np.ndarray | None = None
+    dropped = np.zeros(n_items, dtype=bool)
+    pairs = 0
+    for first, last in runs.blocks(limit):
+        part = compact_truth(highest(*runs.pairs(first, last), *(
+            a[slice(*np.searchsorted(keyed_rows, [first, last]))]
+            for a in (keyed_rows, keyed_item, keyed_grade)), levels), served, keep,
+            n_items)
+        parts.append(part.truth)
+        pairs += part.pairs
+        if part.unlisted is not None:  # folded as they come: at most the chunk's items
+            unlisted = part.unlisted if unlisted is None else unlisted + part.unlisted
+            dropped[part.dropped_items] = True
+    return GroundTruth(Truth(*(np.concatenate([getattr(p, name) for p in parts])
+                               for name in ("rows", "items", "grades"))),
+                       unlisted, np.flatnonzero(dropped), pairs)
 
 
-def compact_truth(truth: Truth, served: np.ndarray, keep: int) -> GroundTruth:
+def compact_truth(truth: Truth, served: np.ndarray, keep: int, n_items: int) -> GroundTruth:
     """``truth`` (of the lists ``served``, padded) cut to what the metrics read
     (:class:`~tracker.metrics.ServedPositions`' ``unlisted``): in a list with more than
     ``keep`` relevant items it did not serve, only the ``keep`` highest graded of those
@@ -405,7 +415,12 @@ def compact_truth(truth: Truth, served: np.ndarray, keep: int) -> GroundTruth:
     other chunks or codes scores the same.
 
     Only lists with more than ``keep`` relevant items are looked at (their served
-    positions found): ordinary lists cost one count, and come back as they were.
+    positions found): ordinary lists cost one count, and come back as they were. No sort:
+    ``truth`` is sorted by (list, item), so whether a list served an item is one binary
+    search among the (list, item) keys of the heavy lists' served cells, and an unserved
+    item's rank in its list is the count of those graded above it (a count per list and
+    grade: grades are few, the experiment's) plus its rank among those of its grade (in
+    item order already). Item codes are below ``n_items``.
     """
     empty = np.empty(0, dtype=np.int64)
     n_lists = served.shape[0]
@@ -414,20 +429,51 @@ def compact_truth(truth: Truth, served: np.ndarray, keep: int) -> GroundTruth:
     if not heavy.any():
         return GroundTruth(truth, None, empty, int(truth.rows.size))
     pairs = np.flatnonzero(heavy[truth.rows])
-    unserved = pairs[first_positions(served, truth.rows[pairs], truth.items[pairs]) == 0]
-    ranked = unserved[np.lexsort((truth.items[unserved], -truth.grades[unserved],
-                                  truth.rows[unserved]))]
-    rows = truth.rows[ranked]
-    starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]]) if rows.size else empty
-    rank = np.arange(rows.size) - np.repeat(starts, np.diff(np.r_[starts, rows.size]))
-    dropped = ranked[rank >= keep]
+    lists = np.flatnonzero(heavy)
+    width = max(n_items, 1)
+    if n_lists * width < _PACKED_LIMIT:
+        cells = served[lists]
+        keys = (lists[:, None] * width + cells)[cells >= 0]
+        keys.sort()
+        wanted = truth.rows[pairs] * width + truth.items[pairs]
+        at = np.minimum(np.searchsorted(keys, wanted), max(keys.size - 1, 0))
+        unserved = pairs[keys[at] != wanted] if keys.size else pairs
+    else:  # keys that would not fit: the items' positions found row by row
+        unserved = pairs[first_positions(served, truth.rows[pairs], truth.items[pairs]) == 0]
+    rows, grades = truth.rows[unserved], truth.grades[unserved]
+    levels = np.unique(grades)
+    down = levels.size - 1 - np.searchsorted(levels, grades)  # 0: the highest grade
+    local = (np.cumsum(heavy) - 1)[rows]  # the heavy lists numbered 0, 1, ...
+    per_level = np.bincount(local * levels.size + down,
+                            minlength=int(heavy.sum()) * levels.size).reshape(-1, levels.size)
+    above = (np.cumsum(per_level, axis=1) - per_level)[local, down]
+    rank = np.empty(rows.size, dtype=np.int64)
+    for level in range(levels.size):  # a pass per grade
+        mine = np.flatnonzero(down == level)
+        rank[mine] = _ranks_in_runs(rows[mine])
+    dropped = unserved[above + rank >= keep]
     if not dropped.size:
         return GroundTruth(truth, None, empty, int(truth.rows.size))
     kept = np.ones(truth.rows.size, dtype=bool)
     kept[dropped] = False
     return GroundTruth(Truth(truth.rows[kept], truth.items[kept], truth.grades[kept]),
                        np.bincount(truth.rows[dropped], minlength=n_lists),
-                       truth.items[dropped], int(truth.rows.size))
+                       distinct_codes(truth.items[dropped], n_items), int(truth.rows.size))
+
+
+def distinct_codes(codes: np.ndarray, size: int) -> np.ndarray:
+    """The distinct values of ``codes`` (each below ``size``), sorted: marked, not sorted."""
+    marked = np.zeros(size, dtype=bool)
+    marked[codes] = True
+    return np.flatnonzero(marked)
+
+
+def _ranks_in_runs(values: np.ndarray) -> np.ndarray:
+    """Each value's 0-based rank in its run of equal values (``values`` sorted)."""
+    if not values.size:
+        return np.empty(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    return np.arange(values.size) - np.repeat(starts, np.diff(np.r_[starts, values.size]))
 
 
 @dataclass(frozen=True)

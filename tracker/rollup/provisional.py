@@ -61,6 +61,7 @@ from tracker.rollup.columnar import (
     answer_runs,
     answered,
     attribute,
+    distinct_codes,
     grades_of,
     score_encoded,
 )
@@ -441,13 +442,6 @@ def _dense(size: int, codes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     for part in codes:
         used[part] = True
     return np.flatnonzero(used), np.cumsum(used) - 1
-
-
-def distinct_codes(codes: np.ndarray, size: int) -> np.ndarray:
-    """The distinct values of ``codes`` (each below ``size``), sorted: marked, not sorted."""
-    marked = np.zeros(size, dtype=bool)
-    marked[codes] = True
-    return np.flatnonzero(marked)
 
 
 def _concat(parts: list[EncodedLists]) -> EncodedLists:
