@@ -13,7 +13,10 @@ totals and item exposure, in vectorised numpy (no Python loop over impressions o
    search per interaction); the runs are expanded into (impression, interaction) pairs.
    Interactions that name an impression answer that impression only (the SQL joins
    them). The ground truth keeps, per (impression, item), the highest grade, and only grades
-   above 0.
+   above 0. The runs' lengths are known before any pair is made (:class:`AnswerRuns`): past
+   the caller's bound (one heavy user: lists x clicks pairs) the pairs are made in blocks
+   of impressions, and each block's ground truth is compacted to what the metrics read
+   (:func:`compact_truth`).
 3. **Served position** of each ground-truth item: its first position in the list (0 when
    not served), by comparing codes row by row in bounded blocks.
 4. The metrics then come from :mod:`tracker.rollup.outcomes` (``tracker.metrics`` itself),
@@ -379,8 +382,9 @@ def _ground_truth(lists: pa.Table, imp_user: np.ndarray, interactions: Interacti
 
     runs = answer_runs(imp_user, at, interactions.users, interactions.at, window)
     if runs is None or int(runs.counts.sum()) <= limit:  # within the bound: kept whole
-        truth = highest(*attribute_sorted(imp_user, at, interactions.users, interactions.at,
-                                          window), keyed_rows, keyed_item, keyed_grade)
+        pairs = attribute(imp_user, at, interactions.users, interactions.at, window) \
+            if runs is None else runs.pairs(0, imp_user.size)  # what attribute_sorted makes
+        truth = highest(*pairs, keyed_rows, keyed_item, keyed_grade)
         return GroundTruth(truth, None, np.empty(0, dtype=np.int64), int(truth.rows.size))
     by_row = np.argsort(keyed_rows, kind="stable")
     keyed_rows, keyed_item, keyed_grade = (a[by_row] for a in
