@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tracker.errors import StaleState
 from tracker.rollup.chunk_parts import decode_chunks
-from tracker.rollup.columnar import EncodedLists, Truth, attribute
+from tracker.rollup.columnar import PAIR_LIMIT, EncodedLists, Truth, attribute
 from tracker.rollup.popularity import Popularity
 from tracker.rollup.provisional import ProvisionalDay
 
@@ -110,7 +110,7 @@ def test_a_kept_day_matches_new_interactions_as_attribute_does(sizes, seed, wind
     at = rng.choice(np.r_[day.lists.served_at, day.lists.served_at + window], n) if tied \
         else rng.integers(0, 2 * 10**12, n)
     timed = pa.table({"user": pa.array(users, pa.string()), "at": pa.array(at, pa.int64())})
-    rows, it = day.pairs(timed, window)
+    rows, it = day.pairs(timed, window, limit=PAIR_LIMIT)
     codes = {u: c for c, u in enumerate(day.users.to_pylist())}
     known = np.array([u in codes for u in users], dtype=bool)
     where = np.flatnonzero(known)

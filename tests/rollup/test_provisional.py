@@ -22,7 +22,7 @@ from tests.rollup.test_rollup import _batches, _check_against_reference
 from tracker import Tracker
 from tracker.errors import StaleState
 from tracker.rollup import provisional, state
-from tracker.rollup.columnar import EncodedLists, Truth
+from tracker.rollup.columnar import PAIR_LIMIT, EncodedLists, Truth
 from tracker.rollup.popularity import Popularity
 from tracker.rollup.provisional import ProvisionalDay
 
@@ -367,7 +367,7 @@ def test_new_ground_truth_rewrites_only_the_truth_of_its_chunks(monkeypatch):
                       "at": pa.array([150], pa.int64())})
     keyed = pa.table({"impression": pa.array([], pa.int64()), "item": pa.array([], pa.string()),
                       "event": pa.array([], pa.string())})
-    answered = back.answer(timed, keyed, {"purchase": 3.0}, window=100)
+    answered = back.answer(timed, keyed, {"purchase": 3.0}, window=100, limit=PAIR_LIMIT)
     assert answered.changed_users.tolist() == [0]
     parts = answered.day.encode([2, 5])
     assert not parts.whole and sorted(parts.data) == [3]  # chunk 0's truth only
@@ -378,7 +378,7 @@ def test_new_ground_truth_rewrites_only_the_truth_of_its_chunks(monkeypatch):
     # a new item: the items part too
     timed = pa.table({"user": ["u2"], "item": ["z"], "event": ["click"],
                       "at": pa.array([300], pa.int64())})
-    grown = again.answer(timed, keyed, None, window=100).day.encode([2, 5])
+    grown = again.answer(timed, keyed, None, window=100, limit=PAIR_LIMIT).day.encode([2, 5])
     assert sorted(grown.data) == [1, 3, 5]  # items; u2's impressions 9 and 11: both chunks
 
 
@@ -389,7 +389,8 @@ _NOTHING_KEYED = pa.table({"impression": pa.array([], pa.int64()),
 def _answered(day: ProvisionalDay, user: str, item: str, at: int) -> ProvisionalDay:
     timed = pa.table({"user": [user], "item": [item], "event": ["purchase"],
                       "at": pa.array([at], pa.int64())})
-    return day.answer(timed, _NOTHING_KEYED, {"purchase": 3.0}, window=100).day
+    return day.answer(timed, _NOTHING_KEYED, {"purchase": 3.0}, window=100,
+                      limit=PAIR_LIMIT).day
 
 
 def _truth(day: ProvisionalDay) -> list[tuple]:
@@ -517,7 +518,7 @@ def test_new_interactions_change_only_the_users_they_answer():
                       "at": pa.array([250, 150], pa.int64())})
     keyed = pa.table({"impression": pa.array([7], pa.int64()), "item": ["a"],
                       "event": ["click"]})
-    answered = day.answer(timed, keyed, None, window=100)
+    answered = day.answer(timed, keyed, None, window=100, limit=PAIR_LIMIT)
     assert answered.changed_users.tolist() == [1]  # u2: z is new; a already graded on 7
     assert answered.new_items.to_pylist() == ["z"]
     assert answered.day.items.to_pylist() == ["a", "b", "c", "z"]

@@ -71,13 +71,21 @@ def ideal_dcg(judged: Judged, k: int, gain: Gain) -> np.ndarray:
     rows (many short sorts), unless a few lists with very many grades would make it
     mostly padding (``IDEAL_MATRIX_WASTE``); then one global sort by (list, -grade).
     """
+    if judged.ideal_depth is not None and k > judged.ideal_depth:
+        raise RuntimeError(
+            f"graded ideal DCG@{k} needs each list's {k} highest unserved grades; some "
+            f"list lists only {judged.ideal_depth} of them (ServedPositions.unlisted)"
+        )
     row, grade = judged.truth_row, judged.truth_grade
-    n_relevant = judged.n_relevant
+    if grade is None:  # binary: gain(1) = 1 for both gains, a prefix sum of discounts
+        n_relevant = judged.n_relevant  # unlisted items too: their k best grade 1 (checked)
+        prefix = np.concatenate(([0.0], np.cumsum(discounts(min(k, int(n_relevant.max(
+            initial=0)))))))
+        return prefix[np.minimum(n_relevant, k)]
+    # graded: from the listed grades, which hold each list's k highest (checked above)
+    n_relevant = judged.n_listed
     most = int(n_relevant.max(initial=0))
     discount = discounts(min(k, most))  # the ideal list is at most the largest |G|
-    if grade is None:  # binary: gain(1) = 1 for both gains, a prefix sum of discounts
-        prefix = np.concatenate(([0.0], np.cumsum(discount)))
-        return prefix[np.minimum(n_relevant, k)]
     if judged.n_lists * most <= IDEAL_MATRIX_WASTE * max(row.size, 1) and not np.any(
         row[1:] < row[:-1]
     ):
@@ -93,7 +101,7 @@ def ideal_dcg(judged: Judged, k: int, gain: Gain) -> np.ndarray:
         return prefix[:, min(k, most) - 1] if most else np.zeros(judged.n_lists)
     order = np.lexsort((-grade, row))
     row, grade = row[order], grade[order]
-    starts = np.cumsum(judged.n_relevant) - judged.n_relevant
+    starts = np.cumsum(n_relevant) - n_relevant
     rank = np.arange(row.size) - starts[row]
     keep = rank < k
     weights = _gain(grade[keep], gain) * discount[rank[keep]]

@@ -13,7 +13,10 @@ totals and item exposure, in vectorised numpy (no Python loop over impressions o
    search per interaction); the runs are expanded into (impression, interaction) pairs.
    Interactions that name an impression answer that impression only (the SQL joins
    them). The ground truth keeps, per (impression, item), the highest grade, and only grades
-   above 0.
+   above 0. The runs' lengths are known before any pair is made (:class:`AnswerRuns`): past
+   the caller's bound (one heavy user: lists x clicks pairs) the pairs are made in blocks
+   of impressions, and each block's ground truth is compacted to what the metrics read
+   (:func:`compact_truth`).
 3. **Served position** of each ground-truth item: its first position in the list (0 when
    not served), by comparing codes row by row in bounded blocks.
 4. The metrics then come from :mod:`tracker.rollup.outcomes` (``tracker.metrics`` itself),
@@ -39,6 +42,9 @@ from tracker.rollup.outcomes import Layout, impression_values
 from tracker.rollup.popularity import Popularity
 
 BLOCK_CELLS = 4_000_000  # bound on the temporary (rows x positions) arrays
+PAIR_LIMIT = 2_000_000
+"""(impression, interaction) pairs a chunk makes at once when its caller sets no bound
+(the rollup's days derive theirs from ``TRACKER_ROLLUP_CHUNK_CELLS``)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,7 @@ class ChunkResult:
     impressions: int
     truth_pairs: int
     encoded: EncodedLists | None = None  # kept for a provisional day
+    compacted: bool = False  # some list's ground truth was compacted (:func:`compact_truth`)
 
 
 @dataclass(frozen=True)
@@ -135,21 +142,97 @@ def attribute_sorted(imp_user: np.ndarray, imp_served: np.ndarray, it_user: np.n
     window, or interactions out of order take :func:`attribute`."""
     if imp_user.size == 0 or it_user.size == 0:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    runs = answer_runs(imp_user, imp_served, it_user, it_at, window)
+    if runs is None:
+        return attribute(imp_user, imp_served, it_user, it_at, window)
+    return runs.pairs(0, runs.low.size)
+
+
+@dataclass(frozen=True)
+class AnswerRuns:
+    """Per impression, the run ``[low, high)`` of the (sorted) interactions that answer it
+    by time: what :func:`attribute_sorted` expands into pairs. Known before any pair is
+    made, so a caller can bound how many it makes at once (:meth:`blocks`) or only count
+    them (one user's 100,000 lists answered by 20,000 clicks each are 2e9 pairs)."""
+
+    low: np.ndarray
+    high: np.ndarray
+
+    @property
+    def counts(self) -> np.ndarray:
+        return self.high - self.low
+
+    def pairs(self, first: int, last: int) -> tuple[np.ndarray, np.ndarray]:
+        """The (impression, interaction) pairs of the impressions ``[first, last)``."""
+        low, counts = self.low[first:last], self.counts[first:last]
+        total = int(counts.sum())
+        offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        return np.repeat(np.arange(first, last), counts), np.repeat(low, counts) + offsets
+
+    def blocks(self, limit: int) -> list[tuple[int, int]]:
+        """Consecutive ranges of impressions, each answered by at most ``limit`` pairs (an
+        impression answered by more alone in its range: its pairs are at most the
+        interactions, which are held already)."""
+        ends = np.cumsum(self.counts)
+        bounds, first = [], 0
+        while first < ends.size:
+            before = int(ends[first - 1]) if first else 0
+            last = max(int(np.searchsorted(ends, before + limit, side="right")), first + 1)
+            bounds.append((first, last))
+            first = last
+        return bounds
+
+
+def answer_runs(imp_user: np.ndarray, imp_served: np.ndarray, it_user: np.ndarray,
+                it_at: np.ndarray, window: int) -> AnswerRuns | None:
+    """The :class:`AnswerRuns` of the impressions among interactions sorted by user, then
+    time; None where :func:`attribute_sorted` takes :func:`attribute` (keys that would not
+    fit, a negative window, interactions out of order)."""
+    if imp_user.size == 0 or it_user.size == 0:
+        empty = np.zeros(imp_user.size, dtype=np.int64)
+        return AnswerRuns(empty, empty)
     base = min(int(imp_served.min()), int(it_at.min()))
     span = max(int(it_at.max()), int(imp_served.max()) + window) - base + 1
     if window < 0 or \
             (max(int(imp_user.max()), int(it_user.max())) + 1) * span >= _PACKED_LIMIT:
-        return attribute(imp_user, imp_served, it_user, it_at, window)
+        return None
     key = it_user.astype(np.int64) * span + (it_at - base)  # ascending: sorted by user, time
     if key.size > 1 and not (key[1:] >= key[:-1]).all():
-        return attribute(imp_user, imp_served, it_user, it_at, window)
+        return None
     start = imp_user.astype(np.int64) * span + (imp_served - base)
     low = np.searchsorted(key, start, side="left")  # the first at >= served
     high = np.searchsorted(key, start + window, side="right")  # past the last <= served + w
-    counts = high - low
-    total = int(counts.sum())
-    offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-    return np.repeat(np.arange(imp_user.size), counts), np.repeat(low, counts) + offsets
+    return AnswerRuns(low, high)
+
+
+def answered(imp_user: np.ndarray, imp_served: np.ndarray, it_user: np.ndarray,
+             it_at: np.ndarray, window: int) -> np.ndarray:
+    """Whether each impression is answered by time by one of the interactions (any
+    order): :func:`attribute`'s rule without making its pairs (the plan needs only
+    which impressions new interactions answer)."""
+    if imp_user.size == 0 or it_user.size == 0:
+        return np.zeros(imp_user.size, dtype=bool)
+    order = np.lexsort((it_at, it_user))
+    runs = answer_runs(imp_user, imp_served, it_user[order], it_at[order], window)
+    if runs is not None:
+        return runs.counts > 0
+    # keys too wide to pack: the impressions sorted instead (as :func:`attribute`), and
+    # each interaction's run of them marked in a difference array
+    times, rank = np.unique(imp_served, return_inverse=True)
+    span = times.size + 1
+    key = imp_user * span + rank
+    by_key = np.argsort(key)
+    key = key[by_key]
+    low = np.searchsorted(key, it_user * span + np.searchsorted(times, it_at - window,
+                                                                 side="left"), side="left")
+    high = np.searchsorted(key, it_user * span + np.searchsorted(times, it_at, side="right"),
+                           side="left")
+    marks = np.zeros(key.size + 1, dtype=np.int64)
+    np.add.at(marks, low, 1)
+    np.add.at(marks, np.maximum(high, low), -1)
+    out = np.zeros(imp_user.size, dtype=bool)
+    out[by_key] = np.cumsum(marks[:-1]) > 0
+    return out
 
 
 def first_positions(items: np.ndarray, rows: np.ndarray, codes: np.ndarray) -> np.ndarray:
@@ -217,8 +300,10 @@ class Truth:
 
     @classmethod
     def highest(cls, rows: np.ndarray, items: np.ndarray, grades: np.ndarray,
-                n_items: int) -> Truth:
+                n_items: int, levels: np.ndarray | None = None) -> Truth:
         """One row per (impression, item) of the pairs given, with its highest grade.
+        ``levels``: the distinct grades (any sorted superset), when the caller knows them
+        (a chunk made in blocks: not sorted again for each block).
 
         Each pair and the rank of its grade are packed in one int64 and the keys sorted by
         value (numpy's vectorised sort, without the argsort's gathers: 2.4M pairs of a
@@ -231,7 +316,7 @@ class Truth:
         ([0, 1], [2.0, 3.0])
         """
         width = max(n_items, 1)
-        levels = np.unique(grades)
+        levels = np.unique(grades) if levels is None or not levels.size else levels
         span = max(levels.size, 1)
         if not rows.size or np.isnan(levels[-1]) or \
                 (int(rows.max()) + 1) * width * span >= _PACKED_LIMIT:
@@ -250,27 +335,149 @@ class Truth:
                    levels[key[last] % span])
 
 
+@dataclass(frozen=True)
+class GroundTruth:
+    """A chunk's :class:`Truth` as it is scored, with what compaction left out of it
+    (:func:`compact_truth`): per list the count of relevant items not listed (None: none
+    left out), and the distinct items left out (for the catalog)."""
+
+    truth: Truth
+    unlisted: np.ndarray | None
+    dropped_items: np.ndarray
+    pairs: int  # (impression, item) pairs before compaction
+
+
 def _ground_truth(lists: pa.Table, imp_user: np.ndarray, interactions: Interactions,
                   it_items: np.ndarray, keyed: pa.Table, keyed_items: np.ndarray,
-                  relevance: Mapping[str, float] | None, window: int, n_items: int) -> Truth:
+                  relevance: Mapping[str, float] | None, window: int, n_items: int,
+                  served: np.ndarray, keep: int, limit: int) -> GroundTruth:
     """Time-window pairs (:func:`attribute_sorted`), plus the interactions that name an
-    impression; per (impression, item) the highest grade."""
-    imp_index, it_index = attribute_sorted(imp_user, lists["served"].to_numpy(),
-                                           interactions.users, interactions.at, window)
-    truth_row = imp_index
-    truth_item = it_items[it_index]
-    truth_grade = interactions.grades[it_index]
+    impression; per (impression, item) the highest grade, compacted
+    (:func:`compact_truth`, ``keep`` unserved items per list).
+
+    Pairs beyond ``limit`` (counted before any is made: :class:`AnswerRuns`) are made for
+    consecutive impressions at most ``limit`` at a time (:meth:`AnswerRuns.blocks`), each
+    block reduced to its (impression, item) rows and compacted before the next is made:
+    one heavy user's day (100,000 lists, 20,000 clicks in their windows) no longer holds
+    lists x clicks pairs, nor lists x clicked items rows. Blocks are ranges of
+    impressions, so their rows come out as one :meth:`Truth.highest` of every pair would
+    give them, less what compaction leaves out. Within the bound nothing is compacted: a
+    day without heavy users is scored as it always was, and may keep its state."""
+    at = lists["served"].to_numpy()
+    keyed_rows = np.empty(0, dtype=np.int64)
+    keyed_item, keyed_grade = np.empty(0, dtype=it_items.dtype), np.empty(0)
     if keyed.num_rows:
         ids = lists["id"].to_numpy()
         by_id = np.argsort(ids)
         keyed_grades = grades_of(keyed["event"], relevance)
-        keep = keyed_grades > 0
-        keyed_rows = by_id[np.searchsorted(ids, keyed["impression"].to_numpy()[keep],
+        named = keyed_grades > 0
+        keyed_rows = by_id[np.searchsorted(ids, keyed["impression"].to_numpy()[named],
                                            sorter=by_id)]
-        truth_row = np.concatenate((truth_row, keyed_rows))
-        truth_item = np.concatenate((truth_item, keyed_items[keep]))
-        truth_grade = np.concatenate((truth_grade, keyed_grades[keep]))
-    return Truth.highest(truth_row, truth_item, truth_grade, n_items)
+        keyed_item, keyed_grade = keyed_items[named], keyed_grades[named]
+    def highest(imp_index, it_index, rows, items, grades, levels=None) -> Truth:
+        return Truth.highest(np.concatenate((imp_index, rows)),
+                             np.concatenate((it_items[it_index], items)),
+                             np.concatenate((interactions.grades[it_index], grades)), n_items,
+                             levels)
+
+    runs = answer_runs(imp_user, at, interactions.users, interactions.at, window)
+    if runs is None or int(runs.counts.sum()) <= limit:  # within the bound: kept whole
+        pairs = attribute(imp_user, at, interactions.users, interactions.at, window) \
+            if runs is None else runs.pairs(0, imp_user.size)  # what attribute_sorted makes
+        truth = highest(*pairs, keyed_rows, keyed_item, keyed_grade)
+        return GroundTruth(truth, None, np.empty(0, dtype=np.int64), int(truth.rows.size))
+    by_row = np.argsort(keyed_rows, kind="stable")
+    keyed_rows, keyed_item, keyed_grade = (a[by_row] for a in
+                                           (keyed_rows, keyed_item, keyed_grade))
+    levels = np.unique(np.concatenate((interactions.grades, keyed_grade)))
+    parts: list[Truth] = []
+    unlisted: np.ndarray | None = None
+    dropped = np.zeros(n_items, dtype=bool)
+    pairs = 0
+    for first, last in runs.blocks(limit):
+        part = compact_truth(highest(*runs.pairs(first, last), *(
+            a[slice(*np.searchsorted(keyed_rows, [first, last]))]
+            for a in (keyed_rows, keyed_item, keyed_grade)), levels), served, keep,
+            n_items)
+        parts.append(part.truth)
+        pairs += part.pairs
+        if part.unlisted is not None:  # folded as they come: at most the chunk's items
+            unlisted = part.unlisted if unlisted is None else unlisted + part.unlisted
+            dropped[part.dropped_items] = True
+    return GroundTruth(Truth(*(np.concatenate([getattr(p, name) for p in parts])
+                               for name in ("rows", "items", "grades"))),
+                       unlisted, np.flatnonzero(dropped), pairs)
+
+
+def compact_truth(truth: Truth, served: np.ndarray, keep: int, n_items: int) -> GroundTruth:
+    """``truth`` (of the lists ``served``, padded) cut to what the metrics read
+    (:class:`~tracker.metrics.ServedPositions`' ``unlisted``): in a list with more than
+    ``keep`` relevant items it did not serve, only the ``keep`` highest graded of those
+    (ties: the lowest item codes) stay listed, the others are counted. With ``keep`` the
+    largest cutoff every metric value is unchanged (graded NDCG@k reads the k highest
+    grades; the rest only |G|), whichever tied items are kept, so a day compacted in
+    other chunks or codes scores the same.
+
+    Only lists with more than ``keep`` relevant items are looked at (their served
+    positions found): ordinary lists cost one count, and come back as they were. No sort:
+    ``truth`` is sorted by (list, item), so whether a list served an item is one binary
+    search among the (list, item) keys of the heavy lists' served cells, and an unserved
+    item's rank in its list is the count of those graded above it (a count per list and
+    grade: grades are few, the experiment's) plus its rank among those of its grade (in
+    item order already). Item codes are below ``n_items``.
+    """
+    empty = np.empty(0, dtype=np.int64)
+    n_lists = served.shape[0]
+    listed = np.bincount(truth.rows, minlength=n_lists)
+    heavy = listed > keep  # at most ``keep`` relevant: at most ``keep`` unserved
+    if not heavy.any():
+        return GroundTruth(truth, None, empty, int(truth.rows.size))
+    pairs = np.flatnonzero(heavy[truth.rows])
+    lists = np.flatnonzero(heavy)
+    width = max(n_items, 1)
+    if n_lists * width < _PACKED_LIMIT:
+        cells = served[lists]
+        keys = (lists[:, None] * width + cells)[cells >= 0]
+        keys.sort()
+        wanted = truth.rows[pairs] * width + truth.items[pairs]
+        at = np.minimum(np.searchsorted(keys, wanted), max(keys.size - 1, 0))
+        unserved = pairs[keys[at] != wanted] if keys.size else pairs
+    else:  # keys that would not fit: the items' positions found row by row
+        unserved = pairs[first_positions(served, truth.rows[pairs], truth.items[pairs]) == 0]
+    rows, grades = truth.rows[unserved], truth.grades[unserved]
+    levels = np.unique(grades)
+    down = levels.size - 1 - np.searchsorted(levels, grades)  # 0: the highest grade
+    local = (np.cumsum(heavy) - 1)[rows]  # the heavy lists numbered 0, 1, ...
+    per_level = np.bincount(local * levels.size + down,
+                            minlength=int(heavy.sum()) * levels.size).reshape(-1, levels.size)
+    above = (np.cumsum(per_level, axis=1) - per_level)[local, down]
+    rank = np.empty(rows.size, dtype=np.int64)
+    for level in range(levels.size):  # a pass per grade
+        mine = np.flatnonzero(down == level)
+        rank[mine] = _ranks_in_runs(rows[mine])
+    dropped = unserved[above + rank >= keep]
+    if not dropped.size:
+        return GroundTruth(truth, None, empty, int(truth.rows.size))
+    kept = np.ones(truth.rows.size, dtype=bool)
+    kept[dropped] = False
+    return GroundTruth(Truth(truth.rows[kept], truth.items[kept], truth.grades[kept]),
+                       np.bincount(truth.rows[dropped], minlength=n_lists),
+                       distinct_codes(truth.items[dropped], n_items), int(truth.rows.size))
+
+
+def distinct_codes(codes: np.ndarray, size: int) -> np.ndarray:
+    """The distinct values of ``codes`` (each below ``size``), sorted: marked, not sorted."""
+    marked = np.zeros(size, dtype=bool)
+    marked[codes] = True
+    return np.flatnonzero(marked)
+
+
+def _ranks_in_runs(values: np.ndarray) -> np.ndarray:
+    """Each value's 0-based rank in its run of equal values (``values`` sorted)."""
+    if not values.size:
+        return np.empty(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    return np.arange(values.size) - np.repeat(starts, np.diff(np.r_[starts, values.size]))
 
 
 @dataclass(frozen=True)
@@ -288,6 +495,9 @@ class EncodedLists:
     overlap: np.ndarray  # (lists, cutoffs): |R_k ∩ B_k|, which no ground truth changes
     has_baseline: np.ndarray
     truth: Truth
+    # per list, relevant items compacted out of ``truth`` (:func:`compact_truth`); None:
+    # none (a provisional day never keeps lists with some: later clicks could not merge)
+    unlisted: np.ndarray | None = None
 
     @property
     def size(self) -> int:
@@ -304,7 +514,8 @@ def score_encoded(lists: EncodedLists, ln_users: np.ndarray, n_users: int, layou
         served = np.ascontiguousarray(pad(lists.items, lists.lengths, min_width=1))
     truth = lists.truth
     positions = ServedPositions(lists.lengths, truth.rows,
-                                first_positions(served, truth.rows, truth.items), truth.grades)
+                                first_positions(served, truth.rows, truth.items), truth.grades,
+                                unlisted=lists.unlisted)
     # surprisal: Σ ln(users of the item) over the top k (never-seen items count 1 user)
     served_top = served[:, :max(cutoffs)]
     partial = np.cumsum(ln_users[served_top], axis=1)  # padding (-1) reads the trailing 0
@@ -317,13 +528,15 @@ def score_encoded(lists: EncodedLists, ln_users: np.ndarray, n_users: int, layou
 def score_chunk(lists: pa.Table, interactions: Interactions, keyed: pa.Table,
                 popularity: Popularity, relevance: Mapping[str, float] | None, window: int,
                 cutoffs: Sequence[int], layout: Layout, items: Vocabulary,
-                users: Vocabulary, keep: bool = False) -> ChunkResult:
+                users: Vocabulary, keep: bool = False,
+                pair_limit: int = PAIR_LIMIT) -> ChunkResult:
     """Per-user totals, item exposure per arm and the catalog items of one chunk (and,
-    with ``keep``, its :class:`EncodedLists`).
+    with ``keep``, its :class:`EncodedLists`, unless its ground truth was compacted).
 
     ``interactions`` may hold other users' too (a whole day's, read once): only the chunk's
     users' are used. ``keyed``: the interactions naming one of the chunk's impressions.
-    User and item ids are coded in the day's vocabularies ``users`` and ``items``."""
+    User and item ids are coded in the day's vocabularies ``users`` and ``items``.
+    ``pair_limit``: the (impression, interaction) pairs made at once (:func:`_ground_truth`)."""
     cutoffs = list(cutoffs)
     top = max(cutoffs)
     (imp_user,) = users.encode([lists["user"]])
@@ -336,18 +549,22 @@ def score_chunk(lists: pa.Table, interactions: Interactions, keyed: pa.Table,
         [item_values, base_values, interactions.items, keyed["item"]])
     served = np.ascontiguousarray(pad(item_codes, lengths, min_width=1))
     baseline = np.ascontiguousarray(pad(base_codes, base_lengths, top, fill=-2, min_width=1))
-    truth = _ground_truth(lists, imp_user, interactions, it_items, keyed, keyed_items,
-                          relevance, window, len(items))
+    ground = _ground_truth(lists, imp_user, interactions, it_items, keyed, keyed_items,
+                           relevance, window, len(items), served, top, pair_limit)
+    truth = ground.truth
     arms = lists["arm"].to_numpy()
     encoded = EncodedLists(lists["id"].to_numpy(), imp_user, arms, lists["served"].to_numpy(),
                            item_codes, lengths, _overlaps(served[:, :top], baseline, cutoffs),
-                           lists["baseline"].is_valid().to_numpy(zero_copy_only=False), truth)
+                           lists["baseline"].is_valid().to_numpy(zero_copy_only=False), truth,
+                           ground.unlisted)
     values, defined = score_encoded(encoded, popularity.ln_users(items.ids),
                                     popularity.n_users, layout, cutoffs, served)
-    catalog = distinct(np.concatenate((item_codes, truth.items)))
+    catalog = distinct(np.concatenate((item_codes, truth.items) + (
+        (ground.dropped_items,) if ground.dropped_items.size else ())))
     return ChunkResult(unit_totals_of_codes(imp_user, arms, values, defined),
                        exposures(served, arms, cutoffs), catalog, lists.num_rows,
-                       int(truth.rows.size), encoded if keep else None)
+                       ground.pairs, encoded if keep else None,
+                       compacted=ground.unlisted is not None)
 
 
 def exposures(items: np.ndarray, arms: np.ndarray,

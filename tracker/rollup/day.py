@@ -73,6 +73,22 @@ class RunContext:
         """The attribution window, in microseconds."""
         return int(self.info.attribution_window.total_seconds() * 1_000_000)
 
+    @property
+    def pair_limit(self) -> int:
+        """(impression, interaction) pairs attribution makes at once: the memory bound
+        split between the chunks in flight, as their lists are (:meth:`DayScorer._rows`)."""
+        return pair_limit(self.settings)
+
+
+def pair_limit(settings: Settings) -> int:
+    """:attr:`RunContext.pair_limit` of ``settings``, at least :data:`MIN_PAIR_LIMIT`."""
+    return max(MIN_PAIR_LIMIT, settings.rollup_chunk_cells // IN_FLIGHT)
+
+
+MIN_PAIR_LIMIT = 10_000
+"""The fewest pairs attribution makes at once, however small the memory bound (chunks hold
+at least 1,000 lists, likewise): a thousand lists answered ten times each."""
+
 
 @dataclass(frozen=True)
 class ChunkTables:
@@ -242,7 +258,7 @@ class DayScorer:
         result = score_chunk(tables.lists, interactions, tables.keyed,
                              self._popular.result().popularity, run.info.relevance,
                              run.window_us, run.cutoffs, run.layout, self.items, self.users,
-                             keep=self.keep)
+                             keep=self.keep, pair_limit=run.pair_limit)
         if self.firsts is not None:  # the users' codes: those the chunk kept, if it did
             lists = tables.lists
             users = result.encoded.users if result.encoded is not None else \
@@ -320,13 +336,19 @@ class DayFold:
         self.catalogs: list[np.ndarray] = []
         self.encoded: list[EncodedLists] = []  # kept chunks, in chunk order
         self.impressions = self.truth_pairs = 0
+        # a chunk's ground truth was compacted: the day keeps no state (a later click on
+        # an item compacted away could not be merged), its changes are read from the logs
+        self.compacted = False
 
     def add(self, result: ChunkResult) -> None:
         if self.sums is None:
             self.sums = CodedSums(result.totals.sums.shape[1])
         self.sums.add(result.totals)
         self.catalogs.append(result.catalog)
-        if result.encoded is not None:
+        self.compacted |= result.compacted
+        if self.compacted:
+            self.encoded = []
+        elif result.encoded is not None:
             self.encoded.append(provisional.compact(result.encoded))
         for arm, counts in result.exposures.items():
             self.exposed.setdefault(arm, []).append(counts)

@@ -64,7 +64,7 @@ from tracker.errors import (
 from tracker.rollup import covariates, provisional, queries, retention
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cumulative import recompute_cumulative
-from tracker.rollup.day import RunContext, recompute_day
+from tracker.rollup.day import RunContext, pair_limit, recompute_day
 from tracker.rollup.exposure_days import publish_exposure_days
 from tracker.rollup.first_exposures import FirstExposures
 from tracker.rollup.lock import HeldLock, rollup_lock
@@ -220,7 +220,8 @@ class _Run:
             after = watermarks or (0, 0)
             ids = Ids(after[0], top_impression, after[1], top_interaction)
             plan = plan_run(conn, self.info, ids, watermarks is None, known,
-                            to_micros(self.clock), self.settings.rollup_popularity_days)
+                            to_micros(self.clock), self.settings.rollup_popularity_days,
+                            pair_limit(self.settings))
             # days whose inputs reach before the retention horizon keep their results (a
             # rebuild that would lose them is refused here, before anything changes)
             plan = plan.only(retention.recomputable(

@@ -75,7 +75,9 @@ def final_pass(run: RunContext, day: date, kept: ProvisionalDay, stored: bytes,
     keyed = queries.keyed_interactions(run.reader, info.id, start, end, extent.first_id,
                                        extent.last_id)
     timed = table.filter(pc.equal(table["keyed"], 0)).drop_columns(["keyed"])
-    rebuilt = kept.rebuilt(timed, keyed, info.relevance, run.window_us)
+    rebuilt = kept.rebuilt(timed, keyed, info.relevance, run.window_us, run.pair_limit)
+    if rebuilt is None:  # too heavy to keep: read whole from the logs, the state dropped
+        return None
     changed = rebuilt.day.totals_of(rebuilt.changed_users, run.layout, run.cutoffs)
     exposures = {arm: Exposure.decode(data, run.cutoffs)
                  for arm, data in exposed.items() if arm}

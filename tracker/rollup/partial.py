@@ -106,7 +106,10 @@ def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
         # the stored units and exposure decoded (Arrow, numpy copies) while the new
         # interactions are merged and the changed users scored
         before = aside.submit(_decoded, run, stored, exposed)
-        answered = kept.answer(timed, keyed, info.relevance, run.window_us)
+        answered = kept.answer(timed, keyed, info.relevance, run.window_us, run.pair_limit)
+        if answered is None:  # too heavy to keep: read from the logs, the state dropped
+            before.cancel()
+            return None
         changed = answered.day.totals_of(answered.changed_users, run.layout, run.cutoffs)
         totals, exposures, catalog = before.result()
     catalog = _union(catalog, np.asarray(answered.new_items.to_numpy(zero_copy_only=False),

@@ -46,7 +46,7 @@ import sqlalchemy as sa
 
 from tracker.rollup import provisional, queries
 from tracker.rollup.codes import encode
-from tracker.rollup.columnar import attribute
+from tracker.rollup.columnar import PAIR_LIMIT, answered
 from tracker.rollup.days import (
     HOUR,
     day_bounds,
@@ -146,8 +146,10 @@ class Ids:
 
 
 def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
-             known: list[KnownDay], now_us: int, popularity_days: int) -> Plan:
-    """The plan of a run over the rows of ``ids`` (``rebuild``: every day, whole)."""
+             known: list[KnownDay], now_us: int, popularity_days: int,
+             pair_limit: int = PAIR_LIMIT) -> Plan:
+    """The plan of a run over the rows of ``ids`` (``rebuild``: every day, whole);
+    ``pair_limit``: the attribution pairs of a kept day's new interactions it holds."""
     plan = Plan(new=_new_rows(conn, info, ids))
     fresh = days_of_hours(queries.served_hours(conn, info.id, ids.impressions_after,
                                                ids.impressions_through), info.timezone)
@@ -164,7 +166,7 @@ def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
     timed = sorted({hour for experiment, hour in changed if experiment is None})
     named = sorted({hour for experiment, hour in changed if experiment == info.id})
     with _DayImpressions(conn, info) as served:
-        _answered(served, ids, plan, holding, timed)
+        _answered(served, ids, plan, holding, timed, pair_limit)
         _named(conn, info, ids, plan, named)
         plan.stale_pairs = fresh | _audience_days(conn, info, ids, holding - fresh, timed)
         for day in plan.stale_pairs:  # the days whose popularity window holds it
@@ -258,14 +260,17 @@ class _DayImpressions:
 
 
 def _answered(served: _DayImpressions, ids: Ids, plan: Plan, holding: set[date],
-              hours: list[int]) -> None:
+              hours: list[int], pair_limit: int) -> None:
     """The users of each day whose impressions the new interactions naming none answer.
 
     An interaction in the hour ``h`` may answer impressions served in ``[h - window, h +
     1h)``: those days are candidates. For each, the day's impressions and the new
     interactions that may answer them by time are read (both through a primary key) and
-    matched in numpy (:func:`~tracker.rollup.columnar.attribute`): a join in the database
-    made SQLite probe the interactions' index once per impression of the day."""
+    matched in numpy (:func:`~tracker.rollup.columnar.answered`: which impressions are
+    answered, never every (impression, interaction) pair: one heavy user's are billions):
+    a join in the database made SQLite probe the interactions' index once per impression
+    of the day. A kept day's pairs are kept for its rescoring when there are at most
+    ``pair_limit``."""
     info = served.info
     window = int(info.attribution_window.total_seconds() * 1_000_000)
     zone = info.timezone
@@ -288,15 +293,19 @@ def _answered(served: _DayImpressions, ids: Ids, plan: Plan, holding: set[date],
             continue
         plan.timed[day] = new
         if kept is not None:  # its codes, and the pairs kept for its rescoring
-            answered, users = kept.pairs(new, window)
-            served.kept[day] = replace(kept, matched=(answered, users))
-            codes = provisional.distinct_codes(kept.lists.users[answered], len(kept.users))
+            matched = kept.pairs(new, window, pair_limit)
+            if matched is None:  # too many to keep: the rescoring finds them too many
+                rows = kept.answered(new, window)
+            else:
+                rows = matched[0]
+                served.kept[day] = replace(kept, matched=matched)
+            codes = provisional.distinct_codes(kept.lists.users[rows], len(kept.users))
             plan.users(day, kept.users.take(pa.array(codes, pa.int64())).to_pylist())
             continue
         (imp_users, it_users), _ = encode([table["user"], new["user"]])
-        answered, _ = attribute(imp_users, table["served"].to_numpy(), it_users,
-                                new["at"].to_numpy(), window)
-        plan.users(day, table["user"].take(pa.array(np.unique(answered))).to_pylist())
+        rows = np.flatnonzero(answered(imp_users, table["served"].to_numpy(), it_users,
+                                       new["at"].to_numpy(), window))
+        plan.users(day, table["user"].take(pa.array(rows)).to_pylist())
 
 
 def _named(conn: sa.Connection, info: ExperimentInfo, ids: Ids, plan: Plan,

@@ -30,7 +30,7 @@ read: the day is then recomputed from the raw logs, which replaces it.
 
 When new interactions answer the day (:mod:`tracker.rollup.plan`, ``Plan.rescore``), only
 those interactions are read (by primary key), attributed to the stored impressions in numpy
-(:func:`~tracker.rollup.columnar.attribute_sorted`, the same rule), and merged into the stored
+(:func:`~tracker.rollup.columnar.answer_runs`, the same rule), and merged into the stored
 ground truth; the impressions whose ground truth changed give the users to score again,
 and every impression of those users is scored with the kernels a whole day uses
 (:func:`~tracker.rollup.columnar.score_encoded`), chunk by chunk in the order the day was
@@ -58,7 +58,10 @@ from tracker.rollup.chunk_parts import decode_chunks
 from tracker.rollup.columnar import (
     EncodedLists,
     Truth,
-    attribute_sorted,
+    answer_runs,
+    answered,
+    attribute,
+    distinct_codes,
     grades_of,
     score_encoded,
 )
@@ -128,7 +131,10 @@ class ProvisionalDay:
            popularity: Popularity) -> ProvisionalDay:
         """The day from its chunks' inputs (in chunk order, best :func:`compact`) in the day's
         vocabularies ``users`` and ``items``, renumbered to the codes they use (in the same
-        order, so ground truths stay sorted by item code)."""
+        order, so ground truths stay sorted by item code). Lists whose ground truth was
+        compacted (``unlisted``) are refused: later interactions could not merge into it."""
+        if any(p.unlisted is not None for p in parts):
+            raise ValueError("a provisional day keeps whole ground truths, not compacted ones")
         used_users, user_code = _dense(len(users), [p.users for p in parts])
         used_items, item_code = _dense(len(items), [a for p in parts
                                                     for a in (p.items, p.truth.items)])
@@ -158,15 +164,25 @@ class ProvisionalDay:
                          "served": pa.array(lists.served_at, pa.int64())},
                         schema=queries.DAY_IMPRESSIONS)
 
-    def answer(self, timed: pa.Table, keyed: pa.Table, relevance, window: int) -> Answered:
+    def answer(self, timed: pa.Table, keyed: pa.Table, relevance, window: int,
+               limit: int) -> Answered | None:
         """Merge new interactions: ``timed`` (``user, item, event, at``, naming no
         impression) answer by time, ``keyed`` (``impression, item, event``) the impression
-        they name."""
+        they name. None when they answer the lists with more than ``limit`` pairs, or when
+        the merged ground truth outgrows the day's served items by more than ``limit``
+        rows (a heavy user's clicks, arriving run after run): the state then costs more
+        than the day's lists, and the day is recomputed from the logs, where its ground
+        truth is compacted (:func:`~tracker.rollup.columnar.compact_truth`); it keeps no
+        state after that."""
         lists = self.lists
         grades = grades_of(timed["event"], relevance)
         known = pc.is_in(timed["user"], value_set=self.users).to_numpy(
             zero_copy_only=False) & (grades > 0)
-        imp, it = self.matched if self.matched is not None else self.pairs(timed, window)
+        matched = self.matched if self.matched is not None else \
+            self.pairs(timed, window, limit)
+        if matched is None:
+            return None
+        imp, it = matched
         graded = known[it]  # the pairs of the interactions that grade, renumbered among them
         imp, it = imp[graded], (np.cumsum(known) - 1)[it[graded]]
         keyed_grades = grades_of(keyed["event"], relevance)
@@ -182,6 +198,8 @@ class ProvisionalDay:
                             np.concatenate((grades[known][it], keyed_grades[named])),
                             len(items))
         merged, gained = merge_truth(lists.truth, new, len(items))
+        if merged.rows.size > lists.items.size + limit:
+            return None
         rows = new.rows[gained]  # the pairs that changed: new ones, or a grade raised
         pairs = Truth(rows, new.items[gained].astype(np.int32), new.grades[gained])
         if self.gained is not None:
@@ -193,28 +211,52 @@ class ProvisionalDay:
         return Answered(day, distinct_codes(lists.users[rows], len(self.users)),
                         items.take(pa.array(distinct_codes(new.items[gained], len(items)))))
 
-    def pairs(self, timed: pa.Table, window: int) -> tuple[np.ndarray, np.ndarray]:
+    def pairs(self, timed: pa.Table, window: int, limit: int
+              ) -> tuple[np.ndarray, np.ndarray] | None:
         """The (list row, interaction row) pairs where an interaction of ``timed`` answers
-        one of the day's impressions by time (users coded as the state codes them)."""
-        codes = pc.index_in(timed["user"], value_set=self.users)
-        known = np.flatnonzero(codes.is_valid().to_numpy(zero_copy_only=False))
-        users = pc.fill_null(codes, 0).to_numpy().astype(np.int64)[known]
-        at = timed["at"].to_numpy()[known]
+        one of the day's impressions by time (users coded as the state codes them); None
+        when there are more than ``limit`` (counted before any is made)."""
+        known, users, at = self._timed(timed)
         # the day's users' interactions sorted once by (user, time), and the lists searched
         # among them: no sort the size of the day's lists (attribute sorts them twice)
         order = np.lexsort((at, users))
-        rows, it = attribute_sorted(self.lists.users.astype(np.int64), self.lists.served_at,
-                                    users[order], at[order], window)
+        lists_users = self.lists.users.astype(np.int64)
+        runs = answer_runs(lists_users, self.lists.served_at, users[order], at[order], window)
+        if runs is None:
+            rows, it = attribute(lists_users, self.lists.served_at, users[order], at[order],
+                                 window)
+        elif int(runs.counts.sum()) > limit:
+            return None
+        else:
+            rows, it = runs.pairs(0, runs.low.size)
         return rows, known[order[it]]
 
-    def rebuilt(self, timed: pa.Table, keyed: pa.Table, relevance, window: int) -> Answered:
+    def answered(self, timed: pa.Table, window: int) -> np.ndarray:
+        """The list rows an interaction of ``timed`` answers by time (no pairs made)."""
+        _, users, at = self._timed(timed)
+        return np.flatnonzero(answered(self.lists.users.astype(np.int64),
+                                       self.lists.served_at, users, at, window))
+
+    def _timed(self, timed: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows of ``timed`` by the day's users, their user codes and times."""
+        codes = pc.index_in(timed["user"], value_set=self.users)
+        known = np.flatnonzero(codes.is_valid().to_numpy(zero_copy_only=False))
+        users = pc.fill_null(codes, 0).to_numpy().astype(np.int64)[known]
+        return known, users, timed["at"].to_numpy()[known]
+
+    def rebuilt(self, timed: pa.Table, keyed: pa.Table, relevance, window: int,
+                limit: int) -> Answered | None:
         """The ground truth built again from ``timed`` and ``keyed`` (as :meth:`answer`
         takes them: here every interaction of the day's windows), not merged into the
         stored one; the users whose ground truth differs from the stored one in any
-        (impression, item) pair or grade (:mod:`tracker.rollup.final`)."""
+        (impression, item) pair or grade (:mod:`tracker.rollup.final`). None where
+        :meth:`answer` gives None."""
         empty = Truth(np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0))
-        fresh = replace(self, lists=replace(self.lists, truth=empty), matched=None).answer(
-            timed, keyed, relevance, window).day
+        built = replace(self, lists=replace(self.lists, truth=empty), matched=None).answer(
+            timed, keyed, relevance, window, limit)
+        if built is None:
+            return None
+        fresh = built.day
         old, new = self.lists.truth, fresh.lists.truth
         gained = _changed(old, new, len(fresh.items))
         rows = np.concatenate((new.rows[gained], old.rows[_changed(new, old, len(fresh.items))]))
@@ -400,13 +442,6 @@ def _dense(size: int, codes: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     for part in codes:
         used[part] = True
     return np.flatnonzero(used), np.cumsum(used) - 1
-
-
-def distinct_codes(codes: np.ndarray, size: int) -> np.ndarray:
-    """The distinct values of ``codes`` (each below ``size``), sorted: marked, not sorted."""
-    marked = np.zeros(size, dtype=bool)
-    marked[codes] = True
-    return np.flatnonzero(marked)
 
 
 def _concat(parts: list[EncodedLists]) -> EncodedLists:

@@ -239,6 +239,17 @@ class ServedPositions:
             the item (a repeated item counts only at its first position), 0 when the
             list did not serve it; a rank holds at most one item.
         truth_grade: ``(n_pairs,)`` grades > 0, or ``None`` for binary relevance.
+        unlisted: ``(n_lists,)`` counts >= 0 of relevant items each list did not serve
+            and that are not among its truth rows, or ``None`` (every relevant item is
+            listed). A list's relevant set can be far larger than any metric reads (a bot
+            clicking thousands of items answers each of its lists with all of them): the
+            metrics need the served ones with their grades, |G| (recall, MAP,
+            R-precision) and, for NDCG's ideal DCG@k, the k highest grades. So a caller
+            may list the served relevant items and only the highest-graded unserved ones,
+            and count the rest here: every value is the same provided that, in each
+            list with ``unlisted > 0``, no unlisted item is graded above a listed unserved
+            one, and, for graded NDCG@k, at least k unserved items are listed (judging
+            with fewer raises, see :attr:`Judged.ideal_depth`).
 
     Judging these (:meth:`judged`) gives exactly what :func:`judge` gives for the same
     lists as :class:`EncodedLists`, without the sort that matches codes (tests check it).
@@ -255,12 +266,23 @@ class ServedPositions:
     truth_row: np.ndarray
     truth_position: np.ndarray
     truth_grade: np.ndarray | None = None
+    unlisted: np.ndarray | None = None
     _batch_width: int | None = field(default=None, repr=False)  # set on blocks of a batch
 
     def __post_init__(self) -> None:
         lengths = _int_array(self.lengths, "lengths").ravel()
         if lengths.size and lengths.min() < 0:
             raise ValueError("lengths must be >= 0")
+        unlisted = self.unlisted
+        if unlisted is not None:
+            unlisted = _int_array(unlisted, "unlisted").ravel()
+            if unlisted.shape != lengths.shape:
+                raise ValueError(
+                    f"unlisted must hold one count per list: got {unlisted.size} counts "
+                    f"for {lengths.size} lists"
+                )
+            if unlisted.size and unlisted.min() < 0:
+                raise ValueError("unlisted: counts of relevant items must be >= 0")
         row = _int_array(self.truth_row, "truth_row").ravel()
         position = _int_array(self.truth_position, "truth_position").ravel()
         if row.shape != position.shape:
@@ -300,6 +322,7 @@ class ServedPositions:
         set_(self, "truth_row", row)
         set_(self, "truth_position", position)
         set_(self, "truth_grade", grade)
+        set_(self, "unlisted", unlisted)
 
     @classmethod
     def _trusted(
@@ -309,6 +332,7 @@ class ServedPositions:
         position: np.ndarray,
         grade: np.ndarray | None,
         batch_width: int,
+        unlisted: np.ndarray | None = None,
     ) -> ServedPositions:
         """A block of a validated batch (internal)."""
         return _unchecked(
@@ -317,6 +341,7 @@ class ServedPositions:
             truth_row=row,
             truth_position=position,
             truth_grade=grade,
+            unlisted=unlisted,
             _batch_width=batch_width,
         )
 
@@ -346,6 +371,7 @@ class ServedPositions:
                 self.truth_position[lo:hi],
                 None if self.truth_grade is None else self.truth_grade[lo:hi],
                 width,
+                None if self.unlisted is None else self.unlisted[start : start + rows],
             )
 
     def judged(self, depth: int | None = None) -> Judged:
@@ -354,6 +380,7 @@ class ServedPositions:
         width = full if depth is None else min(depth, full)
         n_lists = self.n_lists
         row, position, grade = self.truth_row, self.truth_position, self.truth_grade
+        graded = grade is not None  # unlisted grades may be lower than the listed ones
         if grade is not None and np.all(grade == 1.0):
             grade = None  # graded input that is binary in fact: the cheap path
         shown = (position > 0) & (position <= width)
@@ -365,15 +392,24 @@ class ServedPositions:
             hit_grade = np.zeros(n_lists * width, dtype=np.float64)
             hit_grade[cells] = grade[shown]
             hit_grade = hit_grade.reshape(n_lists, width)
+        listed = np.bincount(row, minlength=n_lists)
+        n_relevant, ideal_depth = listed, None
+        if self.unlisted is not None and self.unlisted.any():
+            n_relevant = listed + self.unlisted
+            if graded:
+                unserved = np.bincount(row[position == 0], minlength=n_lists)
+                ideal_depth = int(unserved[self.unlisted > 0].min())
         return Judged(
             width=width,
             hit_grade=hit_grade,
             lengths=np.minimum(self.lengths, width),
-            n_relevant=np.bincount(row, minlength=n_lists),
+            n_relevant=n_relevant,
             truth_row=row,
             truth_grade=grade,
             complete=width == full,
             dense_hit=hit.reshape(n_lists, width),
+            listed=None if n_relevant is listed else listed,
+            ideal_depth=ideal_depth,
         )
 
 

@@ -45,6 +45,12 @@ class Judged:
             one int64 per list instead of a matrix: bit ``r - 1`` is set when the item
             at rank ``r`` is relevant (see :meth:`hit_pattern`); ``None`` otherwise.
         dense_hit: the ``(n_lists, width)`` bool hit matrix when given as one.
+        listed: the judgements per list in ``truth_row`` when some relevant items are
+            only counted in ``n_relevant``, not listed (``ServedPositions.unlisted``);
+            ``None`` when every one is listed (then it is ``n_relevant``).
+        ideal_depth: with unlisted items, the fewest unserved items listed by a list
+            that has some: the ideal DCG@k of graded lists is exact up to this k
+            (``None``: any k).
 
     Exactly one of ``hit_bits`` and ``dense_hit`` is given; :attr:`hit` is the matrix
     either way. Quantities several metrics share (hits in the top k, first hit) are
@@ -60,6 +66,8 @@ class Judged:
     complete: bool
     hit_bits: np.ndarray | None = None
     dense_hit: np.ndarray | None = field(default=None, repr=False)
+    listed: np.ndarray | None = None
+    ideal_depth: int | None = None
     _cache: dict[tuple[str, Any], Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -71,6 +79,11 @@ class Judged:
                 f"hit_bits hold binary lists of at most {PATTERN_WIDTH} ranks, got width "
                 f"{self.width}" + (" with grades" if self.hit_grade is not None else "")
             )
+
+    @property
+    def n_listed(self) -> np.ndarray:
+        """Judgements per list in ``truth_row`` (``n_relevant`` unless some are unlisted)."""
+        return self.n_relevant if self.listed is None else self.listed
 
     @property
     def binary(self) -> bool:
