@@ -144,6 +144,17 @@ def test_compaction_keeps_served_items_and_the_highest_unserved_ones():
     assert light.truth is truth and light.unlisted is None
 
 
+def test_compaction_of_long_lists_that_served_every_relevant_item_cuts_nothing():
+    """A list with more relevant items than ``keep``, all of them served, has nothing to
+    cut (the review's case: it raised a ValueError reshaping the empty grade counts)."""
+    served = np.array([[1, 2, 3], [4, 5, 6]])
+    truth = columnar.Truth(np.array([0, 0, 0, 1]), np.array([1, 2, 3, 5]),
+                           np.array([1.0, 2.0, 1.0, 1.0]))
+    ground = columnar.compact_truth(truth, served, keep=2, n_items=7)
+    assert ground.truth is truth and ground.unlisted is None
+    assert ground.dropped_items.size == 0 and ground.pairs == 4
+
+
 def test_answered_marks_what_attribution_pairs_without_making_the_pairs():
     rng = np.random.default_rng(7)
     imp_user, imp_at = rng.integers(0, 5, 200), rng.integers(0, 1_000, 200)

@@ -374,11 +374,16 @@ def _ground_truth(lists: pa.Table, imp_user: np.ndarray, interactions: Interacti
         keyed_rows = by_id[np.searchsorted(ids, keyed["impression"].to_numpy()[named],
                                            sorter=by_id)]
         keyed_item, keyed_grade = keyed_items[named], keyed_grades[named]
+
     def highest(imp_index, it_index, rows, items, grades, levels=None) -> Truth:
-        return Truth.highest(np.concatenate((imp_index, rows)),
-                             np.concatenate((it_items[it_index], items)),
-                             np.concatenate((interactions.grades[it_index], grades)), n_items,
-                             levels)
+        """The pairs' and the named rows' (list, item) rows with their highest grade (the
+        pairs' arrays used as they are when nothing is named: no copy)."""
+        pair_items, pair_grades = it_items[it_index], interactions.grades[it_index]
+        if rows.size:
+            imp_index = np.concatenate((imp_index, rows))
+            pair_items = np.concatenate((pair_items, items))
+            pair_grades = np.concatenate((pair_grades, grades))
+        return Truth.highest(imp_index, pair_items, pair_grades, n_items, levels)
 
     runs = answer_runs(imp_user, at, interactions.users, interactions.at, window)
     if runs is None or int(runs.counts.sum()) <= limit:  # within the bound: kept whole
@@ -444,6 +449,8 @@ def compact_truth(truth: Truth, served: np.ndarray, keep: int, n_items: int) -> 
         unserved = pairs[keys[at] != wanted] if keys.size else pairs
     else:  # keys that would not fit: the items' positions found row by row
         unserved = pairs[first_positions(served, truth.rows[pairs], truth.items[pairs]) == 0]
+    if not unserved.size:  # every relevant item of the long lists was served: nothing to cut
+        return GroundTruth(truth, None, empty, int(truth.rows.size))
     rows, grades = truth.rows[unserved], truth.grades[unserved]
     levels = np.unique(grades)
     down = levels.size - 1 - np.searchsorted(levels, grades)  # 0: the highest grade
