@@ -272,7 +272,7 @@ def series_caption(series: MetricSeries, label: str, cumulative: bool, kind: str
                 "interval, no test and nothing for CUPED to adjust.")
     shows = (f"Each arm's mean of {label} over the users "
              f"{'up to' if cumulative else 'of'} each day with its {percent} interval "
-             "(hollow squares: provisional days); below, each treatment arm's relative lift "
+             "(grey squares: provisional days); below, each treatment arm's relative lift "
              f"against control with its {percent} {kind} interval, the scorecard's comparison "
              "day by day (before the correction of the primaries).")
     adjusted, days = series.adjusted_days, series.days
@@ -311,8 +311,14 @@ def day_axis(days: pd.Series) -> alt.X:
                  scale=alt.Scale(type="utc"))
 
 
+_GREY = "#8c959f"  # provisional days' points and the "day" legend: readable on both themes
+_STATUS_LEGEND = alt.Legend(title="day", symbolSize=120, symbolStrokeWidth=2)
+
+
 def metric_chart(values: pd.DataFrame, title: str, colours: dict[str, str]) -> None:
-    """One line per arm with its interval band; provisional days as hollow points."""
+    """One line per arm with its interval band; provisional days as grey-filled squares (a
+    white fill, as before, left the "day" legend's symbols white on white: Vega-Lite draws a
+    shape legend with the points' conditional fill's constant)."""
     if values.empty:
         st.info("No values yet.")
         return
@@ -324,9 +330,8 @@ def metric_chart(values: pd.DataFrame, title: str, colours: dict[str, str]) -> N
     points = base.mark_point(size=60, strokeWidth=2).encode(
         y="mean:Q", shape=alt.Shape("status:N", scale=alt.Scale(
             domain=["final", "provisional"], range=["circle", "square"]),
-            legend=alt.Legend(title="day", symbolStrokeColor="#8c959f", symbolStrokeWidth=2,
-                              symbolOpacity=1, symbolSize=120, symbolFillColor="#8c959f")),
-        fill=alt.condition("datum.status == 'final'", _colour(colours), alt.value("white")),
+            legend=_STATUS_LEGEND),
+        fill=alt.condition("datum.status == 'final'", _colour(colours), alt.value(_GREY)),
         tooltip=["day:T", "arm:N", alt.Tooltip("mean:Q", format=".4f"),
                  alt.Tooltip("ci_low:Q", format=".4f"), alt.Tooltip("ci_high:Q", format=".4f"),
                  alt.Tooltip("cuped:N", title="CUPED"),

@@ -185,3 +185,22 @@ def test_a_set_level_metric_has_no_lift_and_its_caption_claims_no_adjustment(dem
     caption = components.series_caption(series, "coverage@10", True, "fixed-horizon", 0.95,
                                         True)
     assert "set-level metric" in caption and "CUPED on" not in caption
+
+
+def test_the_day_legend_draws_its_symbols_in_a_visible_colour(monkeypatch):
+    """Vega-Lite draws the "day" (shape) legend's symbols with the points' conditional
+    fill's constant: it was white, so the legend showed "final" and "provisional" beside
+    nothing (the review's screenshot). That constant now is a grey of both themes."""
+    drawn = []
+    monkeypatch.setattr(st, "altair_chart", lambda chart, **_: drawn.append(chart))
+    values = pd.DataFrame({
+        "day": pd.to_datetime(["2026-11-01", "2026-11-02"] * 2, utc=True),
+        "arm": ["a", "a", "b", "b"], "mean": [.1, .2, .3, .4], "ci_low": [0, .1, .2, .3],
+        "ci_high": [.2, .3, .4, .5], "provisional": [False, True, False, True],
+        "cuped": ["off"] * 4, "unadjusted_mean": [.1, .2, .3, .4]})
+    components.metric_chart(values, "ndcg@10", {"a": "#1f77b4", "b": "#ff7f0e"})
+    (points,) = [layer for layer in drawn[0].to_dict()["layer"]
+                 if "shape" in layer.get("encoding", {})]
+    fill = points["encoding"]["fill"]["value"].lower()
+    assert fill not in ("white", "#fff", "#ffffff", "transparent", "none")
+    assert points["encoding"]["shape"]["legend"]["title"] == "day"
