@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from tracker.errors import StaleState
 from tracker.rollup.chunk_parts import decode_chunks
-from tracker.rollup.columnar import PAIR_LIMIT, EncodedLists, Truth, attribute
+from tracker.rollup.columnar import PAIR_LIMIT, EncodedLists, attribute
 from tracker.rollup.popularity import Popularity
 from tracker.rollup.provisional import ProvisionalDay
+from tracker.rollup.truth import Truth
 
 CUTOFFS = [2, 5]
 

@@ -30,6 +30,7 @@ from tests.rollup.test_rollup import _check_against_reference
 from tracker import Tracker, metrics
 from tracker.errors import StoreError
 from tracker.rollup import aggregate, columnar, queries
+from tracker.rollup.truth import Truth, first_positions
 
 NOW = datetime(2026, 11, 20, tzinfo=UTC)  # long after the logs: every day final
 MIDNIGHT = datetime(2026, 11, 2, tzinfo=UTC)
@@ -485,7 +486,7 @@ def test_truth_keeps_each_pair_once_with_its_highest_grade(pairs, n_items, packe
     with monkeypatch.context() as patch:
         if not packed:  # the keys "would not fit": the argsort
             patch.setattr(columnar, "_PACKED_LIMIT", 0)
-        truth = columnar.Truth.highest(table[:, 0].astype(np.int64),
+        truth = Truth.highest(table[:, 0].astype(np.int64),
                                        table[:, 1].astype(np.int32), table[:, 2], n_items)
     assert truth.items.dtype == np.int32
     assert list(zip(truth.rows.tolist(), truth.items.tolist(), truth.grades.tolist(),
@@ -507,7 +508,7 @@ def test_first_positions_first_occurrence_wins(lists, data, block, monkeypatch):
     with monkeypatch.context() as patch:
         if block is not None:  # tiny blocks: several passes
             patch.setattr(columnar, "BLOCK_CELLS", block)
-        assert columnar.first_positions(items, rows, codes).tolist() == expected
+        assert first_positions(items, rows, codes).tolist() == expected
 
 
 @settings(max_examples=200, deadline=None,

@@ -18,6 +18,7 @@ from tests.rollup.test_rollup import _check_against_reference
 from tracker import Tracker
 from tracker.rollup import columnar
 from tracker.rollup.day import MIN_PAIR_LIMIT
+from tracker.rollup.truth import Truth, compact_truth
 
 EARLY = T0  # before every impression: every day stays provisional
 LATER = T0 + timedelta(days=30)  # every window closed: every day final
@@ -49,7 +50,7 @@ def largest_made(monkeypatch):
     """The most (impression, interaction) pairs one call made or took: the expanded
     runs, and the pairs :meth:`Truth.highest` reduces (those of a block, or of a chunk)."""
     seen = {"pairs": 0}
-    expand, highest = columnar.AnswerRuns.pairs, columnar.Truth.highest.__func__
+    expand, highest = columnar.AnswerRuns.pairs, Truth.highest.__func__
 
     def pairs(self, first, last):
         made = expand(self, first, last)
@@ -61,7 +62,7 @@ def largest_made(monkeypatch):
         return highest(cls, rows, *args)
 
     monkeypatch.setattr(columnar.AnswerRuns, "pairs", pairs)
-    monkeypatch.setattr(columnar.Truth, "highest", classmethod(reduced))
+    monkeypatch.setattr(Truth, "highest", classmethod(reduced))
     return seen
 
 
@@ -131,16 +132,16 @@ def test_compaction_keeps_served_items_and_the_highest_unserved_ones():
     # list 0 serves items 1 and 2; relevant: 2 (served, grade 1) and unserved 3..7 graded
     # 2, 5, 5, 1, 3: with keep=2, items 4 and 5 (grade 5) stay, 3, 6, 7 are counted
     served = np.array([[1, 2, -1], [8, 9, 10]])
-    truth = columnar.Truth(np.array([0, 0, 0, 0, 0, 0, 1]), np.array([2, 3, 4, 5, 6, 7, 9]),
+    truth = Truth(np.array([0, 0, 0, 0, 0, 0, 1]), np.array([2, 3, 4, 5, 6, 7, 9]),
                            np.array([1.0, 2.0, 5.0, 5.0, 1.0, 3.0, 1.0]))
-    ground = columnar.compact_truth(truth, served, keep=2, n_items=11)
+    ground = compact_truth(truth, served, keep=2, n_items=11)
     assert list(zip(ground.truth.rows.tolist(), ground.truth.items.tolist(),
                     strict=True)) == [(0, 2), (0, 4), (0, 5), (1, 9)]
     assert ground.unlisted.tolist() == [3, 0]
     assert sorted(ground.dropped_items.tolist()) == [3, 6, 7]
     assert ground.pairs == 7
     # no list with more than ``keep`` relevant items: the truth as it was
-    light = columnar.compact_truth(truth, served, keep=6, n_items=11)
+    light = compact_truth(truth, served, keep=6, n_items=11)
     assert light.truth is truth and light.unlisted is None
 
 
@@ -148,9 +149,9 @@ def test_compaction_of_long_lists_that_served_every_relevant_item_cuts_nothing()
     """A list with more relevant items than ``keep``, all of them served, has nothing to
     cut (the review's case: it raised a ValueError reshaping the empty grade counts)."""
     served = np.array([[1, 2, 3], [4, 5, 6]])
-    truth = columnar.Truth(np.array([0, 0, 0, 1]), np.array([1, 2, 3, 5]),
+    truth = Truth(np.array([0, 0, 0, 1]), np.array([1, 2, 3, 5]),
                            np.array([1.0, 2.0, 1.0, 1.0]))
-    ground = columnar.compact_truth(truth, served, keep=2, n_items=7)
+    ground = compact_truth(truth, served, keep=2, n_items=7)
     assert ground.truth is truth and ground.unlisted is None
     assert ground.dropped_items.size == 0 and ground.pairs == 4
 

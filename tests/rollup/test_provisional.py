@@ -22,9 +22,10 @@ from tests.rollup.test_rollup import _batches, _check_against_reference
 from tracker import Tracker
 from tracker.errors import StaleState
 from tracker.rollup import provisional, state
-from tracker.rollup.columnar import PAIR_LIMIT, EncodedLists, Truth
+from tracker.rollup.columnar import PAIR_LIMIT, EncodedLists
 from tracker.rollup.popularity import Popularity
 from tracker.rollup.provisional import ProvisionalDay
+from tracker.rollup.truth import Truth
 
 EARLY = T0  # before every impression: every day stays provisional
 

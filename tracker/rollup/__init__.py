@@ -13,7 +13,8 @@ The modules, in the order a run uses them:
   stored encoded state (``provisional``); ``pipeline``: read-ahead and scoring threads;
   ``window``: the popularity before a day.
 - ``columnar``: one chunk, from Arrow tables to per-user totals (``codes``: ids to integer
-  codes; ``outcomes``: the metric kernels of ``tracker.metrics`` per impression).
+  codes; ``truth``: its ground truth, compacted for a heavy user; ``outcomes``: the metric
+  kernels of ``tracker.metrics`` per impression).
 - ``aggregate``: per-user totals, arm statistics, health; ``exposure``: set-level inputs;
   ``popularity``: item popularity for surprisal; ``state``: the stored formats.
 - ``published``: the rows the report reads; ``cumulative``: the cumulative pass.

@@ -28,8 +28,9 @@ import pyarrow as pa
 
 from tracker.errors import StaleState
 from tracker.rollup import state
-from tracker.rollup.columnar import EncodedLists, Truth
+from tracker.rollup.columnar import EncodedLists
 from tracker.rollup.pipeline import SCORERS
+from tracker.rollup.truth import Truth
 
 
 @dataclass(frozen=True)

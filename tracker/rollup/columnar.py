@@ -16,7 +16,7 @@ totals and item exposure, in vectorised numpy (no Python loop over impressions o
    above 0. The runs' lengths are known before any pair is made (:class:`AnswerRuns`): past
    the caller's bound (one heavy user: lists x clicks pairs) the pairs are made in blocks
    of impressions, and each block's ground truth is compacted to what the metrics read
-   (:func:`compact_truth`).
+   (:func:`~tracker.rollup.truth.compact_truth`).
 3. **Served position** of each ground-truth item: its first position in the list (0 when
    not served), by comparing codes row by row in bounded blocks.
 4. The metrics then come from :mod:`tracker.rollup.outcomes` (``tracker.metrics`` itself),
@@ -40,8 +40,15 @@ from tracker.rollup.aggregate import CodedTotals, unit_totals_of_codes
 from tracker.rollup.codes import Vocabulary, distinct
 from tracker.rollup.outcomes import Layout, impression_values
 from tracker.rollup.popularity import Popularity
+from tracker.rollup.truth import (
+    _PACKED_LIMIT,
+    BLOCK_CELLS,
+    GroundTruth,
+    Truth,
+    compact_truth,
+    first_positions,
+)
 
-BLOCK_CELLS = 4_000_000  # bound on the temporary (rows x positions) arrays
 PAIR_LIMIT = 2_000_000
 """(impression, interaction) pairs a chunk makes at once when its caller sets no bound
 (the rollup's days derive theirs from ``TRACKER_ROLLUP_CHUNK_CELLS``)."""
@@ -57,7 +64,7 @@ class ChunkResult:
     impressions: int
     truth_pairs: int
     encoded: EncodedLists | None = None  # kept for a provisional day
-    compacted: bool = False  # some list's ground truth was compacted (:func:`compact_truth`)
+    compacted: bool = False  # some list's ground truth was compacted (truth.compact_truth)
 
 
 @dataclass(frozen=True)
@@ -235,18 +242,6 @@ def answered(imp_user: np.ndarray, imp_served: np.ndarray, it_user: np.ndarray,
     return out
 
 
-def first_positions(items: np.ndarray, rows: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """1-based first position of ``codes[j]`` in list ``rows[j]`` of ``items``; 0 if absent."""
-    out = np.zeros(rows.size, dtype=np.int64)
-    width = items.shape[1]
-    step = max(1, BLOCK_CELLS // max(width, 1))
-    for at in range(0, rows.size, step):
-        hit = items[rows[at:at + step]] == codes[at:at + step, None]
-        found = hit.any(axis=1)
-        out[at:at + step] = np.where(found, hit.argmax(axis=1) + 1, 0)
-    return out
-
-
 def _overlaps(top: np.ndarray, baseline: np.ndarray, cutoffs: Sequence[int]) -> np.ndarray:
     """Per list and cutoff k, |R_k ∩ B_k| as sets (an item repeated in R_k counts once)."""
     n, width = top.shape
@@ -273,9 +268,6 @@ def _overlaps(top: np.ndarray, baseline: np.ndarray, cutoffs: Sequence[int]) -> 
     return out
 
 
-_PACKED_LIMIT = 2**62  # a packed key (pair and grade, or user and time) stays below this
-
-
 def grades_of(events: pa.Array, relevance: Mapping[str, float] | None) -> np.ndarray:
     """Each event's grade: the experiment's mapping (unknown events 0), or 1 without one."""
     if relevance is None:
@@ -289,71 +281,13 @@ def grades_of(events: pa.Array, relevance: Mapping[str, float] | None) -> np.nda
     return table[index]
 
 
-@dataclass(frozen=True)
-class Truth:
-    """A chunk's ground truth: one row per (impression, item) with its highest grade, sorted
-    by impression (row of the chunk's lists)."""
-
-    rows: np.ndarray
-    items: np.ndarray  # item codes
-    grades: np.ndarray
-
-    @classmethod
-    def highest(cls, rows: np.ndarray, items: np.ndarray, grades: np.ndarray,
-                n_items: int, levels: np.ndarray | None = None) -> Truth:
-        """One row per (impression, item) of the pairs given, with its highest grade.
-        ``levels``: the distinct grades (any sorted superset), when the caller knows them
-        (a chunk made in blocks: not sorted again for each block).
-
-        Each pair and the rank of its grade are packed in one int64 and the keys sorted by
-        value (numpy's vectorised sort, without the argsort's gathers: 2.4M pairs of a
-        day's new interactions in 0.08 s against 0.14-0.15 s); the last key of each pair
-        holds its highest grade. Keys that would not fit, or NaN grades, take the argsort.
-        (A zero grade comes back as one of 0.0 and -0.0: the callers keep grades > 0.)
-
-        >>> t = Truth.highest(np.array([1, 0, 1]), np.array([2, 2, 2]), np.array([1., 2., 3.]), 3)
-        >>> t.rows.tolist(), t.grades.tolist()
-        ([0, 1], [2.0, 3.0])
-        """
-        width = max(n_items, 1)
-        levels = np.unique(grades) if levels is None or not levels.size else levels
-        span = max(levels.size, 1)
-        if not rows.size or np.isnan(levels[-1]) or \
-                (int(rows.max()) + 1) * width * span >= _PACKED_LIMIT:
-            pair = rows * width + items
-            order = np.argsort(pair)
-            pair = pair[order]
-            first = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]]) if pair.size else pair
-            highest = np.maximum.reduceat(grades[order], first) if first.size else grades
-            return cls(rows[order][first], items[order][first], highest)
-        key = (rows.astype(np.int64) * width + items) * span + np.searchsorted(levels, grades)
-        key.sort()
-        pair = key // span
-        last = np.flatnonzero(np.r_[pair[1:] != pair[:-1], True])
-        pair = pair[last]
-        return cls(pair // width, (pair % width).astype(items.dtype, copy=False),
-                   levels[key[last] % span])
-
-
-@dataclass(frozen=True)
-class GroundTruth:
-    """A chunk's :class:`Truth` as it is scored, with what compaction left out of it
-    (:func:`compact_truth`): per list the count of relevant items not listed (None: none
-    left out), and the distinct items left out (for the catalog)."""
-
-    truth: Truth
-    unlisted: np.ndarray | None
-    dropped_items: np.ndarray
-    pairs: int  # (impression, item) pairs before compaction
-
-
 def _ground_truth(lists: pa.Table, imp_user: np.ndarray, interactions: Interactions,
                   it_items: np.ndarray, keyed: pa.Table, keyed_items: np.ndarray,
                   relevance: Mapping[str, float] | None, window: int, n_items: int,
                   served: np.ndarray, keep: int, limit: int) -> GroundTruth:
     """Time-window pairs (:func:`attribute_sorted`), plus the interactions that name an
     impression; per (impression, item) the highest grade, compacted
-    (:func:`compact_truth`, ``keep`` unserved items per list).
+    (:func:`~tracker.rollup.truth.compact_truth`, ``keep`` unserved items per list).
 
     Pairs beyond ``limit`` (counted before any is made: :class:`AnswerRuns`) are made for
     consecutive impressions at most ``limit`` at a time (:meth:`AnswerRuns.blocks`), each
@@ -364,16 +298,7 @@ def _ground_truth(lists: pa.Table, imp_user: np.ndarray, interactions: Interacti
     give them, less what compaction leaves out. Within the bound nothing is compacted: a
     day without heavy users is scored as it always was, and may keep its state."""
     at = lists["served"].to_numpy()
-    keyed_rows = np.empty(0, dtype=np.int64)
-    keyed_item, keyed_grade = np.empty(0, dtype=it_items.dtype), np.empty(0)
-    if keyed.num_rows:
-        ids = lists["id"].to_numpy()
-        by_id = np.argsort(ids)
-        keyed_grades = grades_of(keyed["event"], relevance)
-        named = keyed_grades > 0
-        keyed_rows = by_id[np.searchsorted(ids, keyed["impression"].to_numpy()[named],
-                                           sorter=by_id)]
-        keyed_item, keyed_grade = keyed_items[named], keyed_grades[named]
+    keyed_rows, keyed_item, keyed_grade = _named(lists, keyed, keyed_items, relevance)
 
     def highest(imp_index, it_index, rows, items, grades, levels=None) -> Truth:
         """The pairs' and the named rows' (list, item) rows with their highest grade (the
@@ -414,77 +339,20 @@ def _ground_truth(lists: pa.Table, imp_user: np.ndarray, interactions: Interacti
                        unlisted, np.flatnonzero(dropped), pairs)
 
 
-def compact_truth(truth: Truth, served: np.ndarray, keep: int, n_items: int) -> GroundTruth:
-    """``truth`` (of the lists ``served``, padded) cut to what the metrics read
-    (:class:`~tracker.metrics.ServedPositions`' ``unlisted``): in a list with more than
-    ``keep`` relevant items it did not serve, only the ``keep`` highest graded of those
-    (ties: the lowest item codes) stay listed, the others are counted. With ``keep`` the
-    largest cutoff every metric value is unchanged (graded NDCG@k reads the k highest
-    grades; the rest only |G|), whichever tied items are kept, so a day compacted in
-    other chunks or codes scores the same.
-
-    Only lists with more than ``keep`` relevant items are looked at (their served
-    positions found): ordinary lists cost one count, and come back as they were. No sort:
-    ``truth`` is sorted by (list, item), so whether a list served an item is one binary
-    search among the (list, item) keys of the heavy lists' served cells, and an unserved
-    item's rank in its list is the count of those graded above it (a count per list and
-    grade: grades are few, the experiment's) plus its rank among those of its grade (in
-    item order already). Item codes are below ``n_items``.
-    """
-    empty = np.empty(0, dtype=np.int64)
-    n_lists = served.shape[0]
-    listed = np.bincount(truth.rows, minlength=n_lists)
-    heavy = listed > keep  # at most ``keep`` relevant: at most ``keep`` unserved
-    if not heavy.any():
-        return GroundTruth(truth, None, empty, int(truth.rows.size))
-    pairs = np.flatnonzero(heavy[truth.rows])
-    lists = np.flatnonzero(heavy)
-    width = max(n_items, 1)
-    if n_lists * width < _PACKED_LIMIT:
-        cells = served[lists]
-        keys = (lists[:, None] * width + cells)[cells >= 0]
-        keys.sort()
-        wanted = truth.rows[pairs] * width + truth.items[pairs]
-        at = np.minimum(np.searchsorted(keys, wanted), max(keys.size - 1, 0))
-        unserved = pairs[keys[at] != wanted] if keys.size else pairs
-    else:  # keys that would not fit: the items' positions found row by row
-        unserved = pairs[first_positions(served, truth.rows[pairs], truth.items[pairs]) == 0]
-    if not unserved.size:  # every relevant item of the long lists was served: nothing to cut
-        return GroundTruth(truth, None, empty, int(truth.rows.size))
-    rows, grades = truth.rows[unserved], truth.grades[unserved]
-    levels = np.unique(grades)
-    down = levels.size - 1 - np.searchsorted(levels, grades)  # 0: the highest grade
-    local = (np.cumsum(heavy) - 1)[rows]  # the heavy lists numbered 0, 1, ...
-    per_level = np.bincount(local * levels.size + down,
-                            minlength=int(heavy.sum()) * levels.size).reshape(-1, levels.size)
-    above = (np.cumsum(per_level, axis=1) - per_level)[local, down]
-    rank = np.empty(rows.size, dtype=np.int64)
-    for level in range(levels.size):  # a pass per grade
-        mine = np.flatnonzero(down == level)
-        rank[mine] = _ranks_in_runs(rows[mine])
-    dropped = unserved[above + rank >= keep]
-    if not dropped.size:
-        return GroundTruth(truth, None, empty, int(truth.rows.size))
-    kept = np.ones(truth.rows.size, dtype=bool)
-    kept[dropped] = False
-    return GroundTruth(Truth(truth.rows[kept], truth.items[kept], truth.grades[kept]),
-                       np.bincount(truth.rows[dropped], minlength=n_lists),
-                       distinct_codes(truth.items[dropped], n_items), int(truth.rows.size))
-
-
-def distinct_codes(codes: np.ndarray, size: int) -> np.ndarray:
-    """The distinct values of ``codes`` (each below ``size``), sorted: marked, not sorted."""
-    marked = np.zeros(size, dtype=bool)
-    marked[codes] = True
-    return np.flatnonzero(marked)
-
-
-def _ranks_in_runs(values: np.ndarray) -> np.ndarray:
-    """Each value's 0-based rank in its run of equal values (``values`` sorted)."""
-    if not values.size:
-        return np.empty(0, dtype=np.int64)
-    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
-    return np.arange(values.size) - np.repeat(starts, np.diff(np.r_[starts, values.size]))
+def _named(lists: pa.Table, keyed: pa.Table, keyed_items: np.ndarray,
+           relevance: Mapping[str, float] | None) -> tuple[np.ndarray, np.ndarray,
+                                                           np.ndarray]:
+    """The interactions naming one of ``lists`` (``keyed``, their items coded
+    ``keyed_items``) with a grade above 0: each one's list (row), item and grade."""
+    if not keyed.num_rows:
+        return (np.empty(0, dtype=np.int64), np.empty(0, dtype=keyed_items.dtype),
+                np.empty(0))
+    ids = lists["id"].to_numpy()
+    by_id = np.argsort(ids)
+    grades = grades_of(keyed["event"], relevance)
+    named = grades > 0
+    rows = by_id[np.searchsorted(ids, keyed["impression"].to_numpy()[named], sorter=by_id)]
+    return rows, keyed_items[named], grades[named]
 
 
 @dataclass(frozen=True)
@@ -502,7 +370,7 @@ class EncodedLists:
     overlap: np.ndarray  # (lists, cutoffs): |R_k ∩ B_k|, which no ground truth changes
     has_baseline: np.ndarray
     truth: Truth
-    # per list, relevant items compacted out of ``truth`` (:func:`compact_truth`); None:
+    # per list, relevant items compacted out of ``truth`` (truth.compact_truth); None:
     # none (a provisional day never keeps lists with some: later clicks could not merge)
     unlisted: np.ndarray | None = None
 

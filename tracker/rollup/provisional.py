@@ -57,11 +57,9 @@ from tracker.rollup.aggregate import UnitTotals, totals_of_parts, unit_totals_of
 from tracker.rollup.chunk_parts import decode_chunks
 from tracker.rollup.columnar import (
     EncodedLists,
-    Truth,
     answer_runs,
     answered,
     attribute,
-    distinct_codes,
     grades_of,
     score_encoded,
 )
@@ -69,6 +67,7 @@ from tracker.rollup.days import day_bounds
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.pipeline import SCORERS
 from tracker.rollup.popularity import Popularity
+from tracker.rollup.truth import Truth, distinct_codes
 from tracker.store.db import binary_rows
 from tracker.store.rollup_tables import RollupProvisional
 
@@ -172,7 +171,7 @@ class ProvisionalDay:
         the merged ground truth outgrows the day's served items by more than ``limit``
         rows (a heavy user's clicks, arriving run after run): the state then costs more
         than the day's lists, and the day is recomputed from the logs, where its ground
-        truth is compacted (:func:`~tracker.rollup.columnar.compact_truth`); it keeps no
+        truth is compacted (:func:`~tracker.rollup.truth.compact_truth`); it keeps no
         state after that."""
         lists = self.lists
         grades = grades_of(timed["event"], relevance)
