@@ -443,7 +443,8 @@ def test_attribute_of_sorted_interactions_equals_a_double_loop(data, base, fits,
     with monkeypatch.context() as patch:
         if not fits:  # keys "would not fit": attribute's own search
             patch.setattr(columnar, "_PACKED_LIMIT", 0)
-        imp, it = columnar.attribute_sorted(imp_user, imp_served, it_user, it_at, window)
+        runs = columnar.answer_runs(imp_user, imp_served, it_user, it_at, window)
+        imp, it = columnar.pairs_of(runs, imp_user, imp_served, it_user, it_at, window)
     assert sorted(zip(imp.tolist(), it.tolist(), strict=True)) == _brute_pairs(
         imp_user, imp_served, it_user, it_at, window)
 

@@ -9,7 +9,7 @@ totals and item exposure, in vectorised numpy (no Python loop over impressions o
    time t answers every impression of u served in ``[t - window, t]``. The day's
    interactions are sorted by (user, time) once; the interactions that answer one of the
    chunk's impressions are then a contiguous run, found by two binary searches
-   (:func:`attribute_sorted`; :func:`attribute` sorts the impressions instead, for one
+   (:func:`answer_runs`, :func:`pairs_of`; :func:`attribute` sorts the impressions instead, for one
    search per interaction); the runs are expanded into (impression, interaction) pairs.
    Interactions that name an impression answer that impression only (the SQL joins
    them). The ground truth keeps, per (impression, item), the highest grade, and only grades
@@ -72,7 +72,7 @@ class Interactions:
     """Interactions that may answer a day's impressions by time, ready for attribution:
     users as codes of the day's user :class:`Vocabulary`, grades from the experiment's
     mapping (only those with a grade above 0 are kept), sorted by user and time (sorted
-    once for the day: each chunk searches them, :func:`attribute_sorted`)."""
+    once for the day: each chunk searches them, :func:`answer_runs`)."""
 
     users: np.ndarray  # int64 codes
     at: np.ndarray  # int64 microseconds
@@ -87,7 +87,7 @@ class Interactions:
         table = table.filter(pa.array(keep))
         (codes,) = users.encode([table["user"]])
         at = table["at"].to_numpy()
-        order = np.lexsort((at, codes))  # by user, then time: what attribute_sorted needs
+        order = np.lexsort((at, codes))  # by user, then time: what answer_runs needs
         items = table["item"].combine_chunks() if table.num_rows \
             else pa.array([], type=pa.string())
         return cls(codes[order], at[order], grades[keep][order], items.take(pa.array(order)))
@@ -139,17 +139,15 @@ def attribute(imp_user: np.ndarray, imp_served: np.ndarray, it_user: np.ndarray,
     return order[np.repeat(low, counts) + offsets], it_index
 
 
-def attribute_sorted(imp_user: np.ndarray, imp_served: np.ndarray, it_user: np.ndarray,
-                     it_at: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`attribute` of interactions sorted by user, then time (:class:`Interactions`):
-    the impressions are searched among them, keyed by user and time, so nothing the size of
-    the interactions is sorted again. A chunk's impressions meet a whole day's interactions
-    this way: :func:`attribute` sorted all of them again for every chunk. Keys that would
-    not fit in an int64 (user codes past ~2**62 / (a day and the window, in µs)), a negative
-    window, or interactions out of order take :func:`attribute`."""
-    if imp_user.size == 0 or it_user.size == 0:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    runs = answer_runs(imp_user, imp_served, it_user, it_at, window)
+def pairs_of(runs: AnswerRuns | None, imp_user: np.ndarray, imp_served: np.ndarray,
+             it_user: np.ndarray, it_at: np.ndarray, window: int
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`attribute`'s pairs of interactions sorted by user, then time
+    (:class:`Interactions`), expanded from their :func:`answer_runs` (``runs``, found already:
+    callers count them first to bound what they make): the impressions were searched among
+    the interactions, so nothing the size of the interactions is sorted again, as
+    :func:`attribute` would for every chunk. ``runs`` None (keys that would not fit in an
+    int64, a negative window, interactions out of order): :func:`attribute` itself."""
     if runs is None:
         return attribute(imp_user, imp_served, it_user, it_at, window)
     return runs.pairs(0, runs.low.size)
@@ -158,7 +156,7 @@ def attribute_sorted(imp_user: np.ndarray, imp_served: np.ndarray, it_user: np.n
 @dataclass(frozen=True)
 class AnswerRuns:
     """Per impression, the run ``[low, high)`` of the (sorted) interactions that answer it
-    by time: what :func:`attribute_sorted` expands into pairs. Known before any pair is
+    by time: what :func:`pairs_of` expands into pairs. Known before any pair is
     made, so a caller can bound how many it makes at once (:meth:`blocks`) or only count
     them (one user's 100,000 lists answered by 20,000 clicks each are 2e9 pairs)."""
 
@@ -193,7 +191,7 @@ class AnswerRuns:
 def answer_runs(imp_user: np.ndarray, imp_served: np.ndarray, it_user: np.ndarray,
                 it_at: np.ndarray, window: int) -> AnswerRuns | None:
     """The :class:`AnswerRuns` of the impressions among interactions sorted by user, then
-    time; None where :func:`attribute_sorted` takes :func:`attribute` (keys that would not
+    time; None where :func:`pairs_of` takes :func:`attribute` (keys that would not
     fit, a negative window, interactions out of order)."""
     if imp_user.size == 0 or it_user.size == 0:
         empty = np.zeros(imp_user.size, dtype=np.int64)
@@ -285,7 +283,7 @@ def _ground_truth(lists: pa.Table, imp_user: np.ndarray, interactions: Interacti
                   it_items: np.ndarray, keyed: pa.Table, keyed_items: np.ndarray,
                   relevance: Mapping[str, float] | None, window: int, n_items: int,
                   served: np.ndarray, keep: int, limit: int) -> GroundTruth:
-    """Time-window pairs (:func:`attribute_sorted`), plus the interactions that name an
+    """Time-window pairs (:func:`pairs_of`), plus the interactions that name an
     impression; per (impression, item) the highest grade, compacted
     (:func:`~tracker.rollup.truth.compact_truth`, ``keep`` unserved items per list).
 
@@ -312,8 +310,7 @@ def _ground_truth(lists: pa.Table, imp_user: np.ndarray, interactions: Interacti
 
     runs = answer_runs(imp_user, at, interactions.users, interactions.at, window)
     if runs is None or int(runs.counts.sum()) <= limit:  # within the bound: kept whole
-        pairs = attribute(imp_user, at, interactions.users, interactions.at, window) \
-            if runs is None else runs.pairs(0, imp_user.size)  # what attribute_sorted makes
+        pairs = pairs_of(runs, imp_user, at, interactions.users, interactions.at, window)
         truth = highest(*pairs, keyed_rows, keyed_item, keyed_grade)
         return GroundTruth(truth, None, np.empty(0, dtype=np.int64), int(truth.rows.size))
     by_row = np.argsort(keyed_rows, kind="stable")

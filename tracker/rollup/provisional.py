@@ -59,8 +59,8 @@ from tracker.rollup.columnar import (
     EncodedLists,
     answer_runs,
     answered,
-    attribute,
     grades_of,
+    pairs_of,
     score_encoded,
 )
 from tracker.rollup.days import day_bounds
@@ -221,13 +221,10 @@ class ProvisionalDay:
         order = np.lexsort((at, users))
         lists_users = self.lists.users.astype(np.int64)
         runs = answer_runs(lists_users, self.lists.served_at, users[order], at[order], window)
-        if runs is None:
-            rows, it = attribute(lists_users, self.lists.served_at, users[order], at[order],
-                                 window)
-        elif int(runs.counts.sum()) > limit:
+        if runs is not None and int(runs.counts.sum()) > limit:
             return None
-        else:
-            rows, it = runs.pairs(0, runs.low.size)
+        rows, it = pairs_of(runs, lists_users, self.lists.served_at, users[order], at[order],
+                            window)
         return rows, known[order[it]]
 
     def answered(self, timed: pa.Table, window: int) -> np.ndarray:
