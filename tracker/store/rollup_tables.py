@@ -227,7 +227,7 @@ class RollupProvisional(Base):
 
 
 ROLLUP_TABLES = (
-    RollupState.__table__, RollupDay.__table__, RollupUnits.__table__, RollupPairs.__table__,
+    RollupState.__table__, RollupDay.__table__, RollupUnits.__table__,
     RollupPopularity.__table__, RollupExposure.__table__, RollupMetric.__table__,
     RollupHealth.__table__, RollupFirstSeen.__table__, RollupExposureDay.__table__,
     RollupUserCovariates.__table__, RollupCovariateSums.__table__,
