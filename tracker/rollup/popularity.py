@@ -69,6 +69,21 @@ class Popularity:
     def empty(cls) -> Popularity:
         return cls(pa.array([], type=pa.string()), np.zeros(0, dtype=np.int64), 0)
 
+    @classmethod
+    def of(cls, item_users: pa.Table, n_users: int) -> Popularity:
+        """From one row per item (``item``, ``users``: its distinct users) and N, sorted by
+        item (two counts of the same interactions are then :meth:`same`)."""
+        order = pc.sort_indices(item_users, [("item", "ascending")])
+        table = item_users.take(order)
+        return cls(table["item"].combine_chunks(),
+                   table["users"].to_numpy().astype(np.int64), int(n_users))
+
+    def same(self, other: Popularity) -> bool:
+        """Whether ``other`` holds the same counts (both sorted by item, as :meth:`of`
+        and :meth:`decode` give them)."""
+        return self.n_users == other.n_users and self.items.equals(other.items) and \
+            np.array_equal(self.users, other.users)
+
     def encode(self) -> memoryview:
         """A ``rollup_popularity`` value (``popularity/2`` of :mod:`tracker.rollup.state`)."""
         table = pa.table({"item_id": self.items, "users": pa.array(self.users, pa.int64())})
