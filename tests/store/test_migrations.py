@@ -313,6 +313,7 @@ def test_0015_stores_the_provisional_state_uncompressed_and_the_rest_with_lz4(db
             "SELECT enumvals FROM pg_settings WHERE name = 'default_toast_compression'"
         )).scalar()
     assert _storage(engine, "rollup_provisional") == ("e", "")
+    schema.downgrade(engine, "0017")  # 0018 drops rollup_pairs; its downgrade restores it
     assert _storage(engine, "rollup_pairs") == ("x", "l" if lz4 else "")
     assert _storage(engine, "rollup_units") == ("e", "")  # since 0004
     schema.downgrade(engine, "0014")

@@ -2,8 +2,8 @@
 
 The big reads return Arrow tables (:class:`tracker.store.arrow.ArrowReader`: ADBC on
 PostgreSQL, column-folded strings on SQLite): a chunk's served lists, the interactions that
-may answer them, and the item popularity of a reference period; the attribution and the metrics
-are computed from them in numpy (:mod:`tracker.rollup.columnar`). Times are integer
+may answer them, and the item popularity of a reference period; the attribution and the
+metrics are computed from them in numpy (:mod:`tracker.rollup.columnar`). Times are integer
 microseconds (see :mod:`tracker.store.types`), so window arithmetic is plain integer
 comparison. The big reads inline their integer arguments (never user input) and take no
 parameters.

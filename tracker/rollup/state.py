@@ -25,7 +25,8 @@ The formats (columns in the order written; readers do not rely on it):
   (:mod:`tracker.rollup.provisional`). Users: ``user_id`` (string; the row number is the
   code), metadata ``tracker.chunks`` (the read chunks). Items: ``item_id`` (string; the row
   number is the code) and ``ln_users`` (float64: ln of the item's users in the
-  experiment's popularity, 0 if none), metadata ``tracker.n_users`` (of that popularity). Lists, one
+  experiment's popularity, 0 if none), metadata ``tracker.n_users`` (of that popularity).
+  Lists, one
   stream per read chunk, one row per impression in the order they were scored: ``id``,
   ``arm_id``, ``served_at`` (int64), ``user`` (int32, a user code), ``items``
   (list<int32>: the served list as item codes), ``has_baseline`` (bool) and per cutoff
