@@ -20,9 +20,10 @@ NOW = datetime(2026, 11, 20, tzinfo=UTC)  # long after the logs: every day final
 
 def _logged(tracker, key: str = "home", seed: int = 3, days: int = 3, users: str = "",
             **options):
-    """An experiment with logs; ``users``: a prefix that keeps its users apart."""
+    """An experiment with logs (and interactions before them: surprisal's reference period,
+    CUPED's pre-period); ``users``: a prefix that keeps its users apart."""
     create(tracker, key, **options)
-    imps, events = make_logs(seed, days=days, key=key)
+    imps, events = make_logs(seed, days=days, key=key, history=20)
     for record in imps + events:
         record["user_id"] = users + record["user_id"]
     assert not tracker.log_impressions(imps).rejected

@@ -171,15 +171,15 @@ def _plan(info: ExperimentInfo, footprint: store.UserFootprint, rolled_up: set[d
           first_recomputable: date | None, reference: Reference | None = None) -> _Plan:
     """The rule of the rollup's incremental plan (``tracker.rollup.engine``), for rows that
     went: impressions touch the days they were served on; an interaction the days of the
-    impressions it may answer (within the window before it), or the day of the impression
-    it names. Marked: those of them in ``rolled_up`` (None: every one touched). Days before
-    the retention horizon are never recomputed: they are not marked. Stale: an interaction
-    occurred in ``reference``, the period of the stored popularity."""
+    user's impressions it may answer (within the window before it), or the day of the
+    impression it names. Marked: those of them in ``rolled_up`` (None: every one touched).
+    Days before the retention horizon are never recomputed: they are not marked. Stale: an
+    interaction occurred in ``reference``, the period of the stored popularity."""
     zone = info.timezone
     window = int(info.attribution_window.total_seconds() * 1_000_000)
-    touched = days_of_hours(footprint.served.get(info.id, ()), zone)
-    touched |= days_of_hours(footprint.named.get(info.id, ()), zone)
-    for hour in footprint.occurred:
+    served = footprint.served.get(info.id, ())
+    touched = days_of_hours(served, zone) | days_of_hours(footprint.named.get(info.id, ()), zone)
+    for hour in footprint.occurred if served else ():  # they answer the user's lists only
         touched.update(days_between(day_of(in_range(hour - window), zone),
                                     day_of(in_range(hour + HOUR - 1), zone)))
     marked = touched if rolled_up is None else touched & rolled_up

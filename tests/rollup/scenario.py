@@ -15,7 +15,7 @@ CUTOFFS = (2, 3, 5)
 
 
 def make_logs(seed: int, *, days: int = 3, users: int = 12, impressions: int = 60,
-              start: datetime = T0, key: str = "home", history: int = 20
+              start: datetime = T0, key: str = "home", history: int = 0
               ) -> tuple[list[dict], list[dict]]:
     """Impressions (some with baselines) and interactions: window hits, late events past the
     window, explicit impression keys, grade-0 views, repeated items, crossover users; and

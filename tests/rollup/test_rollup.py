@@ -67,7 +67,7 @@ def test_every_metric_equals_the_independent_reference(tracker, block, monkeypat
     if block:  # an arm's users summed in blocks of two (many blocks, some of one user)
         monkeypatch.setattr(aggregate, "ARM_BLOCK_USERS", block)
     create(tracker)
-    imps, events = make_logs(seed=3, days=3, users=14, impressions=90)
+    imps, events = make_logs(seed=3, days=3, users=14, impressions=90, history=20)
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
     tracker.log_interactions(events, on_invalid="all_or_nothing")
     tracker.rollup("home", now=NOW)
@@ -76,7 +76,7 @@ def test_every_metric_equals_the_independent_reference(tracker, block, monkeypat
 
 def test_a_declared_catalog_joins_the_items_seen_in_coverage_and_gini(tracker):
     create(tracker)
-    imps, events = make_logs(seed=3, days=3, users=14, impressions=90)
+    imps, events = make_logs(seed=3, days=3, users=14, impressions=90, history=20)
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
     tracker.log_interactions(events, on_invalid="all_or_nothing")
     seen = sorted({item for imp in imps for item in imp["items"]})
@@ -93,7 +93,7 @@ def test_a_declared_catalog_joins_the_items_seen_in_coverage_and_gini(tracker):
 
 def test_declaring_a_catalog_after_a_rollup_recomputes_every_day(tracker):
     create(tracker)
-    imps, events = make_logs(seed=5, days=3)
+    imps, events = make_logs(seed=5, days=3, history=20)
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
     tracker.log_interactions(events, on_invalid="all_or_nothing")
     tracker.rollup("home", now=NOW)
@@ -135,7 +135,7 @@ def test_days_follow_the_reporting_time_zone_across_a_dst_change(tracker):
     # to 23:00 UTC that day).
     create(tracker, timezone="Europe/Paris")
     start = datetime(2026, 10, 24, 21, 0, tzinfo=UTC)
-    imps, events = make_logs(seed=5, days=2, users=8, impressions=60, start=start)
+    imps, events = make_logs(seed=5, days=2, users=8, impressions=60, start=start, history=20)
     edge = [
         datetime(2026, 10, 24, 21, 59, 59, tzinfo=UTC),  # 23:59:59 on the 24th in Paris
         datetime(2026, 10, 24, 22, 0, tzinfo=UTC),  # 00:00 on the 25th
@@ -252,7 +252,7 @@ def _batches(records: list[dict], cuts: list[int]) -> list[list[dict]]:
        evt_cuts=st.lists(st.integers(0, 60), max_size=3))
 def test_any_split_into_batches_ends_in_the_tables_of_one_full_rollup(tmp_path, seed,
                                                                       imp_cuts, evt_cuts):
-    imps, events = make_logs(seed, days=3, users=8, impressions=40)
+    imps, events = make_logs(seed, days=3, users=8, impressions=40, history=20)
     imps.sort(key=lambda r: r["served_at"])
     events.sort(key=lambda r: r["occurred_at"])
     with fresh_database(tmp_path) as url, Tracker(migrated(url)) as tracker:
