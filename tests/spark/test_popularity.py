@@ -176,3 +176,20 @@ def test_both_engines_count_the_same_reference_period(spark, tracker, tmp_path):
     write_lake(tmp_path, imps, events, files=3)
     _spark_rollup(spark, tracker, tmp_path, full=True)
     assert_same_rows(report_rows(tracker.engine), expected)
+
+
+def test_an_erasure_in_the_reference_period_recomputes_every_day(spark, tracker, tmp_path):
+    """``tracker users delete`` of a user whose only interaction lies early in the reference
+    period (27 days before the first day: a window of 28 days after it reached only the
+    first two days) marks every day in the database, and the Spark run recomputes them all
+    (the lake's rows are the operator's to rewrite: a changed file is a rebuild)."""
+    create(tracker)
+    imps, events = make_logs(seed=7, days=4, users=10, impressions=70)
+    events += [_event("erased-1", "erased", imps[0]["items"][0], T0 - timedelta(days=27))]
+    _log(tracker, imps, events)
+    write_lake(tmp_path, imps, events)
+    [first] = _spark_rollup(spark, tracker, tmp_path, state=tmp_path / "state")
+    assert first.days_recomputed == DAYS
+    tracker.delete_user("erased", now=datetime(2026, 11, 20, tzinfo=UTC))
+    [second] = _spark_rollup(spark, tracker, tmp_path, state=tmp_path / "state")
+    assert not second.full and second.days_recomputed == DAYS
