@@ -178,18 +178,29 @@ def test_both_engines_count_the_same_reference_period(spark, tracker, tmp_path):
     assert_same_rows(report_rows(tracker.engine), expected)
 
 
-def test_an_erasure_in_the_reference_period_recomputes_every_day(spark, tracker, tmp_path):
-    """``tracker users delete`` of a user whose only interaction lies early in the reference
-    period (27 days before the first day: a window of 28 days after it reached only the
-    first two days) marks every day in the database, and the Spark run recomputes them all
-    (the lake's rows are the operator's to rewrite: a changed file is a rebuild)."""
+def test_an_erasure_in_the_reference_period_leaves_the_popularity_with_the_lake(
+        spark, tracker, tmp_path):
+    """``tracker users delete`` of a user whose only interaction lies in the reference
+    period marks no day (the default engine drops its stored popularity instead): the Spark
+    run counts the popularity from the lake, which changes only when the operator rewrites
+    the user's rows out of it, and a changed file is a rebuild: the tables of a lake that
+    never held the user."""
     create(tracker)
     imps, events = make_logs(seed=7, days=4, users=10, impressions=70)
-    events += [_event("erased-1", "erased", imps[0]["items"][0], T0 - timedelta(days=27))]
-    _log(tracker, imps, events)
-    write_lake(tmp_path, imps, events)
-    [first] = _spark_rollup(spark, tracker, tmp_path, state=tmp_path / "state")
-    assert first.days_recomputed == DAYS
+    erased = _event("erased-1", "erased", imps[0]["items"][0], T0 - timedelta(days=27))
+    _log(tracker, imps, [*events, erased])
+    lake, state = tmp_path / "lake", tmp_path / "state"
+    write_lake(lake, imps, [*events, erased])
+    [first] = _spark_rollup(spark, tracker, lake, state=state)
     tracker.delete_user("erased", now=datetime(2026, 11, 20, tzinfo=UTC))
-    [second] = _spark_rollup(spark, tracker, tmp_path, state=tmp_path / "state")
-    assert not second.full and second.days_recomputed == DAYS
+    [second] = _spark_rollup(spark, tracker, lake, state=state)
+    assert second.days_recomputed == [] and not second.full
+    write_lake(lake, imps, events)  # the same files, rewritten without the user's row
+    [third] = _spark_rollup(spark, tracker, lake, state=state)
+    assert third.full and third.days_recomputed == first.days_recomputed
+    erased_out = _surprisal(tracker.engine)
+    _spark_rollup(spark, tracker, lake, state=tmp_path / "scratch", full=True)
+    assert _surprisal(tracker.engine) == erased_out
+    write_lake(tmp_path / "with", imps, [*events, erased])
+    _spark_rollup(spark, tracker, tmp_path / "with", full=True)
+    assert _changed(erased_out, _surprisal(tracker.engine)) == set(first.days_recomputed)
