@@ -57,7 +57,8 @@ def listing(directory, kind: str) -> Files:
 @dataclass(frozen=True)
 class Known:
     """What the previous runs left: the manifest's files and config, and the database's
-    days of the experiment ``(day, closes_at, computed_at)``."""
+    days of the experiment ``(day, closes_at, computed_at)`` (the earliest: the first day
+    the previous run knew, :func:`popularity_changed`)."""
 
     manifest: dict | None
     days: list[tuple[date, int, int]]
