@@ -184,9 +184,9 @@ def test_an_erasure_in_the_reference_period_leaves_the_popularity_with_the_lake(
     period marks no day (the default engine drops its stored popularity instead): the Spark
     run counts the popularity from the lake, which changes only when the operator rewrites
     the user's rows out of it, and a changed file is a rebuild: the tables of a lake that
-    never held the user."""
+    never held the user. (A history of others in the period: surprisal is defined.)"""
     create(tracker)
-    imps, events = make_logs(seed=7, days=4, users=10, impressions=70)
+    imps, events = make_logs(seed=7, days=4, users=10, impressions=70, history=20)
     erased = _event("erased-1", "erased", imps[0]["items"][0], T0 - timedelta(days=27))
     _log(tracker, imps, [*events, erased])
     lake, state = tmp_path / "lake", tmp_path / "state"
