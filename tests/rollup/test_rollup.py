@@ -325,6 +325,24 @@ def test_the_popularity_is_the_reference_periods_and_a_backfill_into_it_recomput
     assert dump(tracker.engine) == incremental
 
 
+def test_a_row_in_the_reference_period_that_leaves_its_counts_recomputes_no_day(tracker):
+    create(tracker, cuped_days=0)  # CUPED would count the row in a user's pre-period
+    imps, events = make_logs(seed=14, days=3, users=8, impressions=40, history=20)
+    first_day = min(r["served_at"] for r in imps).date()
+    start = datetime.combine(first_day, datetime.min.time(), tzinfo=UTC)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    before = dump(tracker.engine)
+    # the same user and item again, an hour later: distinct users per item stay the same
+    again = next(e for e in events if e["occurred_at"] < start - timedelta(hours=2))
+    tracker.log_interactions([dict(again, event_id="again",
+                                   occurred_at=again["occurred_at"] + timedelta(hours=1))])
+    (summary,) = tracker.rollup("home", now=NOW)
+    assert summary.days_recomputed == [] and summary.new_interactions == 1
+    assert dump(tracker.engine) == before
+
+
 def test_lists_backfilled_before_the_first_day_move_the_reference_period(tracker):
     create(tracker)
     imps, events = make_logs(seed=13, days=4, users=8, impressions=50, history=30)
