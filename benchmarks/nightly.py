@@ -7,9 +7,11 @@ nightly cost follows the new data, not the history.
     .venv/bin/python benchmarks/nightly.py --db postgresql --users 1000000 --active 20   # sparse
     .venv/bin/python benchmarks/nightly.py --db sqlite --nights 8 --impressions 20000   # quick
 
-Each day's rows are generated inside the database as ``benchmarks/rollup.py`` does (lists of
-10 items, ~one interaction each within the hour, 3 arms, k = 5, 10, 20, CUPED on by
-default), ``--impressions`` a day over a population of ``--users`` users of whom one in
+Before the first night, ``--history-days`` days of another experiment's lists and
+interactions (the product's history: surprisal's reference period, CUPED's pre-period). Each
+day's rows are generated inside the database as ``benchmarks/rollup.py`` does (lists of 10
+items, ~one interaction each within the hour, 3 arms, k = 5, 10, 20, CUPED on by default),
+``--impressions`` a day over a population of ``--users`` users of whom one in
 ``--active`` is active on a given day. The dense shape (the default: 300,000 users, all
 eligible every day) sees most of its population within the first week and keeps them; the
 sparse shape (1M users, one in 20 active a day) keeps meeting new ones. Each rollup runs in a
@@ -79,6 +81,18 @@ def night(url: str, kind: str, now, spans: bool = False) -> tuple:
             cpu_spans)
 
 
+def history(url: str, days: list, args) -> None:
+    """The product's history before the first night: days generated as the nights are, for
+    another experiment (``previous``: its lists and their interactions)."""
+    with Tracker(url) as t:
+        info = t.create_experiment("previous", arms={"control": 1, "two-tower": 1,
+                                                     "diverse": 1}, control="control",
+                                   attribution_window=timedelta(hours=24))
+    for day in days:
+        bench.generate_day(url, info.id, [arm.id for arm in info.arms], day, args.impressions,
+                           args.users, args.active)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "postgresql"], required=True)
@@ -87,6 +101,10 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=300_000)
     parser.add_argument("--active", type=int, default=1,
                         help="one user in ACTIVE is active on a given day")
+    parser.add_argument("--history-days", type=int, default=7,
+                        help="days of another experiment's logs before the first night: "
+                             "the product's history (surprisal's reference period, CUPED's "
+                             "pre-period)")
     parser.add_argument("--spans", action="store_true",
                         help="print where the 3rd and the last night spent their time")
     args = parser.parse_args()
@@ -101,6 +119,8 @@ def main() -> None:
         try:
             experiment, arms = bench.setup(url)
             first = bench.NEW_DAY - timedelta(days=args.nights - 1)
+            history(url, [first - timedelta(days=back)
+                          for back in range(args.history_days, 0, -1)], args)
             totals: list[float] = []
             shown_spans: dict[int, tuple[dict, dict]] = {}
             print(" night  day         wall s   CPU s  server CPU s  peak MiB  days  "

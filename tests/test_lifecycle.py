@@ -20,9 +20,10 @@ NOW = datetime(2026, 11, 20, tzinfo=UTC)  # long after the logs: every day final
 
 def _logged(tracker, key: str = "home", seed: int = 3, days: int = 3, users: str = "",
             **options):
-    """An experiment with logs; ``users``: a prefix that keeps its users apart."""
+    """An experiment with logs (and interactions before them: surprisal's reference period,
+    CUPED's pre-period); ``users``: a prefix that keeps its users apart."""
     create(tracker, key, **options)
-    imps, events = make_logs(seed, days=days, key=key)
+    imps, events = make_logs(seed, days=days, key=key, history=20)
     for record in imps + events:
         record["user_id"] = users + record["user_id"]
     assert not tracker.log_impressions(imps).rejected
@@ -143,7 +144,7 @@ def test_deleting_an_experiment_removes_its_rows_and_leaves_the_others(tracker):
     assert count(tracker.engine, "interaction") == interactions  # they belong to users
     with tracker.engine.connect() as conn:
         for table in ("impression", "rollup_day", "rollup_metric", "rollup_units",
-                      "rollup_state", "rollup_pairs", "arm", "catalog_item"):
+                      "rollup_state", "rollup_popularity", "arm", "catalog_item"):
             left = conn.execute(sa.text(f"SELECT count(*) FROM {table} "
                                         "WHERE experiment_id = :e"), {"e": home_id})
             assert left.scalar_one() == 0, table
@@ -173,16 +174,23 @@ def test_erasing_a_user_then_rolling_up_equals_a_full_rollup_without_them(tracke
     assert erasure.interactions == sum(r["user_id"] == user for r in events)
     parts = {p.experiment: p for p in erasure.experiments}
     assert parts["home"].impressions == erasure.impressions and parts["home"].days_marked
-    # their clicks counted in the other experiment's item popularity (surprisal) too
-    assert parts["other"].impressions == 0 and parts["other"].days_marked
+    assert "other" not in parts  # the user never saw it: none of its days is marked
+    # but their clicks before the first day counted in its item popularity (surprisal):
+    # it is counted again, and every day recomputed
+    first = datetime.combine(min(r["served_at"] for r in imps).date(), datetime.min.time(),
+                             tzinfo=UTC)
+    assert any(e["user_id"] == user and e["occurred_at"] < first for e in events)
     for summary in tracker.rollup(now=NOW):
-        assert set(parts[summary.experiment].days_marked) <= set(summary.days_recomputed)
+        if summary.experiment == "home":
+            assert set(parts["home"].days_marked) <= set(summary.days_recomputed)
+        else:
+            assert summary.days_recomputed == sorted(_days(tracker, "other"))
     incremental = dump(tracker.engine)
     tracker.rollup("home", full=True, now=NOW)
     tracker.rollup("other", full=True, now=NOW)
     assert dump(tracker.engine) == incremental
     assert user not in _raw_users(tracker.engine)
-    for table in ("rollup_units", "rollup_pairs", "rollup_user_covariates"):
+    for table in ("rollup_units", "rollup_user_covariates"):
         assert user not in _blob_users(tracker.engine, table), table
 
 
@@ -292,7 +300,7 @@ def test_a_user_erased_while_a_rollup_computes_days_for_the_first_time_leaves_no
     assert erased.is_set() and not rollup.is_alive()
     tracker.rollup(now=NOW)
     incremental = dump(tracker.engine)
-    for table in ("rollup_units", "rollup_pairs", "rollup_user_covariates",
+    for table in ("rollup_units", "rollup_user_covariates",
                   "rollup_first_seen", "rollup_provisional"):
         assert user not in _blob_users(tracker.engine, table), table
     tracker.rollup("home", full=True, now=NOW)
@@ -321,8 +329,7 @@ def test_expired_logs_keep_their_results_and_their_days_are_never_recomputed(tra
     imps, events = _logged(tracker, days=3)
     tracker.rollup(now=NOW)
     before = dump(tracker.engine)
-    # cutoff inside the second day: days 1-2 lose logs; with a 28-day popularity window no
-    # day of these logs can be recomputed any more
+    # cutoff inside the second day (T0 is noon): days 1-2 lose logs, no run recomputes them
     cutoff = T0 + timedelta(days=1)
     expiry = tracker.expire_logs(NOW - cutoff, now=NOW)
     assert expiry.impressions == sum(r["served_at"] < cutoff for r in imps)
@@ -332,7 +339,8 @@ def test_expired_logs_keep_their_results_and_their_days_are_never_recomputed(tra
         assert after[table] == before[table], table  # the report reads the same
     # a late click on an expired day changes nothing
     tracker.log_interaction(user_id=imps[0]["user_id"], item_id=imps[0]["items"][0],
-                            event="purchase", occurred_at=imps[0]["served_at"])
+                            event="purchase", occurred_at=imps[0]["served_at"] +
+                            timedelta(minutes=1))
     (summary,) = tracker.rollup(now=NOW)
     assert summary.days_recomputed == []
     assert {t: dump(tracker.engine)[t] for t in ("rollup_metric", "rollup_day")} == \
@@ -375,11 +383,10 @@ def test_the_cli_refuses_a_cuped_days_change_after_expiry_in_one_line(tracker, d
     assert tracker.experiment("home").cuped_days == 14
 
 
-def test_days_after_the_horizon_are_still_rolled_up(tracker):
-    # a short popularity window: the third day and later stay recomputable
-    tracker.settings = tracker.settings.replace(rollup_popularity_days=1)
+def test_days_after_the_horizon_are_still_rolled_up_with_the_stored_popularity(tracker):
     imps, events = _logged(tracker, days=4)
     tracker.rollup(now=NOW)
+    surprisal = _surprisal(tracker)
     tracker.expire_logs(NOW - (T0 + timedelta(days=1)), now=NOW)
     last = max((r for r in imps if r["served_at"].date() == T0.date() + timedelta(days=3)),
                key=lambda r: r["served_at"])
@@ -390,8 +397,19 @@ def test_days_after_the_horizon_are_still_rolled_up(tracker):
              "occurred_at": imps[0]["served_at"] + timedelta(minutes=1)}
     tracker.log_interactions([late, early])
     (summary,) = tracker.rollup(now=NOW)
-    horizon = T0.date() + timedelta(days=3)  # first whole day (T0+2d) + 1 popularity day
-    assert summary.days_recomputed and min(summary.days_recomputed) >= horizon
+    horizon = T0.date() + timedelta(days=2)  # the first whole day after the cutoff
+    assert summary.days_recomputed == [T0.date() + timedelta(days=3)] and horizon < \
+        T0.date() + timedelta(days=3)  # the early click's day lies before the horizon
+    # the reference period's logs expired, its popularity stayed: the recomputed day's
+    # surprisal (which the ground truth does not enter) is the one computed before
+    assert _surprisal(tracker) == surprisal and all(n > 0 for n, _ in surprisal.values())
+
+
+def _surprisal(tracker) -> dict[tuple[date, str], tuple[int, float]]:
+    table = tracker.metric_table("home")
+    rows = table[(table["metric"] == "surprisal") & (table["k"] == 5)]
+    return {(d, a): (int(n), float(v)) for d, a, n, v in
+            zip(rows["day"], rows["arm"], rows["users"], rows["sum"], strict=True)}
 
 
 def test_expiry_drops_the_per_user_state_no_run_reads_and_keeps_the_results(tracker):
@@ -405,7 +423,7 @@ def test_expiry_drops_the_per_user_state_no_run_reads_and_keeps_the_results(trac
     # only the cumulative units of the last day (where a next cumulative pass would start)
     assert [(pd.Timestamp(d).date(), bool(c)) for d, c in kept] == \
         [(max(r["served_at"] for r in imps).date(), True)]
-    assert count(tracker.engine, "rollup_pairs") == 0
+    assert count(tracker.engine, "rollup_popularity") == 1  # its logs are gone: kept
     assert dump(tracker.engine)["rollup_metric"] == before["rollup_metric"]
 
 

@@ -247,8 +247,8 @@ class Settings:
     rollup_popularity_days: int = field(
         default=28,
         metadata={"var": _Var("TRACKER_ROLLUP_POPULARITY_DAYS", _positive_int,
-                              "days of interactions before a day that define item popularity "
-                              "(surprisal)")},
+                              "days of interactions before an experiment's first day that "
+                              "define its item popularity (surprisal)")},
     )
     rollup_chunk_cells: int = field(
         default=5_000_000,

@@ -19,13 +19,14 @@ changes nothing.
 
 **Erasure** (GDPR Art. 17, :func:`delete_user`): the user's impressions and interactions go
 in one transaction; then each experiment whose stored results those rows entered gets those
-days marked for recomputation, the interaction pairs of the days the interactions occurred
-on dropped and the stored popularity of the days whose window held them, under its rollup
-lock: a rollup that read the rows before they went finishes first, then its days are marked
-again. The next rollup recomputes those days and the cumulative ones after them, so the
-per-user state (unit totals, pairs) is rebuilt without the user. A user's interaction counts
-in the item popularity (surprisal) of every experiment for ``TRACKER_ROLLUP_POPULARITY_DAYS``
-days, so an erasure may mark days of experiments the user never saw.
+days marked for recomputation, under its rollup lock: a rollup that read the rows before
+they went finishes first, then its days are marked again. The next rollup recomputes those
+days and the cumulative ones after them, so the per-user state (unit totals) is rebuilt
+without the user. A user's interaction counts in the item popularity (surprisal) of every
+experiment whose reference period it occurred in (the ``TRACKER_ROLLUP_POPULARITY_DAYS``
+days before its first day: :mod:`tracker.rollup.popularity`), so an erasure may drop the
+stored popularity of experiments the user never saw, and their next rollup counts it again
+(and recomputes every day if it changed).
 
 **Retention** (:func:`expire_logs`): raw rows dated before the cutoff are deleted and the
 cutoff recorded; days whose inputs reach before it keep their results and are never
@@ -48,6 +49,7 @@ from tracker.errors import Busy, ExpiredLogs, InvalidTransition, ValidationError
 from tracker.rollup import covariates
 from tracker.rollup.days import HOUR, day_of, days_between, days_of_hours, in_range
 from tracker.rollup.lock import rollup_lock
+from tracker.rollup.popularity import Reference
 from tracker.rollup.retention import first_recomputable_day
 from tracker.store import lifecycle as store
 from tracker.store import results
@@ -158,32 +160,36 @@ class UserErasure:
 
 @dataclass(frozen=True)
 class _Plan:
-    """One experiment's days to mark, and the days whose pairs the erasure changed."""
+    """One experiment's days to mark, and whether its stored popularity counted the
+    user."""
 
     marked: set[date]
-    stale: set[date]
+    stale: bool = False
 
 
 def _plan(info: ExperimentInfo, footprint: store.UserFootprint, rolled_up: set[date] | None,
-          popularity_days: int, first_recomputable: date | None) -> _Plan:
+          first_recomputable: date | None, reference: Reference | None = None) -> _Plan:
     """The rule of the rollup's incremental plan (``tracker.rollup.engine``), for rows that
     went: impressions touch the days they were served on; an interaction the days of the
-    impressions it may answer (within the window before it) and of the popularity windows
-    that hold it (the next ``popularity_days`` days), or the day of the impression it names.
-    Marked: those of them in ``rolled_up`` (None: every one touched). Days before the
-    retention horizon are never recomputed: they are not marked."""
+    user's impressions it may answer (within the window before it), or the day of the
+    impression it names. Marked: those of them in ``rolled_up`` (None: every one touched).
+    Days before the retention horizon are never recomputed: they are not marked. Stale: an
+    interaction occurred in ``reference``, the period of the stored popularity."""
     zone = info.timezone
     window = int(info.attribution_window.total_seconds() * 1_000_000)
-    reach = popularity_days * 86_400 * 1_000_000 + 2 * HOUR  # DST-safe over-estimate
-    touched = days_of_hours(footprint.served.get(info.id, ()), zone)
-    touched |= days_of_hours(footprint.named.get(info.id, ()), zone)
-    for hour in footprint.occurred:
+    served = footprint.served.get(info.id, ())
+    touched = days_of_hours(served, zone) | days_of_hours(footprint.named.get(info.id, ()), zone)
+    for hour in footprint.occurred if served else ():  # they answer the user's lists only
         touched.update(days_between(day_of(in_range(hour - window), zone),
-                                    day_of(in_range(hour + reach), zone)))
+                                    day_of(in_range(hour + HOUR - 1), zone)))
     marked = touched if rolled_up is None else touched & rolled_up
     if first_recomputable is not None:
         marked = {d for d in marked if d >= first_recomputable}
-    return _Plan(marked, days_of_hours(footprint.occurred, zone))
+    stale = False
+    if reference is not None:
+        start, end = reference.bounds(zone)
+        stale = any(hour < end and hour + HOUR > start for hour in footprint.occurred)
+    return _Plan(marked, stale)
 
 
 def delete_user(engine: sa.Engine, settings: Settings, user_id: str, *,
@@ -195,7 +201,6 @@ def delete_user(engine: sa.Engine, settings: Settings, user_id: str, *,
         raise ValidationError(f"a user id is a non-empty string, got {user_id!r}",
                               field="user_id")
     now_us = to_micros(now or datetime.now(UTC))
-    popularity_days = settings.rollup_popularity_days
     with transaction(engine, write=True) as conn:
         footprint = store.user_footprint(conn, user_id)
         removed = store.delete_user_rows(conn, user_id)
@@ -203,21 +208,23 @@ def delete_user(engine: sa.Engine, settings: Settings, user_id: str, *,
         infos = list_experiments(conn)
     parts = []
     for info in infos:
-        first = None if cutoff is None else first_recomputable_day(cutoff, info.timezone,
-                                                                   popularity_days)
-        # every day the rows could have entered, rolled up or not yet: a rollup running
-        # now may have read them before they went and be computing such a day for the
-        # first time. Under the experiment's lock it has finished, and the days it
-        # published are read and marked in the same transaction.
-        plan = _plan(info, footprint, None, popularity_days, first)
-        if plan.marked or plan.stale:
+        first = None if cutoff is None else first_recomputable_day(cutoff, info.timezone)
+        # every day the rows could have entered, rolled up or not yet, and the popularity
+        # (any interaction may lie in its period): a rollup running now may have read them
+        # before they went and be computing such a day, or the popularity, for the first
+        # time. Under the experiment's lock it has finished, and what it published is read
+        # and marked in the same transaction.
+        plan = _plan(info, footprint, None, first)
+        if plan.marked or footprint.occurred:
             with _waiting_lock(engine, info), transaction(engine, write=True) as conn:
                 rolled_up = store.rolled_up_days(conn).get(info.id, set())
-                plan = _plan(info, footprint, rolled_up, popularity_days, first)
-                if plan.marked or (plan.stale and rolled_up):
+                period = results.popularity_period(conn, info.id)
+                plan = _plan(info, footprint, rolled_up, first,
+                             None if period is None else Reference(*period))
+                if plan.marked:
                     store.mark_for_recompute(conn, info.id, plan.marked, now_us)
-                    results.drop_stale_popularity(conn, info.id, plan.stale,
-                                                  popularity_days)
+                if plan.stale:  # counted again by the next rollup
+                    results.delete_popularity(conn, info.id)
                 covariates.forget(conn, info, user_id)  # their first exposure goes too
         impressions = removed.impressions.get(info.id, 0)
         if impressions or plan.marked:
@@ -288,8 +295,6 @@ def expire_logs(engine: sa.Engine, settings: Settings, older_than: timedelta, *,
         removed = store.delete_logs_before(conn, before_us)
         store.set_expiry_counts(conn, expiry, removed)
         for info in infos:
-            first = first_recomputable_day(store.expired_before(conn), info.timezone,
-                                           settings.rollup_popularity_days)
-            store.drop_unreadable_state(conn, info.id, first,
-                                        first - timedelta(days=settings.rollup_popularity_days))
+            store.drop_unreadable_state(
+                conn, info.id, first_recomputable_day(store.expired_before(conn), info.timezone))
     return LogExpiry(from_micros(before_us), removed.impressions, removed.interactions)

@@ -150,7 +150,6 @@ class Tracker:
                                               target_effect=target_effect)
             if "cuped_days" in values:  # the next rollup would rebuild every day
                 recomputable(conn, info, set(), rebuild=True,
-                             popularity_days=self.settings.rollup_popularity_days,
                              because=f"the rebuild a new cuped_days "
                                      f"({values['cuped_days']}) asks for")
             registry.update_experiment(conn, key, values,
@@ -262,7 +261,6 @@ class Tracker:
             # a declaration makes the next rollup rebuild every day: refused (ExpiredLogs)
             # when some of them can no longer be recomputed
             recomputable(conn, info, set(), rebuild=True,
-                         popularity_days=self.settings.rollup_popularity_days,
                          because="the rebuild a catalog declaration asks for")
             registry.replace_catalog(conn, info.id, declared)
         return len(declared)

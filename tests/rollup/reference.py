@@ -5,7 +5,8 @@ numpy over position codes) must agree with it to 1e-9.
 It follows the README's rollup semantics literally: attribution by user and window (or by an
 explicit impression key), ground truth = highest grade per item with grade > 0, user value =
 mean over the user's impressions, arm value over users, crossover users excluded, popularity
-for surprisal from interactions before the day, catalog = items served or in a ground truth.
+for surprisal from every interaction of the ``popularity_days`` days before the experiment's
+first day, catalog = items served or in a ground truth.
 """
 
 from __future__ import annotations
@@ -62,15 +63,13 @@ def impression_values(imp: dict, truth: dict, cutoffs, popularity) -> dict:
     return values
 
 
-def popularity_before(interactions: list[dict], since: datetime, moment: datetime,
-                      served_on: set[tuple], tz: ZoneInfo):
-    """Distinct users per item over ``[since, moment)``, counting an interaction only when
-    the experiment served its user on the interaction's day (``served_on``: (user, day))."""
+def popularity_before(interactions: list[dict], since: datetime, moment: datetime):
+    """Distinct users per item over ``[since, moment)``, every user's interactions, and the
+    distinct users of them all."""
     users_of = defaultdict(set)
     everyone = set()
     for it in interactions:
-        day = it["occurred_at"].astimezone(tz).date()
-        if since <= it["occurred_at"] < moment and (it["user_id"], day) in served_on:
+        if since <= it["occurred_at"] < moment:
             users_of[it["item_id"]].add(it["user_id"])
             everyone.add(it["user_id"])
     return {item: len(users) for item, users in users_of.items()}, len(everyone)
@@ -90,13 +89,13 @@ def rollup(impressions: list[dict], interactions: list[dict], *, window: timedel
     for imp in impressions:
         by_day[imp["served_at"].astimezone(tz).date()].append(imp)
     scored = {}  # impression id -> (day, values, truth)
-    served_on = {(imp["user_id"], imp["served_at"].astimezone(tz).date())
-                 for imp in impressions}
+    first = min(by_day, default=None)
+    if first is not None:  # the reference period: the days before the first day
+        popularity = popularity_before(
+            interactions, datetime.combine(first - timedelta(days=popularity_days),
+                                           datetime.min.time(), tzinfo=tz),
+            datetime.combine(first, datetime.min.time(), tzinfo=tz))
     for day, imps in by_day.items():
-        start = datetime.combine(day, datetime.min.time(), tzinfo=tz)
-        since = datetime.combine(day - timedelta(days=popularity_days), datetime.min.time(),
-                                 tzinfo=tz)
-        popularity = popularity_before(interactions, since, start, served_on, tz)
         for imp in imps:
             truth = ground_truth(imp, interactions, window, relevance)
             scored[imp["impression_id"]] = (day, impression_values(imp, truth, cutoffs,

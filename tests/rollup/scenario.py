@@ -15,9 +15,12 @@ CUTOFFS = (2, 3, 5)
 
 
 def make_logs(seed: int, *, days: int = 3, users: int = 12, impressions: int = 60,
-              start: datetime = T0, key: str = "home") -> tuple[list[dict], list[dict]]:
+              start: datetime = T0, key: str = "home", history: int = 0
+              ) -> tuple[list[dict], list[dict]]:
     """Impressions (some with baselines) and interactions: window hits, late events past the
-    window, explicit impression keys, grade-0 views, repeated items, crossover users."""
+    window, explicit impression keys, grade-0 views, repeated items, crossover users; and
+    ``history`` interactions in the 3 days before the day before ``start`` (the
+    experiment's users' and others': surprisal's reference period, CUPED's pre-period)."""
     rng = random.Random(seed)
     catalog = [f"i{n}" for n in range(25)]
     imps, events = [], []
@@ -41,7 +44,21 @@ def make_logs(seed: int, *, days: int = 3, users: int = 12, impressions: int = 6
             if rng.random() < 0.1:
                 event["impression_id"] = record["impression_id"]
             events.append(event)
-    return imps, events
+    return imps, events + _history(seed, history, users, start, catalog, key)
+
+
+def _history(seed: int, count: int, users: int, start: datetime, catalog: list[str],
+             key: str) -> list[dict]:
+    """``count`` interactions before ``start`` (their own random stream: the rest of the
+    logs do not depend on it), a quarter of them by users the experiment never serves."""
+    rng = random.Random(seed + 1_000_003)
+    # before the day of ``start`` begins in any time zone: none on the experiment's first day
+    before = start.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
+    return [{"event_id": f"{key}-hist-{n}",
+             "user_id": f"u{rng.randrange(users)}" if rng.random() < 0.75 else f"x{n % 5}",
+             "item_id": rng.choice(catalog[:12]), "event": rng.choice(list(RELEVANCE)),
+             "occurred_at": before - timedelta(seconds=rng.randrange(3 * 86_400))}
+            for n in range(count)]
 
 
 def create(tracker, key: str = "home", **overrides) -> None:
@@ -60,6 +77,7 @@ ROLLUP_TABLES = {
     "rollup_covariate_sums": "experiment_id, day, cumulative",
     "rollup_day": "experiment_id, day",
     "rollup_first_seen": "experiment_id, day",
+    "rollup_popularity": "experiment_id, day",
     "rollup_exposure_day": "experiment_id, day, exposure_day, arm_id, metric, k",
 }
 

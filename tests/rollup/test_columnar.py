@@ -125,10 +125,12 @@ AWKWARD = [
 def test_awkward_ids_give_the_reference_tables(tracker, fragment):
     if "\x00" in fragment and BACKEND == "postgresql":
         pytest.skip("PostgreSQL text cannot hold NUL (U+0000)")
-    # three days: the later days' surprisal uses the earlier days' popularity of the
-    # renamed items; baselines share the renamed items (unexpectedness overlaps)
+    # three days, surprisal from the popularity of the renamed items in the reference
+    # period (make_logs' history); baselines share the renamed items (unexpectedness
+    # overlaps)
     create(tracker)
-    imps, events = _renamed(*make_logs(seed=21, days=3, users=10, impressions=60), fragment)
+    imps, events = _renamed(*make_logs(seed=21, days=3, users=10, impressions=60,
+                                       history=20), fragment)
     _log(tracker, imps, events)
     tracker.rollup("home", now=NOW)
     _check_against_reference(tracker, imps, events)

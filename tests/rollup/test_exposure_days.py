@@ -25,13 +25,13 @@ def direct_exposure_days(imps: list[dict], events: list[dict]) -> pd.DataFrame:
     (UTC) day they were served in any arm, per (user, day) the mean of each metric over the
     day's impressions (crossover users of a day left out), then per (exposure day, arm)
     the users, Σx, Σx², Σm and Σy."""
-    served_on = {(i["user_id"], i["served_at"].date()) for i in imps}
+    first_day = datetime.combine(min(i["served_at"] for i in imps).date(),
+                                 datetime.min.time(), tzinfo=UTC)
+    popularity = reference.popularity_before(events, first_day - timedelta(days=28),
+                                             first_day)  # the reference period's
     records = []
     for imp in imps:
         day = imp["served_at"].date()
-        start = datetime.combine(day, datetime.min.time(), tzinfo=UTC)
-        popularity = reference.popularity_before(events, start - timedelta(days=28), start,
-                                                 served_on, UTC)
         truth = reference.ground_truth(imp, events, WINDOW, RELEVANCE)
         values = reference.impression_values(imp, truth, CUTOFFS, popularity)
         for (metric, k), value in values.items():

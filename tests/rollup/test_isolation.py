@@ -1,6 +1,8 @@
 """One experiment's results never change because data concerning none of its users arrived:
 another experiment's impressions and interactions (other users, the same days and items)
-neither make a run recompute this experiment's days nor move its surprisal."""
+neither make a run recompute this experiment's days nor move its surprisal. (Interactions
+dated before its first day are the product's history, which its item popularity counts
+whoever logged them: tests/rollup/test_rollup.py.)"""
 
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ def _other_team(seed: int) -> tuple[list[dict], list[dict]]:
 def _home(tracker: Tracker) -> tuple[list[dict], list[dict]]:
     create(tracker)
     create(tracker, key="other")
-    imps, events = make_logs(seed=21, days=3, users=8, impressions=40)
+    imps, events = make_logs(seed=21, days=3, users=8, impressions=40, history=20)
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
     tracker.log_interactions(events, on_invalid="all_or_nothing")
     tracker.rollup(now=NOW)

@@ -9,6 +9,7 @@ from itertools import zip_longest
 
 import pandas as pd
 import pytest
+import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,6 @@ from tracker import Tracker
 from tracker.config import Settings
 from tracker.errors import Busy, NotFound, ValidationError
 from tracker.rollup import aggregate
-from tracker.rollup.days import days_between
 from tracker.rollup.lock import rollup_lock
 
 NOW = datetime(2026, 11, 20, tzinfo=UTC)  # long after the logs: every day final
@@ -67,7 +67,7 @@ def test_every_metric_equals_the_independent_reference(tracker, block, monkeypat
     if block:  # an arm's users summed in blocks of two (many blocks, some of one user)
         monkeypatch.setattr(aggregate, "ARM_BLOCK_USERS", block)
     create(tracker)
-    imps, events = make_logs(seed=3, days=3, users=14, impressions=90)
+    imps, events = make_logs(seed=3, days=3, users=14, impressions=90, history=20)
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
     tracker.log_interactions(events, on_invalid="all_or_nothing")
     tracker.rollup("home", now=NOW)
@@ -76,7 +76,7 @@ def test_every_metric_equals_the_independent_reference(tracker, block, monkeypat
 
 def test_a_declared_catalog_joins_the_items_seen_in_coverage_and_gini(tracker):
     create(tracker)
-    imps, events = make_logs(seed=3, days=3, users=14, impressions=90)
+    imps, events = make_logs(seed=3, days=3, users=14, impressions=90, history=20)
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
     tracker.log_interactions(events, on_invalid="all_or_nothing")
     seen = sorted({item for imp in imps for item in imp["items"]})
@@ -93,7 +93,7 @@ def test_a_declared_catalog_joins_the_items_seen_in_coverage_and_gini(tracker):
 
 def test_declaring_a_catalog_after_a_rollup_recomputes_every_day(tracker):
     create(tracker)
-    imps, events = make_logs(seed=5, days=3)
+    imps, events = make_logs(seed=5, days=3, history=20)
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
     tracker.log_interactions(events, on_invalid="all_or_nothing")
     tracker.rollup("home", now=NOW)
@@ -135,7 +135,7 @@ def test_days_follow_the_reporting_time_zone_across_a_dst_change(tracker):
     # to 23:00 UTC that day).
     create(tracker, timezone="Europe/Paris")
     start = datetime(2026, 10, 24, 21, 0, tzinfo=UTC)
-    imps, events = make_logs(seed=5, days=2, users=8, impressions=60, start=start)
+    imps, events = make_logs(seed=5, days=2, users=8, impressions=60, start=start, history=20)
     edge = [
         datetime(2026, 10, 24, 21, 59, 59, tzinfo=UTC),  # 23:59:59 on the 24th in Paris
         datetime(2026, 10, 24, 22, 0, tzinfo=UTC),  # 00:00 on the 25th
@@ -252,7 +252,7 @@ def _batches(records: list[dict], cuts: list[int]) -> list[list[dict]]:
        evt_cuts=st.lists(st.integers(0, 60), max_size=3))
 def test_any_split_into_batches_ends_in_the_tables_of_one_full_rollup(tmp_path, seed,
                                                                       imp_cuts, evt_cuts):
-    imps, events = make_logs(seed, days=3, users=8, impressions=40)
+    imps, events = make_logs(seed, days=3, users=8, impressions=40, history=20)
     imps.sort(key=lambda r: r["served_at"])
     events.sort(key=lambda r: r["occurred_at"])
     with fresh_database(tmp_path) as url, Tracker(migrated(url)) as tracker:
@@ -271,45 +271,103 @@ def test_any_split_into_batches_ends_in_the_tables_of_one_full_rollup(tmp_path, 
         assert dump(tracker.engine) == incremental
 
 
-def test_a_late_click_recomputes_its_impressions_day_and_the_days_after(tracker):
+def test_a_late_click_recomputes_its_impressions_day_only(tracker):
     create(tracker)
     imps, events = make_logs(seed=11, days=3, users=8, impressions=40)
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
     tracker.rollup("home", now=NOW)
     # an impression served late enough in its day that the window before the click (the
-    # impressions the click may answer) lies within that same day; the days after are
-    # recomputed too (the click counts in their item popularity, surprisal)
+    # impressions the click may answer) lies within that same day; the days after keep
+    # their daily rows (the click is not in the popularity's reference period)
     imp = next(r for r in imps if 8 <= r["served_at"].hour < 23)
-    last_day = max(r["served_at"] for r in imps).date()
     late = {"event_id": "late", "user_id": imp["user_id"], "item_id": imp["items"][0],
             "event": "purchase", "occurred_at": imp["served_at"] + timedelta(minutes=5)}
     tracker.log_interactions([late])
     (summary,) = tracker.rollup("home", now=NOW)
     served_day = imp["served_at"].date()
-    assert summary.days_recomputed == days_between(served_day, last_day)
+    assert summary.days_recomputed == [served_day]
     assert summary.cumulative_from == served_day
     _check_against_reference(tracker, imps, [late])
 
 
-def test_late_interactions_change_the_popularity_of_the_days_after(tracker):
-    # the popularity of a day's window is stored with the day; interactions that occur late
-    # in an earlier day must replace it for every day whose window holds that day
+def _surprisal(tracker: Tracker) -> pd.DataFrame:
+    table = tracker.metric_table("home")
+    return table[table["metric"] == "surprisal"].reset_index(drop=True)
+
+
+def test_the_popularity_is_the_reference_periods_and_a_backfill_into_it_recomputes_every_day(
+        tracker):
     create(tracker)
-    imps, events = make_logs(seed=12, days=3, users=8, impressions=40)
+    imps, events = make_logs(seed=12, days=3, users=8, impressions=40, history=30)
     first_day = min(r["served_at"] for r in imps).date()
-    early = [e for e in events if e["occurred_at"].date() == first_day]
-    later = [e for e in events if e["occurred_at"].date() != first_day]
+    start = datetime.combine(first_day, datetime.min.time(), tzinfo=UTC)
+    history = [e for e in events if e["occurred_at"] < start]
+    during = [e for e in events if e["occurred_at"] >= start]
+    assert len(history) == 30 and during
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
-    tracker.log_interactions(later, on_invalid="all_or_nothing")
+    tracker.log_interactions(during, on_invalid="all_or_nothing")
     tracker.rollup("home", now=NOW)
-    surprisal = tracker.metric_table("home").query("metric == 'surprisal'")
-    tracker.log_interactions(early, on_invalid="all_or_nothing")  # late rows, early times
+    # nobody interacted before the first day: surprisal is defined for no user
+    assert (_surprisal(tracker)["users"] == 0).all()
+    _check_against_reference(tracker, imps, during)
+    # older than the reference period (28 days before the first day): nothing changes
+    old = dict(history[0], event_id="old", occurred_at=start - timedelta(days=28, seconds=1))
+    tracker.log_interactions([old])
+    (summary,) = tracker.rollup("home", now=NOW)
+    assert summary.days_recomputed == []
+    tracker.log_interactions(history, on_invalid="all_or_nothing")  # a backfill
+    (summary,) = tracker.rollup("home", now=NOW)
+    assert summary.days_recomputed == sorted({r["served_at"].date() for r in imps})
+    assert (_surprisal(tracker)["users"] > 0).all()
+    _check_against_reference(tracker, imps, events + [old])
+    incremental = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=NOW)
+    assert dump(tracker.engine) == incremental
+
+
+def test_a_row_in_the_reference_period_that_leaves_its_counts_recomputes_no_day(tracker):
+    create(tracker, cuped_days=0)  # CUPED would count the row in a user's pre-period
+    imps, events = make_logs(seed=14, days=3, users=8, impressions=40, history=20)
+    first_day = min(r["served_at"] for r in imps).date()
+    start = datetime.combine(first_day, datetime.min.time(), tzinfo=UTC)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
     tracker.rollup("home", now=NOW)
+    before = dump(tracker.engine)
+    # the same user and item again, an hour later: distinct users per item stay the same
+    again = next(e for e in events if e["occurred_at"] < start - timedelta(hours=2))
+    tracker.log_interactions([dict(again, event_id="again",
+                                   occurred_at=again["occurred_at"] + timedelta(hours=1))])
+    (summary,) = tracker.rollup("home", now=NOW)
+    assert summary.days_recomputed == [] and summary.new_interactions == 1
+    assert dump(tracker.engine) == before
+
+
+def test_lists_backfilled_before_the_first_day_move_the_reference_period(tracker):
+    create(tracker)
+    imps, events = make_logs(seed=13, days=4, users=8, impressions=50, history=30)
+    first_day = min(r["served_at"] for r in imps).date()
+    later = [r for r in imps if r["served_at"].date() > first_day]
+    tracker.log_impressions(later, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    _check_against_reference(tracker, later, events)  # its period ends with first_day
+    assert _popularity_day(tracker) == first_day + timedelta(days=1)
+    # the lists of the first day arrive last: the period moves a day back, every day
+    # is recomputed with the popularity of the days before the true first day
+    tracker.log_impressions([r for r in imps if r["served_at"].date() == first_day],
+                            on_invalid="all_or_nothing")
+    (summary,) = tracker.rollup("home", now=NOW)
+    assert summary.days_recomputed == sorted({r["served_at"].date() for r in imps})
     _check_against_reference(tracker, imps, events)
-    after = tracker.metric_table("home").query("metric == 'surprisal'")
-    later_days = surprisal["day"] > first_day
-    assert not surprisal[later_days]["sum"].reset_index(drop=True).equals(
-        after[after["day"] > first_day]["sum"].reset_index(drop=True))
+    assert _popularity_day(tracker) == first_day
+
+
+def _popularity_day(tracker: Tracker) -> date:
+    """The first day of the stored popularity's experiment (the end of its period)."""
+    with tracker.engine.connect() as conn:
+        (day,) = conn.execute(sa.text("SELECT day FROM rollup_popularity")).scalars().all()
+    return day if isinstance(day, date) else date.fromisoformat(day)
 
 
 def test_a_run_with_nothing_new_changes_nothing(tracker):

@@ -22,7 +22,7 @@ from tracker.rollup import state
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.exposure import Exposure
 from tracker.rollup.outcomes import Layout
-from tracker.rollup.popularity import DayPairs, Popularity
+from tracker.rollup.popularity import Popularity
 
 LAYOUT = Layout.for_cutoffs([5, 10])
 
@@ -122,26 +122,28 @@ def test_other_formats_and_versions_are_refused_with_the_way_out(data, found):
         assert found in str(raised.value)
 
 
-def test_day_pairs_read_back_what_was_written():
-    pairs = DayPairs.of(pa.array(["x", "x", "y", "é"]), pa.array(["u", "v", "u", "w"]))
-    back = DayPairs.decode(pairs.encode())
-    assert back.items.to_pylist() == pairs.items.to_pylist()
-    assert back.users.to_pylist() == pairs.users.to_pylist()
-    np.testing.assert_array_equal(back.item_index, pairs.item_index)
-    np.testing.assert_array_equal(back.user_index, pairs.user_index)
-
-
-def test_empty_day_pairs_read_back_empty():
-    back = DayPairs.decode(DayPairs.of(pa.array([], pa.string()),
-                                       pa.array([], pa.string())).encode())
-    assert back.item_index.size == 0 and len(back.items) == 0
-
-
 def test_popularity_reads_back_with_its_number_of_users():
     popularity = Popularity(pa.array(["a", "b"]), np.array([3, 1]), 4)
     back = Popularity.decode(popularity.encode())
     assert (back.items.to_pylist(), back.users.tolist(), back.n_users) == (
         ["a", "b"], [3, 1], 4)
+
+
+def test_popularity_counted_twice_in_any_order_is_the_same():
+    counts = pa.table({"item": ["b", "a", "c"], "users": pa.array([1, 3, 2], pa.int64())})
+    one = Popularity.of(counts, 4)
+    other = Popularity.of(counts.take([2, 0, 1]), 4)
+    assert one.items.to_pylist() == ["a", "b", "c"] and one.users.tolist() == [3, 1, 2]
+    assert one.same(other) and one.same(Popularity.decode(one.encode()))
+    assert not one.same(Popularity.of(counts, 5))
+    assert not one.same(Popularity.of(counts.slice(0, 2), 4))
+
+
+def test_popularity_of_an_older_format_is_refused():
+    data = state.write(pa.table({"item_id": pa.array(["a"]), "users": pa.array([1])}),
+                       "popularity/2", n_users="3")
+    with pytest.raises(StaleState, match="popularity/2"):
+        Popularity.decode(data)
 
 
 def test_popularity_without_its_number_of_users_is_refused():

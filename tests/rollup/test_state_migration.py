@@ -50,13 +50,16 @@ def test_0006_keeps_watermarks_both_ways_and_a_reset_downgrades_to_no_row(empty_
 
 
 STATE = ("rollup_units", "rollup_pairs", "rollup_popularity", "rollup_exposure")
+HEAD_STATE = ("rollup_units", "rollup_popularity", "rollup_exposure")  # 0018: no pairs
 LATER = ("rollup_first_seen", "rollup_exposure_day")  # created by 0012: absent at 0007
 
 
 def _state_rows(engine: sa.Engine) -> dict[str, int]:
+    """Rows per state table the schema has (``rollup_pairs`` only before 0018)."""
     with engine.connect() as conn:
+        present = set(sa.inspect(conn).get_table_names())
         return {t: conn.execute(sa.text(f"SELECT count(*) FROM {t}")).scalar_one()
-                for t in STATE}
+                for t in STATE if t in present}
 
 
 def _rolled_up(url: str) -> dict:
@@ -90,7 +93,7 @@ def test_0008_invalidates_state_both_ways_keeps_results_and_the_next_run_rebuild
     assert [w for _, *w in _states(engine)] == [[None, None]]  # the next run rebuilds
     assert _results(empty_url) == expected  # what the report reads stays
     schema.upgrade(engine)
-    assert _state_rows(engine) == dict.fromkeys(STATE, 0)
+    assert _state_rows(engine) == dict.fromkeys(HEAD_STATE, 0)
     assert _results(empty_url) == expected
     # rebuilt in the new format, the same results (up to the last bits of float sums: on
     # PostgreSQL the index 0013 re-creates refreshes the table's statistics, and the reads'
@@ -118,7 +121,7 @@ def test_0008_upgrade_drops_state_written_in_the_old_format(empty_url):
                              "'[]', :b)"), blob)
     assert _state_rows(engine) == dict.fromkeys(STATE, 1)
     schema.upgrade(engine)
-    assert _state_rows(engine) == dict.fromkeys(STATE, 0)
+    assert _state_rows(engine) == dict.fromkeys(HEAD_STATE, 0)
     assert _states(engine) == [(1000, None, None)]
     engine.dispose()
 
@@ -137,10 +140,43 @@ def test_0009_drops_the_popularity_state_of_every_interaction_and_resets_waterma
                            ("rollup_exposure", "'2026-01-01', false, 0")):
             conn.execute(sa.text(f"INSERT INTO {table} VALUES (1000, {key}, :b)"),
                          {"b": b"stored at 0008"})
-    schema.upgrade(engine)
+    schema.upgrade(engine, "0017")
     assert _state_rows(engine) == {"rollup_units": 1, "rollup_pairs": 0,
                                    "rollup_popularity": 0, "rollup_exposure": 1}
     assert _states(engine) == [(1000, None, None)]  # the next run recomputes every day
     schema.downgrade(engine, "0008")
     assert _states(engine) == [(1000, None, None)]
+    engine.dispose()
+
+
+def test_0018_drops_the_pairs_and_the_next_run_recomputes_every_day_with_the_new_rule(
+        empty_url):
+    engine = create_engine(empty_url)
+    schema.upgrade(engine)
+    with Tracker(empty_url) as t:
+        create(t)
+        imps, events = make_logs(8, history=30)
+        t.log_impressions(imps, on_invalid="all_or_nothing")
+        t.log_interactions(events, on_invalid="all_or_nothing")
+        t.rollup("home", now=NOW)
+    expected = dump(engine)
+    schema.downgrade(engine, "0017")
+    assert _state_rows(engine)["rollup_pairs"] == 0 and \
+        _state_rows(engine)["rollup_popularity"] == 0
+    assert [w for _, *w in _states(engine)] == [[None, None]]  # that code rebuilds
+    with engine.begin() as conn:  # as a rollup of 0017 leaves them
+        conn.execute(sa.text("UPDATE rollup_state SET impressions_seen = 1000000, "
+                             "interactions_seen = 1000000"))
+        conn.execute(sa.text("INSERT INTO rollup_pairs VALUES (1, '2026-01-01', :b)"),
+                     {"b": b"pairs/2"})
+        conn.execute(sa.text("INSERT INTO rollup_popularity VALUES (1, '2026-01-02', 28, "
+                             ":b)"), {"b": b"popularity/2"})
+    schema.upgrade(engine)
+    assert "rollup_pairs" not in sa.inspect(engine).get_table_names()
+    assert _state_rows(engine)["rollup_popularity"] == 0
+    assert [w for _, *w in _states(engine)] == [[1000000, 1000000]]  # no rebuild asked
+    with Tracker(empty_url) as t:
+        (summary,) = t.rollup("home", now=NOW)  # no popularity: counted, every day again
+    assert summary.days_recomputed == sorted({r["served_at"].date() for r in imps})
+    assert_same_tables(dump(engine), expected)
     engine.dispose()

@@ -136,7 +136,8 @@ def _tables(engine) -> set[str]:
 
 @pytest.mark.parametrize(("revision", "drops"), [
     pytest.param("base", True, id="down-to-base-drops-every-table"),
-    pytest.param("-1", True, id="one-step-down-past-0017-drops-the-plan-history-and-summaries"),
+    pytest.param("-1", False, id="one-step-down-past-0018-drops-no-table"),  # adds pairs
+    pytest.param("0016", True, id="down-past-0017-drops-the-plan-history-and-summaries"),
     pytest.param("0015", True, id="down-past-0016-drops-its-key-scope-table"),
     pytest.param("0013", True, id="down-past-0014-drops-the-provisional-state-table"),
     pytest.param("0012", True, id="down-past-0013-drops-0014s-table-and-0013s-index-only"),
@@ -313,6 +314,7 @@ def test_0015_stores_the_provisional_state_uncompressed_and_the_rest_with_lz4(db
             "SELECT enumvals FROM pg_settings WHERE name = 'default_toast_compression'"
         )).scalar()
     assert _storage(engine, "rollup_provisional") == ("e", "")
+    schema.downgrade(engine, "0017")  # 0018 drops rollup_pairs; its downgrade restores it
     assert _storage(engine, "rollup_pairs") == ("x", "l" if lz4 else "")
     assert _storage(engine, "rollup_units") == ("e", "")  # since 0004
     schema.downgrade(engine, "0014")

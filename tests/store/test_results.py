@@ -29,10 +29,9 @@ def _write(engine: sa.Engine) -> None:
     with transaction(engine, write=True) as conn:
         results.insert_units(conn, EXPERIMENT, DAY, False, BLOBS)
         results.insert_units(conn, EXPERIMENT, DAY, True, BLOBS[::-1])
-        results.insert_pairs(conn, EXPERIMENT, DAY, BLOBS[0])
-        results.insert_pairs(conn, EXPERIMENT, DAY + timedelta(days=1), BLOBS[3])
         results.insert_exposure(conn, EXPERIMENT, DAY, False, [(3, BLOBS[0]), (0, BLOBS[1])])
-        results.insert_popularity(conn, EXPERIMENT, DAY, 7, BLOBS[3])
+        results.insert_popularity(conn, EXPERIMENT, DAY + timedelta(days=1), 5, BLOBS[0])
+        results.insert_popularity(conn, EXPERIMENT, DAY, 7, BLOBS[3])  # replaces it
         for part, data in enumerate([USERS, *BLOBS]):
             conn.execute(sa.insert(RollupProvisional).values(
                 experiment_id=EXPERIMENT, day=DAY, part=part, data=data))
@@ -44,11 +43,10 @@ def test_every_stored_state_reader_gives_back_the_bytes_written(engine):
         assert results.units(conn, EXPERIMENT, DAY, False) == BLOBS
         assert results.units(conn, EXPERIMENT, DAY, True) == BLOBS[::-1]
         assert results.units(conn, EXPERIMENT, DAY - timedelta(days=1), False) is None
-        assert results.pairs(conn, EXPERIMENT, DAY, DAY + timedelta(days=1)) == \
-            {DAY: BLOBS[0], DAY + timedelta(days=1): BLOBS[3]}
         assert results.exposure(conn, EXPERIMENT, DAY, False) == {3: BLOBS[0], 0: BLOBS[1]}
-        assert results.popularity(conn, EXPERIMENT, DAY, 7) == BLOBS[3]
-        assert results.popularity(conn, EXPERIMENT, DAY, 8) is None
+        assert results.popularity(conn, EXPERIMENT) == (DAY, 7, BLOBS[3])
+        assert results.popularity_period(conn, EXPERIMENT) == (DAY, 7)
+        assert results.popularity(conn, EXPERIMENT + 1) is None
         assert provisional.load(conn, EXPERIMENT, DAY) == [USERS, *BLOBS]
         assert provisional.load(conn, EXPERIMENT, DAY + timedelta(days=1)) is None
 

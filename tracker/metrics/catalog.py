@@ -160,9 +160,10 @@ _ENTRIES = (
         "surprisal", _U, _BEYOND, _UP, 0, 1, True,
         "How rarely the top k items were seen before: normalised self-information.",
         r"$\mathrm{surprisal@}k = \frac{1}{|R_k|} \sum_{j \in R_k} "
-        r"\frac{-\log_2(u_j / N)}{\log_2 N}$, $u_j$ users of item $j$ before the day "
-        r"(at least 1), $N$ users; in the rollup, the experiment's own users: an "
-        r"interaction counts on a day the experiment served its user",
+        r"\frac{-\log_2(u_j / N)}{\log_2 N}$, $u_j$ users of item $j$ in a reference "
+        r"period (at least 1), $N$ users; in the rollup, every user's interactions in the "
+        r"``TRACKER_ROLLUP_POPULARITY_DAYS`` days before the experiment's first day (fixed "
+        r"at its start, as an offline evaluation's training log; the same for every day)",
         "Zhou et al., \"Solving the apparent diversity-accuracy dilemma of recommender "
         "systems\", PNAS 107(10), 2010; RePlay Surprisal"),
     MetricInfo(

@@ -11,7 +11,7 @@ The modules, in the order a run uses them:
 - ``day``: one day read, scored and written, whole; ``partial``: for some of its users only,
   over the stored rows of the others, read again or (a provisional day) scored from its
   stored encoded state (``provisional``); ``pipeline``: read-ahead and scoring threads;
-  ``window``: the popularity before a day.
+  every day scored against the experiment's item popularity, which the plan resolves.
 - ``columnar``: one chunk, from Arrow tables to per-user totals (``codes``: ids to integer
   codes; ``truth``: its ground truth, compacted for a heavy user; ``outcomes``: the metric
   kernels of ``tracker.metrics`` per impression).

@@ -4,15 +4,14 @@ score, write.
 - **Read** the day's extent, then its impressions in chunks of ids bounded by
   ``TRACKER_ROLLUP_CHUNK_CELLS``, each with the interactions that name one of them and those
   that may answer them by time (the whole day's at once when they fit the bound, else each
-  chunk's users'); the popularity of the window before the day alongside
-  (:mod:`tracker.rollup.window`).
+  chunk's users'), scored against the experiment's item popularity
+  (:mod:`tracker.rollup.popularity`: one for every day, resolved by the run).
 - **Score** each chunk (:func:`tracker.rollup.columnar.score_chunk`) while the next is read
   (:class:`tracker.rollup.pipeline.ChunkPipeline`), folding the chunks' per-user totals,
   exposure and catalog as they come, in the day's codes.
-- **Write** the day's state (daily units, exposure, new popularity pairs; while the day is
-  provisional, its encoded impressions and ground truth: :mod:`tracker.rollup.provisional`)
-  in one transaction, and hand back the rows the report reads, which the run publishes at
-  its end.
+- **Write** the day's state (daily units, exposure; while the day is provisional, its
+  encoded impressions and ground truth: :mod:`tracker.rollup.provisional`) in one
+  transaction, and hand back the rows the report reads, which the run publishes at its end.
 """
 
 from __future__ import annotations
@@ -36,10 +35,9 @@ from tracker.rollup.exposure import Exposure, catalog_size
 from tracker.rollup.first_exposures import FirstExposures
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.pipeline import IN_FLIGHT, ChunkPipeline
-from tracker.rollup.popularity import DayPairs
+from tracker.rollup.popularity import Popularity
 from tracker.rollup.published import DayResult, View, stats_rows
 from tracker.rollup.summary import RollupSummary
-from tracker.rollup.window import PopularityWindow, WindowPopularity
 from tracker.store import results
 from tracker.store.arrow import ArrowReader
 from tracker.store.db import transaction
@@ -57,7 +55,7 @@ class RunContext:
     info: ExperimentInfo
     clock: datetime
     declared: pa.Array | None  # the declared catalog (distinct ids), None without one
-    window: PopularityWindow
+    popularity: Popularity  # the experiment's, for every day (surprisal)
     firsts: FirstExposures | None = None  # the first exposures whole days read, gathered
 
     @property
@@ -102,14 +100,12 @@ class ChunkTables:
 
 @dataclass(frozen=True)
 class DayScores:
-    """A day's per-user totals, exposure per arm, catalog items and window popularity; and,
-    when the whole day was read, its own popularity pairs (what the days after it count)."""
+    """A day's per-user totals, exposure per arm and catalog items; a provisional day's
+    encoded state."""
 
     totals: UnitTotals
     exposures: dict[int, Exposure]
     catalog: np.ndarray  # item ids (served, or in a ground truth)
-    popularity: WindowPopularity
-    own_pairs: DayPairs | None = None
     kept: provisional.Parts | None = None  # a provisional day's encoded state
 
 
@@ -132,10 +128,7 @@ def recompute_day(run: RunContext, day: date, summary: RollupSummary) -> DayResu
         return DayResult.empty()
     keep = to_micros(run.clock) < closes_at(run, extent)
     scores = DayScorer(run, day, extent, day_wide, keep=keep).score(summary)
-    result = store_day(run, day, extent, scores)
-    if scores.own_pairs is not None:
-        run.window.remember(day, scores.own_pairs)
-    return result
+    return store_day(run, day, extent, scores)
 
 
 def store_day(run: RunContext, day: date, extent: queries.DayExtent,
@@ -156,18 +149,10 @@ def store_day(run: RunContext, day: date, extent: queries.DayExtent,
 
 
 def write_state(conn: sa.Connection, run: RunContext, day: date, scores: DayScores) -> None:
-    """Replace the day's units and exposure; store the popularity pairs read for it."""
+    """Replace the day's units, exposure and provisional state."""
     info, cutoffs = run.info, run.cutoffs
     results.delete_day_state(conn, info.id, day)
     provisional.save(conn, info.id, day, scores.kept)  # none: the day is final, or partial
-    for other, pairs in sorted(scores.popularity.fresh_pairs.items()):
-        results.insert_pairs(conn, info.id, other, pairs.encode())
-    if scores.own_pairs is not None:  # replaces any: the raw logs' pairs as of now
-        results.delete_pairs(conn, info.id, [day])
-        results.insert_pairs(conn, info.id, day, scores.own_pairs.encode())
-    if scores.popularity.new:
-        results.insert_popularity(conn, info.id, day, run.settings.rollup_popularity_days,
-                                  scores.popularity.popularity.encode())
     catalog = Exposure.of(scores.catalog, np.zeros((scores.catalog.size, 0)))
     results.insert_exposure(conn, info.id, day, False,
                             [(arm, e.encode(cutoffs)) for arm, e in
@@ -205,11 +190,7 @@ class DayScorer:
         self.keep = keep and users is None  # keep the encoded day (a provisional one)
         self.start, self.end = day_bounds(day, run.info.timezone)
         self.users, self.items = Vocabulary(), Vocabulary()
-        self._whole_day = self._popular = None
-        # the day's own popularity pairs, gathered from what is read anyway (whole days
-        # only): the served users and the interactions of [start, end)
-        self._served: list[pa.ChunkedArray] = []
-        self._occurred: list[pa.Table] = []
+        self._whole_day = None
         self.firsts = run.firsts.day() if run.firsts is not None and users is None else None
 
     def _read(self, query, *args):
@@ -228,23 +209,9 @@ class DayScorer:
 
     def _interactions(self, table: pa.Table) -> Interactions:
         """Those of ``table`` (:func:`~tracker.rollup.queries.window_interactions`) that
-        may answer by time; those of the day kept for its pairs."""
-        if self.only is None:
-            self._occurred.append(table.filter(pc.less(table["at"], self.end))
-                                  .select(["item", "user"]))
+        may answer by time."""
         timed = table.filter(pc.equal(table["keyed"], 0)).drop_columns(["keyed"])
         return Interactions.of(timed, self.run.info.relevance, self.users)
-
-    def own_pairs(self) -> DayPairs | None:
-        """The day's popularity pairs (:func:`~tracker.rollup.queries.day_interaction_pairs`):
-        its interactions by the users it served; None when only some users were read."""
-        if self.only is not None:
-            return None
-        served = pa.chunked_array([c for a in self._served for c in a.chunks], pa.string())
-        rows = pa.concat_tables(self._occurred) if self._occurred else \
-            queries.PAIRS.empty_table()
-        mine = rows.filter(pc.is_in(rows["user"], value_set=served.unique()))
-        return DayPairs.of(mine["item"], mine["user"])
 
     def score_chunk(self, tables: ChunkTables) -> ChunkResult | None:
         """The chunk scored (None when it holds no impression: a chunk of the users a
@@ -252,11 +219,10 @@ class DayScorer:
         if tables.lists.num_rows == 0:
             return None
         run = self.run
-        self._served.append(tables.lists["user"])
         interactions = self._whole_day.result() if tables.timed is None else \
             self._interactions(tables.timed)
         result = score_chunk(tables.lists, interactions, tables.keyed,
-                             self._popular.result().popularity, run.info.relevance,
+                             run.popularity, run.info.relevance,
                              run.window_us, run.cutoffs, run.layout, self.items, self.users,
                              keep=self.keep, pair_limit=run.pair_limit)
         if self.firsts is not None:  # the users' codes: those the chunk kept, if it did
@@ -294,34 +260,29 @@ class DayScorer:
         with ChunkPipeline(self.read_chunk, self.score_chunk) as pipeline:
             if self.day_wide:
                 self._whole_day = pipeline.side(self._whole_day_interactions)
-            self._popular = pipeline.side(lambda: self.run.window.before(self.day))
             for result in pipeline.run(self._bounds()):
                 if result is not None:
                     fold.add(result)
-            popularity = self._popular.result()
             if self.firsts is not None:  # for the covariates' thread, as soon as known
                 self.run.firsts.add(self.firsts, self.users.ids)
-            # a provisional day's state encoded and the day's own pairs found beside the
-            # day's totals (numpy and Arrow, which release the GIL: the day's end uses
-            # both cores)
-            kept = pipeline.side(lambda: self._kept(fold, popularity)) \
-                if self.keep and fold.encoded else None
-            own = pipeline.side(self.own_pairs)
+            # a provisional day's state encoded beside the day's totals (numpy and Arrow,
+            # which release the GIL: the day's end uses both cores)
+            kept = pipeline.side(lambda: self._kept(fold)) if self.keep and fold.encoded \
+                else None
             totals = fold.totals(self.users.ids, len(self.run.layout))
             exposures = fold.exposures(self.items.ids, len(self.run.cutoffs))
             catalog = fold.catalog(self.items.ids)
-            own = own.result()
             kept = kept.result() if kept is not None else None
         summary.impressions_read += fold.impressions
         summary.truth_pairs_read += fold.truth_pairs
-        return DayScores(totals, exposures, catalog, popularity, own, kept)
+        return DayScores(totals, exposures, catalog, kept)
 
 
-    def _kept(self, fold: DayFold, popularity: WindowPopularity) -> provisional.Parts:
+    def _kept(self, fold: DayFold) -> provisional.Parts:
         """The day's state to store (the kept chunks let go once joined)."""
         encoded, fold.encoded = fold.encoded, []
         day = provisional.ProvisionalDay.of(encoded, self.users.ids, self.items.ids,
-                                            popularity.popularity)
+                                            self.run.popularity)
         del encoded
         return day.encode(self.run.cutoffs)
 

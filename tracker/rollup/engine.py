@@ -7,9 +7,10 @@ One run, per experiment:
    times: late rows carry old event times). New impressions touch the days they were served
    on; a new interaction touches a day only where its user has an impression of the
    experiment that it answers (served within the attribution window before it, or the
-   impression it names), and the popularity of the days after its own when the experiment
-   served its user that day. Days computed while still provisional whose windows have
-   closed since are recomputed too. Only days that hold impressions are touched, found from
+   impression it names); a change of the experiment's item popularity (surprisal's, over a
+   reference period before its first day: :mod:`tracker.rollup.popularity`) touches every
+   day. Days computed while still provisional whose windows have closed since are
+   recomputed too. Only days that hold impressions are touched, found from
    the distinct hours of the impressions (never the calendar span), and rows dated outside
    the range :mod:`tracker.rollup.days` can place are left out and counted.
 2. **Each touched day** (:mod:`tracker.rollup.day`) is recomputed from the raw logs
@@ -69,10 +70,9 @@ from tracker.rollup.exposure_days import publish_exposure_days
 from tracker.rollup.first_exposures import FirstExposures
 from tracker.rollup.lock import HeldLock, rollup_lock
 from tracker.rollup.partial import recompute_users, rescore_users
-from tracker.rollup.plan import Ids, KnownDay, Plan, plan_run
+from tracker.rollup.plan import Ids, KnownDay, Plan, PopularityPlan, plan_popularity, plan_run
 from tracker.rollup.published import DayResult, publish_daily
 from tracker.rollup.summary import Progress, RollupSummary
-from tracker.rollup.window import PopularityWindow
 from tracker.store import lifecycle, results
 from tracker.store.arrow import ArrowReader
 from tracker.store.db import require_current_schema, transaction
@@ -155,6 +155,7 @@ class _Start:
     ids: Ids
     advance_to: results.StateRow
     rebuild: bool
+    popularity: PopularityPlan
 
 
 @dataclass
@@ -189,8 +190,8 @@ class _Run:
             ahead = aside.submit(covariates.ahead, self.engine, reader, self.info,
                                  start.ids, start.rebuild, firsts) if ahead_of else None
             try:
-                daily, recent = self._compute_days(plan, start.ids, declared, summary,
-                                                   reader, firsts)
+                daily, recent = self._compute_days(plan, start, declared, summary, reader,
+                                                   firsts)
             except BaseException:
                 if ahead is not None:
                     ahead.cancel()
@@ -208,7 +209,7 @@ class _Run:
 
     def _plan(self, summary: RollupSummary) -> _Start:
         """The plan; on a rebuild the watermarks are reset first (a run killed from then on
-        leaves a rebuild to do), else the popularity state new rows changed is dropped."""
+        leaves a rebuild to do)."""
         with transaction(self.engine) as conn:  # short: it may hold writers back a moment
             top_impression, top_interaction = results.latest_ids(conn)
         with transaction(self.engine) as conn:
@@ -220,13 +221,14 @@ class _Run:
             after = watermarks or (0, 0)
             ids = Ids(after[0], top_impression, after[1], top_interaction)
             plan = plan_run(conn, self.info, ids, watermarks is None, known,
-                            to_micros(self.clock), self.settings.rollup_popularity_days,
-                            pair_limit(self.settings))
+                            to_micros(self.clock), pair_limit(self.settings))
+            popularity = plan_popularity(conn, self.engine, self.info, plan, ids,
+                                         watermarks is None,
+                                         self.settings.rollup_popularity_days)
             # days whose inputs reach before the retention horizon keep their results (a
             # rebuild that would lose them is refused here, before anything changes)
             plan = plan.only(retention.recomputable(
-                conn, self.info, set(plan.days), rebuild=watermarks is None,
-                popularity_days=self.settings.rollup_popularity_days))
+                conn, self.info, set(plan.days), rebuild=watermarks is None))
         _count_new(summary, plan)
         if watermarks is None:
             with transaction(self.engine, write=True) as conn:
@@ -235,35 +237,24 @@ class _Run:
                 provisional.drop(conn, self.info.id)
         else:
             generation = stored.generation
-            if plan.stale_pairs:
-                with transaction(self.engine, write=True) as conn:
-                    self._drop_stale_popularity(conn, plan.stale_pairs)
         return _Start(plan, ids, results.StateRow(top_impression, top_interaction, generation),
-                      watermarks is None)
+                      watermarks is None, popularity)
 
-    def _drop_stale_popularity(self, conn: sa.Connection, days: set[date]) -> None:
-        """The pairs of ``days`` and the popularity of the days whose window holds them:
-        rebuilt when needed."""
-        results.drop_stale_popularity(conn, self.info.id, days,
-                                      self.settings.rollup_popularity_days)
-
-    def _compute_days(self, plan: Plan, ids: Ids, declared: pa.Array | None,
+    def _compute_days(self, plan: Plan, start: _Start, declared: pa.Array | None,
                       summary: RollupSummary, reader: ArrowReader | None,
                       firsts: FirstExposures | None = None
                       ) -> tuple[dict[date, DayResult], dict[date, UnitTotals | None]]:
         """Each day of the plan recomputed, whole or for its changed users; the rows the
         report reads (published at the end), and the unit totals of the last days (for the
         cumulative pass)."""
-        ordered = plan.ordered
+        ordered, ids = plan.ordered, start.ids
         daily: dict[date, DayResult] = {}
         recent: dict[date, UnitTotals | None] = {}
         # one BLAS thread: the metric kernels' small matrix products gain nothing from a
         # second one, which only spins and takes a core from the database and the readers
         with threadpool_limits(limits=1, user_api="blas"):
-            window = PopularityWindow(self.engine, reader, self.info,
-                                      self.settings.rollup_popularity_days)
             run = RunContext(self.engine, reader, self.settings, self.info, self.clock,
-                             declared, window, firsts)
+                             declared, start.popularity.popularity, firsts)
             for done, day in enumerate(ordered, 1):
                 users = plan.days[day]
                 # popped: a day's state is not held while the days after it are computed
@@ -299,6 +290,7 @@ class _Run:
                 transaction(self.engine, write=True) as conn:
             queries.tune(conn)
             publish_daily(conn, self.info, daily, everything=start.rebuild)
+            _store_popularity(conn, self.info, start.popularity)
             publish_exposure_days(conn, self.info, min(daily) if daily else None, recent,
                                   rebuild=start.rebuild)
             refreshed = covariates.refresh(conn, reader, self.info, start.ids,
@@ -323,6 +315,14 @@ class _Run:
         with transaction(self.engine) as conn:
             items = declared_items(conn, self.info.id)
         return pa.array(items, type=pa.string()) if items else None
+
+
+def _store_popularity(conn: sa.Connection, info: ExperimentInfo, plan: PopularityPlan
+                      ) -> None:
+    """The popularity the run counted from the logs, kept for the next runs."""
+    if plan.computed and plan.reference is not None:
+        results.insert_popularity(conn, info.id, plan.reference.first_day,
+                                  plan.reference.days, plan.popularity.encode())
 
 
 def _count_new(summary: RollupSummary, plan: Plan) -> None:

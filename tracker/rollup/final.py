@@ -17,8 +17,7 @@ impression again. Here the final pass reads only what a missed row could change:
   item) pair are scored again; every other user's rows stay, which the rebuilt ground truth
   shows to be those of a whole-day read;
 - **the count and id range of the day's impressions**: a late impression (the same id
-  hazard) makes them differ from the state's, and the day is then read whole (None);
-- the day's **popularity pairs** come from the interactions read, as a whole day's do.
+  hazard) makes them differ from the state's, and the day is then read whole (None).
 
 Beyond the memory bound on the day's interactions
 (``TRACKER_ROLLUP_CHUNK_CELLS``), the day is read whole instead, in chunks (None).
@@ -36,11 +35,9 @@ from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.day import DayScores, RunContext, closes_at, store_day
 from tracker.rollup.days import day_bounds
 from tracker.rollup.exposure import Exposure
-from tracker.rollup.popularity import DayPairs
 from tracker.rollup.provisional import ProvisionalDay
 from tracker.rollup.published import DayResult
 from tracker.rollup.summary import RollupSummary
-from tracker.rollup.window import WindowPopularity
 from tracker.store import results
 from tracker.store.db import transaction
 from tracker.store.types import to_micros
@@ -81,15 +78,11 @@ def final_pass(run: RunContext, day: date, kept: ProvisionalDay, stored: bytes,
     changed = rebuilt.day.totals_of(rebuilt.changed_users, run.layout, run.cutoffs)
     exposures = {arm: Exposure.decode(data, run.cutoffs)
                  for arm, data in exposed.items() if arm}
-    occurred = table.filter(pc.less(table["at"], end))
-    mine = occurred.filter(pc.is_in(occurred["user"], value_set=kept.users))
-    own = DayPairs.of(mine["item"], mine["user"])
     final = closes_at(run, extent) <= to_micros(run.clock)
     merged = DayScores(UnitTotals.decode(stored, run.layout).replacing_users(changed),
-                       exposures, rebuilt.day.catalog(), WindowPopularity.unchanged(),
-                       own_pairs=own, kept=None if final else rebuilt.day.encode(run.cutoffs))
+                       exposures, rebuilt.day.catalog(),
+                       kept=None if final else rebuilt.day.encode(run.cutoffs))
     result = store_day(run, day, extent, merged)
-    run.window.remember(day, own)
     summary.days_in_part += 1
     summary.users_recomputed += int(rebuilt.changed_users.size)
     summary.truth_pairs_read += int(rebuilt.day.lists.truth.rows.size)

@@ -2,8 +2,9 @@
 changed (:mod:`tracker.rollup.plan`), when nothing else of the day changed.
 
 New interactions of a day already computed change the ground truth of some impressions and
-nothing else: not the served lists (so not the exposure), not the popularity before the day
-(the plan recomputes whole the days whose popularity or impressions changed). So the day's
+nothing else: not the served lists (so not the exposure), not the experiment's popularity
+(the plan recomputes whole the days whose impressions changed, and every day when the
+popularity did). So the day's
 stored units are kept for every other user, and the changed users' impressions are read and
 scored again (the same chunks, the same kernels) and replace their rows; the catalog gains
 the items of their new ground truth (ground truths only grow with new interactions); the
@@ -35,7 +36,6 @@ from tracker.rollup.final import final_pass, is_due
 from tracker.rollup.plan import WHOLE_DAY_SHARE, Ids
 from tracker.rollup.published import DayResult
 from tracker.rollup.summary import RollupSummary
-from tracker.rollup.window import WindowPopularity
 from tracker.store import results
 from tracker.store.db import transaction
 from tracker.store.types import to_micros
@@ -71,7 +71,7 @@ def recompute_users(run: RunContext, day: date, users: frozenset[str], ids: Ids,
                  for arm, data in exposed.items() if arm}
     catalog = Exposure.decode(exposed[0], []).items
     merged = DayScores(replaced(before, scores.totals, owned=True), exposures,
-                       _union(catalog, scores.catalog), scores.popularity)
+                       _union(catalog, scores.catalog))
     result = store_day(run, day, extent, merged)
     summary.days_in_part += 1
     summary.users_recomputed += _distinct(scores.totals.users)
@@ -115,7 +115,7 @@ def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
     catalog = _union(catalog, np.asarray(answered.new_items.to_numpy(zero_copy_only=False),
                                          dtype=object))
     merged = DayScores(replaced(totals, changed, owned=True), exposures, catalog,
-                       WindowPopularity.unchanged(), kept=answered.day.encode(run.cutoffs))
+                       kept=answered.day.encode(run.cutoffs))
     result = store_day(run, day, answered.day.extent, merged)
     summary.days_in_part += 1
     summary.users_recomputed += int(answered.changed_users.size)

@@ -4,25 +4,25 @@ last run (step 1 of :mod:`tracker.rollup.engine`).
 The watermarks are the highest impression and interaction ids already taken into account
 (ids, never event times: late rows carry old event times). From the rows above them:
 
-- **New impressions** touch the days they were served on (the whole day), and, because the
-  item popularity of a day counts the interactions of the users the experiment served on
-  each of the days before it (:mod:`tracker.rollup.popularity`), the days whose popularity
-  window holds such a day.
+- **New impressions** touch the days they were served on (the whole day).
 - **A new interaction naming no impression** touches a day of this experiment only when its
   user has an impression of the experiment on that day that it answers (the same user,
   served within the attribution window before it): the day's impressions and the new
   interactions are read (by primary key) and matched in numpy, which also gives the users
   whose outcomes change and, for a day recomputed for them only, the ids of their
-  impressions (a day most of whose users changed is recomputed whole). It changes the
-  popularity of the days after its own day only when the experiment served its user on
-  that day. An interaction of a user the experiment never served touches nothing.
+  impressions (a day most of whose users changed is recomputed whole). An interaction of a
+  user the experiment never served touches nothing.
 - **A new interaction naming an impression** touches that impression's day and user.
+- **The item popularity** (surprisal's, :mod:`tracker.rollup.popularity`) is the
+  experiment's reference period's, one for every day: when it changes (a new interaction
+  occurred in the period, an erasure dropped it, the first day moved), every day holding
+  lists is recomputed whole (:func:`plan_popularity`). Nothing else touches it.
 - **Days computed while provisional** whose windows have closed since (``computed_at <
   closes_at <= now``) are recomputed whole; other features rely on this rule to have a day
   recomputed (they set its ``computed_at`` back).
 
 A day touched only through its ground truth (new interactions answering or naming its
-impressions: no new impression of it, no change in the popularity before it), or final
+impressions: no new impression of it, no change in the popularity), or final
 since while it keeps a stored state, is in ``Plan.rescore``: it is scored again from its
 stored state (:mod:`tracker.rollup.provisional`; its final pass:
 :mod:`tracker.rollup.final`, which reads every interaction of its windows again).
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import date, timedelta
+from datetime import date
 
 import numpy as np
 import pyarrow as pa
@@ -55,7 +55,9 @@ from tracker.rollup.days import (
     days_of_hours,
     in_range,
 )
+from tracker.rollup.popularity import Popularity, Reference
 from tracker.rollup.provisional import ProvisionalDay
+from tracker.store import lifecycle, results
 from tracker.store.arrow import ArrowReader
 from tracker.store.experiments import ExperimentInfo
 
@@ -88,10 +90,11 @@ class NewRows:
 @dataclass
 class Plan:
     """The days to recompute: each with the users whose outcomes changed (None: the whole
-    day), and the days whose stored popularity pairs new rows changed."""
+    day); ``holding``: every day of the experiment that holds lists (computed before, or
+    new)."""
 
     days: dict[date, frozenset[str] | None] = field(default_factory=dict)
-    stale_pairs: set[date] = field(default_factory=set)
+    holding: set[date] = field(default_factory=set)
     new: NewRows = NewRows()
     # per day recomputed for some users: the ids of every impression of those users
     impressions: dict[date, np.ndarray] = field(default_factory=dict)
@@ -106,6 +109,17 @@ class Plan:
     def whole(self, days) -> None:
         for day in days:
             self.days[day] = None
+
+    def everything(self) -> None:
+        """Every day holding lists recomputed whole, from the logs (none from a kept
+        state: it holds the popularity it was scored with)."""
+        self.whole(self.holding)
+        self.impressions, self.rescore, self.timed, self.kept = {}, set(), {}, {}
+
+    @property
+    def first_day(self) -> date | None:
+        """The experiment's first day: the earliest holding lists."""
+        return min(self.holding) if self.holding else None
 
     def users(self, day: date, users) -> None:
         """``users`` of ``day`` changed (nothing when empty; a whole day stays whole)."""
@@ -125,7 +139,7 @@ class Plan:
         return self._of(set(self.days) & days)
 
     def _of(self, days: set[date]) -> Plan:
-        return Plan({d: u for d, u in self.days.items() if d in days}, self.stale_pairs,
+        return Plan({d: u for d, u in self.days.items() if d in days}, self.holding,
                     self.new, {d: i for d, i in self.impressions.items() if d in days},
                     self.rescore & days, {d: t for d, t in self.timed.items() if d in days},
                     {d: k for d, k in self.kept.items() if d in days})
@@ -146,21 +160,20 @@ class Ids:
 
 
 def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
-             known: list[KnownDay], now_us: int, popularity_days: int,
-             pair_limit: int = PAIR_LIMIT) -> Plan:
+             known: list[KnownDay], now_us: int, pair_limit: int = PAIR_LIMIT) -> Plan:
     """The plan of a run over the rows of ``ids`` (``rebuild``: every day, whole);
     ``pair_limit``: the attribution pairs of a kept day's new interactions it holds."""
     plan = Plan(new=_new_rows(conn, info, ids))
     fresh = days_of_hours(queries.served_hours(conn, info.id, ids.impressions_after,
                                                ids.impressions_through), info.timezone)
     plan.whole(fresh)
+    plan.holding = holding = {k.day for k in known} | fresh
     if rebuild:
         return plan
-    holding = {k.day for k in known} | fresh
     closed = {k.day for k in known if k.computed_at < k.closes_at <= now_us}
     plan.whole(closed)
-    # days whose lists or popularity changed, or final now without a stored state (a day
-    # with one is computed final from it: :mod:`tracker.rollup.final`)
+    # days whose lists changed, or final now without a stored state (a day with one is
+    # computed final from it: :mod:`tracker.rollup.final`)
     raw = fresh | (closed - provisional.kept_days(conn, info.id))
     changed = queries.changed_hours(conn, ids.interactions_after, ids.interactions_through)
     timed = sorted({hour for experiment, hour in changed if experiment is None})
@@ -168,12 +181,6 @@ def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
     with _DayImpressions(conn, info) as served:
         _answered(served, ids, plan, holding, timed, pair_limit)
         _named(conn, info, ids, plan, named)
-        plan.stale_pairs = fresh | _audience_days(conn, info, ids, holding - fresh, timed)
-        for day in plan.stale_pairs:  # the days whose popularity window holds it
-            after = holding.intersection(
-                day + timedelta(days=i) for i in range(1, popularity_days + 1))
-            plan.whole(after)
-            raw |= after
         plan.rescore = set(plan.days) - raw
         plan.timed = {d: t for d, t in plan.timed.items() if d in plan.rescore}
         plan.kept = {d: k for d, k in served.kept.items() if d in plan.rescore}
@@ -316,11 +323,37 @@ def _named(conn: sa.Connection, info: ExperimentInfo, ids: Ids, plan: Plan,
                                             ids.interactions_after, ids.interactions_through))
 
 
-def _audience_days(conn: sa.Connection, info: ExperimentInfo, ids: Ids, holding: set[date],
-                   hours: list[int]) -> set[date]:
-    """The days in which a new interaction occurred by a user the experiment served that
-    day: their popularity pairs changed."""
-    days = holding & days_of_hours(hours, info.timezone)
-    return {day for day in days
-            if queries.audience_interacted(conn, info.id, *day_bounds(day, info.timezone),
-                                           ids.interactions_after, ids.interactions_through)}
+
+@dataclass(frozen=True)
+class PopularityPlan:
+    """The experiment's popularity for a run, of ``reference`` (None: no day holds lists);
+    ``computed``: read from the logs now, to be stored with the run's results."""
+
+    popularity: Popularity
+    reference: Reference | None = None
+    computed: bool = False
+
+
+def plan_popularity(conn: sa.Connection, engine: sa.Engine, info: ExperimentInfo, plan: Plan,
+                    ids: Ids, rebuild: bool, days: int) -> PopularityPlan:
+    """The popularity of the experiment's reference period (``days`` days before its first
+    day): the stored one while the period is the same and no interaction of ``ids``
+    occurred in it (or, once its logs expired, whatever happened since); else counted from
+    the logs again, and when that differs from the stored one every day holding lists is
+    recomputed whole (``plan`` changed in place)."""
+    if plan.first_day is None:
+        return PopularityPlan(Popularity.empty())
+    reference = Reference(plan.first_day, days)
+    start, end = reference.bounds(info.timezone)
+    stored = results.popularity(conn, info.id)
+    same = stored is not None and stored[:2] == (reference.first_day, days)
+    cutoff = lifecycle.expired_before(conn)
+    if same and ((cutoff is not None and start < cutoff) or not rebuild and not
+                 queries.occurred_in(conn, start, end, ids.interactions_after,
+                                     ids.interactions_through)):
+        return PopularityPlan(Popularity.decode(stored[2]), reference)
+    with ArrowReader(engine) as reader:
+        popularity = Popularity.of(*queries.item_users(reader, start, end))
+    if not (same and popularity.same(Popularity.decode(stored[2]))):
+        plan.everything()
+    return PopularityPlan(popularity, reference, computed=True)

@@ -18,7 +18,7 @@ list (by its impression id, and of the same user) that list only. ``pre:<column>
 user's mean over their pre-period lists, for every per-user column scored from a list and
 its ground truth alone (``hit_rate@k``, ``precision@k``, ``recall@k``, ``mrr@k``, ``map@k``,
 ``ndcg@k``, ``roc_auc@k``, ``r_precision``, ``song_clicks``). Surprisal and unexpectedness
-get none: they need the item popularity of the window or the list's baseline, which are
+get none: they need the experiment's item popularity or the list's baseline, which are
 another experiment's facts. ``no_pre_lists`` is 1 for a user with no pre-period list (every
 ``pre:`` value is then 0).
 

@@ -4,15 +4,16 @@ are scored again, from the stored state, without reading the day's impressions a
 A day whose attribution windows are still open is computed provisionally, and again each
 time later interactions answer its impressions (the next day's clicks fall in its windows).
 Nothing else of it changes then: not its served lists (new impressions make the plan read
-the day whole again), not the popularity before it (likewise), only ground truths, which
-only grow (per impression and item the highest grade). So when a day is computed while
-provisional, its scoring inputs are kept (``rollup_provisional``, the ``provisional-*``
-formats of :mod:`tracker.rollup.state`), one row per part:
+the day whole again), not the experiment's popularity (a change makes it read every day
+whole), only ground truths, which only grow (per impression and item the highest grade).
+So when a day is computed while provisional, its scoring inputs are kept
+(``rollup_provisional``, the ``provisional-*`` formats of :mod:`tracker.rollup.state`), one
+row per part:
 
 - part 0, ``provisional-users/1``: the day's users (the row number is the code), and the
   number of read chunks;
 - part 1, ``provisional-items/2``: per item code its id and ln(users) in the popularity
-  before the day (rewritten when a ground truth gains an item);
+  of the experiment (rewritten when a ground truth gains an item);
 - per read chunk ``c``, part ``2 + 2c``, ``provisional-lists/1``: per impression its id,
   user, arm, serving time, served list as item codes and overlap with the baseline list,
   which nothing changes while the day is provisional: **written once**;

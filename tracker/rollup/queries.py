@@ -2,8 +2,8 @@
 
 The big reads return Arrow tables (:class:`tracker.store.arrow.ArrowReader`: ADBC on
 PostgreSQL, column-folded strings on SQLite): a chunk's served lists, the interactions that
-may answer them, and a day's distinct (item, user) pairs; the attribution and the metrics
-are computed from them in numpy (:mod:`tracker.rollup.columnar`). Times are integer
+may answer them, and the item popularity of a reference period; the attribution and the
+metrics are computed from them in numpy (:mod:`tracker.rollup.columnar`). Times are integer
 microseconds (see :mod:`tracker.store.types`), so window arithmetic is plain integer
 comparison. The big reads inline their integer arguments (never user input) and take no
 parameters.
@@ -232,17 +232,14 @@ def named_users(conn: sa.Connection, experiment_id: int, start: int, end: int, a
          "through": through}).scalars())
 
 
-def audience_interacted(conn: sa.Connection, experiment_id: int, start: int, end: int,
-                        after: int, through: int) -> bool:
+def occurred_in(conn: sa.Connection, start: int, end: int, after: int, through: int) -> bool:
     """Whether an interaction with an id in ``(after, through]`` occurred in ``[start,
-    end)`` by a user the experiment served in that same interval: one that counts in the
-    item popularity of the days after (:func:`day_interaction_pairs`)."""
+    end)`` (rows logged late into an experiment's reference period change its popularity:
+    :mod:`tracker.rollup.popularity`)."""
     return conn.execute(sa.text(
         "SELECT 1 FROM interaction it WHERE it.id > :after AND it.id <= :through "
-        "AND it.occurred_at >= :start AND it.occurred_at < :end AND it.user_id IN "
-        f"(SELECT imp.user_id FROM impression imp WHERE {_day_filter()}) LIMIT 1"),
-        {"experiment": experiment_id, "start": start, "end": end, "after": after,
-         "through": through}).first() is not None
+        "AND it.occurred_at >= :start AND it.occurred_at < :end LIMIT 1"),
+        {"start": start, "end": end, "after": after, "through": through}).first() is not None
 
 
 def _impressions_of(experiment_id: int, after: int, through: int) -> tuple[str, dict]:
@@ -302,7 +299,8 @@ KEYED = pa.schema([pa.field(name, kind, False) for name, kind in (
     ("impression", pa.int64()), ("item", pa.string()), ("event", pa.string()))])
 NEW_WINDOW = pa.schema([pa.field(name, kind, False) for name, kind in (
     ("user", pa.string()), ("item", pa.string()), ("event", pa.string()), ("at", pa.int64()))])
-PAIRS = pa.schema([pa.field("item", pa.string(), False), pa.field("user", pa.string(), False)])
+ITEM_USERS = pa.schema([pa.field("item", pa.string(), False),
+                        pa.field("users", pa.int64(), False)])
 
 
 def _chunk_literals(experiment_id: int, start: int, end: int, low: int, high: int,
@@ -402,10 +400,9 @@ def window_interactions(reader: ArrowReader, experiment_id: int, start: int, end
                         window_us: int, chunk: tuple[int, int] | None = None,
                         users: str | None = None) -> pa.Table:
     """The interactions that occurred in ``[start, end + window)``: those naming no
-    impression may answer impressions served in ``[start, end)`` by time, and those in
-    ``[start, end)`` of the day's users are its popularity pairs
-    (:func:`day_interaction_pairs`). With ``chunk`` (an id range), only those of users
-    with an impression in it; with ``users``, only those of the day's users it selects
+    impression may answer impressions served in ``[start, end)`` by time. With ``chunk``
+    (an id range), only those of users with an impression in it; with ``users``, only
+    those of the day's users it selects
     (:func:`changed_users`, :func:`impressions_in`). Columns ``user, item, event, at``
     and ``keyed`` (1 when it names an impression, else 0)."""
     postgresql = reader.engine.dialect.name == "postgresql"
@@ -449,27 +446,14 @@ def keyed_interactions(reader: ArrowReader, experiment_id: int, start: int, end:
                        f"WHERE {keyed} AND {where}", KEYED)
 
 
-def day_interaction_pairs(reader: ArrowReader, experiment_id: int, start: int,
-                          end: int) -> pa.Table:
-    """``(item, user)`` of every interaction that occurred in ``[start, end)`` by a user the
-    experiment served in that same interval (the popularity population of
-    :mod:`tracker.rollup.popularity`), repeats included
-    (:class:`~tracker.rollup.popularity.DayPairs` removes them in numpy: several times
-    cheaper than the database's ``GROUP BY`` here)."""
-    user = "it.user_id"
-    if reader.engine.dialect.name == "postgresql":
-        where = _day_literals(experiment_id, start, end)
-    else:
-        # SQLite: the day's impressions in id order (through the served_at index, a random
-        # page read each), and the day's interactions through the time index rather than
-        # one probe of the (user, time) index per user ("+"): 4.3 s -> 1.8 s at 300,000
-        with transaction(reader.engine) as conn:
-            extent = day_id_range(conn, experiment_id, start, end)
-        if extent is None:
-            return PAIRS.empty_table()
-        where = _chunk_literals(experiment_id, start, end, *extent, by_id=True)
-        user = "+it.user_id"
-    return reader.read("SELECT it.item_id, it.user_id FROM interaction it "
-                       f"WHERE it.occurred_at >= {int(start)} AND it.occurred_at < {int(end)} "
-                       f"AND {user} IN (SELECT imp.user_id FROM impression imp "
-                       f"WHERE {where})", PAIRS)
+def item_users(reader: ArrowReader, start: int, end: int) -> tuple[pa.Table, int]:
+    """Per item, the distinct users of the interactions that occurred in ``[start, end)``
+    (columns ``item, users``), and the distinct users of them all: the database counts,
+    one row per item comes back."""
+    where = f"it.occurred_at >= {int(start)} AND it.occurred_at < {int(end)}"
+    per_item = reader.read("SELECT it.item_id, count(DISTINCT it.user_id) FROM interaction it "
+                           f"WHERE {where} GROUP BY it.item_id", ITEM_USERS)
+    with transaction(reader.engine) as conn:
+        users = conn.execute(sa.text("SELECT count(DISTINCT it.user_id) FROM interaction it "
+                                     f"WHERE {where}")).scalar_one()
+    return per_item, int(users)

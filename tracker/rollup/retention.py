@@ -1,12 +1,13 @@
 """The retention horizon: the days the rollup may still recompute once raw logs expired.
 
 ``tracker logs expire`` deletes raw impressions and interactions dated before a cutoff T
-(:mod:`tracker.store.lifecycle`). A day is recomputed from the raw logs: its impressions,
-the interactions that answer them (later than the impressions) and, for surprisal, the item
-popularity of the ``popularity_days`` days before it. So a day D can be recomputed exactly
-only when every instant of D and of those days lies at or after T:
+(:mod:`tracker.store.lifecycle`). A day is recomputed from the raw logs: its impressions and
+the interactions that answer them (later than the impressions); surprisal's item popularity
+is stored once per experiment (:mod:`tracker.rollup.popularity`) and kept when the logs of
+its reference period expire. So a day D can be recomputed exactly only when every instant
+of D lies at or after T:
 
-    first recomputable day R = H + popularity_days, H = the first day starting at or after T
+    first recomputable day R = the first day starting at or after T
 
 (in the experiment's time zone). Days before R keep the results computed while their logs
 were whole; the rollup never touches them again (:func:`recomputable`), and a rebuild that
@@ -16,10 +17,10 @@ result as it was.
 
 >>> from datetime import UTC, datetime
 >>> from tracker.store.types import to_micros
->>> first_recomputable_day(to_micros(datetime(2026, 9, 1, tzinfo=UTC)), "UTC", 28)
-datetime.date(2026, 9, 29)
->>> first_recomputable_day(to_micros(datetime(2026, 9, 1, 0, 0, 1, tzinfo=UTC)), "UTC", 28)
-datetime.date(2026, 9, 30)
+>>> first_recomputable_day(to_micros(datetime(2026, 9, 1, tzinfo=UTC)), "UTC")
+datetime.date(2026, 9, 1)
+>>> first_recomputable_day(to_micros(datetime(2026, 9, 1, 0, 0, 1, tzinfo=UTC)), "UTC")
+datetime.date(2026, 9, 2)
 """
 
 from __future__ import annotations
@@ -35,16 +36,16 @@ from tracker.store.experiments import ExperimentInfo
 from tracker.store.types import from_micros
 
 
-def first_recomputable_day(expired_before_us: int, zone: str, popularity_days: int) -> date:
-    """The first day whose own logs and popularity window all lie at or after the cutoff."""
+def first_recomputable_day(expired_before_us: int, zone: str) -> date:
+    """The first day whose own logs all lie at or after the cutoff."""
     first_whole = day_of(expired_before_us, zone)
     if day_start(first_whole, zone) < expired_before_us:
         first_whole += timedelta(days=1)
-    return first_whole + timedelta(days=popularity_days)
+    return first_whole
 
 
 def recomputable(conn: sa.Connection, info: ExperimentInfo, touched: set[date], *,
-                 rebuild: bool, popularity_days: int,
+                 rebuild: bool,
                  because: str = "a full rebuild (`rollup --full`, or the one a catalog "
                                 "declaration or a migration asks for)") -> set[date]:
     """The days of ``touched`` the rollup may recompute: all of them while logs never
@@ -57,7 +58,7 @@ def recomputable(conn: sa.Connection, info: ExperimentInfo, touched: set[date], 
     cutoff = lifecycle.expired_before(conn)
     if cutoff is None:
         return touched
-    first = first_recomputable_day(cutoff, info.timezone, popularity_days)
+    first = first_recomputable_day(cutoff, info.timezone)
     if rebuild:
         stored = lifecycle.first_rolled_up_day(conn, info.id)
         if stored is not None and stored < first:

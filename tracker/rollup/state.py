@@ -1,7 +1,7 @@
 """The rollup's stored state as self-describing Arrow IPC streams.
 
-Every per-day state the rollup keeps between runs (``rollup_units``, ``rollup_pairs``,
-``rollup_popularity``, ``rollup_exposure``) is one Arrow IPC stream per stored value: named,
+Every state the rollup keeps between runs (``rollup_units``, ``rollup_popularity``,
+``rollup_exposure``, the provisional days') is one Arrow IPC stream per stored value: named,
 typed columns and the format's name and version in the schema metadata
 (``tracker.format = "units/1"``). The layout lives in the data, never in code: a reader
 looks columns up by name, so a reorder reads the same values, and columns it does not need
@@ -17,18 +17,16 @@ The formats (columns in the order written; readers do not rely on it):
   impressions, ``count:<name>`` (float64; absent: equal to ``impressions``). ``<name>`` is
   ``metric@k``, or the bare metric for one without a cutoff (``sum:ndcg@10``,
   ``sum:r_precision``).
-- ``pairs/2``: ``item_id`` and ``user_id``, dictionary-encoded strings (int32 indices): one
-  row per distinct (item, user) pair of a day's interactions by the users the experiment
-  served that day (``pairs/1`` held every interaction of the day: another population, never
-  read as this one).
-- ``popularity/2``: ``item_id`` (string), ``users`` (int64); metadata ``tracker.n_users``
-  (the union of ``pairs/2`` over a window).
+- ``popularity/3``: ``item_id`` (string), ``users`` (int64); metadata ``tracker.n_users``:
+  the experiment's reference period (:mod:`tracker.rollup.popularity`; ``popularity/2``
+  counted a window before each day, by the experiment's audience: not read as this one).
 - ``provisional-users/1``, ``provisional-items/2``, ``provisional-lists/1`` and
   ``provisional-truth/1``: a provisional day's scoring inputs, one stream per part
   (:mod:`tracker.rollup.provisional`). Users: ``user_id`` (string; the row number is the
   code), metadata ``tracker.chunks`` (the read chunks). Items: ``item_id`` (string; the row
-  number is the code) and ``ln_users`` (float64: ln of the item's users in the popularity
-  before the day, 0 if none), metadata ``tracker.n_users`` (of that popularity). Lists, one
+  number is the code) and ``ln_users`` (float64: ln of the item's users in the
+  experiment's popularity, 0 if none), metadata ``tracker.n_users`` (of that popularity).
+  Lists, one
   stream per read chunk, one row per impression in the order they were scored: ``id``,
   ``arm_id``, ``served_at`` (int64), ``user`` (int32, a user code), ``items``
   (list<int32>: the served list as item codes), ``has_baseline`` (bool) and per cutoff
@@ -57,8 +55,7 @@ FORMAT = b"tracker.format"
 """The schema metadata key naming a stream's format and version."""
 
 UNITS = "units/1"
-PAIRS = "pairs/2"  # 2: the experiment's audience only (1: every interaction)
-POPULARITY = "popularity/2"  # 2: over pairs/2
+POPULARITY = "popularity/3"  # 3: the reference period (2: a window before each day)
 EXPOSURE = "exposure/1"
 PROVISIONAL_USERS = "provisional-users/1"
 PROVISIONAL_ITEMS = "provisional-items/2"  # 2: per part of a day in chunks (1: one stream)

@@ -8,25 +8,24 @@ the inputs that span users (item popularity, each day's extent).
   that answers by time joins the group of its user on every day whose impressions it may
   answer (``[day(t - window), day(t)]``); one that names an impression joins that
   impression's group (whatever its user and time), as the database joins it.
-- **Popularity** (surprisal's input, :mod:`tracker.rollup.popularity`): distinct (item,
-  user) pairs per day of interactions by users the experiment served that day, counted
-  over the ``popularity_days`` days before each day computed, in Spark; only the counts
-  (one row per item and day) reach the driver.
+- **Popularity** (surprisal's input, :mod:`tracker.rollup.popularity`): one per experiment,
+  the distinct users per item of every interaction (any user, any event) that occurred in
+  the reference period, the ``popularity_days`` days before its first day; counted in
+  Spark over a constant ``occurred_at`` range (Parquet skips the row groups outside), only
+  the per-item counts reach the driver.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from tracker.rollup.days import day_start
-from tracker.rollup.popularity import Popularity
+from tracker.rollup.popularity import Popularity, Reference
 from tracker.store.experiments import ExperimentInfo
 
 GROUP_ROWS = 200_000
@@ -161,40 +160,22 @@ def _slices(impressions: DataFrame, by_time: DataFrame, window_us: int,
             light_events.unionByName(heavy_events.drop("_first", "_last")))
 
 
-def popularity(f: Frames, days: list[date], window_days: int,
-               served: DataFrame | None = None) -> dict[date, Popularity]:
-    """The item popularity before each of ``days`` (:class:`Popularity` per day; a day
-    whose window holds no pair is absent: empty). ``served``: the distinct (``user``,
-    ``_day``) pairs of the impressions when already at hand (:attr:`Census.served`)."""
-    if not days:
-        return {}
-    first = day_start(min(days) - timedelta(days=window_days), f.zone)
-    last = day_start(max(days), f.zone)
+def popularity(f: Frames, reference: Reference) -> Popularity:
+    """The item popularity of the ``reference`` period (module docstring)."""
+    start, end = reference.bounds(f.zone)
     # on the lake's column (a constant bound): Parquet skips the row groups outside
     occurred = F.col("occurred_at")
-    events = f.interactions.where((occurred >= F.timestamp_micros(F.lit(first)))
-                                  & (occurred < F.timestamp_micros(F.lit(last))))
-    if served is None:
-        served = f.impressions.select("user", "_day").distinct()
-    pairs = (events.withColumn("_day", local_day(F.col("at"), f.zone))
-             .join(served, ["user", "_day"], "left_semi")
-             .select("_day", "item", "user").distinct())
-    ahead = pairs.withColumn("_for", F.explode(F.sequence(
-        F.date_add("_day", 1), F.date_add("_day", window_days)))).where(F.col("_for").isin(days))
-    ahead = ahead.select("_for", "item", "user").distinct().persist()
+    pairs = f.interactions.where((occurred >= F.timestamp_micros(F.lit(start)))
+                                 & (occurred < F.timestamp_micros(F.lit(end))))
+    pairs = pairs.select("item", "user").distinct().persist()
     try:
-        # (day, item, user) distinct: an item's users are its rows
-        table = ahead.groupBy("_for", "item").agg(F.count(F.lit(1)).alias("users")).toArrow()
-        totals = {row["_for"]: int(row["n"]) for row in
-                  ahead.groupBy("_for").agg(F.count_distinct("user").alias("n")).collect()}
+        # (item, user) distinct: an item's users are its rows
+        table = pairs.groupBy("item").agg(F.count(F.lit(1)).alias("users")).toArrow()
+        n_users = pairs.select(F.count_distinct("user").alias("n")).first()["n"]
     finally:
-        ahead.unpersist()
-    out = {}
-    for day, n_users in totals.items():
-        rows = table.filter(pc.equal(table["_for"], pa.scalar(day, pa.date32())))
-        out[day] = Popularity(rows["item"].combine_chunks().cast(pa.string()),
-                              rows["users"].to_numpy().astype(np.int64), n_users)
-    return out
+        pairs.unpersist()
+    return Popularity(table["item"].combine_chunks().cast(pa.string()),
+                      table["users"].to_numpy().astype(np.int64), int(n_users))
 
 
 @dataclass(frozen=True)
@@ -211,17 +192,11 @@ class Census:
     the (user, day) pairs of more than ``user_rows`` impressions, and ``per_user``: a row
     per (``user``, ``_day``) pair with ``first``, the user's earliest served impression that
     day (µs), cached (one row per user and day: a tenth of the impressions here,
-    no item lists) until :meth:`release`, for :func:`popularity` (:attr:`served`) and
-    CUPED's first exposures (:attr:`firsts`)."""
+    no item lists) until :meth:`release`, for CUPED's first exposures (:attr:`firsts`)."""
 
     days: dict[date, Extent]
     heavy: list[tuple[str, date]]
     per_user: DataFrame | None = None
-
-    @property
-    def served(self) -> DataFrame | None:
-        """Every (``user``, ``_day``) pair of the impressions."""
-        return None if self.per_user is None else self.per_user.select("user", "_day")
 
     @property
     def firsts(self) -> DataFrame | None:

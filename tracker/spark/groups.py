@@ -67,12 +67,12 @@ INTERACTION_COLUMNS = ("user", "item", "event", "at", "named")
 @dataclass(frozen=True)
 class GroupConfig:
     """What every group of a run shares (pickled into the tasks): the experiment's grades,
-    attribution window and cutoffs, and the item popularity before each day computed."""
+    attribution window and cutoffs, and its item popularity (every day's)."""
 
     relevance: Mapping[str, float] | None
     window_us: int
     cutoffs: tuple[int, ...]
-    popularity: dict[date, Popularity] = field(default_factory=dict)
+    popularity: Popularity = field(default_factory=Popularity.empty)
 
     @property
     def layout(self) -> Layout:
@@ -99,7 +99,7 @@ def score_group(config: GroupConfig, day: date, impressions: pa.Table,
         .filter(rows.is_valid())
     timed = Interactions.of(by_time.select(["user", "item", "event", "at"]),
                             config.relevance, users)
-    result = score_chunk(lists, timed, keyed, config.popularity.get(day, Popularity.empty()),
+    result = score_chunk(lists, timed, keyed, config.popularity,
                          config.relevance, config.window_us, list(config.cutoffs),
                          config.layout, items, users)
     return output_rows(result, day, users.ids, items.ids)

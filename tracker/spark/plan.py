@@ -9,15 +9,22 @@ database that holds no day of the experiment while the state does, mean a **rebu
 The days a new row **touches** (the default engine's :mod:`tracker.rollup.plan` rules, taken
 a little wider: recomputing a day nothing changed changes nothing):
 
-- an impression: its day, and the ``popularity_days`` days after it (its user joins that
-  day's audience, whose interactions make the popularity of the days after);
+- an impression: its day;
 - an interaction naming an impression: that impression's day;
 - any interaction: the days ``[day(t - window), day(t)]`` (impressions it may answer by
-  time) and the ``popularity_days`` days after ``day(t)``.
+  time).
 
 Every row under an id a new file holds counts, old rows included (a new row may win an id
 from an old one, whose days then change). Only days holding impressions are computed; days
-computed while provisional whose windows have closed since are recomputed too.
+computed while provisional whose windows have closed since are recomputed too (an erasure,
+``tracker users delete``, marks its days so: :func:`provisional_closed`; the rows it erases
+from the lake change or remove files: a rebuild).
+
+**Every** day holding impressions is recomputed when surprisal's item popularity changes
+(:mod:`tracker.rollup.popularity`: one for all the experiment's days, over the reference
+period before its first day): when the first day is not the earliest day the database holds
+(:func:`popularity_changed`: impressions backfilled before it move the period), or when an
+interaction under a new file's id occurred in the period (a backfill).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from tracker.lake.layout import IDS, SCHEMAS
+from tracker.rollup.popularity import Reference
 from tracker.spark.frames import Frames, coded_impressions, coded_interactions, local_day
 from tracker.spark.lake import checked_files, lake_files, spark_schema
 from tracker.spark.state import Files
@@ -49,7 +57,8 @@ def listing(directory, kind: str) -> Files:
 @dataclass(frozen=True)
 class Known:
     """What the previous runs left: the manifest's files and config, and the database's
-    days of the experiment ``(day, closes_at, computed_at)``."""
+    days of the experiment ``(day, closes_at, computed_at)`` (the earliest: the first day
+    the previous run knew, :func:`popularity_changed`)."""
 
     manifest: dict | None
     days: list[tuple[date, int, int]]
@@ -100,29 +109,58 @@ def _under_new_ids(spark: SparkSession, every: list[str], new: list[str],
     return _raw(spark, every, kind).join(ids, key, "left_semi")
 
 
+@dataclass(frozen=True)
+class Touched:
+    """What the new files' rows touch: ``days`` (any, not only those holding impressions),
+    and ``occurred``, the days their interactions occurred on (in the experiment's time
+    zone: what :func:`popularity_changed` compares with the reference period)."""
+
+    days: set[date]
+    occurred: set[date]
+
+
 def touched_days(spark: SparkSession, f: Frames, files: tuple[list[str], list[str]],
-                 new: tuple[list[str], list[str]], popularity_days: int) -> set[date]:
-    """The days (any, not only those holding impressions) the new files' rows touch."""
-    out: set[date] = set()
+                 new: tuple[list[str], list[str]]) -> Touched:
+    """The days the new files' rows touch (module docstring)."""
+    days: set[date] = set()
+    occurred: set[date] = set()
     imps = _under_new_ids(spark, files[0], new[0], "impressions")
     if imps is not None:
-        mine = coded_impressions(f.info, imps)
-        out |= _collect(mine.select(F.explode(F.sequence(
-            "_day", F.date_add("_day", popularity_days))).alias("d")))
+        days |= _collect(coded_impressions(f.info, imps).select(F.col("_day").alias("d")))
     events = _under_new_ids(spark, files[1], new[1], "interactions")
     if events is not None:
         coded = coded_interactions(events)
         at = F.col("at")
-        out |= _collect(coded.select(F.explode(F.sequence(
-            local_day(at - f.window_us, f.zone),
-            F.date_add(local_day(at, f.zone), popularity_days))).alias("d")))
+        # one job: a row per (day touched, day occurred), a few per day
+        pairs = coded.select(F.explode(F.sequence(local_day(at - f.window_us, f.zone),
+                                                  local_day(at, f.zone))).alias("d"),
+                             local_day(at, f.zone).alias("o")).distinct().collect()
+        days |= {row["d"] for row in pairs}
+        occurred = {row["o"] for row in pairs}
         named = f.impressions.select(F.col("impression_id").alias("named"), "_day")
-        out |= _collect(coded.join(named, "named").select(F.col("_day").alias("d")))
-    return out
+        days |= _collect(coded.join(named, "named").select(F.col("_day").alias("d")))
+    return Touched(days, occurred)
 
 
 def _collect(frame: DataFrame) -> set[date]:
     return {row["d"] for row in frame.distinct().collect()}
+
+
+def popularity_changed(known: Known, first_day: date | None, touched: Touched,
+                       popularity_days: int) -> str | None:
+    """Why the experiment's popularity changed since the previous run (None: it did not):
+    its first day (the earliest day holding impressions) is not the earliest day the
+    database holds, which the previous run computed (impressions backfilled before it move
+    the reference period), or a new file's interaction occurred in the period."""
+    before = min((day for day, _, _ in known.days), default=None)
+    if first_day != before:
+        return f"the first day moved from {before} to {first_day}"
+    if first_day is None:
+        return None
+    period = Reference(first_day, popularity_days)
+    if any(period.first <= day < first_day for day in touched.occurred):
+        return "interactions dated in the reference period came"
+    return None
 
 
 def provisional_closed(known: Known, now_us: int) -> set[date]:

@@ -5,9 +5,10 @@ One run, per experiment (its arms, window, cutoffs, grades, time zone and catalo
 the tracker database):
 
 1. **Plan** (:mod:`tracker.spark.plan`): every day on a rebuild, else the days the new lake
-   files touch.
+   files touch (every day holding impressions when they change the item popularity).
 2. **Score on Spark**: the lake read with the database's duplicate rules
-   (:mod:`tracker.spark.lake`); item popularity and each day's extent in Spark
+   (:mod:`tracker.spark.lake`); the experiment's item popularity (one, over the reference
+   period before its first day) and each day's extent in Spark
    (:mod:`tracker.spark.frames`); then the groups (user bucket, day) in
    ``cogroup(...).applyInArrow`` (on a lake bucketed by user, read bucket by bucket
    without a shuffle: :mod:`tracker.spark.buckets`), each scored by the default engine's
@@ -54,6 +55,7 @@ from tracker.rollup.day import RunContext, day_result
 from tracker.rollup.exposure import Exposure
 from tracker.rollup.lock import rollup_lock
 from tracker.rollup.outcomes import Layout
+from tracker.rollup.popularity import Reference
 from tracker.rollup.published import DayResult, publish_daily
 from tracker.rollup.queries import DayExtent
 from tracker.rollup.summary import RollupSummary
@@ -266,6 +268,7 @@ class _Run:
             self.census = bucket_census(self.spark, self.info, files,
                                         self.lake.impressions.bucketing.count, self.user_rows)
         holding = set(self.census.days)
+        self.first_day = min(holding, default=None)
         reason = "asked" if full else plan.needs_rebuild(known, self.info.key, self.config,
                                                           *self.files)
         if reason is not None:
@@ -276,10 +279,14 @@ class _Run:
         new = self.new = (plan.new_files(before["impressions"], self.files[0]),
                           plan.new_files(before["interactions"], self.files[1]))
         touched = plan.touched_days(self.spark, f, (sorted(self.files[0]),
-                                                    sorted(self.files[1])), new,
-                                    self.settings.rollup_popularity_days)
-        touched |= plan.provisional_closed(known, to_micros(self.clock))
-        return sorted(touched & holding), False
+                                                    sorted(self.files[1])), new)
+        changed = plan.popularity_changed(known, self.first_day, touched,
+                                          self.settings.rollup_popularity_days)
+        if changed is not None:
+            LOG.info("popularity: %s: every day recomputed", changed)
+            return sorted(holding), False
+        days = touched.days | plan.provisional_closed(known, to_micros(self.clock))
+        return sorted(days & holding), False
 
     def _compute(self, f: Frames, days: list[date], declared: pa.Array | None,
                  summary: RollupSummary) -> dict[date, DayResult]:
@@ -287,8 +294,8 @@ class _Run:
         info = self.info
         with _phase("popularity"):
             config = GroupConfig(info.relevance, f.window_us, tuple(info.cutoffs),
-                                 popularity(f, days, self.settings.rollup_popularity_days,
-                                            self.census.served))
+                                 popularity(f, Reference(
+                                     self.first_day, self.settings.rollup_popularity_days)))
         extent_of = {day: self.census.days[day] for day in days}
         with _phase("score"):
             self._score(f, days, config, extent_of)

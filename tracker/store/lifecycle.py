@@ -33,8 +33,6 @@ from tracker.store.rollup_tables import (
     ROLLUP_TABLES,
     RollupDay,
     RollupExposure,
-    RollupPairs,
-    RollupPopularity,
     RollupState,
     RollupUnits,
 )
@@ -241,14 +239,14 @@ def set_expiry_counts(conn: sa.Connection, expiry_id: int, rows: ExpiredRows) ->
                  .values(impressions=rows.impressions, interactions=rows.interactions))
 
 
-def drop_unreadable_state(conn: sa.Connection, experiment_id: int, first_recomputable: date,
-                          first_whole: date) -> None:
+def drop_unreadable_state(conn: sa.Connection, experiment_id: int,
+                          first_recomputable: date) -> None:
     """Drop the per-user rollup state of one experiment that no run can read any more once
-    days before ``first_recomputable`` are never recomputed (and the raw logs before
-    ``first_whole`` are gone): their daily units and exposure and their popularity, the
-    interaction pairs before ``first_whole``, and every cumulative row but that of the last
-    rolled-up day before ``first_recomputable`` (the one the next cumulative pass starts
-    from). The results the report reads stay."""
+    days before ``first_recomputable`` are never recomputed: their daily units and
+    exposure, and every cumulative row but that of the last rolled-up day before
+    ``first_recomputable`` (the one the next cumulative pass starts from). The results the
+    report reads stay, and so does the item popularity (its logs cannot be counted
+    again)."""
     mine = {RollupUnits: RollupUnits.experiment_id == experiment_id,
             RollupExposure: RollupExposure.experiment_id == experiment_id}
     last_kept = conn.execute(sa.select(sa.func.max(RollupDay.day)).where(
@@ -259,11 +257,6 @@ def drop_unreadable_state(conn: sa.Connection, experiment_id: int, first_recompu
         if last_kept is not None:
             conn.execute(sa.delete(table).where(where, table.cumulative.is_(True),
                                                 table.day < last_kept))
-    conn.execute(sa.delete(RollupPairs).where(RollupPairs.experiment_id == experiment_id,
-                                              RollupPairs.day < first_whole))
-    conn.execute(sa.delete(RollupPopularity).where(
-        RollupPopularity.experiment_id == experiment_id,
-        RollupPopularity.day < first_recomputable))
 
 
 def first_rolled_up_day(conn: sa.Connection, experiment_id: int) -> date | None:

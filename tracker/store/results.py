@@ -20,7 +20,6 @@ from tracker.store.rollup_tables import (
     RollupExposure,
     RollupHealth,
     RollupMetric,
-    RollupPairs,
     RollupPopularity,
     RollupState,
     RollupUnits,
@@ -160,10 +159,11 @@ def _latest(*instants: datetime | None) -> datetime | None:
 
 
 def clear_state(conn: sa.Connection, experiment_id: int) -> None:
-    """Forget what the rollup keeps of one experiment between runs (units, pairs,
-    popularity, exposure), before a full rebuild; the results the report reads stay until
-    the rebuild replaces them (:func:`delete_results`)."""
-    for table in (RollupUnits, RollupPairs, RollupPopularity, RollupExposure):
+    """Forget what the rollup keeps of one experiment's days between runs (units,
+    exposure), before a full rebuild; the results the report reads stay until the rebuild
+    replaces them (:func:`delete_results`). Its popularity stays: the rebuild's plan
+    decides whether to count it again (its logs may have expired)."""
+    for table in (RollupUnits, RollupExposure):
         conn.execute(sa.delete(table).where(table.experiment_id == experiment_id))
 
 
@@ -263,28 +263,6 @@ def units(conn: sa.Connection, experiment_id: int, day: date,
     return [bytes(data) for (data,) in rows] or None
 
 
-def insert_pairs(conn: sa.Connection, experiment_id: int, day: date,
-                 data: bytes | memoryview) -> None:
-    conn.execute(sa.insert(RollupPairs).values(experiment_id=experiment_id, day=day,
-                                               data=data))
-
-
-def pairs(conn: sa.Connection, experiment_id: int, first: date,
-          last: date) -> dict[date, bytes]:
-    """Stored interaction pairs of the days ``first..last``: day -> encoded pairs."""
-    rows = binary_rows(conn, sa.select(RollupPairs.day, RollupPairs.data)
-                       .where(RollupPairs.experiment_id == experiment_id,
-                              RollupPairs.day >= first, RollupPairs.day <= last))
-    return {r[0]: bytes(r[1]) for r in rows}
-
-
-def delete_pairs(conn: sa.Connection, experiment_id: int, days: Iterable[date]) -> None:
-    days = sorted(set(days))
-    for at in range(0, len(days), 500):
-        conn.execute(sa.delete(RollupPairs).where(RollupPairs.experiment_id == experiment_id,
-                                                  RollupPairs.day.in_(days[at:at + 500])))
-
-
 def insert_exposure(conn: sa.Connection, experiment_id: int, day: date, cumulative: bool,
                     rows: Iterable[tuple[int, bytes | memoryview]]) -> None:
     """Exposure rows ``(arm_id, encoded exposure)`` of one day."""
@@ -336,38 +314,34 @@ def day_rows(conn: sa.Connection, experiment_id: int) -> list[dict]:
     return [dict(row._mapping) for row in result]
 
 
-def insert_popularity(conn: sa.Connection, experiment_id: int, day: date, window_days: int,
-                      data: bytes | memoryview) -> None:
-    """The popularity of the window before ``day``, replacing any stored one."""
-    conn.execute(sa.delete(RollupPopularity).where(
-        RollupPopularity.experiment_id == experiment_id, RollupPopularity.day == day))
+def insert_popularity(conn: sa.Connection, experiment_id: int, first_day: date,
+                      window_days: int, data: bytes | memoryview) -> None:
+    """The experiment's popularity, of the ``window_days`` days before ``first_day``,
+    replacing the stored one."""
+    delete_popularity(conn, experiment_id)
     conn.execute(sa.insert(RollupPopularity).values(
-        experiment_id=experiment_id, day=day, window_days=window_days, data=data))
+        experiment_id=experiment_id, day=first_day, window_days=window_days, data=data))
 
 
-def popularity(conn: sa.Connection, experiment_id: int, day: date,
-               window_days: int) -> bytes | None:
-    """The encoded popularity stored for ``day`` over a window of ``window_days``, or None."""
-    rows = binary_rows(conn, sa.select(RollupPopularity.data)
-                       .where(RollupPopularity.experiment_id == experiment_id,
-                              RollupPopularity.day == day,
-                              RollupPopularity.window_days == window_days))
-    return bytes(rows[0][0]) if rows else None  # data is NOT NULL: no row, no value
+def popularity(conn: sa.Connection, experiment_id: int
+               ) -> tuple[date, int, bytes] | None:
+    """The experiment's stored popularity: its first day, window days and encoded value;
+    None when none is stored."""
+    rows = binary_rows(conn, sa.select(RollupPopularity.day, RollupPopularity.window_days,
+                                       RollupPopularity.data)
+                       .where(RollupPopularity.experiment_id == experiment_id))
+    return (rows[0][0], int(rows[0][1]), bytes(rows[0][2])) if rows else None
 
 
-def delete_popularity(conn: sa.Connection, experiment_id: int, days: Iterable[date]) -> None:
-    days = sorted(set(days))
-    for at in range(0, len(days), 500):
-        conn.execute(sa.delete(RollupPopularity).where(
-            RollupPopularity.experiment_id == experiment_id,
-            RollupPopularity.day.in_(days[at:at + 500])))
+def delete_popularity(conn: sa.Connection, experiment_id: int) -> None:
+    """Forget the experiment's popularity: the next run computes it again."""
+    conn.execute(sa.delete(RollupPopularity).where(
+        RollupPopularity.experiment_id == experiment_id))
 
 
-def drop_stale_popularity(conn: sa.Connection, experiment_id: int, days: Iterable[date],
-                          reach: int) -> None:
-    """Forget the interaction pairs of ``days`` and the popularity of the ``reach`` days
-    after each (whose window holds them): rebuilt by the rollup when it needs them."""
-    days = set(days)
-    delete_pairs(conn, experiment_id, days)
-    delete_popularity(conn, experiment_id, {d + timedelta(days=i) for d in days
-                                            for i in range(1, reach + 1)})
+def popularity_period(conn: sa.Connection, experiment_id: int) -> tuple[date, int] | None:
+    """The first day and window days of the experiment's stored popularity (None: none
+    stored)."""
+    row = conn.execute(sa.select(RollupPopularity.day, RollupPopularity.window_days)
+                       .where(RollupPopularity.experiment_id == experiment_id)).first()
+    return None if row is None else (row[0], int(row[1]))

@@ -8,7 +8,7 @@
   racing a run is never lost.
 - ``rollup_day``: per experiment and reporting day, when its attribution windows close and
   when it was last computed (a day computed before its windows closed is *provisional*).
-- ``rollup_units``, ``rollup_pairs``, ``rollup_popularity``, ``rollup_exposure``: the per-day
+- ``rollup_units``, ``rollup_popularity``, ``rollup_exposure``: the
   state the rollup keeps between runs, each value (``data``) one self-describing Arrow IPC
   stream with named columns and its format and version in the schema metadata; the store
   only keeps the bytes (the formats: :mod:`tracker.rollup.state`).
@@ -17,13 +17,10 @@
   counts, in parts of at most 256 MiB of sums each (``part`` 0, 1, ...), well inside the
   1 GiB a PostgreSQL value or a SQLite blob may hold. The cumulative rows of a day are the
   previous day's plus the day's: a new day reads one day's rows, whatever the history.
-- ``rollup_pairs``: per experiment and reporting day, the distinct (item, user) pairs of the
-  interactions that occurred that day by users the experiment served that day: item
-  popularity over the days before a day is their union, read from a few rows instead of
-  weeks of raw interactions. A day's row is dropped
-  whenever new rows changed it, and rebuilt when needed.
-- ``rollup_popularity``: per experiment and day, the item popularity of the window before
-  it (what surprisal reads), kept until a new interaction occurs in that window.
+- ``rollup_popularity``: per experiment, one row: the item popularity of its reference
+  period (what surprisal reads on every day), the ``window_days`` days before ``day``, the
+  experiment's first day (:mod:`tracker.rollup.popularity`); dropped when rows dated in
+  that period are logged late or erased, and computed again by the next run.
 - ``rollup_exposure``: item exposure per arm and day, daily and cumulative (arm 0: the
   catalog).
 - ``rollup_metric``: the arm-day sufficient statistics, daily and cumulative.
@@ -88,26 +85,17 @@ class RollupUnits(Base):
     data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream, "units/1"
 
 
-class RollupPairs(Base):
-    __tablename__ = "rollup_pairs"
-
-    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
-    day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
-    data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream, "pairs/2"
-
-
 class RollupPopularity(Base):
-    """Item popularity of the ``window_days`` days before ``day`` (what surprisal on that
-    day reads): the items with their distinct users, and N, the distinct users. Kept while
-    no new interaction occurs in its window, so recomputing a day for late clicks does not
-    union weeks of pairs again."""
+    """An experiment's item popularity (what surprisal reads on every day): the items
+    with their distinct users, and N, the distinct users, of the interactions in the
+    ``window_days`` days before ``day``, the experiment's first day."""
 
     __tablename__ = "rollup_popularity"
 
     experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
     day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
     window_days: Mapped[int] = mapped_column(sa.Integer)
-    data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream, "popularity/2"
+    data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream, "popularity/3"
 
 
 class RollupExposure(Base):
@@ -239,7 +227,7 @@ class RollupProvisional(Base):
 
 
 ROLLUP_TABLES = (
-    RollupState.__table__, RollupDay.__table__, RollupUnits.__table__, RollupPairs.__table__,
+    RollupState.__table__, RollupDay.__table__, RollupUnits.__table__,
     RollupPopularity.__table__, RollupExposure.__table__, RollupMetric.__table__,
     RollupHealth.__table__, RollupFirstSeen.__table__, RollupExposureDay.__table__,
     RollupUserCovariates.__table__, RollupCovariateSums.__table__,
