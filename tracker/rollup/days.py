@@ -16,7 +16,7 @@ same on SQLite and PostgreSQL, and a day around a daylight-saving change has its
 before ingest validated times may hold year 1, year 9999 or ±2**62), but calendar arithmetic
 only exists for years 1 to 9999. The rollup takes the instants of :data:`FIRST_INSTANT` ..
 :data:`END_INSTANT` (0002-01-01 to 9998-01-01 UTC, excluded): every day of that range, in
-every time zone, has a representable day before and after it, a 28-day popularity window
+every time zone, has a representable day before and after it, a 28-day popularity period
 and an attribution window of up to a year. Rows outside are left out (never clamped: a
 clamped year-1 click would land on a real day and answer impressions it never saw) and
 counted in the run's summary.
