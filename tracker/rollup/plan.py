@@ -323,7 +323,6 @@ def _named(conn: sa.Connection, info: ExperimentInfo, ids: Ids, plan: Plan,
                                             ids.interactions_after, ids.interactions_through))
 
 
-
 @dataclass(frozen=True)
 class PopularityPlan:
     """The experiment's popularity for a run, of ``reference`` (None: no day holds lists);

@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -174,8 +173,8 @@ def popularity(f: Frames, reference: Reference) -> Popularity:
         n_users = pairs.select(F.count_distinct("user").alias("n")).first()["n"]
     finally:
         pairs.unpersist()
-    return Popularity(table["item"].combine_chunks().cast(pa.string()),
-                      table["users"].to_numpy().astype(np.int64), int(n_users))
+    return Popularity.of(pa.table({"item": table["item"].cast(pa.string()),
+                                   "users": table["users"].cast(pa.int64())}), int(n_users))
 
 
 @dataclass(frozen=True)
