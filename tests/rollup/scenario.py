@@ -74,7 +74,7 @@ ROLLUP_TABLES = {
     "rollup_units": "experiment_id, day, cumulative, part",
     "rollup_exposure": "experiment_id, day, cumulative, arm_id",
     "rollup_user_covariates": "experiment_id",
-    "rollup_covariate_sums": "experiment_id, day, cumulative",
+    "rollup_covariate_sums": "experiment_id, day, cumulative, arm_id, metric, k",
     "rollup_day": "experiment_id, day",
     "rollup_first_seen": "experiment_id, day",
     "rollup_popularity": "experiment_id, day",

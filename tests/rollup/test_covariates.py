@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from datetime import timedelta
+from datetime import date, timedelta
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+import sqlalchemy as sa
 
 from tests.helpers import T0
 from tests.rollup import reference
@@ -180,6 +181,25 @@ def test_stored_covariate_sums_equal_a_direct_computation_from_the_logs(tracker,
                                        err_msg=f"{key} {name}")
     for key in set(stored) - set(expected):  # arms and metrics without users: zeros
         assert not any(np.any(v) for v in stored[key].values()), key
+    _plain_sql_reads_the_sums(tracker, expected)
+
+
+def _plain_sql_reads_the_sums(tracker, expected: dict) -> None:
+    """The sums are columns SQL reads: users without history per arm and day, cumulative."""
+    with tracker.engine.connect() as conn:
+        found = conn.execute(sa.text(
+            "SELECT s.day, a.key, s.x_no_pre_period, s.xx_pre_interactions__pre_graded "
+            "FROM rollup_covariate_sums s JOIN arm a ON a.id = s.arm_id "
+            "WHERE s.cumulative AND s.metric = 'hit_rate' AND s.k = 5")).all()
+    assert found
+    for day, arm, no_history, cross in found:
+        day = date.fromisoformat(day) if isinstance(day, str) else day
+        want = expected.get((True, day, arm, "hit_rate", 5))
+        if want is None:  # an arm without users that day
+            assert no_history == cross == 0
+            continue
+        assert no_history == pytest.approx(want["x"][NAMES.index("no_pre_period")])
+        assert cross == pytest.approx(want["xx"][0, 1], rel=1e-9)
 
 
 def test_incremental_runs_follow_event_time_and_equal_a_full_rollup(tracker):

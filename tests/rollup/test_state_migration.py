@@ -6,13 +6,17 @@ results."""
 
 from __future__ import annotations
 
+from datetime import date
+
+import pyarrow as pa
 import sqlalchemy as sa
 
 from tests.helpers import insert_plain_experiment
 from tests.rollup.scenario import assert_same_tables, create, dump, make_logs
 from tests.rollup.test_rollup import NOW
 from tracker import Tracker
-from tracker.store import schema
+from tracker.rollup import state
+from tracker.store import computed, schema
 from tracker.store.db import create_engine
 
 
@@ -179,4 +183,51 @@ def test_0018_drops_the_pairs_and_the_next_run_recomputes_every_day_with_the_new
         (summary,) = t.rollup("home", now=NOW)  # no popularity: counted, every day again
     assert summary.days_recomputed == sorted({r["served_at"].date() for r in imps})
     assert_same_tables(dump(engine), expected)
+    engine.dispose()
+
+
+def _streams(engine: sa.Engine) -> dict[tuple, pa.Table]:
+    """The ``covsums/2`` streams of revision 0018, decoded, per (experiment, day, view)."""
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT experiment_id, day, cumulative, data "
+                                    "FROM rollup_covariate_sums")).all()
+    return {(e, str(d), bool(c)): state.read(data, "covsums/2") for e, d, c, data in rows}
+
+
+def test_0019_turns_the_covariate_sum_streams_into_rows_and_back_bit_for_bit(empty_url):
+    engine = create_engine(empty_url)
+    schema.upgrade(engine)
+    with Tracker(empty_url) as t:
+        create(t, cuped_days=7)
+        imps, events = make_logs(8, history=30)
+        t.log_impressions(imps, on_invalid="all_or_nothing")
+        t.log_interactions(events, on_invalid="all_or_nothing")
+        t.rollup("home", now=NOW)
+        frames = {c: computed.covariate_table(t.engine, "home", c) for c in (False, True)}
+    expected = dump(engine)
+    assert len(frames[True]) > 0 and frames[True]["x:pre_interactions"].abs().sum() > 0
+    schema.downgrade(engine, "0018")
+    streams = _streams(engine)
+    assert {(day, c) for _, day, c in streams} == \
+        {(str(day), c) for c in (False, True) for day in frames[c]["day"].unique()}
+    for (_, day, cumulative), table in streams.items():
+        assert state.metadata(table, "covariates").split(",") == list(frames[True].attrs[
+            "covariates"])
+        frame = frames[cumulative]
+        mine = frame[frame["day"].astype(str) == day]
+        assert table.num_rows == len(mine)
+        for name in [c for c in frame.columns if ":" in c]:  # every sum, bit for bit
+            assert sorted(table[name].to_pylist()) == sorted(mine[name].tolist()), name
+    with engine.begin() as conn:  # as 0018's writer wrote them, and one of another format
+        for (experiment, day, cumulative), table in streams.items():
+            conn.execute(sa.text(
+                "UPDATE rollup_covariate_sums SET data = :d WHERE experiment_id = :e "
+                "AND day = :day AND cumulative = :c"),
+                {"d": bytes(state.write(table, "covsums/2", covariates=state.metadata(
+                    table, "covariates"), cuped_days="7")), "e": experiment,
+                 "day": date.fromisoformat(day), "c": cumulative})
+        conn.execute(sa.text("INSERT INTO rollup_covariate_sums VALUES (:e, :d, false, :b)"),
+                     {"e": experiment, "d": date(2020, 1, 1), "b": b"covsums/1"})
+    schema.upgrade(engine)
+    assert_same_tables(dump(engine), expected, rel=0.0)
     engine.dispose()

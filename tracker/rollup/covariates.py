@@ -35,10 +35,10 @@ rows count (non-crossover users with the metric defined), with the covariates of
 :data:`SUM_COVARIATES` (``pre_metric`` is, in the row of a column, that column's ``pre:``
 covariate; 0 for surprisal and unexpectedness): Σx, Σx_a·x_b, Σx·y with y the user's mean
 (the per-user view) and Σx·s, Σx·m with s the user's sum and m their impressions (the
-per-impression ratio view), stored per day and view in ``rollup_covariate_sums`` (one Arrow
-stream, ``covsums/2``, its covariates named in the metadata): a few floats per arm and
-metric. Days add nothing up here: each day's and each cumulative view's sums come from its
-own unit totals, joined to the per-user covariates.
+per-impression ratio view), stored per day and view in ``rollup_covariate_sums``: a row per
+(arm, metric, k) with a column per sum, as ``rollup_metric`` holds the other sufficient
+statistics, so SQL reads them. Days add nothing up here: each day's and each cumulative
+view's sums come from its own unit totals, joined to the per-user covariates.
 """
 
 from __future__ import annotations
@@ -54,7 +54,6 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from tracker.errors import StaleState
-from tracker.rollup import state
 from tracker.rollup.aggregate import UnitTotals, arm_blocks, crossover_mask
 from tracker.rollup.codes import sorted_codes
 from tracker.rollup.columnar import grades_of
@@ -77,15 +76,19 @@ from tracker.store import lifecycle, results
 from tracker.store.arrow import ArrowReader
 from tracker.store.db import transaction
 from tracker.store.experiments import ExperimentInfo
-from tracker.store.rollup_tables import RollupCovariateSums, RollupUserCovariates
+from tracker.store.rollup_tables import (
+    COVARIATES,
+    RollupCovariateSums,
+    RollupUserCovariates,
+    covariate_sum_columns,
+)
 
 BASE = ("pre_interactions", "pre_graded", "no_pre_period", NO_LISTS)
 """The covariates every metric column shares (then one ``pre:<column>`` per column)."""
-SUM_COVARIATES = ("pre_interactions", "pre_graded", "no_pre_period", "pre_metric", NO_LISTS)
+SUM_COVARIATES = COVARIATES
 """The covariates of each row of the sums, in order (``pre_metric``: the row's ``pre:``)."""
 _PRE = SUM_COVARIATES.index("pre_metric")
 _SHARED = [BASE.index(c) for c in SUM_COVARIATES if c != "pre_metric"]
-SUMS = "covsums/2"  # 2: pre_metric and no_pre_lists
 PAIRS = tuple(combinations_with_replacement(range(len(SUM_COVARIATES)), 2))
 _EXPOSURES = pa.schema([pa.field("user", pa.string(), False),
                         pa.field("served", pa.int64(), False)])
@@ -406,12 +409,8 @@ def _delete(conn: sa.Connection, experiment_id: int) -> None:
 
 # ---------------------------------------------------------------------------- sums
 def sum_columns() -> list[str]:
-    """The value columns of a ``covsums/2`` row, in the order written."""
-    names = [f"x:{c}" for c in SUM_COVARIATES]
-    names += [f"xx:{SUM_COVARIATES[a]}*{SUM_COVARIATES[b]}" for a, b in PAIRS]
-    for prefix in ("xy", "xs", "xm"):
-        names += [f"{prefix}:{c}" for c in SUM_COVARIATES]
-    return names
+    """The names of the sums of a row, in the order :func:`_arm_sums` computes them."""
+    return [name for name, _ in covariate_sum_columns()]
 
 
 def _arm_sums(present: np.ndarray, y: np.ndarray, sums: np.ndarray, m: np.ndarray,
@@ -482,26 +481,32 @@ def write_sums(conn: sa.Connection, info: ExperimentInfo, day: date, cumulative:
     """Replace the stored sums of one day and view (nothing when CUPED is off)."""
     if covariates is None:
         return
-    where = (RollupCovariateSums.experiment_id == info.id, RollupCovariateSums.day == day,
-             RollupCovariateSums.cumulative == cumulative)
-    conn.execute(sa.delete(RollupCovariateSums).where(*where))
+    table = RollupCovariateSums.__table__
+    conn.execute(sa.delete(table).where(
+        table.c.experiment_id == info.id, table.c.day == day,
+        table.c.cumulative.is_(cumulative)))
     if totals is None:
         return
-    table = covariate_sums(totals, covariates, layout, [arm.id for arm in info.arms])
-    data = state.write(table, SUMS, covariates=",".join(SUM_COVARIATES),
-                       cuped_days=str(info.cuped_days))
-    conn.execute(sa.insert(RollupCovariateSums), [
-        {"experiment_id": info.id, "day": day, "cumulative": cumulative, "data": data}])
+    sums = covariate_sums(totals, covariates, layout, [arm.id for arm in info.arms])
+    keys = {"arm_id": sums["arm_id"].to_pylist(), "metric": sums["metric"].to_pylist(),
+            "k": sums["k"].to_pylist()}
+    keys.update({column: sums[name].to_pylist() for name, column in covariate_sum_columns()})
+    rows = [dict(zip(keys, values, strict=True), experiment_id=info.id, day=day,
+                 cumulative=cumulative) for values in zip(*keys.values(), strict=True)]
+    if rows:
+        conn.execute(sa.insert(table), rows)
 
 
 def copy_daily_sums(conn: sa.Connection, experiment_id: int, day: date) -> None:
     """The cumulative sums of ``day`` as its daily ones (already written by this run, of the
     same totals and covariates): the first day's cumulative totals are its daily ones."""
-    daily = conn.execute(sa.select(RollupCovariateSums.data).where(
-        RollupCovariateSums.experiment_id == experiment_id, RollupCovariateSums.day == day,
-        RollupCovariateSums.cumulative.is_(False))).scalar_one()
-    conn.execute(sa.insert(RollupCovariateSums), [
-        {"experiment_id": experiment_id, "day": day, "cumulative": True, "data": daily}])
+    table = RollupCovariateSums.__table__
+    values = [c for c in table.c if c.name != "cumulative"]
+    conn.execute(sa.insert(table).from_select(
+        [c.name for c in values] + ["cumulative"],
+        sa.select(*values, sa.true()).where(table.c.experiment_id == experiment_id,
+                                            table.c.day == day,
+                                            table.c.cumulative.is_(False))))
 
 
 def publish_daily(conn: sa.Connection, info: ExperimentInfo, daily: dict,

@@ -23,14 +23,18 @@ impressions, impressions_sq, ratio_sum, ratio_sum_sq, ratio_cross, provisional``
 from __future__ import annotations
 
 import pandas as pd
-import pyarrow as pa
 import sqlalchemy as sa
 
 from tracker.errors import ValidationError
 from tracker.store import results
 from tracker.store.db import require_current_schema, transaction
 from tracker.store.experiments import get_experiment
-from tracker.store.rollup_tables import RollupCovariateSums, RollupExposureDay
+from tracker.store.rollup_tables import (
+    COVARIATES,
+    RollupCovariateSums,
+    RollupExposureDay,
+    covariate_sum_columns,
+)
 
 METRIC_COLUMNS = ["day", "arm", "metric", "k", "kind", "users", "mean", "sum", "sum_sq",
                   "impressions", "impressions_sq", "ratio_sum", "ratio_sum_sq", "ratio_cross",
@@ -109,10 +113,6 @@ def _exposure_day_rows(conn: sa.Connection, experiment_id: int) -> list[tuple]:
         .group_by(*keys).order_by(*keys))]
 
 
-COVARIATE_SUMS = "covsums/2"
-"""The format of the stored covariate sums (written by ``tracker.rollup.covariates``)."""
-
-
 def covariate_table(engine: sa.Engine, experiment: str, cumulative: bool = True,
                     day=None) -> pd.DataFrame:
     """CUPED's covariate sums per (day, arm, metric, k): ``x:<c>`` = Σx_c, ``xx:<a>*<b>`` =
@@ -123,31 +123,23 @@ def covariate_table(engine: sa.Engine, experiment: str, cumulative: bool = True,
     exposure). Empty when the experiment has none (CUPED off, or not rolled up since it was
     on). ``day``: that day only."""
     require_current_schema(engine)
-    query = sa.select(RollupCovariateSums.day, RollupCovariateSums.data)
+    table = RollupCovariateSums.__table__
+    sums = covariate_sum_columns()
+    query = sa.select(table.c.day, table.c.arm_id, table.c.metric, table.c.k,
+                      *[table.c[column].label(name) for name, column in sums])
     with transaction(engine) as conn:
         info = get_experiment(conn, experiment)
-        query = query.where(RollupCovariateSums.experiment_id == info.id,
-                            RollupCovariateSums.cumulative.is_(cumulative))
+        query = query.where(table.c.experiment_id == info.id,
+                            table.c.cumulative.is_(cumulative))
         if day is not None:
-            query = query.where(RollupCovariateSums.day == day)
-        rows = conn.execute(query.order_by(RollupCovariateSums.day)).all()
-    frames, names = [], []
-    for stored_day, data in rows:
-        table = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
-        meta = table.schema.metadata or {}
-        if meta.get(b"tracker.format") != COVARIATE_SUMS.encode():
-            continue  # another version's sums: as if none (the next full rollup rewrites)
-        names = meta[b"tracker.covariates"].decode().split(",")
-        frame = table.to_pandas()
-        frame.insert(0, "day", stored_day)
-        frames.append(frame)
-    if not frames:
-        frame = pd.DataFrame(columns=["day", "arm", "metric", "k"])
-    else:
-        frame = pd.concat(frames, ignore_index=True)
-        frame.insert(1, "arm", frame.pop("arm_id").map({a.id: a.key for a in info.arms}))
-        frame["k"] = frame["k"].where(frame["k"] > 0).astype("Int64")
-    frame.attrs["covariates"] = names
+            query = query.where(table.c.day == day)
+        rows = conn.execute(query.order_by(table.c.day, table.c.arm_id, table.c.metric,
+                                           table.c.k)).all()
+    frame = pd.DataFrame(rows, columns=["day", "arm_id", "metric", "k"]
+                         + [name for name, _ in sums])
+    frame.insert(1, "arm", frame.pop("arm_id").map({a.id: a.key for a in info.arms}))
+    frame["k"] = frame["k"].where(frame["k"] > 0).astype("Int64")
+    frame.attrs["covariates"] = list(COVARIATES) if rows else []
     return frame
 
 

@@ -36,7 +36,8 @@
   interactions score again only the users they change; dropped once the day is computed
   final, from it (:mod:`tracker.rollup.provisional`, :mod:`tracker.rollup.final`).
 - ``rollup_user_covariates``, ``rollup_covariate_sums``: CUPED's per-user pre-exposure
-  covariates of an experiment, and per day and view the per-arm sums the adjustment reads.
+  covariates of an experiment (an Arrow stream), and per day, view, arm, metric and k the
+  sums of the covariates the adjustment reads (plain columns, like ``rollup_metric``).
 
 The store knows no metric: ``metric`` is a name the rollup chose, ``k`` 0 when none.
 """
@@ -150,16 +151,38 @@ class RollupUserCovariates(Base):
     data: Mapped[bytes] = mapped_column(sa.LargeBinary)
 
 
+COVARIATES = ("pre_interactions", "pre_graded", "no_pre_period", "pre_metric", "no_pre_lists")
+"""The covariates of CUPED's sums, in order (``pre_metric``: in the row of a metric column,
+that column's own value before exposure)."""
+
+
+def covariate_sum_columns() -> list[tuple[str, str]]:
+    """The value columns of ``rollup_covariate_sums``: (name, SQL column) pairs in order.
+    Σx_c (``x:<c>``), Σx_a·x_b over the pairs a ≤ b (``xx:<a>*<b>``), and Σx_c times the
+    user's mean, sum and impressions (``xy:<c>``, ``xs:<c>``, ``xm:<c>``)."""
+    pairs = [(a, b) for i, a in enumerate(COVARIATES) for b in COVARIATES[i:]]
+    names = [f"x:{c}" for c in COVARIATES] + [f"xx:{a}*{b}" for a, b in pairs]
+    for prefix in ("xy", "xs", "xm"):
+        names += [f"{prefix}:{c}" for c in COVARIATES]
+    return [(name, name.replace(":", "_").replace("*", "__")) for name in names]
+
+
 class RollupCovariateSums(Base):
-    """The per-arm, per-metric covariate sums CUPED reads for one day and view (an Arrow IPC
-    stream, "covsums/2", one row per arm and metric column)."""
+    """The per-arm, per-metric covariate sums CUPED reads for one day and view: one row per
+    (arm, metric, k), a column per sum (:func:`covariate_sum_columns`), beside the
+    ``rollup_metric`` row of the same users."""
 
-    __tablename__ = "rollup_covariate_sums"
-
-    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
-    day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
-    cumulative: Mapped[bool] = mapped_column(sa.Boolean, primary_key=True)
-    data: Mapped[bytes] = mapped_column(sa.LargeBinary)
+    __table__ = sa.Table(
+        "rollup_covariate_sums", Base.metadata,
+        sa.Column("experiment_id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("day", sa.Date, primary_key=True),
+        sa.Column("cumulative", sa.Boolean, primary_key=True),
+        sa.Column("arm_id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("metric", sa.String(64), primary_key=True),
+        sa.Column("k", sa.Integer, primary_key=True, autoincrement=False),
+        *[sa.Column(column, sa.Double, nullable=False)
+          for _, column in covariate_sum_columns()],
+    )
 
 
 class RollupHealth(Base):
