@@ -38,6 +38,9 @@ _LOW = 1073  # bin of exponent e: e + _LOW; a bin's unit is 2**(bin - _SCALE)
 _SCALE = _LOW + 53
 _LIMB = 26  # low limb bits (the high limb holds the other 27 and the sign)
 _BATCH = 1 << 25  # values per column added in one bincount: limb sums stay below 2**53
+_BLOCK = 1 << 18  # values added per pass: the temporaries (2 MiB each) stay in the cache
+# and are reused, where whole-matrix ones cost a page fault per 4 KiB (16M values: 1.5 s
+# against 0.2 s CPU)
 _CARRY_AT = 1 << 9  # batches since the last carry before the int64 bins are normalised
 
 
@@ -68,8 +71,9 @@ class ExactSums:
                              f"{matrix.shape}")
         if not np.isfinite(matrix).all():
             raise ValueError("ExactSums adds finite values only: got NaN or an infinity")
-        for at in range(0, matrix.shape[0], _BATCH):
-            self._add_batch(matrix[at:at + _BATCH], sign)
+        rows = max(1, min(_BATCH, _BLOCK // max(self.columns, 1)))
+        for at in range(0, matrix.shape[0], rows):
+            self._add_batch(matrix[at:at + rows], sign)
 
     def retract(self, values: np.ndarray) -> None:
         """Remove rows added before (the sums are then those of the rows left)."""
