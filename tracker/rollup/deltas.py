@@ -1,0 +1,132 @@
+"""Exact, mergeable per-cell statistics, and a user's change applied to them as a delta.
+
+The rollup core's views (daily, cumulative, exposure-day) are sums over users: per cell (an
+arm today; an arm and a slice with segments) and layout column, the sufficient statistics
+``rollup_metric`` stores (users n, Σx, Σx², Σm, Σm², Σy, Σy², Σy·m: x the user's mean, m the
+impressions where the metric is defined, y the user's sum), over the users in one cell only
+(crossover users, seen in several arms, count in no cell's statistics; they count in
+health). :class:`CellSums` keeps them in :class:`~tracker.rollup.accumulate.ExactSums`, so
+that a view moved by deltas (:func:`apply_change`: a changed user's old rows retracted, the
+new ones added, in any order and grouping) equals, bit for bit, the view rebuilt from every
+user's current rows; and its :meth:`CellSums.stats` equal
+:func:`~tracker.rollup.aggregate.arm_stats` of the same rows (a float sum: to rounding).
+Health counts are integers: a change moves them by plain differences (:func:`health_moved`).
+
+Beam's ``CombineFn`` (create, add, merge, extract) and Flink's ``retract`` are the model; a
+user's rows are the accumulator's input, one row per (user, cell).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracker.rollup.accumulate import ExactSums
+from tracker.rollup.aggregate import ArmColumnStats, HealthCounts, UnitTotals, crossover_mask
+
+STATS = ("users", "sum", "sum_sq", "impressions", "impressions_sq", "ratio_sum",
+         "ratio_sum_sq", "ratio_cross")
+"""The statistics per layout column, in the order of :func:`user_terms`' blocks."""
+_BLOCK = 2048  # users per block of terms: their matrices stay in the cache
+
+
+def user_terms(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each user's contribution to every statistic: ``(users, len(STATS) * columns)``, one
+    block of ``columns`` per statistic of :data:`STATS` (0 where the metric is undefined)."""
+    present = counts > 0
+    x = np.divide(sums, counts, out=np.zeros_like(sums, dtype=np.float64), where=present)
+    m = np.where(present, counts, 0.0)
+    s = np.where(present, sums, 0.0)
+    return np.hstack([present.astype(np.float64), x, x * x, m, m * m, s, s * s, s * m])
+
+
+class CellSums:
+    """Per cell (an integer id) and layout column, the statistics of :data:`STATS` summed
+    exactly over the rows added and not retracted (create: ``CellSums(columns)``;
+    :meth:`add`, :meth:`retract`, :meth:`merge`; extract: :meth:`stats`, :meth:`exact`)."""
+
+    __slots__ = ("columns", "_cells")
+
+    def __init__(self, columns: int) -> None:
+        self.columns = columns
+        self._cells: dict[int, ExactSums] = {}
+
+    def add(self, cells: np.ndarray, sums: np.ndarray, counts: np.ndarray,
+            sign: int = 1) -> None:
+        """Add the rows (``cells[i]``, ``sums[i]``, ``counts[i]``); ``sign=-1`` retracts."""
+        cells = np.asarray(cells, dtype=np.int64)
+        if sums.shape != counts.shape or sums.shape != (cells.size, self.columns):
+            raise ValueError(f"expected sums and counts of shape ({cells.size}, "
+                             f"{self.columns}), got {sums.shape} and {counts.shape}")
+        for cell in np.unique(cells).tolist():
+            rows = np.flatnonzero(cells == cell)
+            acc = self._cells.setdefault(cell, ExactSums(len(STATS) * self.columns))
+            for at in range(0, rows.size, _BLOCK):
+                block = rows[at:at + _BLOCK]
+                acc.add(user_terms(sums[block], counts[block]), sign)
+
+    def retract(self, cells: np.ndarray, sums: np.ndarray, counts: np.ndarray) -> None:
+        self.add(cells, sums, counts, sign=-1)
+
+    def merge(self, other: CellSums) -> None:
+        if other.columns != self.columns:
+            raise ValueError(f"cannot merge sums of {other.columns} columns into "
+                             f"{self.columns}")
+        for cell, acc in other._cells.items():
+            self._cells.setdefault(cell, ExactSums(len(STATS) * self.columns)).merge(acc)
+
+    def exact(self) -> dict[int, list[int]]:
+        """Per cell holding any row, its exact sums (for equality and storage)."""
+        return {cell: acc.exact() for cell, acc in sorted(self._cells.items())}
+
+    def stats(self, cells: list[int]) -> list[ArmColumnStats]:
+        """The statistics of ``cells`` (zeros for a cell without rows), each correctly
+        rounded once."""
+        out = []
+        for cell in cells:
+            acc = self._cells.get(cell)
+            values = acc.sums() if acc is not None else \
+                np.zeros(len(STATS) * self.columns)
+            blocks = values.reshape(len(STATS), self.columns)
+            out.append(ArmColumnStats(cell, np.rint(blocks[0]).astype(np.int64), *blocks[1:]))
+        return out
+
+
+def rows_of(totals: UnitTotals, users: pa.Array) -> UnitTotals:
+    """Every row of ``totals`` whose user is in ``users``, in their order (a user's rows
+    stay adjacent): the old or new rows of changed users."""
+    rows = np.flatnonzero(pc.is_in(totals.users, value_set=users).to_numpy(
+        zero_copy_only=False))
+    return UnitTotals(totals.users.take(pa.array(rows, type=pa.int64())), totals.arms[rows],
+                      totals.impressions[rows], totals.sums[rows], totals.counts[rows])
+
+
+def add_totals(acc: CellSums, totals: UnitTotals, sign: int = 1) -> None:
+    """Add (``sign=-1``: retract) the rows of ``totals`` whose user is in one cell only
+    (``totals``: every row of each of its users, as :class:`UnitTotals` keeps them)."""
+    keep = np.flatnonzero(~crossover_mask(totals))
+    acc.add(totals.arms[keep], totals.sums[keep], totals.counts[keep], sign)
+
+
+def apply_change(acc: CellSums, old: UnitTotals, new: UnitTotals) -> None:
+    """Move ``acc`` by some users' change: ``old``, every row those users had (empty for
+    users new to the view), ``new``, every row they have now (empty for users erased)."""
+    add_totals(acc, old, sign=-1)
+    add_totals(acc, new)
+
+
+def health_moved(base: HealthCounts, before: HealthCounts, after: HealthCounts
+                 ) -> HealthCounts:
+    """A view's health counts ``base`` moved by some users' change: ``before`` and ``after``
+    are :func:`~tracker.rollup.aggregate.health` of their old and of their new rows."""
+    arms = {}
+    for arm in sorted(set(base.arms) | set(before.arms) | set(after.arms)):
+        rows = (base.arms.get(arm, (0, 0, 0)), before.arms.get(arm, (0, 0, 0)),
+                after.arms.get(arm, (0, 0, 0)))
+        moved = tuple(b - o + a for b, o, a in zip(*rows, strict=True))
+        if any(moved):
+            arms[arm] = moved
+    return HealthCounts(arms, base.users - before.users + after.users,
+                        base.impressions - before.impressions + after.impressions,
+                        base.crossover_users - before.crossover_users + after.crossover_users)
