@@ -5,7 +5,7 @@ out (``tracker rollup --full``), never misread."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import timedelta
+from datetime import date, timedelta
 
 import numpy as np
 import pyarrow as pa
@@ -228,3 +228,44 @@ def test_a_compressed_stream_reads_back_the_same_table_and_is_smaller():
         back = state.read(data, state.PROVISIONAL_LISTS)
         assert back.equals(table.replace_schema_metadata(back.schema.metadata))
         assert state.metadata(back, "chunks") == "1"
+
+
+def _cumulative_unit_days(engine) -> list:
+    with engine.connect() as conn:
+        return [d if not isinstance(d, str) else date.fromisoformat(d) for (d,) in conn.execute(
+            sa.text("SELECT DISTINCT day FROM rollup_units WHERE cumulative ORDER BY day"))]
+
+
+def _newest_final_day(engine):
+    """The newest day through which every day was computed after its windows closed."""
+    with engine.connect() as conn:
+        days = conn.execute(sa.text(
+            "SELECT day, closes_at, computed_at FROM rollup_day ORDER BY day")).all()
+    final = None
+    for day, closes, computed in days:
+        if computed < closes:
+            break
+        final = day if not isinstance(day, str) else date.fromisoformat(day)
+    return final, len(days)
+
+
+def test_one_cumulative_checkpoint_is_kept_at_the_newest_final_day(tracker):
+    create(tracker)
+    imps, events = make_logs(12, days=5)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    last = max(r["served_at"] for r in imps)
+    tracker.rollup("home", now=last + timedelta(minutes=1))  # the last days' windows open
+    final, days = _newest_final_day(tracker.engine)
+    assert final is not None and final < max(r["served_at"].date() for r in imps)
+    assert _cumulative_unit_days(tracker.engine) == [final]  # not one per day
+    incremental = {c: tracker.metric_table("home", cumulative=c) for c in (False, True)}
+    tracker.rollup("home", now=NOW)  # every window closed: the checkpoint moves on
+    assert _cumulative_unit_days(tracker.engine) == [_newest_final_day(tracker.engine)[0]]
+    assert _newest_final_day(tracker.engine) == (max(r["served_at"].date() for r in imps),
+                                                 days)
+    rebuilt = {c: tracker.metric_table("home", cumulative=c) for c in (False, True)}
+    tracker.rollup("home", full=True, now=NOW)
+    for c in (False, True):
+        assert tracker.metric_table("home", cumulative=c).equals(rebuilt[c])
+    assert not incremental[True].equals(rebuilt[True])  # the late window answers counted

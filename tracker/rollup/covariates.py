@@ -523,31 +523,52 @@ def publish_daily(conn: sa.Connection, info: ExperimentInfo, daily: dict,
 def resum(conn: sa.Connection, info: ExperimentInfo, covariates: UserCovariates,
           written: set[date], cumulative_from: date | None, since: int | None = None,
           units: Callable[[date, bool], UnitTotals | None] | None = None) -> None:
-    """The stored days' sums again from their stored unit totals, once stored users'
-    covariates changed (a day's sums join its users' covariates): from the day of ``since``
-    (µs: the earliest first exposure of a changed user, before which no day holds them;
-    None: every day) on, the daily view of the days not in ``written`` and the cumulative
-    view of the days before ``cumulative_from`` (None: of every day), which the run did not
-    write itself. ``units(day, cumulative)``: a day's stored totals (default:
-    ``rollup_units``; the Spark engine's state directory); a day whose totals were dropped
-    (before the retention horizon) keeps its sums."""
+    """The stored days' sums again from their unit totals, once stored users' covariates
+    changed (a day's sums join its users' covariates): from the day of ``since`` (µs: the
+    earliest first exposure of a changed user, before which no day holds them; None: every
+    day) on, the daily view of the days not in ``written`` and the cumulative view of the
+    days before ``cumulative_from`` (None: of every day), which the run did not write
+    itself. ``units(day, cumulative)``: a day's totals (default: the daily ``rollup_units``,
+    and the cumulative ones added up from them in day order, as the cumulative pass adds
+    them; the Spark engine's state directory); a day without totals keeps its sums."""
     layout = Layout.for_cutoffs(list(info.cutoffs))
     first = None if since is None else day_of(since, info.timezone)
-
-    def stored(day: date, cumulative: bool) -> UnitTotals | None:
-        parts = results.units(conn, info.id, day, cumulative)
-        return UnitTotals.decode(parts, layout) if parts else None
-
+    replay = _Replay(conn, info.id, layout) if units is None else None
     for day, _, _ in results.known_days(conn, info.id):
+        if replay is not None:
+            replay.add(day)  # every day adds to the cumulative totals, skipped or not
         if first is not None and day < first:
             continue
         for cumulative in (False, True):
             if day in written if not cumulative else \
                     (cumulative_from is not None and day >= cumulative_from):
                 continue
-            totals = (units or stored)(day, cumulative)
+            totals = replay.totals(cumulative) if replay is not None else \
+                units(day, cumulative)
             if totals is not None:
                 write_sums(conn, info, day, cumulative, totals, covariates, layout)
+
+
+class _Replay:
+    """Day after day, a day's stored daily totals and the cumulative totals through it,
+    added up in day order as the cumulative pass adds them (the same sums, bit for bit)."""
+
+    def __init__(self, conn: sa.Connection, experiment_id: int, layout: Layout) -> None:
+        self.conn, self.experiment_id, self.layout = conn, experiment_id, layout
+        self.daily: UnitTotals | None = None
+        self.through = UnitTotals.empty(len(layout))
+
+    def add(self, day: date) -> None:
+        parts = results.units(self.conn, self.experiment_id, day, False)
+        self.daily = UnitTotals.decode(parts, self.layout) if parts else None
+        if self.daily is not None:
+            self.through = UnitTotals.added([self.through, self.daily], len(self.layout)) \
+                if self.through.size else self.daily
+
+    def totals(self, cumulative: bool) -> UnitTotals | None:
+        if not cumulative:
+            return self.daily
+        return self.through if self.through.size else None
 
 
 def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> None:

@@ -2,10 +2,14 @@
 their impressions from the first day through day D, for every D from the first day a run
 recomputed, in the run's last transaction.
 
-The cumulative units and exposure of a day are those of the day before plus the day's: the
-pass starts from the stored cumulative rows of the day before and reads one daily row per
-day after it, whatever the history (and not even that for the days the run just computed,
-whose unit totals it still holds).
+The cumulative units of a day are those of the day before plus the day's. One set of them is
+stored, a **checkpoint**: the totals through the newest day whose cumulative view is final
+(every day through it computed after its windows closed), which no ordinary run recomputes
+again. A run starts from the checkpoint before its first day and adds the daily rows of the
+days between (none, nightly: the run's first day is the one after the checkpoint), writes
+the totals of the new checkpoint only, and drops the old one. A run that recomputes from
+before the checkpoint (late lists on an old day, an erasure, a new popularity) starts from
+the first day's daily rows: rare, and it reads daily rows, not history in another form.
 """
 
 from __future__ import annotations
@@ -53,34 +57,57 @@ def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date,
         return
     results.delete_cumulative(conn, info.id, since)
     before = [d for d, _, _ in days if d < since]
-    running = _start(conn, info, before[-1] if before else None, layout)
+    running = _start(conn, info, before, layout, since)
     running.covariates = covariates
     cuped.delete_cumulative(conn, info.id, since)
     running.provisional = any(computed < closes for day, closes, computed in days
                               if day < since)
-    total = sum(1 for d in days if d[0] >= since)
-    for done, (day, closes, computed) in enumerate((d for d in days if d[0] >= since), 1):
+    ahead = [d for d in days if d[0] >= since]
+    keep = _checkpoint(ahead, running.provisional, now_us)
+    for done, (day, closes, computed) in enumerate(ahead, 1):
         running.provisional |= computed < closes
         _add_day(conn, info, day, running, layout, recent or {})
         view = View(info, day, True, running.provisional or now_us < closes)
         # the experiment's first day: its cumulative totals are its daily ones (one object)
         own = running.totals is (recent or {}).get(day)
-        _write_day(conn, view, running, layout, declared, own)
+        _write_day(conn, view, running, layout, declared, own, keep == day)
         if progress:
-            progress("cumulative", done, total, day)
+            progress("cumulative", done, len(ahead), day)
+    if keep is not None:
+        results.delete_cumulative_units_before(conn, info.id, keep)
     cuped.settle(conn, info, running.totals, running.covariates)
 
 
-def _start(conn: sa.Connection, info: ExperimentInfo, previous: date | None,
-           layout: Layout) -> Running:
-    """The stored cumulative state of the day ``previous`` (None: an empty one)."""
-    if previous is None:
+def _checkpoint(ahead: list[tuple[date, int, int]], provisional: bool,
+                now_us: int) -> date | None:
+    """The newest of the days ``ahead`` whose cumulative view is final (None: none is)."""
+    final = None
+    for day, closes, computed in ahead:
+        provisional |= computed < closes or now_us < closes
+        if provisional:
+            break
+        final = day
+    return final
+
+
+def _start(conn: sa.Connection, info: ExperimentInfo, before: list[date], layout: Layout,
+           since: date) -> Running:
+    """The cumulative state through the last of the days ``before`` (none: an empty one):
+    the stored checkpoint before ``since`` plus the daily rows of the days after it."""
+    if not before:
         return Running(UnitTotals.empty(len(layout)), {})
-    cutoffs = list(info.cutoffs)
-    stored = results.units(conn, info.id, previous, True)
-    totals = UnitTotals.decode(stored, layout) if stored else UnitTotals.empty(len(layout))
-    exposed = results.exposure(conn, info.id, previous, True)
-    return Running(totals, {arm: _decode(v, arm, cutoffs) for arm, v in exposed.items()})
+    stored = results.checkpoint_day(conn, info.id, since)
+    parts = [] if stored is None else results.units(conn, info.id, stored, True) or []
+    totals = [UnitTotals.decode(parts, layout)] if parts else []
+    for day in before:
+        if stored is None or day > stored:  # one sum per user and column, in day order
+            daily = results.units(conn, info.id, day, False)
+            if daily:
+                totals.append(UnitTotals.decode(daily, layout))
+    exposed = results.exposure(conn, info.id, before[-1], True)
+    return Running(UnitTotals.added(totals, len(layout)) if len(totals) > 1 else
+                   totals[0] if totals else UnitTotals.empty(len(layout)),
+                   {arm: _decode(v, arm, list(info.cutoffs)) for arm, v in exposed.items()})
 
 
 def _add_day(conn: sa.Connection, info: ExperimentInfo, day: date, running: Running,
@@ -101,14 +128,16 @@ def _add_day(conn: sa.Connection, info: ExperimentInfo, day: date, running: Runn
 
 
 def _write_day(conn: sa.Connection, view: View, running: Running, layout: Layout,
-               declared: pa.Array | None, own: bool = False) -> None:
-    """The cumulative units, exposure and report rows of one day (``own``: its cumulative
-    totals are the daily ones the run just computed and wrote, with their CUPED sums)."""
+               declared: pa.Array | None, own: bool, checkpoint: bool) -> None:
+    """The cumulative exposure and report rows of one day, and its units when it is the
+    ``checkpoint`` (``own``: its cumulative totals are the daily ones the run just computed
+    and wrote, with their CUPED sums)."""
     info, cutoffs = view.info, list(view.info.cutoffs)
     # the units encoded (Arrow and zstd, which release the GIL) in a thread while the
     # statistics and CUPED's sums are computed from the same totals in this one
     with ThreadPoolExecutor(max_workers=1) as aside:
-        encoding = None if own else aside.submit(running.totals.encode, layout)
+        encoding = None if own or not checkpoint else \
+            aside.submit(running.totals.encode, layout)
         results.insert_exposure(conn, info.id, view.day, True,
                                 [(arm, e.encode(cutoffs if arm else []))
                                  for arm, e in sorted(running.exposure.items())])
@@ -122,9 +151,9 @@ def _write_day(conn: sa.Connection, view: View, running: Running, layout: Layout
         else:
             cuped.write_sums(conn, info, view.day, True, running.totals, running.covariates,
                              layout)
-        if encoding is None:  # the daily rows this run wrote of the same totals: copied
+        if checkpoint and own:  # the daily rows this run wrote of the same totals: copied
             results.copy_daily_units(conn, info.id, view.day)
-        else:
+        elif checkpoint:
             results.insert_units(conn, info.id, view.day, True, encoding.result())
 
 

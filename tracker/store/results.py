@@ -252,6 +252,21 @@ def copy_daily_units(conn: sa.Connection, experiment_id: int, day: date) -> None
         ["experiment_id", "day", "cumulative", "part", "data"], daily))
 
 
+def checkpoint_day(conn: sa.Connection, experiment_id: int, before: date) -> date | None:
+    """The newest day before ``before`` whose cumulative unit totals are stored."""
+    return conn.execute(sa.select(sa.func.max(RollupUnits.day)).where(
+        RollupUnits.experiment_id == experiment_id, RollupUnits.cumulative.is_(True),
+        RollupUnits.day < before)).scalar()
+
+
+def delete_cumulative_units_before(conn: sa.Connection, experiment_id: int,
+                                   day: date) -> None:
+    """Drop the cumulative unit totals of the days before ``day`` (one checkpoint kept)."""
+    conn.execute(sa.delete(RollupUnits).where(
+        RollupUnits.experiment_id == experiment_id, RollupUnits.cumulative.is_(True),
+        RollupUnits.day < day))
+
+
 def units(conn: sa.Connection, experiment_id: int, day: date,
           cumulative: bool) -> list[bytes] | None:
     """The encoded parts of one day and view, in order; None if absent."""
