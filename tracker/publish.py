@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
@@ -28,22 +28,30 @@ from tracker.store.summaries import read_summaries, write_summary
 log = logging.getLogger(__name__)
 
 
-def publish_summary(engine: sa.Engine, key: str, now: datetime | None = None
+def publish_summary(engine: sa.Engine, key: str, now: datetime | None = None, *,
+                    seen: results.Seen | None = None
                     ) -> tuple[ExperimentSummary | None, ExperimentSummary]:
     """Build experiment ``key``'s summary from its scorecard under the plan, with the newest
-    event times among the logs the run saw (its freshness: at most two index walks, see
-    :func:`tracker.store.results.newest_events`), store it, and return (the previous one or
-    None, the new one). ``now``: the clock of the freshness check and of ``written_at``."""
+    event times among the logs the run saw (its freshness), store it, and return (the
+    previous one or None, the new one). ``now``: the clock of the freshness check and of
+    ``written_at``.
+
+    The newest event times are read among the rows of ``seen`` (the run's:
+    :class:`~tracker.store.results.Seen`; default: up to the stored watermarks) in at most
+    two index walks (:func:`tracker.store.results.newest_events`), and never move back
+    (:meth:`~tracker.store.results.NewestEvents.or_before` the previous summary's)."""
     now = now or datetime.now(UTC)
     with transaction(engine) as conn:
         info = get_experiment(conn, key)
         stored = read_summaries(conn, [key]).get(key)
         previous = None if stored is None else ExperimentSummary.from_dict(stored[1])
-        state = results.load_state(conn, info.id)
-        newest = results.newest_events(
-            conn, info.id, info.attribution_window, None if state is None else state.watermarks,
-            results.NewestEvents() if previous is None else
-            results.NewestEvents(previous.newest_served_at, previous.newest_interaction_at))
+        before = results.NewestEvents() if previous is None else \
+            results.NewestEvents(previous.newest_served_at, previous.newest_interaction_at)
+        if seen is None:
+            state = results.load_state(conn, info.id)
+            watermarks = None if state is None else state.watermarks
+            seen = None if watermarks is None else results.Seen(*watermarks)
+        newest = results.newest_events(conn, info.id, info.attribution_window, seen, before)
     card = report(engine, key, newest_event=newest.newest, now=now)
     summary = summarise(card, computed.day_table(engine, key), newest.served, newest.interaction)
     with transaction(engine, write=True) as conn:
@@ -52,14 +60,17 @@ def publish_summary(engine: sa.Engine, key: str, now: datetime | None = None
 
 
 def after_rollup(engine: sa.Engine, settings: Settings, keys: Iterable[str],
-                 now: datetime | None = None) -> threading.Thread | None:
+                 now: datetime | None = None, *,
+                 seen: Mapping[str, results.Seen] | None = None
+                 ) -> threading.Thread | None:
     """Publish the summary of each experiment of ``keys`` and send the alerts they raise to
     ``settings.alert_url`` (none when it is unset); returns the alerts' sending thread (None
-    when nothing is sent)."""
+    when nothing is sent). ``seen``: by experiment key, the rows the run took into account
+    (:func:`publish_summary`)."""
     texts = []
     for key in keys:
         try:
-            before, after = publish_summary(engine, key, now)
+            before, after = publish_summary(engine, key, now, seen=(seen or {}).get(key))
         except Exception:  # noqa: BLE001 — a summary must never fail the rollup
             log.warning("summary of %s not published", key, exc_info=True)
             continue

@@ -66,6 +66,7 @@ from tracker.rollup import covariates, provisional, queries, retention
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cumulative import recompute_cumulative
 from tracker.rollup.day import RunContext, pair_limit, recompute_day
+from tracker.rollup.days import day_bounds
 from tracker.rollup.exposure_days import publish_exposure_days
 from tracker.rollup.first_exposures import FirstExposures
 from tracker.rollup.lock import HeldLock, rollup_lock
@@ -112,13 +113,14 @@ def run_rollup(engine: sa.Engine, settings: Settings, experiment: str | None = N
             targets = lifecycle.rollup_targets(conn)  # archived ones only with work left
     if experiment is not None and not targets:
         raise NotFound(f"no experiment {experiment!r}")
-    summaries, failures = [], []
+    summaries, failures, seen = [], [], {}
     for info in targets:
         try:
             with rollup_lock(engine, info.id, info.key) as lock:
                 job = _Run(engine, settings, info, lock, full, until,
                            now or datetime.now(UTC), progress)
                 summaries.append(job.run())
+                seen[info.key] = job.seen
         except StoreUnavailable:
             raise  # the database cannot be reached: no other experiment would roll up
         except Exception as error:  # noqa: BLE001 — one experiment must not stop the others
@@ -128,21 +130,22 @@ def run_rollup(engine: sa.Engine, settings: Settings, experiment: str | None = N
                 log.error("rollup of %s failed; the other experiments go on", info.key,
                           exc_info=not isinstance(error, TrackerError))
             failures.append((info.key, error))
-    _publish(engine, settings, [s.experiment for s in summaries], now)
+    _publish(engine, settings, [s.experiment for s in summaries], now, seen)
     if failures:
         raise RollupIncomplete(summaries, failures)
     return summaries
 
 
 def _publish(engine: sa.Engine, settings: Settings, keys: list[str],
-             now: datetime | None) -> None:
+             now: datetime | None, seen: dict[str, results.Seen]) -> None:
     """The run's last step: each experiment's stored summary and the alerts it raises
-    (:func:`tracker.publish.after_rollup`; ``now``: the run's clock, None: the wall clock);
-    it never fails the run."""
+    (:func:`tracker.publish.after_rollup`; ``now``: the run's clock, None: the wall clock;
+    ``seen``: the rows each run took into account, whose newest event times the summary
+    says); it never fails the run."""
     try:
         from tracker.publish import after_rollup
 
-        after_rollup(engine, settings, keys, now)
+        after_rollup(engine, settings, keys, now, seen=seen)
     except Exception:  # noqa: BLE001 — results are stored; a summary must not fail the run
         log.warning("summaries of %s not published", ", ".join(keys), exc_info=True)
 
@@ -170,11 +173,19 @@ class _Run:
     until: date | None
     clock: datetime
     progress: Progress | None
+    seen: results.Seen | None = None  # the rows the run took into account, once planned
 
     def run(self) -> RollupSummary:
         started = time.perf_counter()
         summary = RollupSummary(self.info.key, self.full)
         start = self._plan(summary)
+        # what the run rolls up: the rows up to the ids it planned with, and, up to a day
+        # only, the lists served before that day's end (the watermarks then stay: "data
+        # through" still moves to what it rolled up)
+        self.seen = results.Seen(start.ids.impressions_through,
+                                 start.ids.interactions_through,
+                                 None if self.until is None else
+                                 day_bounds(self.until, self.info.timezone)[1])
         plan = start.plan.until(self.until)
         ordered = plan.ordered
         declared = self._declared_catalog() if ordered else None

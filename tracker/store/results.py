@@ -118,39 +118,68 @@ class NewestEvents:
         known = [at for at in (self.served, self.interaction) if at is not None]
         return max(known) if known else None
 
+    def or_before(self, before: NewestEvents) -> NewestEvents:
+        """Each instant never older than ``before``'s (what the previous run found, kept
+        when retention has expired its rows, or a run up to an earlier day saw less)."""
+        return NewestEvents(_latest(self.served, before.served),
+                            _latest(self.interaction, before.interaction))
+
+    def answer_range(self, window: timedelta) -> tuple[int, int] | None:
+        """``(after, through]``, UTC microseconds: the event times at which an interaction
+        answering a list can still be newer than what is known, these being the newest list
+        and interaction so far: after both, and inside the attribution ``window`` of the
+        newest list (no list is newer); None without a list (:func:`newest_events` reads
+        only interactions in this range)."""
+        if self.served is None:
+            return None
+        return (to_micros(_latest(self.served, self.interaction)),
+                to_micros(self.served) + window // timedelta(microseconds=1))
+
+
+@dataclass(frozen=True)
+class Seen:
+    """The logs a rollup run took into account: the rows with ids up to ``impressions`` and
+    ``interactions`` (the ids it planned with) and, for a run up to a day (``--until``),
+    the lists served before ``served_before`` (UTC microseconds; None: every day)."""
+
+    impressions: int
+    interactions: int
+    served_before: int | None = None
+
 
 def newest_events(conn: sa.Connection, experiment_id: int, window: timedelta,
-                  seen: tuple[int, int] | None, before: NewestEvents = NewestEvents()
+                  seen: Seen | None, before: NewestEvents = NewestEvents()
                   ) -> NewestEvents:
-    """The newest event times among the rows a rollup has seen (ids up to the watermarks
-    ``seen``; every row when None), never older than ``before`` (what the previous run
-    found, kept when retention has expired those rows).
+    """The newest event times among the rows a rollup has seen (``seen``; every row when
+    None), never older than ``before`` (:meth:`NewestEvents.or_before`).
 
     By event time, not arrival: a late row with an old ``served_at`` or ``occurred_at``
     changes nothing. Two index walks, whatever the history: the newest ``served_at`` is one
     step down (experiment, served_at); an interaction can be newer than that list only
-    inside its attribution window, so only interactions in (newest list, newest list +
-    window] are read, through the ``occurred_at`` index, each checked against the user's
-    lists (user, served_at)."""
+    inside its attribution window, so only interactions in
+    :meth:`NewestEvents.answer_range` are read, through the ``occurred_at`` index, each
+    checked against the user's lists the run saw (user, served_at)."""
     mine = Impression.experiment_id == experiment_id
     served = sa.select(sa.func.max(Impression.served_at)).where(mine)
-    if seen is not None:
-        served = served.where(Impression.id <= seen[0])
-    newest_list = _latest(conn.execute(served).scalar(), before.served)
-    if newest_list is None:
-        return NewestEvents(None, before.interaction)
-    floor = to_micros(_latest(newest_list, before.interaction))
+    listed = stored_micros(Impression.served_at)
+    lists_seen = [] if seen is None else [Impression.id <= seen.impressions] + (
+        [] if seen.served_before is None else [listed < seen.served_before])
+    found = NewestEvents(conn.execute(served.where(*lists_seen)).scalar()).or_before(before)
+    answerable = found.answer_range(window)
+    if answerable is None:
+        return found
+    at = stored_micros(Interaction.occurred_at)
     span = window // timedelta(microseconds=1)
-    at, listed = stored_micros(Interaction.occurred_at), stored_micros(Impression.served_at)
     answered = sa.select(sa.literal(1)).where(
-        mine, Impression.user_id == Interaction.user_id, listed <= at, listed >= at - span)
-    query = sa.select(sa.func.max(at)).where(
-        at > floor, at <= to_micros(newest_list) + span, answered.exists())
+        mine, Impression.user_id == Interaction.user_id, listed <= at, listed >= at - span,
+        *lists_seen)
+    query = sa.select(sa.func.max(at)).where(at > answerable[0], at <= answerable[1],
+                                             answered.exists())
     if seen is not None:
-        query = query.where(Interaction.id <= seen[1])
+        query = query.where(Interaction.id <= seen.interactions)
     newest = conn.execute(query).scalar()
-    return NewestEvents(newest_list, _latest(None if newest is None else from_micros(newest),
-                                             before.interaction))
+    return NewestEvents(found.served, None if newest is None else from_micros(newest)
+                        ).or_before(found)
 
 
 def _latest(*instants: datetime | None) -> datetime | None:
