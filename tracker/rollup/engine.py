@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -81,7 +82,7 @@ from tracker.store.experiments import ExperimentInfo, get_experiment
 from tracker.store.experiments import catalog as declared_items
 from tracker.store.types import to_micros
 
-__all__ = ["Progress", "RollupSummary", "run_rollup"]
+__all__ = ["Progress", "RollupSummary", "publish_summaries", "run_rollup"]
 
 log = logging.getLogger(__name__)
 
@@ -130,22 +131,25 @@ def run_rollup(engine: sa.Engine, settings: Settings, experiment: str | None = N
                 log.error("rollup of %s failed; the other experiments go on", info.key,
                           exc_info=not isinstance(error, TrackerError))
             failures.append((info.key, error))
-    _publish(engine, settings, [s.experiment for s in summaries], now, seen)
+    publish_summaries(engine, settings, [s.experiment for s in summaries], now, seen=seen)
     if failures:
         raise RollupIncomplete(summaries, failures)
     return summaries
 
 
-def _publish(engine: sa.Engine, settings: Settings, keys: list[str],
-             now: datetime | None, seen: dict[str, results.Seen]) -> None:
-    """The run's last step: each experiment's stored summary and the alerts it raises
-    (:func:`tracker.publish.after_rollup`; ``now``: the run's clock, None: the wall clock;
-    ``seen``: the rows each run took into account, whose newest event times the summary
-    says); it never fails the run."""
+def publish_summaries(engine: sa.Engine, settings: Settings, keys: list[str],
+                      now: datetime | None, *, seen: dict[str, results.Seen] | None = None,
+                      find: dict[str, Callable[[results.NewestEvents], results.NewestEvents]]
+                      | None = None) -> None:
+    """The run's last step, on either engine: each experiment's stored summary and the
+    alerts it raises (:func:`tracker.publish.after_rollup`; ``now``: the run's clock, None:
+    the wall clock; by experiment, ``seen``: the rows each run took into account, or
+    ``find``: how to find their newest event times in logs outside the database, the
+    Spark engine's); it never fails the run."""
     try:
         from tracker.publish import after_rollup
 
-        after_rollup(engine, settings, keys, now, seen=seen)
+        after_rollup(engine, settings, keys, now, seen=seen, find=find)
     except Exception:  # noqa: BLE001 — results are stored; a summary must not fail the run
         log.warning("summaries of %s not published", ", ".join(keys), exc_info=True)
 

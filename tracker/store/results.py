@@ -7,7 +7,7 @@ format (:func:`~tracker.store.db.binary_rows`: no hex text to decode).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
@@ -124,16 +124,28 @@ class NewestEvents:
         return NewestEvents(_latest(self.served, before.served),
                             _latest(self.interaction, before.interaction))
 
-    def answer_range(self, window: timedelta) -> tuple[int, int] | None:
-        """``(after, through]``, UTC microseconds: the event times at which an interaction
-        answering a list can still be newer than what is known, these being the newest list
-        and interaction so far: after both, and inside the attribution ``window`` of the
-        newest list (no list is newer); None without a list (:func:`newest_events` reads
-        only interactions in this range)."""
-        if self.served is None:
-            return None
-        return (to_micros(_latest(self.served, self.interaction)),
-                to_micros(self.served) + window // timedelta(microseconds=1))
+    @classmethod
+    def found(cls, newest_list: datetime | None, window: timedelta,
+              newest_answer: Callable[[int, int], int | None],
+              before: NewestEvents | None = None) -> NewestEvents:
+        """The definition both engines share: the newest list served (``newest_list``),
+        and the newest interaction that can answer one of the experiment's lists (same
+        user, at most ``window`` after the list), each never older than ``before``'s.
+
+        By event time, not arrival. An interaction can be newer than every list only inside
+        the newest list's window, and matters only if newer than both that list and the
+        newest interaction known, so only that range is asked for: ``newest_answer(after,
+        through)`` (UTC microseconds) is the occurrence of the newest answering interaction
+        in ``(after, through]``, None without one (:func:`newest_events` asks the database,
+        :func:`tracker.spark.freshness.newest_in_lake` the lake's logs)."""
+        known = cls(newest_list).or_before(before or cls())
+        if known.served is None:
+            return known
+        after = to_micros(_latest(known.served, known.interaction))
+        newest = newest_answer(after, to_micros(known.served) + window // timedelta(
+            microseconds=1))
+        return cls(known.served, None if newest is None else from_micros(newest)
+                   ).or_before(known)
 
 
 @dataclass(frozen=True)
@@ -150,36 +162,32 @@ class Seen:
 def newest_events(conn: sa.Connection, experiment_id: int, window: timedelta,
                   seen: Seen | None, before: NewestEvents = NewestEvents()
                   ) -> NewestEvents:
-    """The newest event times among the rows a rollup has seen (``seen``; every row when
-    None), never older than ``before`` (:meth:`NewestEvents.or_before`).
+    """The newest event times (:meth:`NewestEvents.found`) among the rows a rollup has seen
+    (``seen``; every row when None), never older than ``before``.
 
-    By event time, not arrival: a late row with an old ``served_at`` or ``occurred_at``
-    changes nothing. Two index walks, whatever the history: the newest ``served_at`` is one
-    step down (experiment, served_at); an interaction can be newer than that list only
-    inside its attribution window, so only interactions in
-    :meth:`NewestEvents.answer_range` are read, through the ``occurred_at`` index, each
-    checked against the user's lists the run saw (user, served_at)."""
+    Two index walks, whatever the history: the newest ``served_at`` is one step down
+    (experiment, served_at); the interactions of the range asked for are read through the
+    ``occurred_at`` index, each checked against the user's lists the run saw (user,
+    served_at)."""
     mine = Impression.experiment_id == experiment_id
-    served = sa.select(sa.func.max(Impression.served_at)).where(mine)
     listed = stored_micros(Impression.served_at)
     lists_seen = [] if seen is None else [Impression.id <= seen.impressions] + (
         [] if seen.served_before is None else [listed < seen.served_before])
-    found = NewestEvents(conn.execute(served.where(*lists_seen)).scalar()).or_before(before)
-    answerable = found.answer_range(window)
-    if answerable is None:
-        return found
+    newest_list = conn.execute(sa.select(sa.func.max(Impression.served_at))
+                               .where(mine, *lists_seen)).scalar()
     at = stored_micros(Interaction.occurred_at)
     span = window // timedelta(microseconds=1)
     answered = sa.select(sa.literal(1)).where(
         mine, Impression.user_id == Interaction.user_id, listed <= at, listed >= at - span,
         *lists_seen)
-    query = sa.select(sa.func.max(at)).where(at > answerable[0], at <= answerable[1],
-                                             answered.exists())
-    if seen is not None:
-        query = query.where(Interaction.id <= seen.interactions)
-    newest = conn.execute(query).scalar()
-    return NewestEvents(found.served, None if newest is None else from_micros(newest)
-                        ).or_before(found)
+
+    def newest_answer(after: int, through: int) -> int | None:
+        query = sa.select(sa.func.max(at)).where(at > after, at <= through, answered.exists())
+        if seen is not None:
+            query = query.where(Interaction.id <= seen.interactions)
+        return conn.execute(query).scalar()
+
+    return NewestEvents.found(newest_list, window, newest_answer, before)
 
 
 def _latest(*instants: datetime | None) -> datetime | None:
