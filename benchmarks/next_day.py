@@ -64,8 +64,10 @@ SPANS = [  # (module, attribute, label): the wall time of each call is summed
     ("tracker.rollup.provisional", "ProvisionalDay.answer", "    merged into the truth"),
     ("tracker.rollup.provisional", "ProvisionalDay.totals_of", "    changed users scored"),
     ("tracker.rollup.day", "provisional.save", "  provisional state written"),
-    ("tracker.rollup.partial", "write_state", "  state of days from their state written"),
-    ("tracker.rollup.partial", "store_day", "  state of days from their state written"),
+    # days recomputed for some users or rescored from their state: trees before store_day
+    # only wrote their state here; store_day also makes their report rows (aside)
+    ("tracker.rollup.partial", "write_state", "  days in part: state written"),
+    ("tracker.rollup.partial", "store_day", "  days in part: state written, rows made"),
     ("tracker.rollup.engine", "_Run._commit", "last transaction"),
     ("tracker.rollup.engine", "covariates.refresh", "  CUPED covariates of new users"),
     ("tracker.rollup.engine", "covariates.publish_daily", "  CUPED daily sums"),

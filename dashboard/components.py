@@ -4,6 +4,7 @@ formulas: the numbers come from :mod:`dashboard.data`)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from datetime import UTC, datetime
 from html import escape
 from urllib.parse import quote
@@ -123,26 +124,33 @@ def decision_html(decision: dict, colour: str) -> str:
             f'{reasons}</ul></div>')
 
 
-def checklist_html(items: list[dict], status: str | None) -> str:
+def checklist_html(items: list[dict], status: str | None,
+                   said_above: Collection[str] = ()) -> str:
     """The health checklist: the overall status, then one line per check with its
-    pass / warn / fail / info icon and sentence."""
+    pass / warn / fail / info icon and sentence; the checks of ``said_above`` keep their
+    line and icon but point up to the sentence the page shows already (said once)."""
     lines = []
     for item in items:
         icon, colour = CHECKS.get(item["status"], ("?", "#57606a"))
+        message = "as said at the top of the page" if item["check"] in said_above \
+            else item["message"]
         lines.append(
             f'<li style="list-style:none;margin:3px 0;display:flex;gap:8px">'
             f'<span title="{escape(item["status"])}" style="flex:none;width:20px;height:20px;'
             f'border-radius:50%;background:{colour};color:white;text-align:center;'
             f'font-weight:700;font-size:0.75rem;line-height:20px">{icon}</span>'
             f'<span><b>{escape(item["check"])}</b> <span style="opacity:0.7">'
-            f'{escape(item["status"])}</span> — {escape(item["message"])}</span></li>')
+            f'{escape(item["status"])}</span> — {escape(message)}</span></li>')
     return (f'<div class="tr-health"><div style="margin-bottom:4px">Health: '
             f'{health_badge(status)}</div>'
             f'<ul style="padding-left:0;margin:0;font-size:0.85rem">{"".join(lines)}</ul></div>')
 
 
-def decisions_and_health(card: Scorecard, colours: dict[str, str]) -> None:
-    """The page's first block: a decision card per treatment arm, then the checklist."""
+def decisions_and_health(card: Scorecard, colours: dict[str, str],
+                         said_above: Collection[str] = ()) -> None:
+    """The page's first block: a decision card per treatment arm, then the checklist (whose
+    checks of ``said_above`` the page shows already, e.g. ``"freshness"``:
+    :func:`freshness`)."""
     decisions = card.decisions
     st.subheader("Decision")
     if decisions:
@@ -155,23 +163,26 @@ def decisions_and_health(card: Scorecard, colours: dict[str, str]) -> None:
         st.info("Decisions are taken on the cumulative results: choose the cumulative window "
                 "(a single day's users are too few to decide on)." if not card.cumulative
                 else "No decision yet: no treatment arm has results.")
-    st.markdown(checklist_html(card.health["checklist"], card.health["status"]),
+    st.markdown(checklist_html(card.health["checklist"], card.health["status"], said_above),
                 unsafe_allow_html=True)
 
 
-def freshness(card: Scorecard) -> None:
+def freshness(card: Scorecard) -> tuple[str, ...]:
     """How fresh the data is, in the health checklist's own words ("data through … UTC
     (newest event 2.0 h ago)": the newest event time the rollup saw, not when it ran or when
-    logs arrived); a warning when stale, saying after how long."""
+    logs arrived); a warning when stale, saying after how long. Returns the checks it said
+    (``("freshness",)``, or none), for the checklist not to say them again
+    (:func:`decisions_and_health`)."""
     item = next((i for i in card.health.get("checklist", []) if i["check"] == "freshness"),
                 None)
     if item is None:
-        return
+        return ()
     text = item["message"][:1].upper() + item["message"][1:]
     if item["status"] in ("warn", "fail"):
         st.warning(text, icon=":material/schedule:")
     else:
         st.caption(f":material/schedule: {text}")
+    return ("freshness",)
 
 
 def untrusted(card: Scorecard) -> bool:

@@ -227,6 +227,36 @@ def test_freshness_follows_the_newest_event_time_not_when_logs_arrived(tracker, 
     assert stored.newest_interaction_at == day2 + timedelta(hours=5)
 
 
+@pytest.mark.parametrize("rolled_up_before", [
+    pytest.param(True, id="the-watermarks-stay-after-a-run-up-to-a-day-yet-it-moves-on"),
+    pytest.param(False, id="a-first-run-up-to-a-day-claims-no-later-day"),
+])
+def test_a_run_up_to_a_day_moves_data_through_to_what_it_rolled_up_never_back(
+        tracker, engine, rolled_up_before):
+    """``--until DAY``: the watermarks stay, but the days up to DAY were rolled up, so "data
+    through" is their newest event (never a later day's, not rolled up yet), and a run up to
+    an earlier day does not move it back."""
+    create(tracker)
+    later = NOW + timedelta(days=30)
+
+    def through_after(until: int | None) -> str | None:
+        tracker.rollup("home", until=None if until is None else
+                       (T0 + timedelta(days=until)).date(), now=NOW)
+        return _through(engine, later)[0]
+
+    clicked = [(T0 + timedelta(days=day, minutes=1)).isoformat() for day in range(3)]
+    _log(tracker, CLEAR_WIN, day=0, tag="d0-")
+    if rolled_up_before:
+        assert through_after(None) == clicked[0]
+    for day in (1, 2):
+        _log(tracker, CLEAR_WIN, day=day, tag=f"d{day}-")
+    if not rolled_up_before:
+        assert through_after(0) == clicked[0]  # day 0 only, not every row
+    assert through_after(1) == clicked[1]  # days 0-1 rolled up
+    assert through_after(0) == clicked[1]  # never back
+    assert through_after(None) == clicked[2]
+
+
 def test_daily_health_describes_that_day_alone(tracker, db_url):
     create(tracker, primary=["hit_rate@2"])
     _log(tracker, {"control": [0] * 90, "treatment": [0] * 10}, day=0, tag="d0-")

@@ -102,7 +102,7 @@ share.caption("The link holds every choice of this view (k, window, intervals, C
               "metric): the copy button on the right copies it.")
 
 colours = components.arm_colours([arm.key for arm in info.arms], info.control)
-components.freshness(card)
+said = components.freshness(card)  # once: the checklist points up to it
 st.caption(f"Analysis plan: {plan.describe()}"
            + (f", planned end {info.planned_end:%Y-%m-%d}" if info.planned_end else "")
            + " (`tracker experiments update` changes it; each change is recorded).")
@@ -110,7 +110,7 @@ if card.exploratory:
     planned = data.card(key, chosen, True, None, 0.95, None)
     st.warning("Exploratory view — " + "; ".join(card.exploratory) + ". The plan's decision "
                f"is {plan_decision_text(planned)}.", icon=":material/science:")
-components.decisions_and_health(card, colours)
+components.decisions_and_health(card, colours, said)
 
 st.subheader(f"Results — {'cumulative through' if cumulative else 'day'} {card.as_of}")
 components.health_banner(card)

@@ -21,10 +21,10 @@ def _count_the_decision_cards() -> None:
         return
     draw = components.decisions_and_health
 
-    def counted(card, colours):
+    def counted(card, colours, *said):
         with open(os.environ["TRACKER_TEST_DRAWN"], "a") as out:
             out.write("drawn\n")
-        draw(card, colours)
+        draw(card, colours, *said)
 
     counted.counted = True
     components.decisions_and_health = counted

@@ -2,11 +2,12 @@
 through the URL, an unknown key is an error, a view departing from the analysis plan is
 labelled exploratory with the plan's decision, failing health reaches the numbers (banner,
 greyed untrusted rows, no headline lift on the list), an experiment without data says
-how to start, both pages say the data runs through its newest event time, and the charts sit
-in tabs under their own metric chooser."""
+how to start, both pages say the data runs through its newest event time (the experiment page
+says it once), and the charts sit in tabs under their own metric chooser."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import sqlalchemy as sa
@@ -166,6 +167,12 @@ def test_both_pages_say_the_data_runs_through_its_newest_event_time(demo_url,  #
     _clean(at)
     (line,) = [w.value for w in at.warning if f"D{through[1:]}" in w.value]
     assert "days ago): stale, no event for over" in line
+    # said once: the health checklist keeps its freshness line (warn) and points up to it
+    shown = [e.value for e in [*at.warning, *at.caption, *at.markdown, *at.info]]
+    assert sum(through.lower() in text.lower() for text in shown) == 1, shown
+    health = next(m.value for m in at.markdown if "tr-health" in m.value)
+    assert re.search(r'title="warn".*?<b>freshness</b>.*?as said at the top of the page',
+                     health)
     listed = _app(demo_url, monkeypatch).run()
     _clean(listed)
     table = next(m.value for m in listed.markdown if "tr-list" in m.value)

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -66,6 +67,7 @@ from tracker.rollup import covariates, provisional, queries, retention
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cumulative import recompute_cumulative
 from tracker.rollup.day import RunContext, pair_limit, recompute_day
+from tracker.rollup.days import day_bounds
 from tracker.rollup.exposure_days import publish_exposure_days
 from tracker.rollup.first_exposures import FirstExposures
 from tracker.rollup.lock import HeldLock, rollup_lock
@@ -80,7 +82,7 @@ from tracker.store.experiments import ExperimentInfo, get_experiment
 from tracker.store.experiments import catalog as declared_items
 from tracker.store.types import to_micros
 
-__all__ = ["Progress", "RollupSummary", "run_rollup"]
+__all__ = ["Progress", "RollupSummary", "publish_summaries", "run_rollup"]
 
 log = logging.getLogger(__name__)
 
@@ -112,13 +114,14 @@ def run_rollup(engine: sa.Engine, settings: Settings, experiment: str | None = N
             targets = lifecycle.rollup_targets(conn)  # archived ones only with work left
     if experiment is not None and not targets:
         raise NotFound(f"no experiment {experiment!r}")
-    summaries, failures = [], []
+    summaries, failures, seen = [], [], {}
     for info in targets:
         try:
             with rollup_lock(engine, info.id, info.key) as lock:
                 job = _Run(engine, settings, info, lock, full, until,
                            now or datetime.now(UTC), progress)
                 summaries.append(job.run())
+                seen[info.key] = job.seen
         except StoreUnavailable:
             raise  # the database cannot be reached: no other experiment would roll up
         except Exception as error:  # noqa: BLE001 — one experiment must not stop the others
@@ -128,21 +131,25 @@ def run_rollup(engine: sa.Engine, settings: Settings, experiment: str | None = N
                 log.error("rollup of %s failed; the other experiments go on", info.key,
                           exc_info=not isinstance(error, TrackerError))
             failures.append((info.key, error))
-    _publish(engine, settings, [s.experiment for s in summaries], now)
+    publish_summaries(engine, settings, [s.experiment for s in summaries], now, seen=seen)
     if failures:
         raise RollupIncomplete(summaries, failures)
     return summaries
 
 
-def _publish(engine: sa.Engine, settings: Settings, keys: list[str],
-             now: datetime | None) -> None:
-    """The run's last step: each experiment's stored summary and the alerts it raises
-    (:func:`tracker.publish.after_rollup`; ``now``: the run's clock, None: the wall clock);
-    it never fails the run."""
+def publish_summaries(engine: sa.Engine, settings: Settings, keys: list[str],
+                      now: datetime | None, *, seen: dict[str, results.Seen] | None = None,
+                      find: dict[str, Callable[[results.NewestEvents], results.NewestEvents]]
+                      | None = None) -> None:
+    """The run's last step, on either engine: each experiment's stored summary and the
+    alerts it raises (:func:`tracker.publish.after_rollup`; ``now``: the run's clock, None:
+    the wall clock; by experiment, ``seen``: the rows each run took into account, or
+    ``find``: how to find their newest event times in logs outside the database, the
+    Spark engine's); it never fails the run."""
     try:
         from tracker.publish import after_rollup
 
-        after_rollup(engine, settings, keys, now)
+        after_rollup(engine, settings, keys, now, seen=seen, find=find)
     except Exception:  # noqa: BLE001 — results are stored; a summary must not fail the run
         log.warning("summaries of %s not published", ", ".join(keys), exc_info=True)
 
@@ -170,11 +177,19 @@ class _Run:
     until: date | None
     clock: datetime
     progress: Progress | None
+    seen: results.Seen | None = None  # the rows the run took into account, once planned
 
     def run(self) -> RollupSummary:
         started = time.perf_counter()
         summary = RollupSummary(self.info.key, self.full)
         start = self._plan(summary)
+        # what the run rolls up: the rows up to the ids it planned with, and, up to a day
+        # only, the lists served before that day's end (the watermarks then stay: "data
+        # through" still moves to what it rolled up)
+        self.seen = results.Seen(start.ids.impressions_through,
+                                 start.ids.interactions_through,
+                                 None if self.until is None else
+                                 day_bounds(self.until, self.info.timezone)[1])
         plan = start.plan.until(self.until)
         ordered = plan.ordered
         declared = self._declared_catalog() if ordered else None

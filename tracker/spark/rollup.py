@@ -29,6 +29,10 @@ the tracker database):
    and the default engine's watermarks reset (a later default-engine run rebuilds rather
    than trust them). The manifest is saved after it: a run killed before leaves its files
    to be taken again, and every step replaces what it writes.
+5. **Last**, as the default engine's run ends
+   (:func:`tracker.rollup.engine.publish_summaries`): each experiment's stored summary and
+   the alerts it raises, its freshness ("data through") found in the lake's logs
+   (:mod:`tracker.spark.freshness`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, date, datetime
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +57,7 @@ from tracker.errors import NotFound
 from tracker.rollup import covariates as cuped
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.day import RunContext, day_result
+from tracker.rollup.engine import publish_summaries
 from tracker.rollup.exposure import Exposure
 from tracker.rollup.lock import rollup_lock
 from tracker.rollup.outcomes import Layout
@@ -72,6 +78,7 @@ from tracker.spark.frames import (
     grouped,
     popularity,
 )
+from tracker.spark.freshness import newest_in_lake
 from tracker.spark.groups import (
     CATALOG,
     EXPOSURE,
@@ -128,13 +135,17 @@ def rollup(spark: SparkSession, impressions: str | Path, interactions: str | Pat
             _report_conflicts(lake)
             files = (plan.listing(impressions, "impressions"),
                      plan.listing(interactions, "interactions"))
-            out = []
+            out, find = [], {}
             for info in targets:
                 with rollup_lock(engine, info.id, info.key) as lock:
                     job = _Run(spark, engine, settings, info, lake, files,
                                StateDir(root / info.key), (buckets, user_rows),
                                now or datetime.now(UTC))
                     out.append(job.run(full, lock))
+                    find[info.key] = partial(newest_in_lake, job.frames)
+            with _phase("summaries"):  # "data through" from the lake's logs
+                publish_summaries(engine, settings, [s.experiment for s in out], now,
+                                  find=find)
             return out
     finally:
         engine.dispose()
@@ -210,8 +221,9 @@ class _Run:
         summary = RollupSummary(self.info.key, full)
         # not cached: every use reads only its columns, and deduplication is a broadcast
         # join of the few repeated ids (caching lists of strings costs more than a scan)
-        f = frames(self.info, self.lake.impressions.rows, self.lake.interactions.rows,
-                   "impression_id" in self.lake.interactions.null_columns)
+        f = self.frames = frames(self.info, self.lake.impressions.rows,
+                                 self.lake.interactions.rows,
+                                 "impression_id" in self.lake.interactions.null_columns)
         with _phase("plan"):
             days, rebuild = self._days(f, full)
         try:

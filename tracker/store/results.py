@@ -7,7 +7,7 @@ format (:func:`~tracker.store.db.binary_rows`: no hex text to decode).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
@@ -118,39 +118,76 @@ class NewestEvents:
         known = [at for at in (self.served, self.interaction) if at is not None]
         return max(known) if known else None
 
+    def or_before(self, before: NewestEvents) -> NewestEvents:
+        """Each instant never older than ``before``'s (what the previous run found, kept
+        when retention has expired its rows, or a run up to an earlier day saw less)."""
+        return NewestEvents(_latest(self.served, before.served),
+                            _latest(self.interaction, before.interaction))
+
+    @classmethod
+    def found(cls, newest_list: datetime | None, window: timedelta,
+              newest_answer: Callable[[int, int], int | None],
+              before: NewestEvents | None = None) -> NewestEvents:
+        """The definition both engines share: the newest list served (``newest_list``),
+        and the newest interaction that can answer one of the experiment's lists (same
+        user, at most ``window`` after the list), each never older than ``before``'s.
+
+        By event time, not arrival. An interaction can be newer than every list only inside
+        the newest list's window, and matters only if newer than both that list and the
+        newest interaction known, so only that range is asked for: ``newest_answer(after,
+        through)`` (UTC microseconds) is the occurrence of the newest answering interaction
+        in ``(after, through]``, None without one (:func:`newest_events` asks the database,
+        :func:`tracker.spark.freshness.newest_in_lake` the lake's logs)."""
+        known = cls(newest_list).or_before(before or cls())
+        if known.served is None:
+            return known
+        after = to_micros(_latest(known.served, known.interaction))
+        newest = newest_answer(after, to_micros(known.served) + window // timedelta(
+            microseconds=1))
+        return cls(known.served, None if newest is None else from_micros(newest)
+                   ).or_before(known)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """The logs a rollup run took into account: the rows with ids up to ``impressions`` and
+    ``interactions`` (the ids it planned with) and, for a run up to a day (``--until``),
+    the lists served before ``served_before`` (UTC microseconds; None: every day)."""
+
+    impressions: int
+    interactions: int
+    served_before: int | None = None
+
 
 def newest_events(conn: sa.Connection, experiment_id: int, window: timedelta,
-                  seen: tuple[int, int] | None, before: NewestEvents = NewestEvents()
+                  seen: Seen | None, before: NewestEvents = NewestEvents()
                   ) -> NewestEvents:
-    """The newest event times among the rows a rollup has seen (ids up to the watermarks
-    ``seen``; every row when None), never older than ``before`` (what the previous run
-    found, kept when retention has expired those rows).
+    """The newest event times (:meth:`NewestEvents.found`) among the rows a rollup has seen
+    (``seen``; every row when None), never older than ``before``.
 
-    By event time, not arrival: a late row with an old ``served_at`` or ``occurred_at``
-    changes nothing. Two index walks, whatever the history: the newest ``served_at`` is one
-    step down (experiment, served_at); an interaction can be newer than that list only
-    inside its attribution window, so only interactions in (newest list, newest list +
-    window] are read, through the ``occurred_at`` index, each checked against the user's
-    lists (user, served_at)."""
+    Two index walks, whatever the history: the newest ``served_at`` is one step down
+    (experiment, served_at); the interactions of the range asked for are read through the
+    ``occurred_at`` index, each checked against the user's lists the run saw (user,
+    served_at)."""
     mine = Impression.experiment_id == experiment_id
-    served = sa.select(sa.func.max(Impression.served_at)).where(mine)
-    if seen is not None:
-        served = served.where(Impression.id <= seen[0])
-    newest_list = _latest(conn.execute(served).scalar(), before.served)
-    if newest_list is None:
-        return NewestEvents(None, before.interaction)
-    floor = to_micros(_latest(newest_list, before.interaction))
+    listed = stored_micros(Impression.served_at)
+    lists_seen = [] if seen is None else [Impression.id <= seen.impressions] + (
+        [] if seen.served_before is None else [listed < seen.served_before])
+    newest_list = conn.execute(sa.select(sa.func.max(Impression.served_at))
+                               .where(mine, *lists_seen)).scalar()
+    at = stored_micros(Interaction.occurred_at)
     span = window // timedelta(microseconds=1)
-    at, listed = stored_micros(Interaction.occurred_at), stored_micros(Impression.served_at)
     answered = sa.select(sa.literal(1)).where(
-        mine, Impression.user_id == Interaction.user_id, listed <= at, listed >= at - span)
-    query = sa.select(sa.func.max(at)).where(
-        at > floor, at <= to_micros(newest_list) + span, answered.exists())
-    if seen is not None:
-        query = query.where(Interaction.id <= seen[1])
-    newest = conn.execute(query).scalar()
-    return NewestEvents(newest_list, _latest(None if newest is None else from_micros(newest),
-                                             before.interaction))
+        mine, Impression.user_id == Interaction.user_id, listed <= at, listed >= at - span,
+        *lists_seen)
+
+    def newest_answer(after: int, through: int) -> int | None:
+        query = sa.select(sa.func.max(at)).where(at > after, at <= through, answered.exists())
+        if seen is not None:
+            query = query.where(Interaction.id <= seen.interactions)
+        return conn.execute(query).scalar()
+
+    return NewestEvents.found(newest_list, window, newest_answer, before)
 
 
 def _latest(*instants: datetime | None) -> datetime | None:
