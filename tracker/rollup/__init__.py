@@ -17,10 +17,13 @@ The modules, in the order a run uses them:
   kernels of ``tracker.metrics`` per impression).
 - ``aggregate``: per-user totals, arm statistics, health; ``exposure``: set-level inputs;
   ``popularity``: item popularity for surprisal; ``state``: the stored formats.
-- ``published``: the rows the report reads; ``cumulative``: the cumulative pass.
+- ``published``: the rows the report reads; ``cumulative``: the cumulative pass, from one
+  stored checkpoint of every user's totals (the newest final day) plus the daily rows after.
 - ``covariates``: CUPED's per-user covariates by event time (``user_covariates``: their
   stored form) and their sums per arm; ``pre_metrics``: the pre-period metric covariates.
-- ``accumulate``: exact mergeable sums (add, retract, merge in any order equal a rebuild).
+- ``accumulate``: exact mergeable sums (add, retract, merge in any order equal a rebuild);
+  ``deltas``: per-cell statistics in them, moved by users' changes (not yet wired in: the
+  views still sum every user).
 - ``retention``: the days expired logs leave recomputable.
 - ``days``: reporting days as UTC bounds; ``lock``: one run per experiment at a time;
   ``schedule``: ``tracker rollup --every``.

@@ -13,10 +13,11 @@
   stream with named columns and its format and version in the schema metadata; the store
   only keeps the bytes (the formats: :mod:`tracker.rollup.state`).
 - ``rollup_units``: unit outcomes per (experiment, day, view): the (user, arm) rows of the
-  day (daily) or of the experiment so far (cumulative) with the user's per-metric sums and
-  counts, in parts of at most 256 MiB of sums each (``part`` 0, 1, ...), well inside the
-  1 GiB a PostgreSQL value or a SQLite blob may hold. The cumulative rows of a day are the
-  previous day's plus the day's: a new day reads one day's rows, whatever the history.
+  day (daily) with the user's per-metric sums and counts, and one cumulative checkpoint
+  (the rows of the experiment through the newest day whose cumulative view is final), in
+  parts of at most 256 MiB of sums each (``part`` 0, 1, ...), well inside the 1 GiB a
+  PostgreSQL value or a SQLite blob may hold. The cumulative rows of a day are the
+  checkpoint's plus the daily rows after it (:mod:`tracker.rollup.cumulative`).
 - ``rollup_popularity``: per experiment, one row: the item popularity of its reference
   period (what surprisal reads on every day), the ``window_days`` days before ``day``, the
   experiment's first day (:mod:`tracker.rollup.popularity`); dropped when rows dated in
