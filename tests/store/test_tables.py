@@ -12,7 +12,8 @@ STORE = ROOT / "tracker" / "store"
 
 
 def _declared_tables() -> dict[str, str]:
-    """table name -> module, for every class under tracker/store that sets ``__tablename__``."""
+    """table name -> module, for every class under tracker/store that sets ``__tablename__``
+    or ``__table__ = sa.Table("name", ...)``."""
     found = {}
     for path in sorted(STORE.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -24,6 +25,11 @@ def _declared_tables() -> dict[str, str]:
                 if (isinstance(target, ast.Name) and target.id == "__tablename__"
                         and isinstance(statement.value, ast.Constant)):
                     found[statement.value.value] = path.stem
+                value = statement.value if target is not None else None
+                if (isinstance(target, ast.Name) and target.id == "__table__"
+                        and isinstance(value, ast.Call) and value.args
+                        and isinstance(value.args[0], ast.Constant)):
+                    found[value.args[0].value] = path.stem
     return found
 
 
