@@ -5,7 +5,8 @@ recomputed, in the run's last transaction.
 The cumulative units of a day are those of the day before plus the day's. One set of them is
 stored, a **checkpoint**: the totals through the newest day whose cumulative view is final
 (every day through it computed after its windows closed), which no ordinary run recomputes
-again. A run starts from the checkpoint before its first day and adds the daily rows of the
+again. It is a function of the days, whatever runs computed them: a late list that turns a
+final day provisional again moves it back (written on the way from the daily rows). A run starts from the checkpoint before its first day and adds the daily rows of the
 days between (none, nightly: the run's first day is the one after the checkpoint), writes
 the totals of the new checkpoint only, and drops the old one. A run that recomputes from
 before the checkpoint (late lists on an old day, an erasure, a new popularity) starts from
@@ -56,14 +57,14 @@ def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date,
     if not days:
         return
     results.delete_cumulative(conn, info.id, since)
+    keep = _checkpoint(days, now_us)
     before = [d for d, _, _ in days if d < since]
-    running = _start(conn, info, before, layout, since)
+    running = _start(conn, info, before, layout, since, keep)
     running.covariates = covariates
     cuped.delete_cumulative(conn, info.id, since)
     running.provisional = any(computed < closes for day, closes, computed in days
                               if day < since)
     ahead = [d for d in days if d[0] >= since]
-    keep = _checkpoint(ahead, running.provisional, now_us)
     for done, (day, closes, computed) in enumerate(ahead, 1):
         running.provisional |= computed < closes
         _add_day(conn, info, day, running, layout, recent or {})
@@ -73,41 +74,52 @@ def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date,
         _write_day(conn, view, running, layout, declared, own, keep == day)
         if progress:
             progress("cumulative", done, len(ahead), day)
-    if keep is not None:
-        results.delete_cumulative_units_before(conn, info.id, keep)
+    results.delete_cumulative_units_except(conn, info.id, keep)
     cuped.settle(conn, info, running.totals, running.covariates)
 
 
-def _checkpoint(ahead: list[tuple[date, int, int]], provisional: bool,
-                now_us: int) -> date | None:
-    """The newest of the days ``ahead`` whose cumulative view is final (None: none is)."""
+def _checkpoint(days: list[tuple[date, int, int]], now_us: int) -> date | None:
+    """The day of the checkpoint: the newest day through which every day is final
+    (computed after its windows closed, and closed now); None when the first is not. A
+    function of the days alone, whichever run computed them."""
     final = None
-    for day, closes, computed in ahead:
-        provisional |= computed < closes or now_us < closes
-        if provisional:
+    for day, closes, computed in days:
+        if computed < closes or now_us < closes:
             break
         final = day
     return final
 
 
 def _start(conn: sa.Connection, info: ExperimentInfo, before: list[date], layout: Layout,
-           since: date) -> Running:
+           since: date, keep: date | None) -> Running:
     """The cumulative state through the last of the days ``before`` (none: an empty one):
-    the stored checkpoint before ``since`` plus the daily rows of the days after it."""
+    the stored checkpoint before ``since`` plus the daily rows of the days after it; on
+    the way, the checkpoint of ``keep`` when it lies among those days (a day after it
+    became provisional again: the checkpoint moves back)."""
     if not before:
         return Running(UnitTotals.empty(len(layout)), {})
     stored = results.checkpoint_day(conn, info.id, since)
+    if stored is not None and keep is not None and keep < stored:
+        stored = None  # not a day the totals may start from: from the first day
     parts = [] if stored is None else results.units(conn, info.id, stored, True) or []
     totals = [UnitTotals.decode(parts, layout)] if parts else []
-    for day in before:
-        if stored is None or day > stored:  # one sum per user and column, in day order
-            daily = results.units(conn, info.id, day, False)
-            if daily:
-                totals.append(UnitTotals.decode(daily, layout))
+    for day in (d for d in before if stored is None or d > stored):
+        daily = results.units(conn, info.id, day, False)
+        if daily:  # one sum per user and column, in day order
+            totals.append(UnitTotals.decode(daily, layout))
+        if day == keep:
+            totals = [_added(totals, layout)]
+            results.insert_units(conn, info.id, day, True, totals[0].encode(layout))
     exposed = results.exposure(conn, info.id, before[-1], True)
-    return Running(UnitTotals.added(totals, len(layout)) if len(totals) > 1 else
-                   totals[0] if totals else UnitTotals.empty(len(layout)),
+    return Running(_added(totals, layout),
                    {arm: _decode(v, arm, list(info.cutoffs)) for arm, v in exposed.items()})
+
+
+def _added(parts: list[UnitTotals], layout: Layout) -> UnitTotals:
+    """The parts' totals added up per (user, arm), in the order of the parts."""
+    if len(parts) == 1:
+        return parts[0]
+    return UnitTotals.added(parts, len(layout)) if parts else UnitTotals.empty(len(layout))
 
 
 def _add_day(conn: sa.Connection, info: ExperimentInfo, day: date, running: Running,

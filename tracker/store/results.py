@@ -296,12 +296,13 @@ def checkpoint_day(conn: sa.Connection, experiment_id: int, before: date) -> dat
         RollupUnits.day < before)).scalar()
 
 
-def delete_cumulative_units_before(conn: sa.Connection, experiment_id: int,
-                                   day: date) -> None:
-    """Drop the cumulative unit totals of the days before ``day`` (one checkpoint kept)."""
-    conn.execute(sa.delete(RollupUnits).where(
-        RollupUnits.experiment_id == experiment_id, RollupUnits.cumulative.is_(True),
-        RollupUnits.day < day))
+def delete_cumulative_units_except(conn: sa.Connection, experiment_id: int,
+                                   day: date | None) -> None:
+    """Drop the cumulative unit totals of every day but ``day`` (the checkpoint; None:
+    every day's)."""
+    query = sa.delete(RollupUnits).where(RollupUnits.experiment_id == experiment_id,
+                                         RollupUnits.cumulative.is_(True))
+    conn.execute(query if day is None else query.where(RollupUnits.day != day))
 
 
 def units(conn: sa.Connection, experiment_id: int, day: date,
