@@ -6,11 +6,12 @@ The cumulative units of a day are those of the day before plus the day's. One se
 stored, a **checkpoint**: the totals through the newest day whose cumulative view is final
 (every day through it computed after its windows closed), which no ordinary run recomputes
 again. It is a function of the days, whatever runs computed them: a late list that turns a
-final day provisional again moves it back (written on the way from the daily rows). A run starts from the checkpoint before its first day and adds the daily rows of the
-days between (none, nightly: the run's first day is the one after the checkpoint), writes
-the totals of the new checkpoint only, and drops the old one. A run that recomputes from
-before the checkpoint (late lists on an old day, an erasure, a new popularity) starts from
-the first day's daily rows: rare, and it reads daily rows, not history in another form.
+final day provisional again moves it back (written on the way from the daily rows). A run
+starts from the checkpoint before its first day and adds the daily rows of the days between
+(none, nightly: the run's first day is the one after the checkpoint), writes the totals of
+the new checkpoint only, and drops the old one. A run that recomputes from before the
+checkpoint (late lists on an old day, an erasure, a new popularity) starts from the first
+day's daily rows: rare, and it reads daily rows, not history in another form.
 """
 
 from __future__ import annotations
