@@ -46,7 +46,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date
-from itertools import combinations_with_replacement
 
 import numpy as np
 import pyarrow as pa
@@ -77,6 +76,7 @@ from tracker.store.arrow import ArrowReader
 from tracker.store.db import transaction
 from tracker.store.experiments import ExperimentInfo
 from tracker.store.rollup_tables import (
+    COVARIATE_PAIRS,
     COVARIATES,
     RollupCovariateSums,
     RollupUserCovariates,
@@ -89,7 +89,7 @@ SUM_COVARIATES = COVARIATES
 """The covariates of each row of the sums, in order (``pre_metric``: the row's ``pre:``)."""
 _PRE = SUM_COVARIATES.index("pre_metric")
 _SHARED = [BASE.index(c) for c in SUM_COVARIATES if c != "pre_metric"]
-PAIRS = tuple(combinations_with_replacement(range(len(SUM_COVARIATES)), 2))
+PAIRS = COVARIATE_PAIRS
 _EXPOSURES = pa.schema([pa.field("user", pa.string(), False),
                         pa.field("served", pa.int64(), False)])
 _TIMES = pa.schema([pa.field("user", pa.string(), False), pa.field("at", pa.int64(), False)])
@@ -224,9 +224,10 @@ def changed_since(stored: UserCovariates, recomputed: UserCovariates) -> int:
 
 def resum_changed(conn: sa.Connection, info: ExperimentInfo, refreshed: Refreshed,
                   written: Iterable[date],
-                  units: Callable[[date, bool], UnitTotals | None] | None = None) -> None:
+                  units: Callable[[date, bool], UnitTotals | None]) -> None:
     """After a run's own sums (``written``: its days): when stored covariates changed, the
-    other days' sums that hold those users (:func:`resum`); the step both engines share."""
+    other days' sums that hold those users (:func:`resum`, ``units`` its days' totals); the
+    step both engines share."""
     if not refreshed.changed or refreshed.covariates is None:
         return
     days = set(written)
@@ -488,13 +489,11 @@ def write_sums(conn: sa.Connection, info: ExperimentInfo, day: date, cumulative:
     if totals is None:
         return
     sums = covariate_sums(totals, covariates, layout, [arm.id for arm in info.arms])
-    keys = {"arm_id": sums["arm_id"].to_pylist(), "metric": sums["metric"].to_pylist(),
-            "k": sums["k"].to_pylist()}
-    keys.update({column: sums[name].to_pylist() for name, column in covariate_sum_columns()})
-    rows = [dict(zip(keys, values, strict=True), experiment_id=info.id, day=day,
-                 cumulative=cumulative) for values in zip(*keys.values(), strict=True)]
+    sql = dict(covariate_sum_columns())  # name -> SQL column
+    rows = sums.rename_columns([sql.get(c, c) for c in sums.column_names]).to_pylist()
     if rows:
-        conn.execute(sa.insert(table), rows)
+        conn.execute(sa.insert(table), [dict(row, experiment_id=info.id, day=day,
+                                             cumulative=cumulative) for row in rows])
 
 
 def copy_daily_sums(conn: sa.Connection, experiment_id: int, day: date) -> None:
@@ -521,54 +520,28 @@ def publish_daily(conn: sa.Connection, info: ExperimentInfo, daily: dict,
 
 
 def resum(conn: sa.Connection, info: ExperimentInfo, covariates: UserCovariates,
-          written: set[date], cumulative_from: date | None, since: int | None = None,
-          units: Callable[[date, bool], UnitTotals | None] | None = None) -> None:
+          written: set[date], cumulative_from: date | None, since: int | None,
+          units: Callable[[date, bool], UnitTotals | None]) -> None:
     """The stored days' sums again from their unit totals, once stored users' covariates
     changed (a day's sums join its users' covariates): from the day of ``since`` (µs: the
     earliest first exposure of a changed user, before which no day holds them; None: every
     day) on, the daily view of the days not in ``written`` and the cumulative view of the
     days before ``cumulative_from`` (None: of every day), which the run did not write
-    itself. ``units(day, cumulative)``: a day's totals (default: the daily ``rollup_units``,
-    and the cumulative ones added up from them in day order, as the cumulative pass adds
-    them; the Spark engine's state directory); a day without totals keeps its sums."""
+    itself. ``units(day, cumulative)``: a day's totals, asked in day order (the default
+    engine's :meth:`~tracker.rollup.cumulative.Replay.units`, the Spark engine's state
+    directory); a day without totals keeps its sums."""
     layout = Layout.for_cutoffs(list(info.cutoffs))
     first = None if since is None else day_of(since, info.timezone)
-    replay = _Replay(conn, info.id, layout) if units is None else None
     for day, _, _ in results.known_days(conn, info.id):
-        if replay is not None:
-            replay.add(day)  # every day adds to the cumulative totals, skipped or not
         if first is not None and day < first:
             continue
         for cumulative in (False, True):
             if day in written if not cumulative else \
                     (cumulative_from is not None and day >= cumulative_from):
                 continue
-            totals = replay.totals(cumulative) if replay is not None else \
-                units(day, cumulative)
+            totals = units(day, cumulative)
             if totals is not None:
                 write_sums(conn, info, day, cumulative, totals, covariates, layout)
-
-
-class _Replay:
-    """Day after day, a day's stored daily totals and the cumulative totals through it,
-    added up in day order as the cumulative pass adds them (the same sums, bit for bit)."""
-
-    def __init__(self, conn: sa.Connection, experiment_id: int, layout: Layout) -> None:
-        self.conn, self.experiment_id, self.layout = conn, experiment_id, layout
-        self.daily: UnitTotals | None = None
-        self.through = UnitTotals.empty(len(layout))
-
-    def add(self, day: date) -> None:
-        parts = results.units(self.conn, self.experiment_id, day, False)
-        self.daily = UnitTotals.decode(parts, self.layout) if parts else None
-        if self.daily is not None:
-            self.through = UnitTotals.added([self.through, self.daily], len(self.layout)) \
-                if self.through.size else self.daily
-
-    def totals(self, cumulative: bool) -> UnitTotals | None:
-        if not cumulative:
-            return self.daily
-        return self.through if self.through.size else None
 
 
 def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> None:

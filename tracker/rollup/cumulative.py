@@ -103,24 +103,58 @@ def _start(conn: sa.Connection, info: ExperimentInfo, before: list[date], layout
     if stored is not None and keep is not None and keep < stored:
         stored = None  # not a day the totals may start from: from the first day
     parts = [] if stored is None else results.units(conn, info.id, stored, True) or []
-    totals = [UnitTotals.decode(parts, layout)] if parts else []
-    for day in (d for d in before if stored is None or d > stored):
-        daily = results.units(conn, info.id, day, False)
-        if daily:  # one sum per user and column, in day order
-            totals.append(UnitTotals.decode(daily, layout))
+    replay = Replay(conn, info.id, layout, [d for d in before if stored is None or d > stored],
+                    UnitTotals.decode(parts, layout) if parts else None)
+    while replay.pending:
+        day = replay.step()
         if day == keep:
-            totals = [_added(totals, layout)]
-            results.insert_units(conn, info.id, day, True, totals[0].encode(layout))
+            results.insert_units(conn, info.id, day, True, replay.through.encode(layout))
     exposed = results.exposure(conn, info.id, before[-1], True)
-    return Running(_added(totals, layout),
+    return Running(replay.through,
                    {arm: _decode(v, arm, list(info.cutoffs)) for arm, v in exposed.items()})
 
 
-def _added(parts: list[UnitTotals], layout: Layout) -> UnitTotals:
-    """The parts' totals added up per (user, arm), in the order of the parts."""
-    if len(parts) == 1:
-        return parts[0]
-    return UnitTotals.added(parts, len(layout)) if parts else UnitTotals.empty(len(layout))
+class Replay:
+    """The daily rows of ``days`` (in order) added up one day after another onto ``start``,
+    as the cumulative pass adds them (the same sums, bit for bit): after each
+    :meth:`step`, the day's totals (``daily``) and those through it (``through``)."""
+
+    def __init__(self, conn: sa.Connection, experiment_id: int, layout: Layout,
+                 days: list[date], start: UnitTotals | None = None) -> None:
+        self.conn, self.experiment_id, self.layout, self.days = conn, experiment_id, layout, days
+        self.daily: UnitTotals | None = None
+        self.through = start if start is not None else UnitTotals.empty(len(layout))
+        self.done = 0  # days added
+
+    @classmethod
+    def of(cls, conn: sa.Connection, info: ExperimentInfo) -> Replay:
+        """Every rolled-up day of the experiment, from nothing."""
+        return cls(conn, info.id, Layout.for_cutoffs(list(info.cutoffs)),
+                   [day for day, _, _ in results.known_days(conn, info.id)])
+
+    @property
+    def pending(self) -> bool:
+        return self.done < len(self.days)
+
+    def step(self) -> date:
+        """Add the next day's daily rows; returns that day."""
+        day = self.days[self.done]
+        self.done += 1
+        parts = results.units(self.conn, self.experiment_id, day, False)
+        self.daily = UnitTotals.decode(parts, self.layout) if parts else None
+        if self.daily is not None:
+            self.through = self.daily if not self.through.size else \
+                UnitTotals.added([self.through, self.daily], len(self.layout))
+        return day
+
+    def units(self, day: date, cumulative: bool) -> UnitTotals | None:
+        """The totals of ``day`` (one of ``days``; asked in day order), daily or cumulative,
+        the days up to it added first (None: no such rows)."""
+        while self.pending and self.days[self.done] <= day:
+            self.step()
+        if not cumulative:
+            return self.daily if self.done and self.days[self.done - 1] == day else None
+        return self.through if self.through.size else None
 
 
 def _add_day(conn: sa.Connection, info: ExperimentInfo, day: date, running: Running,

@@ -65,7 +65,7 @@ from tracker.errors import (
 )
 from tracker.rollup import covariates, provisional, queries, retention
 from tracker.rollup.aggregate import UnitTotals
-from tracker.rollup.cumulative import recompute_cumulative
+from tracker.rollup.cumulative import Replay, recompute_cumulative
 from tracker.rollup.day import RunContext, pair_limit, recompute_day
 from tracker.rollup.days import day_bounds
 from tracker.rollup.exposure_days import publish_exposure_days
@@ -317,7 +317,8 @@ class _Run:
                                      self.progress, recent=recent, declared=declared,
                                      covariates=users)
                 summary.cumulative_from = min(daily)
-            covariates.resum_changed(conn, self.info, refreshed, daily)  # late rows
+            covariates.resum_changed(conn, self.info, refreshed, daily,  # late rows
+                                     Replay.of(conn, self.info).units)
             if refreshed.changed and users is not None and not daily:
                 covariates.save(conn, self.info, users)  # no cumulative pass stores them
             if advance:

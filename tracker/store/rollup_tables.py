@@ -157,12 +157,17 @@ COVARIATES = ("pre_interactions", "pre_graded", "no_pre_period", "pre_metric", "
 that column's own value before exposure)."""
 
 
+COVARIATE_PAIRS = tuple((a, b) for a in range(len(COVARIATES))
+                        for b in range(a, len(COVARIATES)))
+"""The pairs a ≤ b (indices into :data:`COVARIATES`) of the cross sums, in order."""
+
+
 def covariate_sum_columns() -> list[tuple[str, str]]:
     """The value columns of ``rollup_covariate_sums``: (name, SQL column) pairs in order.
-    Σx_c (``x:<c>``), Σx_a·x_b over the pairs a ≤ b (``xx:<a>*<b>``), and Σx_c times the
-    user's mean, sum and impressions (``xy:<c>``, ``xs:<c>``, ``xm:<c>``)."""
-    pairs = [(a, b) for i, a in enumerate(COVARIATES) for b in COVARIATES[i:]]
-    names = [f"x:{c}" for c in COVARIATES] + [f"xx:{a}*{b}" for a, b in pairs]
+    Σx_c (``x:<c>``), Σx_a·x_b over :data:`COVARIATE_PAIRS` (``xx:<a>*<b>``), and Σx_c
+    times the user's mean, sum and impressions (``xy:<c>``, ``xs:<c>``, ``xm:<c>``)."""
+    names = [f"x:{c}" for c in COVARIATES]
+    names += [f"xx:{COVARIATES[a]}*{COVARIATES[b]}" for a, b in COVARIATE_PAIRS]
     for prefix in ("xy", "xs", "xm"):
         names += [f"{prefix}:{c}" for c in COVARIATES]
     return [(name, name.replace(":", "_").replace("*", "__")) for name in names]
