@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracker.rollup.accumulate import ExactSums
-from tracker.rollup.aggregate import UnitTotals, arm_stats, health
+from tracker.rollup.aggregate import UnitTotals, cell_stats, health
 from tracker.rollup.covariates import covariate_sums, names_for
 from tracker.rollup.deltas import CellSums, apply_change, health_moved, rows_of
 from tracker.rollup.outcomes import Layout
@@ -68,23 +68,23 @@ def main() -> None:
     changed = everyone.users.slice(0, args.changed)
     old = rows_of(everyone, changed)
     moved = _totals(args.changed, args.columns, 1)  # the same users, their new rows
-    new = UnitTotals(old.users, old.arms, old.impressions + moved.impressions,
+    new = UnitTotals(old.users, old.cells, old.impressions + moved.impressions,
                      old.sums + moved.sums, old.counts + moved.counts)
 
     def fresh() -> UnitTotals:  # the same rows, nothing derived from them kept
-        return UnitTotals(everyone.users, everyone.arms, everyone.impressions,
+        return UnitTotals(everyone.users, everyone.cells, everyone.impressions,
                           everyone.sums, everyone.counts)
 
     def rebuild() -> None:  # arm statistics and health of a cumulative day, as today
         rows = fresh()
-        arm_stats(rows, ARMS)
+        cell_stats(rows, ARMS)
         health(rows)
 
     def rebuild_cuped() -> None:
         covariate_sums(fresh(), covariates, layout, ARMS)
 
     stored_health = health(everyone)  # a view's counts are stored: not computed again
-    day = UnitTotals(new.users, new.arms, moved.impressions, moved.sums, moved.counts)
+    day = UnitTotals(new.users, new.cells, moved.impressions, moved.sums, moved.counts)
 
     def merge() -> None:  # the day's rows added to every user's: a sort of every user
         UnitTotals.added([fresh(), day], args.columns)

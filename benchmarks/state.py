@@ -47,7 +47,7 @@ def old_encode(t: UnitTotals) -> tuple[str, bytes, bytes, bytes, bytes]:
     """The format before 0008 (one part; user ids were an object array then)."""
     full = (t.counts == t.impressions[:, None]).all(axis=0)
     return (orjson.dumps(t.users.tolist()).decode(),
-            np.ascontiguousarray(t.arms, dtype="<i8").tobytes(),
+            np.ascontiguousarray(t.cells, dtype="<i8").tobytes(),
             np.ascontiguousarray(t.impressions, dtype="<i8").tobytes(),
             np.ascontiguousarray(t.sums.T, dtype="<f8").tobytes(),
             full.astype(np.uint8).tobytes()

@@ -70,7 +70,7 @@ def test_the_chunks_read_back_are_the_arrays_written(sizes, seed, wide):
     lists, counts = decode_chunks(_chunk_parts(day), CUTOFFS)
     written = day.lists
     assert counts.tolist() == _stored_sizes(sizes)
-    for name in ("ids", "users", "arms", "served_at", "items", "lengths", "overlap",
+    for name in ("ids", "users", "cells", "served_at", "items", "lengths", "overlap",
                  "has_baseline"):
         got, want = getattr(lists, name), getattr(written, name)
         assert got.dtype == want.dtype, name

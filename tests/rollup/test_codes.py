@@ -85,7 +85,7 @@ def test_totals_added_by_code_equal_totals_added_by_id(data, n_parts):
     got = totals_of_parts(parts, vocabulary.ids, 2)
     want = UnitTotals.concat(by_id, 2).reduce()
     assert got.users.tolist() == want.users.tolist()
-    assert got.arms.tolist() == want.arms.tolist()
+    assert got.cells.tolist() == want.cells.tolist()
     assert got.impressions.tolist() == want.impressions.tolist()
     np.testing.assert_allclose(got.sums, want.sums, rtol=1e-12)
     np.testing.assert_allclose(got.counts, want.counts, rtol=1e-12)
@@ -117,7 +117,7 @@ def test_sums_added_in_place_equal_the_merge_of_the_chunks_to_the_bit(seed, chun
     got = totals_of_coded(in_place.totals(), names)
     want = totals_of_parts(parts, names, 3)
     assert got.users.equals(want.users)
-    assert got.arms.tolist() == want.arms.tolist()
+    assert got.cells.tolist() == want.cells.tolist()
     assert got.impressions.tolist() == want.impressions.tolist()
     assert np.array_equal(got.sums, want.sums) and np.array_equal(got.counts, want.counts)
 
@@ -195,14 +195,14 @@ def test_totals_added_without_stacking_equal_rows_added_one_by_one_to_the_bit(se
     want: dict[tuple[bytes, int], list] = {}
     for part in parts:
         for i, user in enumerate(part.users.to_pylist()):
-            row = want.setdefault((user.encode(), int(part.arms[i])), [0, [0.0] * 3, [0.0] * 3])
+            row = want.setdefault((user.encode(), int(part.cells[i])), [0, [0.0] * 3, [0.0] * 3])
             row[0] += int(part.impressions[i])
             for j in range(3):
                 row[1][j] += float(part.sums[i, j])
                 row[2][j] += float(part.counts[i, j])
     expected = sorted(want.items())
     for got in (UnitTotals.added(parts, 3), UnitTotals.concat(parts, 3).reduce()):
-        assert [(u.encode(), a) for u, a in zip(got.users.to_pylist(), got.arms.tolist(),
+        assert [(u.encode(), a) for u, a in zip(got.users.to_pylist(), got.cells.tolist(),
                                                  strict=True)] == [k for k, _ in expected]
         assert got.impressions.tolist() == [v[0] for _, v in expected]
         assert got.sums.tolist() == [v[1] for _, v in expected]

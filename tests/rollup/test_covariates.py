@@ -163,7 +163,7 @@ def _log_scenario(tracker, seed: int):
 def test_stored_covariate_sums_equal_a_direct_computation_from_the_logs(tracker, seed, block,
                                                                         monkeypatch):
     if block:  # an arm's users summed in blocks of three (many blocks, the last shorter)
-        monkeypatch.setattr(aggregate, "ARM_BLOCK_USERS", block)
+        monkeypatch.setattr(aggregate, "BLOCK_USERS", block)
     imps, interactions, history, previous = _log_scenario(tracker, seed)
     tracker.rollup("home", now=NOW)
     per_user: dict = {}

@@ -1,7 +1,7 @@
 """The views' exact per-cell statistics (tracker.rollup.deltas): a view moved by users'
 changes (old rows retracted, new rows added, in any order and grouping) equals the view
 rebuilt from every user's current rows bit for bit, and its statistics and health equal
-those the rollup computes from the same rows today (aggregate.arm_stats, aggregate.health)."""
+those the rollup computes from the same rows today (aggregate.cell_stats, aggregate.health)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker.rollup.aggregate import UnitTotals, arm_stats, health
+from tracker.rollup.aggregate import UnitTotals, cell_stats, health
 from tracker.rollup.deltas import (
     STATS,
     CellSums,
@@ -68,8 +68,8 @@ def test_a_cumulative_view_moved_by_deltas_equals_a_rebuild_bit_for_bit(seed, da
         running = after
         assert acc.exact() == _rebuilt(running).exact()
         assert counts == health(running)
-        for got, want in zip(acc.stats(ARMS), arm_stats(running, ARMS), strict=True):
-            assert got.arm_id == want.arm_id
+        for got, want in zip(acc.stats(ARMS), cell_stats(running, ARMS), strict=True):
+            assert got.cell == want.cell
             np.testing.assert_array_equal(got.users, want.users)
             for name in STATS[1:]:
                 np.testing.assert_allclose(getattr(got, name), getattr(want, name),
@@ -93,7 +93,7 @@ def test_a_user_who_crosses_over_leaves_every_cell_and_merging_halves_equals_the
     crossed = UnitTotals(pa.array(["a", "a"]), np.array([1, 2]), np.array([2, 1]),
                          np.array([[1.0], [0.5]]), np.array([[2.0], [1.0]]))
     apply_change(acc, rows_of(one, pa.array(["a"])), crossed)
-    stats = {s.arm_id: s for s in acc.stats([1, 2])}
+    stats = {s.cell: s for s in acc.stats([1, 2])}
     assert stats[1].users.tolist() == [0] and stats[2].users.tolist() == [1]
     assert stats[2].sum.tolist() == [2.0 / 3.0]
     halves = CellSums(1)

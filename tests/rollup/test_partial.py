@@ -103,7 +103,7 @@ def test_changed_users_rows_replace_the_stored_ones_as_a_full_replacement_does(
     new = _totals(sorted(changed), seed + 1)
     expected, got = before.replacing_users(new), replaced(before, new)
     assert got.users.to_pylist() == expected.users.to_pylist()
-    np.testing.assert_array_equal(got.arms, expected.arms)
+    np.testing.assert_array_equal(got.cells, expected.cells)
     np.testing.assert_array_equal(got.impressions, expected.impressions)
     assert got.sums.tobytes() == expected.sums.tobytes()
     assert got.counts.tobytes() == expected.counts.tobytes()

@@ -352,7 +352,7 @@ def test_the_stored_state_round_trips():
     assert back.ln_users.tolist() == pytest.approx([np.log(2), 0.0, np.log(5), 0.0])
     assert back.n_users == 9
     assert back.chunks.tolist() == [0, 0, 1]
-    for name in ("ids", "users", "arms", "served_at", "items", "lengths", "overlap",
+    for name in ("ids", "users", "cells", "served_at", "items", "lengths", "overlap",
                  "has_baseline"):
         assert np.array_equal(getattr(back.lists, name), getattr(day.lists, name)), name
     assert back.lists.truth.rows.tolist() == [0, 0, 1, 2]
@@ -470,7 +470,7 @@ def test_another_format_version_asks_for_a_full_rollup():
     parts = _stored(_day().encode([2, 5]))
     table = state.read(parts[2], state.PROVISIONAL_LISTS)
     parts[2] = bytes(state.write(table, "provisional-lists/0"))
-    with pytest.raises(StaleState, match="provisional-lists/1"):
+    with pytest.raises(StaleState, match="provisional-lists/2"):
         ProvisionalDay.decode(parts, [2, 5])
 
 

@@ -65,7 +65,7 @@ def _check_against_reference(tracker: Tracker, imps, events, zone="UTC",
 @pytest.mark.parametrize("block", [None, 2])
 def test_every_metric_equals_the_independent_reference(tracker, block, monkeypatch):
     if block:  # an arm's users summed in blocks of two (many blocks, some of one user)
-        monkeypatch.setattr(aggregate, "ARM_BLOCK_USERS", block)
+        monkeypatch.setattr(aggregate, "BLOCK_USERS", block)
     create(tracker)
     imps, events = make_logs(seed=3, days=3, users=14, impressions=90, history=20)
     tracker.log_impressions(imps, on_invalid="all_or_nothing")

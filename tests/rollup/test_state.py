@@ -40,7 +40,7 @@ def _totals(rows: int, layout: Layout = LAYOUT, seed: int = 0) -> UnitTotals:
 
 def _equal(a: UnitTotals, b: UnitTotals) -> None:
     assert a.users.to_pylist() == b.users.to_pylist()
-    np.testing.assert_array_equal(a.arms, b.arms)
+    np.testing.assert_array_equal(a.cells, b.cells)
     np.testing.assert_array_equal(a.impressions, b.impressions)
     np.testing.assert_array_equal(a.sums, b.sums)
     np.testing.assert_array_equal(a.counts, b.counts)
@@ -64,8 +64,9 @@ def test_unit_totals_read_back_what_was_written(rows, seed):
 def test_unit_totals_are_stored_with_named_columns_and_a_version():
     (data,) = _totals(3).encode(LAYOUT)
     table = pa.ipc.open_stream(data).read_all()
-    assert table.schema.metadata[b"tracker.format"] == b"units/1"
+    assert table.schema.metadata[b"tracker.format"] == b"units/2"
     assert table.schema.field("user_id").type == pa.string()
+    assert table.schema.field("cell").type == pa.int64()
     assert {"sum:ndcg@10", "sum:r_precision", "sum:hit_rate@5"} <= set(table.column_names)
     # counts equal to the impressions are implied, not stored; the partial column is stored
     assert [n for n in table.column_names if n.startswith("count:")] == ["count:hit_rate@5"]
@@ -80,6 +81,22 @@ def test_unit_totals_are_stored_compressed_and_plain_streams_of_before_still_rea
     assert len(data) < len(plain) / 2
     _equal(UnitTotals.decode([plain], LAYOUT), totals)
     _equal(UnitTotals.decode([data], LAYOUT), totals)
+
+
+def test_units_and_lists_of_before_cells_read_their_arm_as_the_cell():
+    """``units/1`` and ``provisional-lists/1`` named the cell ``arm_id`` (the same codes):
+    what they stored reads back as written, and other formats still raise."""
+    totals = _totals(7, seed=5)
+    (data,) = totals.encode(LAYOUT)
+    table = state.read(data, state.UNITS)
+    old = state.write(table.rename_columns(
+        ["arm_id" if n == "cell" else n for n in table.column_names]), "units/1")
+    _equal(UnitTotals.decode([old], LAYOUT), totals)
+    lists = pa.table({"id": [1, 2], "arm_id": pa.array([4, 9], pa.int64())})
+    back = state.read(state.write(lists, "provisional-lists/1"), state.PROVISIONAL_LISTS)
+    assert back.column_names == ["id", "cell"] and back["cell"].to_pylist() == [4, 9]
+    with pytest.raises(StaleState, match="units/0"):
+        UnitTotals.decode([state.write(table, "units/0")], LAYOUT)
 
 
 def test_a_reordered_stored_layout_reads_by_name():

@@ -15,7 +15,7 @@ def _rows(users: list[str]) -> pa.Table:
     n = len(users)
     return pa.table({"kind": pa.array([UNIT] * n, pa.int8()),
                      "day": pa.array([date(2026, 3, 29)] * n, pa.date32()),
-                     "key": pa.array(users), "arm": pa.array(range(1, n + 1), pa.int64()),
+                     "key": pa.array(users), "cell": pa.array(range(1, n + 1), pa.int64()),
                      "impressions": pa.array([2] * n, pa.int64()),
                      "sums": pa.array([[0.5, 1.0]] * n, pa.list_(pa.float64())),
                      "counts": pa.array([[1.0, 1.0]] * n, pa.list_(pa.float64()))},

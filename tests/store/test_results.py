@@ -29,7 +29,8 @@ def _write(engine: sa.Engine) -> None:
     with transaction(engine, write=True) as conn:
         results.insert_units(conn, EXPERIMENT, DAY, False, BLOBS)
         results.insert_units(conn, EXPERIMENT, DAY, True, BLOBS[::-1])
-        results.insert_exposure(conn, EXPERIMENT, DAY, False, [(3, BLOBS[0]), (0, BLOBS[1])])
+        results.insert_exposure(conn, EXPERIMENT, DAY, False,
+                                [({"arm_id": 3}, BLOBS[0]), ({"arm_id": 0}, BLOBS[1])])
         results.insert_popularity(conn, EXPERIMENT, DAY + timedelta(days=1), 5, BLOBS[0])
         results.insert_popularity(conn, EXPERIMENT, DAY, 7, BLOBS[3])  # replaces it
         for part, data in enumerate([USERS, *BLOBS]):
@@ -43,7 +44,8 @@ def test_every_stored_state_reader_gives_back_the_bytes_written(engine):
         assert results.units(conn, EXPERIMENT, DAY, False) == BLOBS
         assert results.units(conn, EXPERIMENT, DAY, True) == BLOBS[::-1]
         assert results.units(conn, EXPERIMENT, DAY - timedelta(days=1), False) is None
-        assert results.exposure(conn, EXPERIMENT, DAY, False) == {3: BLOBS[0], 0: BLOBS[1]}
+        assert sorted(results.exposure(conn, EXPERIMENT, DAY, False), key=str) == \
+            [({"arm_id": 0}, BLOBS[1]), ({"arm_id": 3}, BLOBS[0])]
         assert results.popularity(conn, EXPERIMENT) == (DAY, 7, BLOBS[3])
         assert results.popularity_period(conn, EXPERIMENT) == (DAY, 7)
         assert results.popularity(conn, EXPERIMENT + 1) is None

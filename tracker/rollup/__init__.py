@@ -1,5 +1,8 @@
-"""The incremental rollup: attribution, per-impression metrics, unit-day outcomes, arm-day
+"""The incremental rollup: attribution, per-impression metrics, unit-day outcomes, cell-day
 sufficient statistics (daily and cumulative).
+
+Every per-user and per-group result is keyed by a *cell* (``cells``: today an arm; with
+segments, an arm and slice values); no other module knows what a cell is made of.
 
 Entry point: :func:`tracker.rollup.engine.run_rollup` (``tracker rollup``). The results are
 read through :mod:`tracker.store.computed` (``Tracker.metric_table``).
@@ -15,15 +18,16 @@ The modules, in the order a run uses them:
 - ``columnar``: one chunk, from Arrow tables to per-user totals (``codes``: ids to integer
   codes; ``truth``: its ground truth, compacted for a heavy user; ``outcomes``: the metric
   kernels of ``tracker.metrics`` per impression).
-- ``aggregate``: per-user totals, arm statistics, health; ``exposure``: set-level inputs;
+- ``aggregate``: per-user totals, cell statistics, health; ``exposure``: set-level inputs;
   ``popularity``: item popularity for surprisal; ``state``: the stored formats.
 - ``published``: the rows the report reads; ``cumulative``: the cumulative pass, from one
   stored checkpoint of every user's totals (the newest final day) plus the daily rows after.
 - ``covariates``: CUPED's per-user covariates by event time (``user_covariates``: their
-  stored form) and their sums per arm; ``pre_metrics``: the pre-period metric covariates.
+  stored form) and their sums per cell; ``pre_metrics``: the pre-period metric covariates.
 - ``accumulate``: exact mergeable sums (add, retract, merge in any order equal a rebuild);
   ``deltas``: per-cell statistics in them, moved by users' changes (not yet wired in: the
-  views still sum every user).
+  views still sum every user); ``cells``: what a cell is, how a list falls in one and how
+  one is named in the report's tables.
 - ``retention``: the days expired logs leave recomputable.
 - ``days``: reporting days as UTC bounds; ``lock``: one run per experiment at a time;
   ``schedule``: ``tracker rollup --every``.

@@ -1,16 +1,16 @@
-"""From impression values to unit-day outcomes, and from units to arm sufficient statistics.
+"""From impression values to unit-day outcomes, and from units to cell sufficient statistics.
 
 - **Unit = user.** A user's value for a metric over a period is the mean of that metric over
-  the user's impressions in the period (impressions where the metric is defined); the arm's
+  the user's impressions in the period (impressions where the metric is defined); the cell's
   value is the mean over its users. Users with impressions but no interactions count, with 0.
-- **Crossover users** (seen in more than one arm over the period) are counted, and excluded
-  from the metrics.
-- Stored per (arm, metric, k): users n, Σx, Σx² over the users' values, and for the ratio
+- **Crossover users** (seen in more than one cell over the period: in two arms,
+  :mod:`tracker.rollup.cells`) are counted, and excluded from the metrics.
+- Stored per (cell, metric, k): users n, Σx, Σx² over the users' values, and for the ratio
   (per-impression) view with the user as the unit: Σm, Σm², Σy, Σy², Σy·m where m is the
   user's number of impressions and y = x·m the user's sum (see
   :class:`tracker.stats.RatioStats`).
 
-Everything is vectorised numpy over (user, arm) rows; no Python loop per user.
+Everything is vectorised numpy over (user, cell) rows; no Python loop per user.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracker.rollup import state
+from tracker.rollup.cells import Cells
 from tracker.rollup.codes import sorted_codes
 from tracker.rollup.outcomes import Layout
 
@@ -35,12 +36,12 @@ hold 1 GiB)."""
 
 @dataclass(frozen=True)
 class UnitTotals:
-    """Per (user, arm) totals over a period: impressions, and per layout column the sum of
+    """Per (user, cell) totals over a period: impressions, and per layout column the sum of
     the values and the number of impressions where the metric is defined. Once reduced,
-    one row per (user, arm), the rows of a user adjacent."""
+    one row per (user, cell), the rows of a user adjacent."""
 
     users: pa.Array  # user ids (strings): kept in Arrow, never a Python string per user
-    arms: np.ndarray  # int64 arm ids
+    cells: np.ndarray  # int64 cell codes
     impressions: np.ndarray  # int64
     sums: np.ndarray  # float64 (rows, columns), column-major
     counts: np.ndarray  # float64 (rows, columns), column-major
@@ -82,12 +83,12 @@ class UnitTotals:
         if len(parts) < 2:  # nothing to copy
             return parts[0] if parts else cls.empty(columns)
         return cls(pa.concat_arrays([p.users for p in parts]),
-                   np.concatenate([p.arms for p in parts]),
+                   np.concatenate([p.cells for p in parts]),
                    np.concatenate([p.impressions for p in parts]),
                    _stack([p.sums for p in parts]), _stack([p.counts for p in parts]))
 
     def encode(self, layout: Layout) -> list[memoryview]:
-        """``rollup_units`` parts: Arrow IPC streams in the ``units/1`` format of
+        """``rollup_units`` parts: Arrow IPC streams in the ``units/2`` format of
         :mod:`tracker.rollup.state`, each of at most :data:`PART_BYTES` of sums, the columns
         named after ``layout`` (the layout of ``sums`` and ``counts``), their buffers
         zstd-compressed."""
@@ -103,7 +104,7 @@ class UnitTotals:
         # impressions and are not stored (an absent count column means exactly that)
         full = (counts == impressions[:, None]).all(axis=0)
         data = {"user_id": self.users[part],
-                "arm_id": pa.array(self.arms[part], type=pa.int64()),
+                "cell": pa.array(self.cells[part], type=pa.int64()),
                 "impressions": pa.array(impressions, type=pa.int64())}
         for j, name in enumerate(layout.names):
             data[f"sum:{name}"] = pa.array(sums[:, j], type=pa.float64())
@@ -125,7 +126,7 @@ class UnitTotals:
     @classmethod
     def _decode(cls, data: bytes, layout: Layout) -> UnitTotals:
         table = state.read(data, state.UNITS)
-        state.require(table, ["user_id", "arm_id", "impressions"]
+        state.require(table, ["user_id", "cell", "impressions"]
                       + [f"sum:{name}" for name in layout.names], state.UNITS)
         if table.num_rows == 0:
             return cls.empty(len(layout))
@@ -138,7 +139,7 @@ class UnitTotals:
             counts[:, j] = table[count].to_numpy() if count in table.column_names \
                 else impressions
         return cls(table["user_id"].combine_chunks(),
-                   table["arm_id"].to_numpy().astype(np.int64), impressions, sums, counts)
+                   table["cell"].to_numpy().astype(np.int64), impressions, sums, counts)
 
     def replacing_users(self, new: UnitTotals) -> UnitTotals:
         """These totals with every row of the users of ``new`` replaced by ``new``'s rows
@@ -147,13 +148,13 @@ class UnitTotals:
             return self
         keep = np.flatnonzero(~pc.is_in(self.users, value_set=new.users).to_numpy(
             zero_copy_only=False))
-        kept = UnitTotals(self.users.take(pa.array(keep)), self.arms[keep],
+        kept = UnitTotals(self.users.take(pa.array(keep)), self.cells[keep],
                           self.impressions[keep], _rows(self.sums, keep),
                           _rows(self.counts, keep))
         return UnitTotals.added([kept, new], self.sums.shape[1])
 
     def reduce(self) -> UnitTotals:
-        """Add up rows of the same (user, arm); rows come out sorted by (user, arm)."""
+        """Add up rows of the same (user, cell); rows come out sorted by (user, cell)."""
         return UnitTotals.added([self], self.sums.shape[1]) if self.size else self
 
     @classmethod
@@ -167,13 +168,13 @@ class UnitTotals:
         if len(users) == 0:
             return cls.empty(columns)
         user_codes, user_index = sorted_codes(users)
-        arm_codes, arm_index = np.unique(np.concatenate([p.arms for p in parts]),
+        cell_codes, cell_index = np.unique(np.concatenate([p.cells for p in parts]),
                                          return_inverse=True)
-        keys, index = np.unique(user_index.astype(np.int64) * arm_codes.size + arm_index,
+        keys, index = np.unique(user_index.astype(np.int64) * cell_codes.size + cell_index,
                                 return_inverse=True)
         impressions = np.concatenate([p.impressions for p in parts])
-        return cls(user_codes.take(pa.array(keys // arm_codes.size)),
-                   arm_codes[keys % arm_codes.size],
+        return cls(user_codes.take(pa.array(keys // cell_codes.size)),
+                   cell_codes[keys % cell_codes.size],
                    np.bincount(index, weights=impressions, minlength=keys.size).astype(np.int64),
                    _column_sums(index, [p.sums for p in parts], keys.size),
                    _column_sums(index, [p.counts for p in parts], keys.size))
@@ -211,42 +212,42 @@ def _stack(matrices: list[np.ndarray]) -> np.ndarray:
 
 @dataclass(frozen=True)
 class CodedTotals:
-    """Per (user, arm) totals like :class:`UnitTotals`, users as integer codes of a
+    """Per (user, cell) totals like :class:`UnitTotals`, users as integer codes of a
     :class:`~tracker.rollup.codes.Vocabulary` (what a chunk produces: the chunks of a day
     add up without touching a user id)."""
 
     users: np.ndarray  # int64 codes
-    arms: np.ndarray
+    cells: np.ndarray
     impressions: np.ndarray
     sums: np.ndarray
     counts: np.ndarray
 
     @classmethod
     def merge(cls, parts: list[CodedTotals]) -> CodedTotals:
-        """The parts added up per (user, arm), in the order of the parts (a day's chunks
+        """The parts added up per (user, cell), in the order of the parts (a day's chunks
         are folded as they come: memory follows the day's users, not its chunks)."""
         codes = np.concatenate([p.users for p in parts])
-        arms = np.concatenate([p.arms for p in parts])
-        arm_ids, arm_index = np.unique(arms, return_inverse=True)
-        keys, index = np.unique(codes * arm_ids.size + arm_index, return_inverse=True)
+        cells = np.concatenate([p.cells for p in parts])
+        cell_codes, cell_index = np.unique(cells, return_inverse=True)
+        keys, index = np.unique(codes * cell_codes.size + cell_index, return_inverse=True)
         impressions = np.bincount(index, weights=np.concatenate([p.impressions for p in parts]),
                                   minlength=keys.size).astype(np.int64)
-        return cls(keys // arm_ids.size, arm_ids[keys % arm_ids.size].astype(np.int64),
+        return cls(keys // cell_codes.size, cell_codes[keys % cell_codes.size].astype(np.int64),
                    impressions, _column_sums(index, [p.sums for p in parts], keys.size),
                    _column_sums(index, [p.counts for p in parts], keys.size))
 
 
-def unit_totals_of_codes(user_codes: np.ndarray, arms: np.ndarray, values: np.ndarray,
+def unit_totals_of_codes(user_codes: np.ndarray, cells: np.ndarray, values: np.ndarray,
                          defined: np.ndarray) -> CodedTotals:
-    """Per (user, arm) totals of per-impression values (0 where not ``defined``); one
+    """Per (user, cell) totals of per-impression values (0 where not ``defined``); one
     ``bincount`` per column."""
     width = values.shape[1]
     if user_codes.size == 0:
         return CodedTotals(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64),
                            np.empty(0, dtype=np.int64), _columns(width, 0),
                            _columns(width, 0))
-    arm_ids, arm_index = np.unique(arms, return_inverse=True)
-    key = user_codes * arm_ids.size + arm_index  # dense: no sort needed
+    cell_codes, cell_index = np.unique(cells, return_inverse=True)
+    key = user_codes * cell_codes.size + cell_index  # dense: no sort needed
     present = np.bincount(key) > 0
     keys = np.flatnonzero(present)
     index = (np.cumsum(present) - 1)[key]
@@ -258,13 +259,13 @@ def unit_totals_of_codes(user_codes: np.ndarray, arms: np.ndarray, values: np.nd
     if partial.size:
         counts[:, partial] = _column_sums(index, defined[:, partial].astype(np.float64),
                                           keys.size)
-    return CodedTotals(keys // arm_ids.size, arm_ids[keys % arm_ids.size].astype(np.int64),
+    return CodedTotals(keys // cell_codes.size, cell_codes[keys % cell_codes.size].astype(np.int64),
                        impressions, sums, counts)
 
 
 def totals_of_parts(parts: list[CodedTotals], user_ids: pa.Array, columns: int) -> UnitTotals:
-    """The chunks' totals added up per (user, arm), with the user ids of their codes
-    (``user_ids[code]``), sorted by (user, arm) as :meth:`UnitTotals.reduce` sorts."""
+    """The chunks' totals added up per (user, cell), with the user ids of their codes
+    (``user_ids[code]``), sorted by (user, cell) as :meth:`UnitTotals.reduce` sorts."""
     parts = [p for p in parts if p.users.size]
     if not parts:
         return UnitTotals.empty(columns)
@@ -272,21 +273,21 @@ def totals_of_parts(parts: list[CodedTotals], user_ids: pa.Array, columns: int) 
 
 
 def totals_of_coded(merged: CodedTotals, user_ids: pa.Array) -> UnitTotals:
-    """``merged`` (one row per (user, arm)) with the user ids of its codes, sorted by
-    (user, arm) as :meth:`UnitTotals.reduce` sorts."""
+    """``merged`` (one row per (user, cell)) with the user ids of its codes, sorted by
+    (user, cell) as :meth:`UnitTotals.reduce` sorts."""
     order = pc.array_sort_indices(user_ids).to_numpy()
     rank = np.empty(order.size, dtype=np.int64)  # a user's place in id order
     rank[order] = np.arange(order.size, dtype=np.int64)
-    arm_ids, arm_index = np.unique(merged.arms, return_inverse=True)
-    rows = np.argsort(rank[merged.users] * arm_ids.size + arm_index)
-    return UnitTotals(user_ids.take(pa.array(merged.users[rows])), merged.arms[rows],
+    cell_codes, cell_index = np.unique(merged.cells, return_inverse=True)
+    rows = np.argsort(rank[merged.users] * cell_codes.size + cell_index)
+    return UnitTotals(user_ids.take(pa.array(merged.users[rows])), merged.cells[rows],
                       merged.impressions[rows], _rows(merged.sums, rows),
                       _rows(merged.counts, rows))
 
 
 class CodedSums:
-    """Per (user code, arm) totals added up chunk after chunk, in place: a row per (user,
-    arm) seen so far, each chunk's rows added to theirs (a chunk holds a (user, arm) once).
+    """Per (user code, cell) totals added up chunk after chunk, in place: a row per (user,
+    cell) seen so far, each chunk's rows added to theirs (a chunk holds a (user, cell) once).
     The same sums as :meth:`CodedTotals.merge` of the chunks in the order added, to the
     bit: each row is added up in that order from 0, as ``bincount`` adds; without
     concatenating the chunks or adding up again the rows already summed.
@@ -296,33 +297,33 @@ class CodedSums:
     >>> sums.add(CodedTotals(np.array([0, 1]), np.array([7, 7]), np.array([1, 2]), one, one))
     >>> sums.add(CodedTotals(np.array([1, 0]), np.array([7, 8]), np.array([3, 4]), one, one))
     >>> t = sums.totals()
-    >>> t.users.tolist(), t.arms.tolist(), t.impressions.tolist(), t.sums[:, 0].tolist()
+    >>> t.users.tolist(), t.cells.tolist(), t.impressions.tolist(), t.sums[:, 0].tolist()
     ([0, 1, 0], [7, 7, 8], [1, 5, 4], [1.0, 2.0, 1.0])
     """
 
     def __init__(self, columns: int) -> None:
         self.size = 0
-        self._row_of: dict[int, np.ndarray] = {}  # arm -> row of each user code (-1: none)
-        self._users = self._arms = self._impressions = np.zeros(0, dtype=np.int64)
+        self._row_of: dict[int, np.ndarray] = {}  # cell -> row of each user code (-1: none)
+        self._users = self._cells = self._impressions = np.zeros(0, dtype=np.int64)
         self._sums, self._counts = _columns(columns, 0), _columns(columns, 0)
 
     def add(self, part: CodedTotals) -> None:
         rows = np.empty(part.users.size, dtype=np.int64)
-        for arm in np.unique(part.arms).tolist():
-            mine = np.flatnonzero(part.arms == arm)
-            rows[mine] = self._rows(int(arm), part.users[mine])
+        for cell in np.unique(part.cells).tolist():
+            mine = np.flatnonzero(part.cells == cell)
+            rows[mine] = self._rows(int(cell), part.users[mine])
         self._impressions[rows] += part.impressions
         for j in range(self._sums.shape[1]):  # columns: contiguous in column-major
             self._sums[:, j][rows] += part.sums[:, j]
             self._counts[:, j][rows] += part.counts[:, j]
 
-    def _rows(self, arm: int, codes: np.ndarray) -> np.ndarray:
-        """The rows of ``codes`` in ``arm``, new rows appended for codes not seen yet."""
-        table = self._row_of.get(arm, np.zeros(0, dtype=np.int64))
+    def _rows(self, cell: int, codes: np.ndarray) -> np.ndarray:
+        """The rows of ``codes`` in ``cell``, new rows appended for codes not seen yet."""
+        table = self._row_of.get(cell, np.zeros(0, dtype=np.int64))
         if codes.size and int(codes.max()) >= table.size:
             grown = np.full(max(int(codes.max()) + 1, 2 * table.size), -1, dtype=np.int64)
             grown[:table.size] = table
-            self._row_of[arm] = table = grown
+            self._row_of[cell] = table = grown
         rows = table[codes]
         new = np.flatnonzero(rows < 0)
         if new.size:
@@ -330,7 +331,7 @@ class CodedSums:
             table[codes[new]] = rows[new]
             self._grow(self.size + new.size)
             self._users[rows[new]] = codes[new]
-            self._arms[rows[new]] = arm
+            self._cells[rows[new]] = cell
             self.size += new.size
         return rows
 
@@ -338,7 +339,7 @@ class CodedSums:
         if size <= self._users.size:
             return
         capacity = max(size, 2 * self._users.size)
-        for name in ("_users", "_arms", "_impressions"):
+        for name in ("_users", "_cells", "_impressions"):
             old = getattr(self, name)
             setattr(self, name, np.concatenate((old, np.zeros(capacity - old.size, np.int64))))
         for name in ("_sums", "_counts"):
@@ -349,15 +350,15 @@ class CodedSums:
 
     def totals(self) -> CodedTotals:
         n = self.size
-        return CodedTotals(self._users[:n], self._arms[:n], self._impressions[:n],
+        return CodedTotals(self._users[:n], self._cells[:n], self._impressions[:n],
                            self._sums[:n], self._counts[:n])
 
 
 @dataclass(frozen=True)
-class ArmColumnStats:
-    """Sufficient statistics of one arm for every layout column (arrays over columns)."""
+class CellStats:
+    """Sufficient statistics of one cell for every layout column (arrays over columns)."""
 
-    arm_id: int
+    cell: int
     users: np.ndarray
     sum: np.ndarray
     sum_sq: np.ndarray
@@ -370,10 +371,10 @@ class ArmColumnStats:
 
 @dataclass(frozen=True)
 class HealthCounts:
-    """Users and impressions per arm (crossover users included in each arm they were in),
-    crossover users per arm, and the experiment's distinct users and crossover users."""
+    """Users and impressions per cell (crossover users included in each cell they were in),
+    crossover users per cell, and the experiment's distinct users and crossover users."""
 
-    arms: dict[int, tuple[int, int, int]]  # arm -> (users, impressions, crossover users)
+    cells: dict[int, tuple[int, int, int]]  # cell -> (users, impressions, crossover users)
     users: int
     impressions: int
     crossover_users: int
@@ -385,8 +386,8 @@ def _same_user_as_previous(totals: UnitTotals) -> np.ndarray:
 
 
 def crossover_mask(totals: UnitTotals) -> np.ndarray:
-    """Rows whose user appears with more than one arm (``totals`` with one row per (user,
-    arm) and the rows of a user adjacent, as :meth:`UnitTotals.reduce` and
+    """Rows whose user appears with more than one cell (``totals`` with one row per (user,
+    cell) and the rows of a user adjacent, as :meth:`UnitTotals.reduce` and
     :func:`unit_totals_of_codes` give them)."""
     if totals.size == 0:
         return np.zeros(0, dtype=bool)
@@ -399,40 +400,41 @@ def crossover_mask(totals: UnitTotals) -> np.ndarray:
 
 def health(totals: UnitTotals) -> HealthCounts:
     crossed = crossover_mask(totals)
-    arms = {}
-    for arm in np.unique(totals.arms):
-        rows = totals.arms == arm
-        arms[int(arm)] = (int(rows.sum()), int(totals.impressions[rows].sum()),
-                          int((rows & crossed).sum()))
+    cells = {}
+    for cell in np.unique(totals.cells):
+        rows = totals.cells == cell
+        cells[int(cell)] = (int(rows.sum()), int(totals.impressions[rows].sum()),
+                            int((rows & crossed).sum()))
     first = np.r_[True, ~_same_user_as_previous(totals)] if totals.size else crossed
-    return HealthCounts(arms, int(first.sum()), int(totals.impressions.sum()),
-                  int((first & crossed).sum()))
+    return HealthCounts(cells, int(first.sum()), int(totals.impressions.sum()),
+                        int((first & crossed).sum()))
 
 
-def arm_stats(totals: UnitTotals, arm_ids: list[int]) -> list[ArmColumnStats]:
-    """Per arm, the sufficient statistics of every column over its non-crossover users
-    (computed once per ``totals`` and arms)."""
-    return totals.derived(("arm_stats", tuple(arm_ids)), lambda: _arm_stats(totals, arm_ids))
+def cell_stats(totals: UnitTotals, cell_codes: list[int]) -> list[CellStats]:
+    """Per cell, the sufficient statistics of every column over its non-crossover users
+    (computed once per ``totals`` and cells)."""
+    return totals.derived(("cell_stats", tuple(cell_codes)),
+                          lambda: _cell_stats(totals, cell_codes))
 
 
-def _arm_stats(totals: UnitTotals, arm_ids: list[int]) -> list[ArmColumnStats]:
+def _cell_stats(totals: UnitTotals, cell_codes: list[int]) -> list[CellStats]:
     keep = ~crossover_mask(totals)
     out = []
-    for arm in arm_ids:
+    for cell in cell_codes:
         users = np.zeros(totals.sums.shape[1], dtype=np.int64)
         sums = np.zeros((7, totals.sums.shape[1]))
-        for block in arm_blocks(totals, arm, keep):
+        for block in cell_blocks(totals, cell, keep):
             x, m, s = block.means, block.weights, block.sums
             users += block.present.sum(axis=0)
             sums += [x.sum(axis=0), (x * x).sum(axis=0), m.sum(axis=0), (m * m).sum(axis=0),
                      s.sum(axis=0), (s * s).sum(axis=0), (s * m).sum(axis=0)]
-        out.append(ArmColumnStats(int(arm), users, *sums))
+        out.append(CellStats(int(cell), users, *sums))
     return out
 
 
 @dataclass(frozen=True)
 class UserBlock:
-    """Some users' rows of one arm (:func:`arm_blocks`): per (user, column) the sums,
+    """Some users' rows of one cell (:func:`cell_blocks`): per (user, column) the sums,
     counts, whether the metric is defined, the user's mean and weight (0 where not)."""
 
     rows: np.ndarray
@@ -443,19 +445,19 @@ class UserBlock:
     weights: np.ndarray
 
 
-ARM_BLOCK_USERS = 2048
+BLOCK_USERS = 2048
 """Users per :class:`UserBlock`: a block's matrices (29 columns: 0.5 MB each) stay in the
-cache. One matrix per arm was ~90 MB each for 384k users, and its page faults cost as much
+cache. One matrix per cell was ~90 MB each for 384k users, and its page faults cost as much
 as the arithmetic: CUPED's sums took 0.9-2.1 s against 0.35 s in blocks (1-4k users
 alike)."""
 
 
-def arm_blocks(totals: UnitTotals, arm: int, keep: np.ndarray) -> Iterator[UserBlock]:
-    """The rows of ``arm`` that ``keep`` holds, in blocks of :data:`ARM_BLOCK_USERS` users
+def cell_blocks(totals: UnitTotals, cell: int, keep: np.ndarray) -> Iterator[UserBlock]:
+    """The rows of ``cell`` that ``keep`` holds, in blocks of :data:`BLOCK_USERS` users
     in row order (sums over them are added block by block)."""
-    rows = np.flatnonzero(keep & (totals.arms == arm))
-    for at in range(0, rows.size, ARM_BLOCK_USERS):
-        block = rows[at:at + ARM_BLOCK_USERS]
+    rows = np.flatnonzero(keep & (totals.cells == cell))
+    for at in range(0, rows.size, BLOCK_USERS):
+        block = rows[at:at + BLOCK_USERS]
         sums, counts = totals.sums[block], totals.counts[block]
         present = counts > 0
         yield UserBlock(block, sums, counts, present,
@@ -463,17 +465,17 @@ def arm_blocks(totals: UnitTotals, arm: int, keep: np.ndarray) -> Iterator[UserB
                         np.where(present, counts, 0.0))
 
 
-def metric_rows(stats: list[ArmColumnStats], layout: Layout) -> list[dict]:
+def metric_rows(stats: list[CellStats], layout: Layout) -> list[dict]:
     """``rollup_metric`` rows (without experiment, day, cumulative, provisional)."""
     rows = []
-    for arm in stats:
+    for stat in stats:
         for j, (metric, k) in enumerate(layout.columns):
             rows.append({
-                "arm_id": arm.arm_id, "metric": metric, "k": k, "kind": "user",
-                "users": int(arm.users[j]), "sum": float(arm.sum[j]),
-                "sum_sq": float(arm.sum_sq[j]), "impressions": float(arm.impressions[j]),
-                "impressions_sq": float(arm.impressions_sq[j]),
-                "ratio_sum": float(arm.ratio_sum[j]), "ratio_sum_sq": float(arm.ratio_sum_sq[j]),
-                "ratio_cross": float(arm.ratio_cross[j]),
+                **Cells.stored(stat.cell), "metric": metric, "k": k, "kind": "user",
+                "users": int(stat.users[j]), "sum": float(stat.sum[j]),
+                "sum_sq": float(stat.sum_sq[j]), "impressions": float(stat.impressions[j]),
+                "impressions_sq": float(stat.impressions_sq[j]),
+                "ratio_sum": float(stat.ratio_sum[j]), "ratio_sum_sq": float(stat.ratio_sum_sq[j]),
+                "ratio_cross": float(stat.ratio_cross[j]),
             })
     return rows

@@ -1,7 +1,7 @@
 """A provisional day's chunk parts read back into one set of arrays
 (:meth:`tracker.rollup.provisional.ProvisionalDay.decode`).
 
-Each read chunk of the day is two stored streams, ``provisional-lists/1`` and
+Each read chunk of the day is two stored streams, ``provisional-lists/2`` and
 ``provisional-truth/1`` (:mod:`tracker.rollup.state`). They are read in two passes over
 the chunks, each pass on :data:`~tracker.rollup.pipeline.SCORERS` threads:
 
@@ -52,7 +52,7 @@ def read_chunk(lists_part: bytes, truth_part: bytes, cutoffs: list[int]) -> Chun
     """One chunk's streams; a stream missing a column the cutoffs need, or truth rows that
     do not match the lists, raise :class:`~tracker.errors.StaleState`."""
     table = state.read(lists_part, state.PROVISIONAL_LISTS)
-    state.require(table, ["id", "user", "arm_id", "served_at", "items", "has_baseline",
+    state.require(table, ["id", "user", "cell", "served_at", "items", "has_baseline",
                           *_overlaps(cutoffs)], state.PROVISIONAL_LISTS)
     truth = state.read(truth_part, state.PROVISIONAL_TRUTH)
     state.require(truth, ["truth_items", "truth_grades"], state.PROVISIONAL_TRUTH)
@@ -107,7 +107,7 @@ class _Day:
         """Chunk ``c``'s columns copied into its slices."""
         rows = slice(int(self.at_list[c]), int(self.at_list[c + 1]))
         out, table = self.lists, chunk.lists
-        for target, name in ((out.ids, "id"), (out.users, "user"), (out.arms, "arm_id"),
+        for target, name in ((out.ids, "id"), (out.users, "user"), (out.cells, "cell"),
                              (out.served_at, "served_at")):
             target[rows] = table[name].to_numpy()
         out.has_baseline[rows] = table["has_baseline"].to_numpy()

@@ -22,7 +22,7 @@ totals and item exposure, in vectorised numpy (no Python loop over impressions o
 4. The metrics then come from :mod:`tracker.rollup.outcomes` (``tracker.metrics`` itself),
    surprisal from Σ ln(item users) over the top k, unexpectedness from |R_k ∩ B_k| (a
    repeated item counts once, as ``tracker.metrics.unexpectedness`` does), and item
-   exposure from counts of (arm, item) over the top k.
+   exposure from counts of (cell, item) over the top k.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class ChunkResult:
     """What one chunk adds to its day, in the day's codes (:class:`Vocabulary`)."""
 
     totals: CodedTotals
-    exposures: dict[int, tuple[np.ndarray, np.ndarray]]  # arm -> (item codes, counts)
+    exposures: dict[int, tuple[np.ndarray, np.ndarray]]  # cell -> (item codes, counts)
     catalog: np.ndarray  # item codes: served anywhere in a list or in a ground truth
     impressions: int
     truth_pairs: int
@@ -360,7 +360,7 @@ class EncodedLists:
 
     ids: np.ndarray  # impression ids
     users: np.ndarray  # user codes
-    arms: np.ndarray
+    cells: np.ndarray
     served_at: np.ndarray  # microseconds
     items: np.ndarray  # the served item codes, list after list (``lengths`` each)
     lengths: np.ndarray
@@ -402,7 +402,7 @@ def score_chunk(lists: pa.Table, interactions: Interactions, keyed: pa.Table,
                 cutoffs: Sequence[int], layout: Layout, items: Vocabulary,
                 users: Vocabulary, keep: bool = False,
                 pair_limit: int = PAIR_LIMIT) -> ChunkResult:
-    """Per-user totals, item exposure per arm and the catalog items of one chunk (and,
+    """Per-user totals, item exposure per cell and the catalog items of one chunk (and,
     with ``keep``, its :class:`EncodedLists`, unless its ground truth was compacted).
 
     ``interactions`` may hold other users' too (a whole day's, read once): only the chunk's
@@ -424,8 +424,8 @@ def score_chunk(lists: pa.Table, interactions: Interactions, keyed: pa.Table,
     ground = _ground_truth(lists, imp_user, interactions, it_items, keyed, keyed_items,
                            relevance, window, len(items), served, top, pair_limit)
     truth = ground.truth
-    arms = lists["arm"].to_numpy()
-    encoded = EncodedLists(lists["id"].to_numpy(), imp_user, arms, lists["served"].to_numpy(),
+    cells = lists["cell"].to_numpy()
+    encoded = EncodedLists(lists["id"].to_numpy(), imp_user, cells, lists["served"].to_numpy(),
                            item_codes, lengths, _overlaps(served[:, :top], baseline, cutoffs),
                            lists["baseline"].is_valid().to_numpy(zero_copy_only=False), truth,
                            ground.unlisted)
@@ -433,33 +433,33 @@ def score_chunk(lists: pa.Table, interactions: Interactions, keyed: pa.Table,
                                     popularity.n_users, layout, cutoffs, served)
     catalog = distinct(np.concatenate((item_codes, truth.items) + (
         (ground.dropped_items,) if ground.dropped_items.size else ())))
-    return ChunkResult(unit_totals_of_codes(imp_user, arms, values, defined),
-                       exposures(served, arms, cutoffs), catalog, lists.num_rows,
+    return ChunkResult(unit_totals_of_codes(imp_user, cells, values, defined),
+                       exposures(served, cells, cutoffs), catalog, lists.num_rows,
                        ground.pairs, encoded if keep else None,
                        compacted=ground.unlisted is not None)
 
 
-def exposures(items: np.ndarray, arms: np.ndarray,
+def exposures(items: np.ndarray, cells: np.ndarray,
               cutoffs: Sequence[int]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Per arm: the codes of its served items and, per cutoff, the number of lists holding
+    """Per cell: the codes of its served items and, per cutoff, the number of lists holding
     each in their top k (items served only further down included, with 0)."""
     out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     if items.size == 0:
         return out
-    arm_ids, arm_index = np.unique(arms, return_inverse=True)
+    cell_codes, cell_index = np.unique(cells, return_inverse=True)
     size = int(items.max()) + 1
-    cells = items >= 0
-    # a cell's band: how many cutoffs its rank reaches past (0: inside every top k)
+    slots = items >= 0
+    # a slot's band: how many cutoffs its rank reaches past (0: inside every top k)
     limits = np.asarray(cutoffs)
     band = (np.arange(items.shape[1])[:, None] >= limits[None, :]).sum(axis=1)
     bands = limits.size + 1
-    # dense (arm, item, band) keys, one count: no sort, one pass over the cells
-    key = ((arm_index[:, None] * size + items) * bands + band[None, :])[cells]
-    by_band = np.bincount(key, minlength=arm_ids.size * size * bands).reshape(
-        arm_ids.size, size, bands)
+    # dense (cell, item, band) keys, one count: no sort, one pass over the slots
+    key = ((cell_index[:, None] * size + items) * bands + band[None, :])[slots]
+    by_band = np.bincount(key, minlength=cell_codes.size * size * bands).reshape(
+        cell_codes.size, size, bands)
     present = by_band.sum(axis=2)
     counts = np.cumsum(by_band, axis=2)[:, :, :limits.size]  # within top k: bands < j
-    for a, arm in enumerate(arm_ids):
+    for a, cell in enumerate(cell_codes):
         codes = np.flatnonzero(present[a])
-        out[int(arm)] = (codes, counts[a, codes])
+        out[int(cell)] = (codes, counts[a, codes])
     return out

@@ -1,4 +1,4 @@
-"""CUPED's pre-exposure covariates: per user, then summed per arm and metric.
+"""CUPED's pre-exposure covariates: per user, then summed per cell and metric.
 
 **Per user and experiment** (:class:`UserCovariates`), from the ``cuped_days`` days before
 the user's first exposure in the experiment:
@@ -30,13 +30,13 @@ kept in ``rollup_user_covariates`` (one Arrow stream, ``covariates/3``: ``user_i
 exactly the users of the cumulative totals (an erased user's go with them); a full rebuild
 computes every user's from the logs to the same values.
 
-**Per arm, metric column and view** (:func:`covariate_sums`), over the users the metric
+**Per cell, metric column and view** (:func:`covariate_sums`), over the users the metric
 rows count (non-crossover users with the metric defined), with the covariates of
 :data:`SUM_COVARIATES` (``pre_metric`` is, in the row of a column, that column's ``pre:``
 covariate; 0 for surprisal and unexpectedness): Σx, Σx_a·x_b, Σx·y with y the user's mean
 (the per-user view) and Σx·s, Σx·m with s the user's sum and m their impressions (the
 per-impression ratio view), stored per day and view in ``rollup_covariate_sums``: a row per
-(arm, metric, k) with a column per sum, as ``rollup_metric`` holds the other sufficient
+(cell, metric, k) with a column per sum, as ``rollup_metric`` holds the other sufficient
 statistics, so SQL reads them. Days add nothing up here: each day's and each cumulative
 view's sums come from its own unit totals, joined to the per-user covariates.
 """
@@ -53,7 +53,8 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from tracker.errors import StaleState
-from tracker.rollup.aggregate import UnitTotals, arm_blocks, crossover_mask
+from tracker.rollup.aggregate import UnitTotals, cell_blocks, crossover_mask
+from tracker.rollup.cells import Cells
 from tracker.rollup.codes import sorted_codes
 from tracker.rollup.columnar import grades_of
 from tracker.rollup.days import END_INSTANT, FIRST_INSTANT, day_of
@@ -410,13 +411,13 @@ def _delete(conn: sa.Connection, experiment_id: int) -> None:
 
 # ---------------------------------------------------------------------------- sums
 def sum_columns() -> list[str]:
-    """The names of the sums of a row, in the order :func:`_arm_sums` computes them."""
+    """The names of the sums of a row, in the order :func:`_cell_sums` computes them."""
     return [name for name, _ in covariate_sum_columns()]
 
 
-def _arm_sums(present: np.ndarray, y: np.ndarray, sums: np.ndarray, m: np.ndarray,
+def _cell_sums(present: np.ndarray, y: np.ndarray, sums: np.ndarray, m: np.ndarray,
               shared: np.ndarray, pre: np.ndarray) -> np.ndarray:
-    """One arm's sums ``(columns, len(sum_columns()))``: weights per (user, column) are
+    """One cell's sums ``(columns, len(sum_columns()))``: weights per (user, column) are
     ``present``, y, s, m; ``shared`` the covariates every column has (in the order of
     :data:`SUM_COVARIATES` without ``pre_metric``), ``pre`` the column's own, per column."""
     def weighted(w: np.ndarray) -> list[np.ndarray]:
@@ -443,33 +444,33 @@ def _arm_sums(present: np.ndarray, y: np.ndarray, sums: np.ndarray, m: np.ndarra
 
 
 def covariate_sums(totals: UnitTotals, covariates: UserCovariates, layout: Layout,
-                   arm_ids: list[int]) -> pa.Table:
-    """Per arm and layout column, the covariate sums over the non-crossover users with the
-    metric defined (see the module docstring), added up over
-    :func:`~tracker.rollup.aggregate.arm_blocks`."""
+                   codes: list[int]) -> pa.Table:
+    """Per cell (``cell``, of ``codes``) and layout column (``metric``, ``k``), the covariate
+    sums over the non-crossover users with the metric defined (see the module docstring),
+    added up over :func:`~tracker.rollup.aggregate.cell_blocks`."""
     names = covariates.names
     found = index_in(totals.users, covariates.users) if totals.size else \
         np.empty(0, dtype=np.int64)
     pre = [(j, names.index(PREFIX + column)) for j, column in enumerate(layout.names)
            if PREFIX + column in names]
     keep = ~crossover_mask(totals)
-    columns: dict[str, list] = {"arm_id": [], "metric": [], "k": []}
+    columns: dict[str, list] = {"cell": [], "metric": [], "k": []}
     blocks = []
-    for arm in arm_ids:
+    for cell in codes:
         out = np.zeros((len(layout), len(sum_columns())))
-        for block in arm_blocks(totals, arm, keep):
+        for block in cell_blocks(totals, cell, keep):
             x = covariates.at(found[block.rows])
             own = np.zeros((block.rows.size, len(layout)))  # each column's ``pre:`` covariate
             for j, c in pre:
                 own[:, j] = x[:, c]
-            out += _arm_sums(block.present.astype(float), block.means, block.sums,
+            out += _cell_sums(block.present.astype(float), block.means, block.sums,
                              block.weights, x[:, _SHARED], own)
         blocks.append(out)
-        columns["arm_id"] += [arm] * len(layout)
+        columns["cell"] += [cell] * len(layout)
         columns["metric"] += [metric for metric, _ in layout.columns]
         columns["k"] += [k for _, k in layout.columns]
     values = np.vstack(blocks) if blocks else np.zeros((0, len(sum_columns())))
-    data = {"arm_id": pa.array(columns["arm_id"], type=pa.int64()),
+    data = {"cell": pa.array(columns["cell"], type=pa.int64()),
             "metric": pa.array(columns["metric"], type=pa.string()),
             "k": pa.array(columns["k"], type=pa.int64())}
     data.update({name: pa.array(values[:, j]) for j, name in enumerate(sum_columns())})
@@ -488,12 +489,14 @@ def write_sums(conn: sa.Connection, info: ExperimentInfo, day: date, cumulative:
         table.c.cumulative.is_(cumulative)))
     if totals is None:
         return
-    sums = covariate_sums(totals, covariates, layout, [arm.id for arm in info.arms])
+    sums = covariate_sums(totals, covariates, layout, list(Cells.of(info).codes))
     sql = dict(covariate_sum_columns())  # name -> SQL column
     rows = sums.rename_columns([sql.get(c, c) for c in sums.column_names]).to_pylist()
+    for row in rows:
+        row.update(Cells.stored(row.pop("cell")), experiment_id=info.id, day=day,
+                   cumulative=cumulative)
     if rows:
-        conn.execute(sa.insert(table), [dict(row, experiment_id=info.id, day=day,
-                                             cumulative=cumulative) for row in rows])
+        conn.execute(sa.insert(table), rows)
 
 
 def copy_daily_sums(conn: sa.Connection, experiment_id: int, day: date) -> None:

@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import sqlalchemy as sa
 
+from tracker.rollup import cells
 from tracker.rollup import covariates as cuped
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.exposure import Exposure, catalog_size
@@ -36,8 +37,9 @@ from tracker.store.experiments import ExperimentInfo
 
 @dataclass
 class Running:
-    """The cumulative state through the last day passed: unit totals, exposure per arm (arm
-    0: the catalog), and whether any day so far was provisional."""
+    """The cumulative state through the last day passed: unit totals, exposure per cell
+    (:data:`~tracker.rollup.cells.WHOLE`: the catalog), and whether any day so far was
+    provisional."""
 
     totals: UnitTotals
     exposure: dict[int, Exposure]
@@ -109,9 +111,9 @@ def _start(conn: sa.Connection, info: ExperimentInfo, before: list[date], layout
         day = replay.step()
         if day == keep:
             results.insert_units(conn, info.id, day, True, replay.through.encode(layout))
-    exposed = results.exposure(conn, info.id, before[-1], True)
+    exposed = cells.coded(results.exposure(conn, info.id, before[-1], True))
     return Running(replay.through,
-                   {arm: _decode(v, arm, list(info.cutoffs)) for arm, v in exposed.items()})
+                   {cell: _decode(v, cell, list(info.cutoffs)) for cell, v in exposed.items()})
 
 
 class Replay:
@@ -168,10 +170,10 @@ def _add_day(conn: sa.Connection, info: ExperimentInfo, day: date, running: Runn
     if today is not None:
         running.totals = UnitTotals.added([running.totals, today], len(layout)) \
             if running.totals.size else today
-    for arm, value in results.exposure(conn, info.id, day, False).items():
-        exposure = _decode(value, arm, list(info.cutoffs))
-        running.exposure[arm] = running.exposure[arm] + exposure \
-            if arm in running.exposure else exposure
+    for cell, value in cells.coded(results.exposure(conn, info.id, day, False)).items():
+        exposure = _decode(value, cell, list(info.cutoffs))
+        running.exposure[cell] = running.exposure[cell] + exposure \
+            if cell in running.exposure else exposure
 
 
 def _write_day(conn: sa.Connection, view: View, running: Running, layout: Layout,
@@ -185,13 +187,13 @@ def _write_day(conn: sa.Connection, view: View, running: Running, layout: Layout
     with ThreadPoolExecutor(max_workers=1) as aside:
         encoding = None if own or not checkpoint else \
             aside.submit(running.totals.encode, layout)
-        results.insert_exposure(conn, info.id, view.day, True,
-                                [(arm, e.encode(cutoffs if arm else []))
-                                 for arm, e in sorted(running.exposure.items())])
-        seen = running.exposure[0].items if 0 in running.exposure else \
-            np.empty(0, dtype=object)
-        arms = {arm: e for arm, e in running.exposure.items() if arm}
-        insert_stats(conn, stats_rows(view, running.totals, layout, arms,
+        results.insert_exposure(conn, info.id, view.day, True, cells.keyed(
+            {cell: e.encode([] if cell == cells.WHOLE else cutoffs)
+             for cell, e in running.exposure.items()}))
+        whole = running.exposure.get(cells.WHOLE)
+        seen = whole.items if whole is not None else np.empty(0, dtype=object)
+        exposures = {cell: e for cell, e in running.exposure.items() if cell != cells.WHOLE}
+        insert_stats(conn, stats_rows(view, running.totals, layout, exposures,
                                       catalog_size(seen, declared)))
         if own and running.covariates is not None:
             cuped.copy_daily_sums(conn, info.id, view.day)  # the same sums, not again
@@ -204,6 +206,6 @@ def _write_day(conn: sa.Connection, view: View, running: Running, layout: Layout
             results.insert_units(conn, info.id, view.day, True, encoding.result())
 
 
-def _decode(data: bytes, arm: int, cutoffs: list[int]) -> Exposure:
-    """One stored exposure row (arm 0, the catalog, has no counts)."""
-    return Exposure.decode(data, cutoffs if arm else [])
+def _decode(data: bytes, cell: int, cutoffs: list[int]) -> Exposure:
+    """One stored exposure row (the whole experiment's, the catalog, has no counts)."""
+    return Exposure.decode(data, [] if cell == cells.WHOLE else cutoffs)

@@ -26,8 +26,9 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from tracker.config import Settings
-from tracker.rollup import provisional, queries
+from tracker.rollup import cells, provisional, queries
 from tracker.rollup.aggregate import CodedSums, UnitTotals, health, totals_of_coded
+from tracker.rollup.cells import Cells
 from tracker.rollup.codes import Vocabulary, distinct, take
 from tracker.rollup.columnar import ChunkResult, EncodedLists, Interactions, score_chunk
 from tracker.rollup.days import day_bounds, in_range
@@ -67,6 +68,10 @@ class RunContext:
         return Layout.for_cutoffs(self.cutoffs)
 
     @property
+    def cells(self) -> Cells:
+        return Cells.of(self.info)
+
+    @property
     def window_us(self) -> int:
         """The attribution window, in microseconds."""
         return int(self.info.attribution_window.total_seconds() * 1_000_000)
@@ -100,7 +105,7 @@ class ChunkTables:
 
 @dataclass(frozen=True)
 class DayScores:
-    """A day's per-user totals, exposure per arm and catalog items; a provisional day's
+    """A day's per-user totals, exposure per cell and catalog items; a provisional day's
     encoded state."""
 
     totals: UnitTotals
@@ -154,9 +159,9 @@ def write_state(conn: sa.Connection, run: RunContext, day: date, scores: DayScor
     results.delete_day_state(conn, info.id, day)
     provisional.save(conn, info.id, day, scores.kept)  # none: the day is final, or partial
     catalog = Exposure.of(scores.catalog, np.zeros((scores.catalog.size, 0)))
-    results.insert_exposure(conn, info.id, day, False,
-                            [(arm, e.encode(cutoffs)) for arm, e in
-                             sorted(scores.exposures.items())] + [(0, catalog.encode([]))])
+    results.insert_exposure(conn, info.id, day, False, cells.keyed(
+        {cell: e.encode(cutoffs) for cell, e in scores.exposures.items()}
+        | {cells.WHOLE: catalog.encode([])}))
     results.insert_units(conn, info.id, day, False, scores.totals.encode(run.layout))
 
 
@@ -198,7 +203,8 @@ class DayScorer:
 
     def read_chunk(self, chunk: tuple[int, int]) -> ChunkTables:
         return ChunkTables(
-            self._read(queries.served_lists, *chunk, max(self.run.cutoffs), self.only),
+            self.run.cells.place(self._read(queries.served_lists, *chunk,
+                                            max(self.run.cutoffs), self.only)),
             self._read(queries.keyed_interactions, *chunk, self.only),
             None if self.day_wide else self._read(queries.window_interactions,
                                                   self.run.window_us, chunk, self.only))
@@ -311,8 +317,8 @@ class DayFold:
             self.encoded = []
         elif result.encoded is not None:
             self.encoded.append(provisional.compact(result.encoded))
-        for arm, counts in result.exposures.items():
-            self.exposed.setdefault(arm, []).append(counts)
+        for cell, counts in result.exposures.items():
+            self.exposed.setdefault(cell, []).append(counts)
         self.impressions += result.impressions
         self.truth_pairs += result.truth_pairs
 
@@ -322,8 +328,8 @@ class DayFold:
         return totals_of_coded(self.sums.totals(), user_ids)
 
     def exposures(self, item_ids: pa.Array, cutoffs: int) -> dict[int, Exposure]:
-        return {arm: _exposure(pieces, item_ids, cutoffs)
-                for arm, pieces in self.exposed.items()}
+        return {cell: _exposure(pieces, item_ids, cutoffs)
+                for cell, pieces in self.exposed.items()}
 
     def catalog(self, item_ids: pa.Array) -> np.ndarray:
         codes = np.concatenate(self.catalogs) if self.catalogs else np.empty(0, np.int64)
@@ -332,7 +338,7 @@ class DayFold:
 
 def _exposure(pieces: list[tuple[np.ndarray, np.ndarray]], ids: pa.Array,
               cutoffs: int) -> Exposure:
-    """One arm's exposure from its chunks' (item codes, counts)."""
+    """One cell's exposure from its chunks' (item codes, counts)."""
     codes = np.concatenate([c for c, _ in pieces])
     counts = np.concatenate([n for _, n in pieces]).reshape(codes.size, cutoffs)
     present, index = np.unique(codes, return_inverse=True)

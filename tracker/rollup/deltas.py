@@ -1,15 +1,15 @@
 """Exact, mergeable per-cell statistics, and a user's change applied to them as a delta.
 
-The rollup core's views (daily, cumulative, exposure-day) are sums over users: per cell (an
-arm today; an arm and a slice with segments) and layout column, the sufficient statistics
+The rollup core's views (daily, cumulative, exposure-day) are sums over users: per cell
+(:mod:`tracker.rollup.cells`) and layout column, the sufficient statistics
 ``rollup_metric`` stores (users n, Σx, Σx², Σm, Σm², Σy, Σy², Σy·m: x the user's mean, m the
 impressions where the metric is defined, y the user's sum), over the users in one cell only
-(crossover users, seen in several arms, count in no cell's statistics; they count in
+(crossover users, seen in several cells, count in no cell's statistics; they count in
 health). :class:`CellSums` keeps them in :class:`~tracker.rollup.accumulate.ExactSums`, so
 that a view moved by deltas (:func:`apply_change`: a changed user's old rows retracted, the
 new ones added, in any order and grouping) equals, bit for bit, the view rebuilt from every
 user's current rows; and its :meth:`CellSums.stats` equal
-:func:`~tracker.rollup.aggregate.arm_stats` of the same rows (a float sum: to rounding).
+:func:`~tracker.rollup.aggregate.cell_stats` of the same rows (a float sum: to rounding).
 Health counts are integers: a change moves them by plain differences (:func:`health_moved`).
 
 Beam's ``CombineFn`` (create, add, merge, extract) and Flink's ``retract`` are the model; a
@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracker.rollup.accumulate import ExactSums
-from tracker.rollup.aggregate import ArmColumnStats, HealthCounts, UnitTotals, crossover_mask
+from tracker.rollup.aggregate import CellStats, HealthCounts, UnitTotals, crossover_mask
 
 STATS = ("users", "sum", "sum_sq", "impressions", "impressions_sq", "ratio_sum",
          "ratio_sum_sq", "ratio_cross")
@@ -80,7 +80,7 @@ class CellSums:
         """Per cell holding any row, its exact sums (for equality and storage)."""
         return {cell: acc.exact() for cell, acc in sorted(self._cells.items())}
 
-    def stats(self, cells: list[int]) -> list[ArmColumnStats]:
+    def stats(self, cells: list[int]) -> list[CellStats]:
         """The statistics of ``cells`` (zeros for a cell without rows), each correctly
         rounded once."""
         out = []
@@ -89,7 +89,7 @@ class CellSums:
             values = acc.sums() if acc is not None else \
                 np.zeros(len(STATS) * self.columns)
             blocks = values.reshape(len(STATS), self.columns)
-            out.append(ArmColumnStats(cell, np.rint(blocks[0]).astype(np.int64), *blocks[1:]))
+            out.append(CellStats(cell, np.rint(blocks[0]).astype(np.int64), *blocks[1:]))
         return out
 
 
@@ -98,7 +98,7 @@ def rows_of(totals: UnitTotals, users: pa.Array) -> UnitTotals:
     stay adjacent): the old or new rows of changed users."""
     rows = np.flatnonzero(pc.is_in(totals.users, value_set=users).to_numpy(
         zero_copy_only=False))
-    return UnitTotals(totals.users.take(pa.array(rows, type=pa.int64())), totals.arms[rows],
+    return UnitTotals(totals.users.take(pa.array(rows, type=pa.int64())), totals.cells[rows],
                       totals.impressions[rows], totals.sums[rows], totals.counts[rows])
 
 
@@ -106,7 +106,7 @@ def add_totals(acc: CellSums, totals: UnitTotals, sign: int = 1) -> None:
     """Add (``sign=-1``: retract) the rows of ``totals`` whose user is in one cell only
     (``totals``: every row of each of its users, as :class:`UnitTotals` keeps them)."""
     keep = np.flatnonzero(~crossover_mask(totals))
-    acc.add(totals.arms[keep], totals.sums[keep], totals.counts[keep], sign)
+    acc.add(totals.cells[keep], totals.sums[keep], totals.counts[keep], sign)
 
 
 def apply_change(acc: CellSums, old: UnitTotals, new: UnitTotals) -> None:
@@ -120,13 +120,13 @@ def health_moved(base: HealthCounts, before: HealthCounts, after: HealthCounts
                  ) -> HealthCounts:
     """A view's health counts ``base`` moved by some users' change: ``before`` and ``after``
     are :func:`~tracker.rollup.aggregate.health` of their old and of their new rows."""
-    arms = {}
-    for arm in sorted(set(base.arms) | set(before.arms) | set(after.arms)):
-        rows = (base.arms.get(arm, (0, 0, 0)), before.arms.get(arm, (0, 0, 0)),
-                after.arms.get(arm, (0, 0, 0)))
+    cells = {}
+    for cell in sorted(set(base.cells) | set(before.cells) | set(after.cells)):
+        rows = (base.cells.get(cell, (0, 0, 0)), before.cells.get(cell, (0, 0, 0)),
+                after.cells.get(cell, (0, 0, 0)))
         moved = tuple(b - o + a for b, o, a in zip(*rows, strict=True))
         if any(moved):
-            arms[arm] = moved
-    return HealthCounts(arms, base.users - before.users + after.users,
+            cells[cell] = moved
+    return HealthCounts(cells, base.users - before.users + after.users,
                         base.impressions - before.impressions + after.impressions,
                         base.crossover_users - before.crossover_users + after.crossover_users)

@@ -1,4 +1,4 @@
-"""The incremental rollup job: raw logs -> unit-day outcomes -> arm-day statistics.
+"""The incremental rollup job: raw logs -> unit-day outcomes -> cell-day statistics.
 
 One run, per experiment:
 
@@ -16,8 +16,8 @@ One run, per experiment:
 2. **Each touched day** (:mod:`tracker.rollup.day`) is recomputed from the raw logs
    (set-based SQL, then vectorised numpy over bounded chunks of impressions, read ahead
    while scored: :mod:`tracker.rollup.pipeline`); its per-user units and exposure (what the
-   cumulative pass reads) are replaced in one write transaction, its arm-level rows (what
-   the report reads: a few per arm and metric) are kept for the end. A day only new ground
+   cumulative pass reads) are replaced in one write transaction, its cell-level rows (what
+   the report reads: a few per cell and metric) are kept for the end. A day only new ground
    truth changed is recomputed for the users it changes: from its stored encoded state
    while it is provisional (:mod:`tracker.rollup.provisional`), else by reading those
    users' impressions again (:mod:`tracker.rollup.partial`).

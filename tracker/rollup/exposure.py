@@ -1,8 +1,8 @@
-"""Item exposure per arm, merged and measured in numpy.
+"""Item exposure per cell, merged and measured in numpy.
 
-An arm's exposure is its served items (sorted ids) with, per cutoff k, the number of lists
+A cell's exposure is its served items (sorted ids) with, per cutoff k, the number of lists
 that held the item in their top k. Days merge by adding counts item by item, so the
-cumulative exposure of day D is that of the previous day plus day D's: one row per arm and
+cumulative exposure of day D is that of the previous day plus day D's: one row per cell and
 day is read, whatever the history. The catalog is the same structure without counts.
 """
 
@@ -22,6 +22,7 @@ from tracker.metrics.exposure import (
     histogram,
 )
 from tracker.rollup import state
+from tracker.rollup.cells import Cells
 from tracker.rollup.codes import factorize
 
 
@@ -85,7 +86,7 @@ def catalog_size(seen: np.ndarray, declared: pa.Array | None) -> int:
 
 
 def set_values(exposure: Exposure, column: int, catalog: int) -> dict[str, float]:
-    """Coverage, Gini and entropy (bits) of one arm at the cutoff of ``column``: the
+    """Coverage, Gini and entropy (bits) of one cell at the cutoff of ``column``: the
     kernels of :mod:`tracker.metrics.exposure` over the histogram of its exposure counts
     (the catalog's unseen items at exposure 0)."""
     hist = histogram(exposure.counts[:, column])
@@ -95,18 +96,18 @@ def set_values(exposure: Exposure, column: int, catalog: int) -> dict[str, float
 
 def set_metric_rows(exposures: dict[int, Exposure], catalog: int, cutoffs: list[int],
                     users: dict[int, int]) -> list[dict]:
-    """``rollup_metric`` rows of the set-level metrics (coverage, gini, entropy) of every arm
+    """``rollup_metric`` rows of the set-level metrics (coverage, gini, entropy) of every cell
     with users."""
     rows = []
-    for arm, arm_users in users.items():
-        if not arm_users:
-            continue  # an arm without users has no set of lists
-        exposure = exposures.get(arm, Exposure.empty(len(cutoffs)))
+    for cell, cell_users in users.items():
+        if not cell_users:
+            continue  # a cell without users has no set of lists
+        exposure = exposures.get(cell, Exposure.empty(len(cutoffs)))
         for j, k in enumerate(cutoffs):
             for metric, value in set_values(exposure, j, catalog).items():
                 rows.append({
-                    "arm_id": arm, "metric": metric, "k": k, "kind": "set",
-                    "users": arm_users, "sum": value, "sum_sq": value * value,
+                    **Cells.stored(cell), "metric": metric, "k": k, "kind": "set",
+                    "users": cell_users, "sum": value, "sum_sq": value * value,
                     "impressions": 0.0, "impressions_sq": 0.0, "ratio_sum": 0.0,
                     "ratio_sum_sq": 0.0, "ratio_cross": 0.0,
                 })

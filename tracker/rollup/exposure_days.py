@@ -2,18 +2,18 @@
 
 A user's **first exposure day** in an experiment is the first reporting day with a unit row
 of theirs (an impression of the experiment, in any arm); a unit row of day D then belongs to
-exposure day e = D − first. The view's statistics for (arm, e) are the sufficient statistics
+exposure day e = D − first. The view's statistics for (cell, e) are the sufficient statistics
 of ``rollup_metric``'s per-user metrics over the (user, D) units with D − first = e: a user
 counts once per exposure day on which they were served (users who did not come back that
 day are not in it), with their mean over that day's impressions; crossover users of a day
 are left out of that day as in the daily view. Set-level metrics (coverage, Gini, entropy)
-describe an arm's lists of a calendar day and have no exposure-day value.
+describe a cell's lists of a calendar day and have no exposure-day value.
 
 Stored in the run's last transaction (:func:`publish_exposure_days`, after the daily rows):
 
 - ``rollup_first_seen``: per day, the users first seen that day (``first_seen/1``: one
   ``user_id`` string column, self-describing as the formats of :mod:`tracker.rollup.state`);
-- ``rollup_exposure_day``: per calendar day, the arms' statistics of every exposure day the
+- ``rollup_exposure_day``: per calendar day, the cells' statistics of every exposure day the
   day holds; :func:`tracker.store.computed.exposure_day_table` adds them up over days.
 
 A run that recomputed days from D on rebuilds both tables from D on (a late impression on an
@@ -36,7 +36,8 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from tracker.rollup import state
-from tracker.rollup.aggregate import UnitTotals, arm_stats, metric_rows
+from tracker.rollup.aggregate import UnitTotals, cell_stats, metric_rows
+from tracker.rollup.cells import Cells
 from tracker.rollup.outcomes import Layout
 from tracker.store import results
 from tracker.store.experiments import ExperimentInfo
@@ -111,15 +112,15 @@ def day_rows(info: ExperimentInfo, totals: UnitTotals, offsets: np.ndarray,
              layout: Layout) -> list[dict]:
     """The statistics rows of one day's unit ``totals`` per exposure day (``offsets``: each
     row's days since its user's first exposure), without experiment, day and provisional."""
-    arm_ids = [arm.id for arm in info.arms]
+    codes = list(Cells.of(info).codes)
     rows = []
     for offset in np.unique(offsets):
         pick = np.flatnonzero(offsets == offset)  # a user's rows stay adjacent
         # every row (a first day): the day's own totals, whose statistics are known
         part = totals if pick.size == totals.size else UnitTotals(
-            totals.users.take(pa.array(pick)), totals.arms[pick], totals.impressions[pick],
+            totals.users.take(pa.array(pick)), totals.cells[pick], totals.impressions[pick],
             totals.sums[pick], totals.counts[pick])
-        for row in metric_rows(arm_stats(part, arm_ids), layout):
+        for row in metric_rows(cell_stats(part, codes), layout):
             del row["kind"]
             rows.append(dict(row, exposure_day=int(offset)))
     return rows

@@ -30,7 +30,7 @@ from datetime import date
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
-from tracker.rollup import queries
+from tracker.rollup import cells, queries
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.day import DayScores, RunContext, closes_at, store_day
 from tracker.rollup.days import day_bounds
@@ -76,8 +76,8 @@ def final_pass(run: RunContext, day: date, kept: ProvisionalDay, stored: bytes,
     if rebuilt is None:  # too heavy to keep: read whole from the logs, the state dropped
         return None
     changed = rebuilt.day.totals_of(rebuilt.changed_users, run.layout, run.cutoffs)
-    exposures = {arm: Exposure.decode(data, run.cutoffs)
-                 for arm, data in exposed.items() if arm}
+    exposures = {cell: Exposure.decode(data, run.cutoffs)
+                 for cell, data in exposed.items() if cell != cells.WHOLE}
     final = closes_at(run, extent) <= to_micros(run.clock)
     merged = DayScores(UnitTotals.decode(stored, run.layout).replacing_users(changed),
                        exposures, rebuilt.day.catalog(),

@@ -8,7 +8,7 @@ popularity did). So the day's
 stored units are kept for every other user, and the changed users' impressions are read and
 scored again (the same chunks, the same kernels) and replace their rows; the catalog gains
 the items of their new ground truth (ground truths only grow with new interactions); the
-day's arm statistics are then computed again from the units, which costs a few numpy passes
+day's cell statistics are then computed again from the units, which costs a few numpy passes
 over one row per user. Every user's rows are still a function of the raw logs, never a
 delta: a run killed after writing the day and run again recomputes the same users from the
 same rows.
@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracker.rollup import provisional, queries
+from tracker.rollup import cells, provisional, queries
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.day import DayScorer, DayScores, RunContext, store_day
 from tracker.rollup.days import day_bounds
@@ -55,10 +55,10 @@ def recompute_users(run: RunContext, day: date, users: frozenset[str], ids: Ids,
         queries.tune(conn)
         extent = queries.day_extent(conn, run.info.id, start, end)
         stored = results.units(conn, run.info.id, day, False)
-        exposed = results.exposure(conn, run.info.id, day, False)
+        exposed = cells.coded(results.exposure(conn, run.info.id, day, False))
         day_wide = queries.count_window_interactions(
             conn, start, end, run.window_us) <= run.settings.rollup_chunk_cells
-    if not extent.impressions or stored is None or 0 not in exposed:
+    if not extent.impressions or stored is None or cells.WHOLE not in exposed:
         return None
     before = UnitTotals.decode(stored, run.layout)
     if len(users) > WHOLE_DAY_SHARE * _distinct(before.users):
@@ -67,9 +67,9 @@ def recompute_users(run: RunContext, day: date, users: frozenset[str], ids: Ids,
         queries.changed_users(ids.interactions_after, ids.interactions_through, start, end,
                               run.window_us)
     scores = DayScorer(run, day, extent, day_wide, users=only).score(summary)
-    exposures = {arm: Exposure.decode(data, run.cutoffs)
-                 for arm, data in exposed.items() if arm}
-    catalog = Exposure.decode(exposed[0], []).items
+    exposures = {cell: Exposure.decode(data, run.cutoffs)
+                 for cell, data in exposed.items() if cell != cells.WHOLE}
+    catalog = Exposure.decode(exposed[cells.WHOLE], []).items
     merged = DayScores(replaced(before, scores.totals, owned=True), exposures,
                        _union(catalog, scores.catalog))
     result = store_day(run, day, extent, merged)
@@ -93,9 +93,9 @@ def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
             parts = provisional.load(conn, info.id, day)
             kept = provisional.ProvisionalDay.decode(parts, run.cutoffs) if parts else None
         stored = results.units(conn, info.id, day, False) if kept else None
-        exposed = results.exposure(conn, info.id, day, False) if kept else {}
+        exposed = cells.coded(results.exposure(conn, info.id, day, False)) if kept else {}
         due = is_due(conn, info.id, day, to_micros(run.clock))
-    if kept is None or stored is None or 0 not in exposed:
+    if kept is None or stored is None or cells.WHOLE not in exposed:
         return None
     if due:  # final since, or marked for recompute: from every interaction of its windows
         return final_pass(run, day, kept, stored, exposed, summary)
@@ -124,15 +124,16 @@ def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
 
 def _decoded(run: RunContext, stored: list[bytes], exposed: dict[int, bytes]
              ) -> tuple[UnitTotals, dict[int, Exposure], np.ndarray]:
-    """A day's stored units, its arms' exposure and its catalog's items, decoded."""
+    """A day's stored units, its cells' exposure and its catalog's items, decoded."""
     return (UnitTotals.decode(stored, run.layout),
-            {arm: Exposure.decode(data, run.cutoffs) for arm, data in exposed.items() if arm},
-            Exposure.decode(exposed[0], []).items)
+            {cell: Exposure.decode(data, run.cutoffs) for cell, data in exposed.items()
+             if cell != cells.WHOLE},
+            Exposure.decode(exposed[cells.WHOLE], []).items)
 
 
 def replaced(stored: UnitTotals, changed: UnitTotals, *, owned: bool = False) -> UnitTotals:
     """``stored.replacing_users(changed)``: the rows of ``changed``'s users replaced by
-    its rows. When ``stored`` is sorted by (user, arm) and holds exactly the (user, arm)
+    its rows. When ``stored`` is sorted by (user, cell) and holds exactly the (user, cell)
     rows ``changed`` has for its users (a day scored again for some of its users: the same
     impressions, so the same rows), they are overwritten where they are: no sort of every
     user id again, and with ``owned`` (totals the caller just decoded and gives up, with
@@ -145,17 +146,17 @@ def replaced(stored: UnitTotals, changed: UnitTotals, *, owned: bool = False) ->
         zero_copy_only=False))
     if rows.size != changed.size or not _sorted(stored) or not (
             pc.all(pc.equal(stored.users.take(pa.array(rows)), changed.users)).as_py()
-            and np.array_equal(stored.arms[rows], changed.arms)):
+            and np.array_equal(stored.cells[rows], changed.cells)):
         return stored.replacing_users(changed)
     sums, counts, impressions = (a if owned and a.flags.writeable else a.copy(order="F")
                                  for a in (stored.sums, stored.counts, stored.impressions))
     sums[rows], counts[rows] = changed.sums, changed.counts
     impressions[rows] = changed.impressions
-    return UnitTotals(stored.users, stored.arms, impressions, sums, counts)
+    return UnitTotals(stored.users, stored.cells, impressions, sums, counts)
 
 
 def _sorted(totals: UnitTotals) -> bool:
-    """Whether the rows are sorted by (user, arm), each (user, arm) once (as
+    """Whether the rows are sorted by (user, cell), each (user, cell) once (as
     :meth:`~UnitTotals.reduce` leaves them)."""
     if totals.size < 2:
         return True
@@ -163,7 +164,7 @@ def _sorted(totals: UnitTotals) -> bool:
     earlier, later = users.slice(0, len(users) - 1), users.slice(1)
     before = pc.less(earlier, later).to_numpy(zero_copy_only=False)
     same = pc.equal(earlier, later).to_numpy(zero_copy_only=False)
-    return bool((before | (same & (totals.arms[:-1] < totals.arms[1:]))).all())
+    return bool((before | (same & (totals.cells[:-1] < totals.cells[1:]))).all())
 
 
 def _distinct(users: pa.Array) -> int:

@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
+from tracker.rollup.cells import WHOLE
 from tracker.rollup.codes import Vocabulary
 from tracker.rollup.columnar import Interactions, score_chunk
 from tracker.rollup.outcomes import BEYOND, Layout
@@ -51,7 +52,7 @@ from tracker.store.experiments import ExperimentInfo
 
 NO_LISTS = "no_pre_lists"
 PREFIX = "pre:"
-_LISTS = pa.schema([pa.field("id", pa.int64()), pa.field("arm", pa.int64()),
+_LISTS = pa.schema([pa.field("id", pa.int64()), pa.field("cell", pa.int64()),
                     pa.field("user", pa.string()), pa.field("served", pa.int64()),
                     pa.field("items", LIST), pa.field("baseline", LIST)])
 _TIMED = pa.schema([pa.field("user", pa.string()), pa.field("item", pa.string()),
@@ -143,11 +144,13 @@ def any_lists(conn: sa.Connection, experiment_id: int, lo: np.ndarray, hi: np.nd
 
 def _lists(reader: ArrowReader, users: pa.Array, lo: np.ndarray, hi: np.ndarray) -> pa.Table:
     """The pre-period lists of ``users`` (columns of :data:`_LISTS` plus ``key``, the
-    impression id as logged; ``id`` is the row number, every ``arm`` 0)."""
+    impression id as logged; ``id`` is the row number, every ``cell`` the whole experiment:
+    pre-period lists fall in no cell)."""
     rows = _read(reader, users, lo, hi, "impression", "served_at", _LIST_ROWS)
     n = rows.num_rows
     return pa.table({
-        "id": pa.array(np.arange(n, dtype=np.int64)), "arm": pa.array(np.zeros(n, np.int64)),
+        "id": pa.array(np.arange(n, dtype=np.int64)),
+        "cell": pa.array(np.full(n, WHOLE, np.int64)),
         "user": rows["user"], "served": rows["at"], "items": rows["items"],
         "baseline": pa.nulls(n, LIST), "key": rows["key"]})
 

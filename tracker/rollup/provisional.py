@@ -14,8 +14,8 @@ row per part:
   number of read chunks;
 - part 1, ``provisional-items/2``: per item code its id and ln(users) in the popularity
   of the experiment (rewritten when a ground truth gains an item);
-- per read chunk ``c``, part ``2 + 2c``, ``provisional-lists/1``: per impression its id,
-  user, arm, serving time, served list as item codes and overlap with the baseline list,
+- per read chunk ``c``, part ``2 + 2c``, ``provisional-lists/2``: per impression its id,
+  user, cell, serving time, served list as item codes and overlap with the baseline list,
   which nothing changes while the day is provisional: **written once**;
 - and part ``3 + 2c``, ``provisional-truth/1``: per impression its ground truth as (item
   code, grade) lists, **rewritten only when that chunk's ground truth changed**;
@@ -36,7 +36,7 @@ ground truth; the impressions whose ground truth changed give the users to score
 and every impression of those users is scored with the kernels a whole day uses
 (:func:`~tracker.rollup.columnar.score_encoded`), chunk by chunk in the order the day was
 read, so that each user's sums add in the same order as a full rollup's. Their unit rows
-replace the stored ones; the arm statistics are computed again from the units. The truth
+replace the stored ones; the cell statistics are computed again from the units. The truth
 parts of the chunks that changed are written again. Once its windows close, the day is
 computed final from the state too (:mod:`tracker.rollup.final`), and the state dropped.
 """
@@ -289,7 +289,7 @@ class ProvisionalDay:
             mine = _widened(_take(self.lists, rows[chunks == chunk], starts))
             values, defined = score_encoded(mine, self.ln_users, self.n_users, layout,
                                             cutoffs)
-            return unit_totals_of_codes(mine.users, mine.arms, values, defined)
+            return unit_totals_of_codes(mine.users, mine.cells, values, defined)
 
         # the chunks scored side by side as a whole day's are (the kernels release the
         # GIL), their parts merged in chunk order
@@ -386,12 +386,12 @@ def _widened(lists: EncodedLists) -> EncodedLists:
 
 
 def _encode_lists(lists: EncodedLists, low: int, high: int, cutoffs: list[int]) -> memoryview:
-    """The ``provisional-lists/1`` part of the rows ``[low, high)``."""
+    """The ``provisional-lists/2`` part of the rows ``[low, high)``."""
     offsets = np.r_[0, np.cumsum(lists.lengths)]
     served = lists.items[offsets[low]:offsets[high]].astype(np.int32)
     data = {"id": pa.array(lists.ids[low:high], pa.int64()),
             "user": pa.array(lists.users[low:high], pa.int32()),
-            "arm_id": pa.array(lists.arms[low:high], pa.int64()),
+            "cell": pa.array(lists.cells[low:high], pa.int64()),
             "served_at": pa.array(lists.served_at[low:high], pa.int64()),
             "items": pa.ListArray.from_arrays(
                 pa.array((offsets[low:high + 1] - offsets[low]).astype(np.int32)),
@@ -448,7 +448,7 @@ def _concat(parts: list[EncodedLists]) -> EncodedLists:
                   np.concatenate([p.truth.items for p in parts]),
                   np.concatenate([p.truth.grades for p in parts]))
     return EncodedLists(*(np.concatenate([getattr(p, name) for p in parts])
-                          for name in ("ids", "users", "arms", "served_at", "items", "lengths",
+                          for name in ("ids", "users", "cells", "served_at", "items", "lengths",
                                        "overlap", "has_baseline")), truth)
 
 
@@ -468,7 +468,7 @@ def _take(lists: EncodedLists, rows: np.ndarray, starts: np.ndarray) -> EncodedL
     keep = mine >= 0
     truth = Truth(mine[keep], lists.truth.items[first:last][keep],
                   lists.truth.grades[first:last][keep])
-    return EncodedLists(lists.ids[rows], lists.users[rows], lists.arms[rows],
+    return EncodedLists(lists.ids[rows], lists.users[rows], lists.cells[rows],
                         lists.served_at[rows], lists.items[flat], lengths,
                         lists.overlap[rows], lists.has_baseline[rows], truth)
 

@@ -1,5 +1,5 @@
 """The rows the report reads, built from a day's (or a period's) unit totals and exposure:
-``rollup_metric`` (a few per arm and metric, whatever the traffic), ``rollup_health`` and
+``rollup_metric`` (a few per cell and metric, whatever the traffic), ``rollup_health`` and
 the day's ``rollup_day`` status. A run holds its days' rows and publishes them in its last
 transaction (:func:`publish_daily`), beside the cumulative rows."""
 
@@ -10,7 +10,8 @@ from datetime import date
 
 import sqlalchemy as sa
 
-from tracker.rollup.aggregate import UnitTotals, arm_stats, health, metric_rows
+from tracker.rollup.aggregate import UnitTotals, cell_stats, health, metric_rows
+from tracker.rollup.cells import WHOLE, Cells
 from tracker.rollup.exposure import Exposure, set_metric_rows
 from tracker.rollup.outcomes import Layout
 from tracker.store import results
@@ -20,7 +21,7 @@ from tracker.store.experiments import ExperimentInfo
 @dataclass(frozen=True)
 class StatsRows:
     """The rows the report reads of one day and view: ``rollup_metric`` and
-    ``rollup_health`` (a few per arm and metric, whatever the traffic)."""
+    ``rollup_health`` (a few per cell and metric, whatever the traffic)."""
 
     metrics: list[dict]
     health: list[dict]
@@ -60,15 +61,16 @@ def stats_rows(view: View, totals: UnitTotals, layout: Layout,
     """The metric rows (per-user metrics from ``totals``, set metrics from ``exposures``
     over a catalog of ``catalog`` items) and the health rows of one view."""
     info, base = view.info, view.base
-    arm_ids = [arm.id for arm in info.arms]
+    codes = list(Cells.of(info).codes)
     state = health(totals)
-    users = {arm: state.arms.get(arm, (0, 0, 0))[0] for arm in arm_ids}
-    rows = [dict(base, **row) for row in metric_rows(arm_stats(totals, arm_ids), layout)]
-    rows += [dict(base, **row)
-             for row in set_metric_rows(exposures, catalog, list(info.cutoffs), users)]
-    health_rows = [dict(base, arm_id=arm, users=u, impressions=i, crossover_users=c)
-                   for arm, (u, i, c) in ((a, state.arms.get(a, (0, 0, 0))) for a in arm_ids)]
-    health_rows.append(dict(base, arm_id=0, users=state.users, impressions=state.impressions,
+    counts = {cell: state.cells.get(cell, (0, 0, 0)) for cell in codes}
+    rows = [dict(base, **row) for row in metric_rows(cell_stats(totals, codes), layout)]
+    rows += [dict(base, **row) for row in set_metric_rows(
+        exposures, catalog, list(info.cutoffs), {cell: n[0] for cell, n in counts.items()})]
+    health_rows = [dict(base, **Cells.stored(cell), users=u, impressions=i, crossover_users=c)
+                   for cell, (u, i, c) in counts.items()]
+    health_rows.append(dict(base, **Cells.stored(WHOLE), users=state.users,
+                            impressions=state.impressions,
                             crossover_users=state.crossover_users))
     return StatsRows(rows, health_rows)
 

@@ -12,15 +12,16 @@ stored state is never read by position, so it is never misread silently.
 
 The formats (columns in the order written; readers do not rely on it):
 
-- ``units/1``: ``user_id`` (string), ``arm_id`` (int64), ``impressions`` (int64), then per
+- ``units/2``: ``user_id`` (string), ``cell`` (int64, :mod:`tracker.rollup.cells`),
+  ``impressions`` (int64), then per
   value column ``sum:<name>`` (float64) and, only where some unit's count differs from its
   impressions, ``count:<name>`` (float64; absent: equal to ``impressions``). ``<name>`` is
   ``metric@k``, or the bare metric for one without a cutoff (``sum:ndcg@10``,
-  ``sum:r_precision``).
+  ``sum:r_precision``). (``units/1`` named the cell ``arm_id``: read as this one.)
 - ``popularity/3``: ``item_id`` (string), ``users`` (int64); metadata ``tracker.n_users``:
   the experiment's reference period (:mod:`tracker.rollup.popularity`; ``popularity/2``
   counted a window before each day, by the experiment's audience: not read as this one).
-- ``provisional-users/1``, ``provisional-items/2``, ``provisional-lists/1`` and
+- ``provisional-users/1``, ``provisional-items/2``, ``provisional-lists/2`` and
   ``provisional-truth/1``: a provisional day's scoring inputs, one stream per part
   (:mod:`tracker.rollup.provisional`). Users: ``user_id`` (string; the row number is the
   code), metadata ``tracker.chunks`` (the read chunks). Items: ``item_id`` (string; the row
@@ -28,7 +29,7 @@ The formats (columns in the order written; readers do not rely on it):
   experiment's popularity, 0 if none), metadata ``tracker.n_users`` (of that popularity).
   Lists, one
   stream per read chunk, one row per impression in the order they were scored: ``id``,
-  ``arm_id``, ``served_at`` (int64), ``user`` (int32, a user code), ``items``
+  ``cell``, ``served_at`` (int64), ``user`` (int32, a user code), ``items``
   (list<int32>: the served list as item codes), ``has_baseline`` (bool) and per cutoff
   ``overlap@<k>`` (int8, int16 past 127: |R_k ∩ B_k|). Truth, one stream per read chunk,
   row for row with its lists: ``truth_items`` (list<int32>, item codes) and
@@ -37,7 +38,8 @@ The formats (columns in the order written; readers do not rely on it):
   impression's row in the day, chunk after chunk), ``item`` (int32, an item code) and
   ``grade`` (float64), sorted by (row, item), metadata ``tracker.lists`` (the day's
   impressions); a reader merges them into the chunks' truth, the highest grade per pair.
-  (``provisional/1`` and ``provisional-items/1`` held the
+  (``provisional-lists/1`` named the cell ``arm_id``: read as this one;
+  ``provisional/1`` and ``provisional-items/1`` held the
   whole day in one stream: such a state is not read, its day is recomputed.)
 - ``exposure/1``: ``item_id`` (string, sorted, unique) and per cutoff ``top@<k>`` (int64:
   lists holding the item in their top k); the catalog row has no ``top@`` column.
@@ -54,14 +56,19 @@ from tracker.errors import StaleState
 FORMAT = b"tracker.format"
 """The schema metadata key naming a stream's format and version."""
 
-UNITS = "units/1"
+UNITS = "units/2"  # 2: ``cell`` (1: ``arm_id``, the same codes)
 POPULARITY = "popularity/3"  # 3: the reference period (2: a window before each day)
 EXPOSURE = "exposure/1"
 PROVISIONAL_USERS = "provisional-users/1"
 PROVISIONAL_ITEMS = "provisional-items/2"  # 2: per part of a day in chunks (1: one stream)
-PROVISIONAL_LISTS = "provisional-lists/1"
+PROVISIONAL_LISTS = "provisional-lists/2"  # 2: ``cell`` (1: ``arm_id``)
 PROVISIONAL_TRUTH = "provisional-truth/1"
 PROVISIONAL_GAINED = "provisional-gained/1"
+
+EARLIER = {UNITS: ("units/1", {"arm_id": "cell"}),
+           PROVISIONAL_LISTS: ("provisional-lists/1", {"arm_id": "cell"})}
+"""Earlier versions a reader still reads, by the current format: the earlier one's name and
+its columns renamed since (the values are the same)."""
 
 _FULL = "run `tracker rollup --full` to recompute the stored state"
 
@@ -107,6 +114,9 @@ def read(data: bytes | memoryview, fmt: str) -> pa.Table:
         raise StaleState(f"stored rollup state is not a {fmt!r} Arrow stream ({error}); "
                          f"{_FULL}") from error
     found = (table.schema.metadata or {}).get(FORMAT, b"").decode(errors="replace")
+    earlier, renamed = EARLIER.get(fmt, (None, {}))
+    if found == earlier and found is not None:
+        return table.rename_columns([renamed.get(n, n) for n in table.column_names])
     if found != fmt:
         raise StaleState(f"stored rollup state has format {found or 'none'!r}, this version "
                          f"of tracker reads {fmt!r}; {_FULL}")

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from pyspark.sql import SparkSession
 
+from tracker.rollup.cells import Cells
 from tracker.rollup.days import day_start
 from tracker.spark.buckets import Files, collected, read_rows
 from tracker.spark.frames import Census, census_of
@@ -87,7 +88,7 @@ class CensusJob:
         """The census rows (:data:`OUT`) of one bucket."""
         info = self.info
         mine = (ds.field("experiment") == info.key) \
-            & ds.field("arm").isin([arm.key for arm in info.arms])
+            & ds.field("arm").isin(list(Cells.of(info).logged))
         found = pa.table({"user": pa.array([], pa.string()), "_day": pa.array([], pa.int64()),
                           "n": pa.array([], pa.int64()), "last": pa.array([], pa.int64()),
                           "served": pa.array([], pa.int64())})

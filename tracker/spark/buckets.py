@@ -50,6 +50,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from tracker.lake.layout import SCHEMAS, TIMESTAMP, user_hash
+from tracker.rollup.cells import Cells
 from tracker.rollup.days import day_start
 from tracker.spark.frames import Frames
 from tracker.spark.groups import WRITTEN_DDL, GroupConfig, score_group, write_group
@@ -158,15 +159,15 @@ class BucketJob:
 
     def _lists(self, imps: pa.Table) -> pa.Table:
         """The group's impressions as :func:`score_group` takes them (with their ids when
-        some interaction names one), those of arms the experiment does not declare left
-        out."""
-        arms = self.info.arms
-        at = pc.index_in(imps["arm"], value_set=pa.array([a.key for a in arms], pa.string()))
-        arm = pc.take(pa.array([a.id for a in arms], pa.int64()), at)
-        known = pc.is_valid(arm)
+        some interaction names one) in their cells, those in no cell of the experiment (an
+        arm it does not declare) left out."""
+        logged = Cells.of(self.info).logged
+        at = pc.index_in(imps["arm"], value_set=pa.array(list(logged), pa.string()))
+        cell = pc.take(pa.array(list(logged.values()), pa.int64()), at)
+        known = pc.is_valid(cell)
         ids = {"impression_id": imps["impression_id"]} if self.keyed else {}
         return pa.table({
-            **ids, "arm": arm, "user": imps["user_id"],
+            **ids, "cell": cell, "user": imps["user_id"],
             "served": imps["served_at"].cast(pa.int64()), "items": imps["items"],
             "baseline": pc.list_slice(imps["baseline_items"], 0, max(self.info.cutoffs)),
         }).filter(known)

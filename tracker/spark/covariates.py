@@ -49,6 +49,7 @@ from tracker.errors import StaleState
 from tracker.lake.layout import SCHEMAS
 from tracker.rollup import covariates as cuped
 from tracker.rollup import state
+from tracker.rollup.cells import Cells
 from tracker.rollup.covariates import names_for
 from tracker.rollup.pre_metrics import index_in
 from tracker.rollup.published import DayResult
@@ -127,7 +128,7 @@ def changed(spark: SparkSession, lake: Lake, info: ExperimentInfo, stored: UserC
     hits = []
     if new[0]:
         rows = spark.read.schema(spark_schema(SCHEMAS["impressions"])).parquet(*new[0])
-        own = (F.col("experiment") == info.key) & F.col("arm").isin([a.key for a in info.arms])
+        own = (F.col("experiment") == info.key) & F.col("arm").isin(list(Cells.of(info).logged))
         at = F.unix_micros("served_at")
         hits.append(rows.select(F.col("user_id").alias("user"), at.alias("at"),
                                 own.alias("own")))
@@ -282,7 +283,7 @@ def _windows(spark: SparkSession, lake: Lake, info: ExperimentInfo,
     (:attr:`tracker.spark.frames.Census.firsts`), else the experiment's impressions."""
     if firsts is None:
         mine = lake.impressions.rows.where(
-            (F.col("experiment") == info.key) & F.col("arm").isin([a.key for a in info.arms]))
+            (F.col("experiment") == info.key) & F.col("arm").isin(list(Cells.of(info).logged)))
         firsts = mine.select(F.col("user_id").alias("user"),
                              F.unix_micros("served_at").alias("served"))
     first = firsts

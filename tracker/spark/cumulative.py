@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from tracker.rollup import covariates as cuped
 from tracker.rollup.aggregate import UnitTotals
+from tracker.rollup.cells import WHOLE
 from tracker.rollup.cumulative import Running
 from tracker.rollup.exposure import catalog_size
 from tracker.rollup.outcomes import Layout
@@ -52,15 +53,15 @@ def cumulative_rows(conn, info: ExperimentInfo, store: StateDir, since: date, no
         if today is not None:
             running.totals = UnitTotals.concat([running.totals, today], len(layout)).reduce() \
                 if running.totals.size else today
-        for arm, exposure in store.exposure(day, False, cutoffs).items():
-            running.exposure[arm] = running.exposure[arm] + exposure \
-                if arm in running.exposure else exposure
+        for cell, exposure in store.exposure(day, False, cutoffs).items():
+            running.exposure[cell] = running.exposure[cell] + exposure \
+                if cell in running.exposure else exposure
         store.write_units(day, True, running.totals, layout)
         store.write_exposure(day, True, running.exposure, cutoffs)
-        seen = running.exposure[0].items if 0 in running.exposure \
-            else np.empty(0, dtype=object)
-        arms = {arm: e for arm, e in running.exposure.items() if arm}
+        whole = running.exposure.get(WHOLE)
+        seen = whole.items if whole is not None else np.empty(0, dtype=object)
+        exposures = {cell: e for cell, e in running.exposure.items() if cell != WHOLE}
         view = View(info, day, True, running.provisional or now_us < closes)
-        insert_stats(conn, stats_rows(view, running.totals, layout, arms,
+        insert_stats(conn, stats_rows(view, running.totals, layout, exposures,
                                       catalog_size(seen, declared)))
         cuped.write_sums(conn, info, day, True, running.totals, covariates, layout)

@@ -24,6 +24,7 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from tracker.rollup.cells import Cells
 from tracker.rollup.popularity import Popularity, Reference
 from tracker.store.experiments import ExperimentInfo
 
@@ -54,7 +55,7 @@ class Frames:
     info: ExperimentInfo
     impressions: DataFrame
     interactions: DataFrame
-    unknown_arms: DataFrame  # the experiment's impressions whose arm it does not declare
+    outside: DataFrame  # the experiment's impressions in none of its cells (an undeclared arm)
     unnamed: bool = False
 
     @property
@@ -67,12 +68,12 @@ class Frames:
 
 
 def coded_impressions(info: ExperimentInfo, impressions: DataFrame) -> DataFrame:
-    """The experiment's impressions (lake rows) with arm ids (null: an arm it does not
-    declare), µs times (``served``), the baseline's first ``max(cutoffs)`` items, and their
-    day."""
-    arms = F.create_map(*[F.lit(x) for arm in info.arms for x in (arm.key, arm.id)])
+    """The experiment's impressions (lake rows) with their cells (``cell``; null: in no
+    cell, an arm the experiment does not declare), µs times (``served``), the baseline's
+    first ``max(cutoffs)`` items, and their day."""
+    logged = F.create_map(*[F.lit(x) for pair in Cells.of(info).logged.items() for x in pair])
     coded = impressions.where(F.col("experiment") == info.key).select(
-        "impression_id", F.element_at(arms, F.col("arm")).cast("long").alias("arm"),
+        "impression_id", F.element_at(logged, F.col("arm")).cast("long").alias("cell"),
         F.col("user_id").alias("user"), F.unix_micros("served_at").alias("served"), "items",
         F.slice("baseline_items", 1, max(info.cutoffs)).alias("baseline"))
     return coded.withColumn("_day", local_day(F.col("served"), info.timezone))
@@ -93,8 +94,8 @@ def frames(info: ExperimentInfo, impressions: DataFrame, interactions: DataFrame
     and every interaction (:func:`coded_interactions`); ``unnamed``: no interaction names
     an impression (the footers prove the lake's ``impression_id`` column all null)."""
     coded = coded_impressions(info, impressions)
-    return Frames(info, coded.where(F.col("arm").isNotNull()),
-                  coded_interactions(interactions), coded.where(F.col("arm").isNull()),
+    return Frames(info, coded.where(F.col("cell").isNotNull()),
+                  coded_interactions(interactions), coded.where(F.col("cell").isNull()),
                   unnamed)
 
 

@@ -6,24 +6,24 @@ here, so it runs (and is tested) without Spark.
 
 A group's input (one Arrow table each side of a ``cogroup``):
 
-- impressions: ``impression_id, arm`` (int64 id), ``user, served`` (int64 µs), ``items``,
-  ``baseline`` (its first ``max(cutoffs)`` items, null without one); without
-  ``impression_id`` when no interaction names an impression;
+- impressions: ``impression_id, cell`` (int64, :mod:`tracker.rollup.cells`), ``user,
+  served`` (int64 µs), ``items``, ``baseline`` (its first ``max(cutoffs)`` items, null
+  without one); without ``impression_id`` when no interaction names an impression;
 - interactions: ``user, item, event, at`` (int64 µs) and ``named`` (the impression id it
   names, null when it answers by time). Those that answer by time may hold other days' and
   users' rows: the scorer keeps those of the group's users, and attribution their times.
 
 Its output (:data:`OUTPUT`), one row per
 
-- ``kind`` 0: (user, arm) of the day: ``impressions``, ``sums`` and ``counts`` in the
+- ``kind`` 0: (user, cell) of the day: ``impressions``, ``sums`` and ``counts`` in the
   order of :class:`tracker.rollup.outcomes.Layout`;
-- ``kind`` 1: (arm, item) served: ``sums`` holds, per cutoff, the lists with the item in
+- ``kind`` 1: (cell, item) served: ``sums`` holds, per cutoff, the lists with the item in
   their top k;
 - ``kind`` 2: an item of the day's catalog (served, or in a ground truth).
 
 :func:`write_group` writes it as one Arrow IPC file per group from the Python worker and
 hands Spark back only its row count: sent back through Spark (Arrow to rows, then Spark's
-Parquet writer) the output, one row per arm and item served, cost ~5 CPU-s a 1M
+Parquet writer) the output, one row per cell and item served, cost ~5 CPU-s a 1M
 impressions, a fifth of the scoring step; written as Parquet by pyarrow it cost the
 workers about as much (benchmarks/README.md, "Spark"). The files live for one run: no
 encoding needed.
@@ -42,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracker.rollup.cells import WHOLE
 from tracker.rollup.codes import Vocabulary, take
 from tracker.rollup.columnar import ChunkResult, Interactions, score_chunk
 from tracker.rollup.outcomes import Layout
@@ -51,7 +52,7 @@ UNIT, EXPOSURE, CATALOG = 0, 1, 2
 
 OUTPUT = pa.schema([
     pa.field("kind", pa.int8(), False), pa.field("day", pa.date32(), False),
-    pa.field("key", pa.string(), False), pa.field("arm", pa.int64(), False),
+    pa.field("key", pa.string(), False), pa.field("cell", pa.int64(), False),
     pa.field("impressions", pa.int64(), False), pa.field("sums", pa.list_(pa.float64())),
     pa.field("counts", pa.list_(pa.float64())),
 ])
@@ -60,7 +61,7 @@ OUTPUT = pa.schema([
 WRITTEN_DDL = "rows long"
 """What a group hands Spark back: the rows it wrote (:func:`write_group`)."""
 
-IMPRESSION_COLUMNS = ("impression_id", "arm", "user", "served", "items", "baseline")
+IMPRESSION_COLUMNS = ("impression_id", "cell", "user", "served", "items", "baseline")
 INTERACTION_COLUMNS = ("user", "item", "event", "at", "named")
 
 
@@ -88,7 +89,7 @@ def score_group(config: GroupConfig, day: date, impressions: pa.Table,
     ids = impressions["impression_id"].combine_chunks() \
         if "impression_id" in impressions.column_names else pa.array([], pa.string())
     lists = pa.table({"id": pa.array(np.arange(impressions.num_rows, dtype=np.int64)),
-                      "arm": impressions["arm"], "user": impressions["user"],
+                      "cell": impressions["cell"], "user": impressions["user"],
                       "served": impressions["served"], "items": impressions["items"],
                       "baseline": impressions["baseline"]})
     named = interactions["named"]
@@ -128,14 +129,14 @@ def output_rows(result: ChunkResult, day: date, user_ids: pa.Array,
                 item_ids: pa.Array) -> pa.Table:
     """A chunk's result as :data:`OUTPUT` rows, codes turned back into ids."""
     totals = result.totals
-    parts = [_rows(UNIT, day, user_ids.take(pa.array(totals.users)), totals.arms,
+    parts = [_rows(UNIT, day, user_ids.take(pa.array(totals.users)), totals.cells,
                    totals.impressions, totals.sums, totals.counts)]
-    for arm, (codes, counts) in sorted(result.exposures.items()):
+    for cell, (codes, counts) in sorted(result.exposures.items()):
         parts.append(_rows(EXPOSURE, day, item_ids.take(pa.array(codes)),
-                           np.full(codes.size, arm), np.zeros(codes.size, np.int64),
+                           np.full(codes.size, cell), np.zeros(codes.size, np.int64),
                            counts.astype(np.float64), None))
     catalog = pa.array(take(item_ids, result.catalog), type=pa.string())
-    parts.append(_rows(CATALOG, day, catalog, np.zeros(len(catalog), np.int64),
+    parts.append(_rows(CATALOG, day, catalog, np.full(len(catalog), WHOLE, np.int64),
                        np.zeros(len(catalog), np.int64), None, None))
     return pa.concat_tables(parts)
 
@@ -150,11 +151,11 @@ def _matrix(values: np.ndarray | None, rows: int) -> pa.Array:
     return pa.ListArray.from_arrays(offsets, flat)
 
 
-def _rows(kind: int, day: date, keys: pa.Array, arms: np.ndarray, impressions: np.ndarray,
+def _rows(kind: int, day: date, keys: pa.Array, cells: np.ndarray, impressions: np.ndarray,
           sums: np.ndarray | None, counts: np.ndarray | None) -> pa.Table:
     n = len(keys)
     return pa.table({
         "kind": pa.array(np.full(n, kind, np.int8)), "day": pa.array([day] * n, pa.date32()),
-        "key": keys.cast(pa.string()), "arm": pa.array(np.asarray(arms, np.int64)),
+        "key": keys.cast(pa.string()), "cell": pa.array(np.asarray(cells, np.int64)),
         "impressions": pa.array(np.asarray(impressions, np.int64)),
         "sums": _matrix(sums, n), "counts": _matrix(counts, n)}, schema=OUTPUT)

@@ -44,6 +44,7 @@ import pyarrow.dataset as ds
 from pyspark.sql import SparkSession
 
 from tracker.lake.layout import IDS, TIMES, TIMESTAMP, user_hash
+from tracker.rollup.cells import WHOLE, Cells
 from tracker.rollup.codes import sorted_codes
 from tracker.rollup.covariates import covariates_of
 from tracker.rollup.first_exposures import first_rows
@@ -69,7 +70,8 @@ def group_covariates(info: ExperimentInfo, events: pa.Table, lists: pa.Table) ->
         ("at", pa.int64()), ("key", pa.string()))})
     n = lists.num_rows
     lists = pa.table({
-        "id": pa.array(np.arange(n, dtype=np.int64)), "arm": pa.array(np.zeros(n, np.int64)),
+        "id": pa.array(np.arange(n, dtype=np.int64)),
+        "cell": pa.array(np.full(n, WHOLE, np.int64)),
         "user": _column(lists, "user", pa.string()),
         "served": _column(lists, "served", pa.int64()),
         "items": _column(lists, "items", LIST), "baseline": pa.nulls(n, LIST),
@@ -129,7 +131,7 @@ class CovariateJob:
         before the first exposure."""
         info = self.info
         mine = (ds.field("experiment") == info.key) \
-            & ds.field("arm").isin([arm.key for arm in info.arms])
+            & ds.field("arm").isin(list(Cells.of(info).logged))
         firsts = pa.table({"user": pa.array([], pa.string()),
                            "served": pa.array([], pa.int64())})
         for path in files:  # file by file: a user's earliest so far, not every impression

@@ -56,6 +56,7 @@ from tracker.config import Settings
 from tracker.errors import NotFound
 from tracker.rollup import covariates as cuped
 from tracker.rollup.aggregate import UnitTotals
+from tracker.rollup.cells import WHOLE, Cells
 from tracker.rollup.day import RunContext, day_result
 from tracker.rollup.engine import publish_summaries
 from tracker.rollup.exposure import Exposure
@@ -205,7 +206,7 @@ class _Run:
     def config(self) -> dict:
         """What the state depends on besides the logs (a change: a rebuild)."""
         info = self.info
-        return {"arms": {a.key: a.id for a in info.arms}, "cutoffs": list(info.cutoffs),
+        return {"cells": dict(Cells.of(info).logged), "cutoffs": list(info.cutoffs),
                 "window_us": int(info.attribution_window.total_seconds() * 1_000_000),
                 "relevance": info.relevance, "timezone": info.timezone,
                 "popularity_days": self.settings.rollup_popularity_days,
@@ -321,7 +322,7 @@ class _Run:
             exposed = exposures.get(day, {})
             catalog = catalogs.get(day, np.empty(0, dtype=object))
             self.store.write_units(day, False, totals, self.layout)
-            self.store.write_exposure(day, False, {**exposed, 0: Exposure.of(
+            self.store.write_exposure(day, False, {**exposed, WHOLE: Exposure.of(
                 catalog, np.zeros((catalog.size, 0)))}, list(info.cutoffs))
             daily[day] = day_result(context, day, DayExtent(
                 extent.impressions, None, None, extent.last_served, 0), totals, exposed, catalog)
@@ -374,32 +375,32 @@ class _Run:
             flat = pc.list_flatten(table[name].combine_chunks()).to_numpy()
             return np.asfortranarray(flat.reshape(n, width))
 
-        return UnitTotals(table["key"].combine_chunks(), table["arm"].to_numpy(),
+        return UnitTotals(table["key"].combine_chunks(), table["cell"].to_numpy(),
                           table["impressions"].to_numpy(), matrix("sums"),
                           matrix("counts")).reduce()
 
     def _exposures(self, days: list[date]
                    ) -> tuple[dict[date, dict[int, Exposure]], dict[date, np.ndarray]]:
-        """Exposure per day and arm, and each day's catalog, summed over the groups (Arrow's
-        hash aggregation on the driver: a row per group, arm and item)."""
+        """Exposure per day and cell, and each day's catalog, summed over the groups (Arrow's
+        hash aggregation on the driver: a row per group, cell and item)."""
         cutoffs = len(self.info.cutoffs)
         scored = self._scored()
-        exposed = scored.to_table(columns=["day", "arm", "key", "sums"],
+        exposed = scored.to_table(columns=["day", "cell", "key", "sums"],
                                   filter=ds.field("kind") == EXPOSURE)
         sums = pc.list_flatten(exposed["sums"].combine_chunks()).to_numpy()
         columns = {f"c{j}": pa.array(sums[j::cutoffs].astype(np.int64))
                    for j in range(cutoffs)}
-        exposed = pa.table({"day": exposed["day"], "arm": exposed["arm"],
+        exposed = pa.table({"day": exposed["day"], "cell": exposed["cell"],
                             "key": exposed["key"], **columns}).group_by(
-            ["day", "arm", "key"]).aggregate([(f"c{j}", "sum") for j in range(cutoffs)])
+            ["day", "cell", "key"]).aggregate([(f"c{j}", "sum") for j in range(cutoffs)])
         out: dict[date, dict[int, Exposure]] = {}
         for day in days:
             mine = exposed.filter(pc.equal(exposed["day"], pa.scalar(day)))
-            for arm in sorted(set(mine["arm"].to_pylist())):
-                rows = mine.filter(pc.equal(mine["arm"], arm))
+            for cell in sorted(set(mine["cell"].to_pylist())):
+                rows = mine.filter(pc.equal(mine["cell"], cell))
                 counts = np.stack([rows[f"c{j}_sum"].to_numpy() for j in range(cutoffs)],
                                   axis=1)
-                out.setdefault(day, {})[int(arm)] = Exposure.of(
+                out.setdefault(day, {})[int(cell)] = Exposure.of(
                     rows["key"].to_numpy(zero_copy_only=False), counts)
         catalog = scored.to_table(columns=["day", "key"],
                                   filter=ds.field("kind") == CATALOG).group_by(

@@ -5,11 +5,12 @@
   a rebuild), written last in a run (atomically), so that a run killed before it leaves
   the files to be taken again.
 - ``units/{daily,cumulative}/DAY.parquet``: per-user totals of a day, and from the first
-  day through it, in the ``units/1`` columns of :mod:`tracker.rollup.state` (Parquet with
+  day through it, in the ``units/2`` columns of :mod:`tracker.rollup.state` (Parquet with
   the same schema metadata: read by name, a stale layout raises
   :class:`~tracker.errors.StaleState`).
-- ``exposure/{daily,cumulative}/DAY/arm=ID.parquet``: item exposure per arm
-  (``exposure/1``); arm 0 is the catalog.
+- ``exposure/{daily,cumulative}/DAY/cell=CODE.parquet``: item exposure per cell
+  (``exposure/1``); the whole experiment's (:data:`~tracker.rollup.cells.WHOLE`) is the
+  catalog.
 - ``covariates.parquet``: CUPED's per-user covariates (``covariates/2``,
   :mod:`tracker.spark.covariates`); ``first_seen/DAY.parquet``: the users first seen on a
   day (``first_seen/1``, :mod:`tracker.spark.exposure`).
@@ -33,10 +34,11 @@ import pyarrow.parquet as pq
 
 from tracker.rollup import state
 from tracker.rollup.aggregate import UnitTotals
+from tracker.rollup.cells import WHOLE
 from tracker.rollup.exposure import Exposure
 from tracker.rollup.outcomes import Layout
 
-FORMAT = "spark-state/1"
+FORMAT = "spark-state/2"  # 2: cells (``units/2``, ``cell=`` exposure files)
 Files = dict[str, list[int]]  # path -> [size, mtime_ns]
 
 
@@ -115,18 +117,18 @@ class StateDir:
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
-        for arm, exposure in exposures.items():
-            data = exposure.encode(cutoffs if arm else [])
-            pq.write_table(state.read(data, state.EXPOSURE), folder / f"arm={arm}.parquet")
+        for cell, exposure in exposures.items():
+            data = exposure.encode([] if cell == WHOLE else cutoffs)
+            pq.write_table(state.read(data, state.EXPOSURE), folder / f"cell={cell}.parquet")
 
     def exposure(self, day: date, cumulative: bool, cutoffs: list[int]) -> dict[int, Exposure]:
         folder = self._exposure_dir(day, cumulative)
         out = {}
-        for path in sorted(folder.glob("arm=*.parquet")) if folder.exists() else []:
-            arm = int(path.stem.split("=", 1)[1])
+        for path in sorted(folder.glob("cell=*.parquet")) if folder.exists() else []:
+            cell = int(path.stem.split("=", 1)[1])
             table = pq.read_table(path)
-            out[arm] = Exposure.decode(state.write(table, state.EXPOSURE),
-                                       cutoffs if arm else [])
+            out[cell] = Exposure.decode(state.write(table, state.EXPOSURE),
+                                        [] if cell == WHOLE else cutoffs)
         return out
 
     def drop_day(self, day: date) -> None:

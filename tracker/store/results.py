@@ -7,7 +7,7 @@ format (:func:`~tracker.store.db.binary_rows`: no hex text to decode).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
@@ -317,20 +317,21 @@ def units(conn: sa.Connection, experiment_id: int, day: date,
 
 
 def insert_exposure(conn: sa.Connection, experiment_id: int, day: date, cumulative: bool,
-                    rows: Iterable[tuple[int, bytes | memoryview]]) -> None:
-    """Exposure rows ``(arm_id, encoded exposure)`` of one day."""
+                    rows: Iterable[tuple[Mapping[str, int], bytes | memoryview]]) -> None:
+    """Exposure rows ``(key, encoded exposure)`` of one day, ``key`` the row's key columns
+    (``{"arm_id": ...}``)."""
     conn.execute(sa.insert(RollupExposure), [
-        {"experiment_id": experiment_id, "day": day, "cumulative": cumulative, "arm_id": arm,
-         "data": data} for arm, data in rows])
+        {"experiment_id": experiment_id, "day": day, "cumulative": cumulative, **key,
+         "data": data} for key, data in rows])
 
 
 def exposure(conn: sa.Connection, experiment_id: int, day: date,
-             cumulative: bool) -> dict[int, bytes]:
-    """The exposure rows of one day: arm -> encoded exposure."""
+             cumulative: bool) -> list[tuple[dict[str, int], bytes]]:
+    """The exposure rows of one day: (key columns, encoded exposure)."""
     rows = binary_rows(conn, sa.select(RollupExposure.arm_id, RollupExposure.data).where(
         RollupExposure.experiment_id == experiment_id, RollupExposure.day == day,
         RollupExposure.cumulative.is_(cumulative)))
-    return {int(arm): bytes(data) for arm, data in rows}
+    return [({"arm_id": int(arm)}, bytes(data)) for arm, data in rows]
 
 
 def insert_metrics(conn: sa.Connection, rows: list[dict]) -> None:

@@ -84,7 +84,7 @@ class RollupUnits(Base):
     day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
     cumulative: Mapped[bool] = mapped_column(sa.Boolean, primary_key=True)
     part: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
-    data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream, "units/1"
+    data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream, "units/2"
 
 
 class RollupPopularity(Base):
@@ -243,7 +243,7 @@ class RollupProvisional(Base):
     """A provisional day's scoring inputs, kept until the day is final
     (:mod:`tracker.rollup.provisional`): part 0 its users (``provisional-users/1``), part 1
     its item vocabulary (``provisional-items/2``), then per read chunk its encoded lists
-    (``provisional-lists/1``) and their ground truth (``provisional-truth/1``). PostgreSQL
+    (``provisional-lists/2``) and their ground truth (``provisional-truth/1``). PostgreSQL
     stores ``data`` as it is (``STORAGE EXTERNAL``, migration 0015): pglz saved under 1% of
     it and made its writes several times slower."""
 

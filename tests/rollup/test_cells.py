@@ -1,0 +1,190 @@
+"""Cells: the rollup keys every per-user and per-group result by a cell code, and only
+``tracker.rollup.cells`` knows that a cell is an arm today (issue 31, item 1)."""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import sqlalchemy as sa
+
+from tests.rollup.scenario import assert_same_tables, create, dump, make_logs
+from tracker.errors import StaleState
+from tracker.rollup import state
+from tracker.rollup.aggregate import UnitTotals, cell_stats, health, metric_rows
+from tracker.rollup.cells import KEY, WHOLE, Cells, coded, keyed
+from tracker.rollup.columnar import exposures
+from tracker.rollup.outcomes import Layout
+
+ROOT = Path(__file__).resolve().parents[2] / "tracker"
+CORE = sorted((ROOT / "rollup").glob("*.py")) + sorted((ROOT / "spark").glob("*.py"))
+ARM = re.compile(r"(^|_)arms?(_|$)", re.IGNORECASE)
+LOG_SOURCES = {
+    # what the logs call the column a served list's cell is read from: the database's
+    # impressions (``imp.arm_id``) and the lake's (``arm``), and the stored formats written
+    # before cells (read on as cells)
+    "rollup/queries.py", "rollup/state.py", "spark/bucket_census.py", "spark/buckets.py",
+    "spark/covariates.py", "spark/frames.py", "spark/pre_period.py",
+}
+
+
+def _tokens(path: Path) -> list[tokenize.TokenInfo]:
+    return list(tokenize.generate_tokens(io.StringIO(path.read_text()).readline))
+
+
+def test_no_module_of_the_rollup_but_cells_knows_that_a_cell_is_an_arm():
+    """No name in ``tracker.rollup`` or ``tracker.spark`` but in ``cells.py`` says arm; a
+    string may name an ``arm`` column only where the logs are read (prose may say arm)."""
+    found = []
+    for path in CORE:
+        name = path.relative_to(ROOT).as_posix()
+        if name == "rollup/cells.py":
+            continue
+        for token in _tokens(path):
+            text, line = token.string, token.start[0]
+            if token.type == tokenize.NAME and ARM.search(text):
+                found.append(f"{name}:{line}: name {text}")
+            elif token.type == tokenize.STRING and not text.lstrip("rbfu").startswith(
+                    ('"""', "'''")) and re.search(r"\barm", text) \
+                    and name not in LOG_SOURCES:
+                found.append(f"{name}:{line}: string {text}")
+    assert found == []
+
+
+def test_the_check_sees_an_arm_where_one_is():
+    """The check above is not blind: it finds the arms cells.py makes cells of, and the
+    names the rollup used before cells; words that merely hold the letters pass."""
+    cells = ROOT / "rollup" / "cells.py"
+    names = [t.string for t in _tokens(cells) if t.type == tokenize.NAME]
+    assert any(ARM.search(n) for n in names)  # ``info.arms``: what a cell is made of
+    assert all(ARM.search(n) for n in ("arm", "arms", "arm_ids", "arm_stats", "_arms"))
+    assert not any(ARM.search(n) for n in ("warm", "harmonic", "farms", "alarm"))
+
+
+def _totals(cells: list[int], users: list[str], seed: int = 1) -> UnitTotals:
+    rng = np.random.default_rng(seed)
+    n = len(users)
+    sums = np.asfortranarray(rng.integers(0, 4, (n, 2)).astype(float))
+    counts = np.asfortranarray(np.full((n, 2), 2.0))
+    return UnitTotals(pa.array(users), np.array(cells, dtype=np.int64),
+                      np.full(n, 2, dtype=np.int64), sums, counts).reduce()
+
+
+def test_statistics_health_and_exposure_are_keyed_by_any_cell_code():
+    """Cell codes far from any arm id (as slices' cells will be) group as arms did: the
+    same statistics for the same users under other codes, crossover across cells."""
+    layout = Layout([("ndcg", 5), ("hit_rate", 5)])
+    users = ["a", "b", "c", "d", "d"]
+    small = _totals([1, 1, 2, 2, 1], users)
+    big = _totals([2**40 + 7, 2**40 + 7, 2**41, 2**41, 2**40 + 7], users)
+    for one, other in zip(cell_stats(small, [1, 2]), cell_stats(big, [2**40 + 7, 2**41]),
+                          strict=True):
+        np.testing.assert_array_equal(one.sum, other.sum)
+        np.testing.assert_array_equal(one.users, other.users)
+    assert health(big).cells == {2**40 + 7: (3, 6, 1), 2**41: (2, 4, 1)}
+    assert health(big).crossover_users == 1  # "d", in both cells
+    rows = metric_rows(cell_stats(big, [2**41]), layout)
+    assert {r[KEY] for r in rows} == {2**41} and [r["users"] for r in rows] == [1, 1]
+    served = np.array([[0, 1], [1, -1], [2, 0]])
+    by_cell = exposures(served, np.array([2**41, 2**41, 5]), [1, 2])
+    assert sorted(by_cell) == [5, 2**41]
+    codes, counts = by_cell[2**41]
+    assert codes.tolist() == [0, 1] and counts.tolist() == [[1, 1], [1, 2]]
+
+
+def test_cells_name_their_rows_in_the_reports_tables_and_back():
+    assert Cells.code(Cells.stored(17)) == 17 and Cells.stored(WHOLE) == {KEY: 0}
+    rows = keyed({9: b"x", WHOLE: b"catalog", 3: b"y"})
+    assert [key for key, _ in rows] == [{KEY: 0}, {KEY: 3}, {KEY: 9}]
+    assert coded(rows) == {0: b"catalog", 3: b"y", 9: b"x"}
+    lists = pa.table({"id": [1, 2], "arm": pa.array([4, 9], pa.int32()), "user": ["u", "v"]})
+    placed = Cells.place(lists)
+    assert placed.column_names == ["id", "cell", "user"]
+    assert placed["cell"].type == pa.int64() and placed["cell"].to_pylist() == [4, 9]
+
+
+def _to_before_cells(engine: sa.Engine) -> int:
+    """Rewrite every stored unit part and provisional day's lists as a release before cells
+    wrote them (``units/1``, ``provisional-lists/1``: the cell named ``arm_id``)."""
+    old = {state.UNITS: "units/1", state.PROVISIONAL_LISTS: "provisional-lists/1"}
+    rewritten = 0
+    with engine.begin() as conn:
+        for table in ("rollup_units", "rollup_provisional"):
+            keys = [c for c in sa.inspect(conn).get_pk_constraint(table)["constrained_columns"]]
+            rows = conn.execute(sa.text(f"SELECT {', '.join(keys)}, data FROM {table}")).all()
+            for *key, data in rows:
+                fmt = state.format_of(bytes(data))
+                if fmt not in old:
+                    continue
+                stored = state.read(bytes(data), fmt)
+                back = state.write(stored.rename_columns(
+                    ["arm_id" if n == "cell" else n for n in stored.column_names]), old[fmt],
+                    **{k.decode().removeprefix("tracker."): v.decode()
+                       for k, v in stored.schema.metadata.items() if k != state.FORMAT})
+                conn.execute(sa.text(
+                    f"UPDATE {table} SET data = :data WHERE "
+                    + " AND ".join(f"{k} = :{k}" for k in keys)),
+                    dict(zip(keys, key, strict=True), data=bytes(back)))
+                rewritten += 1
+    return rewritten
+
+
+def test_state_stored_before_cells_reads_on_and_ends_in_the_tables_of_a_full_rollup(tracker):
+    """A database rolled up by the release before cells (its units and a provisional day's
+    lists in the older formats) rolls up on: a later batch's incremental run reads them and
+    ends in the tables of one ``--full`` rollup."""
+    create(tracker)
+    imps, events = make_logs(7, days=3, users=10, impressions=50)
+    events.sort(key=lambda r: r["occurred_at"])
+    now = max(r["served_at"] for r in imps) + timedelta(hours=1)  # the last day provisional
+    half = len(events) // 2
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events[:half], on_invalid="all_or_nothing")
+    tracker.rollup("home", now=now)
+    with tracker.engine.connect() as conn:
+        kept = conn.execute(sa.text("SELECT COUNT(*) FROM rollup_provisional")).scalar_one()
+    assert kept > 0  # a provisional day's lists are among what is rewritten
+    assert _to_before_cells(tracker.engine) > kept
+    tracker.log_interactions(events[half:], on_invalid="all_or_nothing")
+    tracker.rollup("home", now=now)
+    tracker.rollup("home", now=now + timedelta(days=2))  # every day final: from the state
+    incremental, units = dump(tracker.engine, without=("rollup_units",)), _units(tracker)
+    assert any(fmt == "units/1" for fmt, _ in units.values())  # some are read, not rewritten
+    tracker.rollup("home", full=True, now=now + timedelta(days=2))
+    assert_same_tables(dump(tracker.engine, without=("rollup_units",)), incremental)
+    rebuilt = _units(tracker)
+    assert rebuilt.keys() == units.keys()
+    for key, (_, totals) in units.items():
+        want = rebuilt[key][1]
+        assert totals.users.equals(want.users), key
+        np.testing.assert_array_equal(totals.cells, want.cells)
+        np.testing.assert_array_equal(totals.impressions, want.impressions)
+        np.testing.assert_allclose(totals.sums, want.sums, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(totals.counts, want.counts)
+
+
+def _units(tracker) -> dict:
+    """Every stored unit row's format and decoded totals, by (day, cumulative)."""
+    layout = Layout.for_cutoffs(list(tracker.experiment("home").cutoffs))
+    with tracker.engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT day, cumulative, data FROM rollup_units "
+                                    "ORDER BY day, cumulative, part")).all()
+    out: dict = {}
+    for day, cumulative, data in rows:
+        out.setdefault((str(day), bool(cumulative)), []).append(bytes(data))
+    return {key: (state.format_of(parts[0]), UnitTotals.decode(parts, layout))
+            for key, parts in out.items()}
+
+
+@pytest.mark.parametrize("fmt", ["units/0", "provisional-lists/0"])
+def test_a_format_older_than_the_one_before_is_still_refused(fmt):
+    data = state.write(pa.table({"arm_id": [1]}), fmt)
+    current = state.UNITS if fmt.startswith("units") else state.PROVISIONAL_LISTS
+    with pytest.raises(StaleState, match=fmt):
+        state.read(data, current)
