@@ -251,7 +251,7 @@ def kernel(lake: Path) -> float:
         imp = pq.read_table(part)
         events = pq.read_table(lake / "int" / part.name)
         left = pa.table({"impression_id": imp["impression_id"],
-                         "arm": pa.array(np.zeros(imp.num_rows, np.int64) + 1),
+                         "cell": pa.array(np.zeros(imp.num_rows, np.int64) + 1),
                          "user": imp["user_id"],
                          "served": pc.cast(imp["served_at"], pa.int64()),
                          "items": imp["items"], "baseline": imp["baseline_items"]})
