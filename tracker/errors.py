@@ -174,6 +174,11 @@ class ExpiredLogs(TrackerError):
     """The raw logs an operation needs were expired (``tracker logs expire``)."""
 
 
+class EngineConflict(TrackerError):
+    """An experiment's results came from the other engine's logs, and this engine cannot
+    take it over without losing them (:mod:`tracker.rollup.sources`)."""
+
+
 def shorten(value: object, limit: int = 64, *, say_length: bool = True) -> str:
     """``value`` as text (a string as is, anything else by ``repr``) cut to its first ``limit``
     characters, so that no message or response echoes a rejected value whole (a 300 MB id is

@@ -231,3 +231,38 @@ def test_0019_turns_the_covariate_sum_streams_into_rows_and_back_bit_for_bit(emp
     schema.upgrade(engine)
     assert_same_tables(dump(engine), expected, rel=0.0)
     engine.dispose()
+
+
+def test_0020_names_the_default_engines_results_and_a_spark_one_rebuilds_after_downgrade(
+        empty_url):
+    """Upgrade: rows with watermarks are the default engine's (``database``), reset ones stay
+    unknown; downgrade: an experiment another source holds keeps no watermarks, so the
+    release before rebuilds it from the database as it would have."""
+    engine = create_engine(empty_url)
+    schema.upgrade(engine)
+    with Tracker(empty_url) as t:
+        for key in ("home", "other"):
+            create(t, key)
+        imps, events = make_logs(3)
+        t.log_impressions(imps, on_invalid="all_or_nothing")
+        t.log_interactions(events, on_invalid="all_or_nothing")
+        t.rollup("home", now=NOW)
+        t.rollup("other", now=NOW)
+    watermarks = {e: w for e, *w in _states(engine)}
+    schema.downgrade(engine, "0019")
+    with engine.begin() as conn:  # "other" as a Spark run of 0019 leaves it: reset
+        conn.execute(sa.text("UPDATE rollup_state SET impressions_seen = NULL, "
+                             "interactions_seen = NULL WHERE experiment_id = 2"))
+    schema.upgrade(engine)
+    with engine.connect() as conn:
+        found = conn.execute(sa.text("SELECT experiment_id, source FROM rollup_state "
+                                     "ORDER BY experiment_id")).all()
+    assert found == [(1, "database"), (2, None)]
+    assert {e: w for e, *w in _states(engine)}[1] == watermarks[1]
+    with engine.begin() as conn:  # "home" taken over by Spark, which keeps its watermarks
+        conn.execute(sa.text("UPDATE rollup_state SET source = 'spark:/s' "
+                             "WHERE experiment_id = 1"))
+    schema.downgrade(engine, "0019")
+    assert "source" not in {c["name"] for c in sa.inspect(engine).get_columns("rollup_state")}
+    assert [w for _, *w in _states(engine)] == [[None, None], [None, None]]
+    engine.dispose()

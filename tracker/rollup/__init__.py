@@ -28,7 +28,9 @@ The modules, in the order a run uses them:
   ``deltas``: per-cell statistics in them, moved by users' changes (not yet wired in: the
   views still sum every user); ``cells``: what a cell is, how a list falls in one and how
   one is named in the report's tables.
-- ``retention``: the days expired logs leave recomputable.
+- ``retention``: the days expired logs leave recomputable; ``sources``: whose logs (the
+  database's, or a Spark state directory's lake) an experiment's results came from, and when
+  a run takes it over with a rebuild (one watermark rule for both engines).
 - ``days``: reporting days as UTC bounds; ``lock``: one run per experiment at a time;
   ``schedule``: ``tracker rollup --every``.
 """

@@ -58,12 +58,13 @@ from threadpoolctl import threadpool_limits
 from tracker.config import Settings
 from tracker.errors import (
     Busy,
+    EngineConflict,
     NotFound,
     RollupIncomplete,
     StoreUnavailable,
     TrackerError,
 )
-from tracker.rollup import covariates, provisional, queries, retention
+from tracker.rollup import covariates, provisional, queries, retention, sources
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cumulative import Replay, recompute_cumulative
 from tracker.rollup.day import RunContext, pair_limit, recompute_day
@@ -119,7 +120,7 @@ def run_rollup(engine: sa.Engine, settings: Settings, experiment: str | None = N
         try:
             with rollup_lock(engine, info.id, info.key) as lock:
                 job = _Run(engine, settings, info, lock, full, until,
-                           now or datetime.now(UTC), progress)
+                           now or datetime.now(UTC), progress, named=experiment is not None)
                 summaries.append(job.run())
                 seen[info.key] = job.seen
         except StoreUnavailable:
@@ -131,7 +132,8 @@ def run_rollup(engine: sa.Engine, settings: Settings, experiment: str | None = N
                 log.error("rollup of %s failed; the other experiments go on", info.key,
                           exc_info=not isinstance(error, TrackerError))
             failures.append((info.key, error))
-    publish_summaries(engine, settings, [s.experiment for s in summaries], now, seen=seen)
+    publish_summaries(engine, settings, [s.experiment for s in summaries if not s.skipped],
+                      now, seen=seen)
     if failures:
         raise RollupIncomplete(summaries, failures)
     return summaries
@@ -177,12 +179,15 @@ class _Run:
     until: date | None
     clock: datetime
     progress: Progress | None
+    named: bool = True  # the run names the experiment (else: a run over every experiment)
     seen: results.Seen | None = None  # the rows the run took into account, once planned
 
     def run(self) -> RollupSummary:
         started = time.perf_counter()
         summary = RollupSummary(self.info.key, self.full)
         start = self._plan(summary)
+        if start is None:  # another engine's experiment, in a run over every experiment
+            return summary
         # what the run rolls up: the rows up to the ids it planned with, and, up to a day
         # only, the lists served before that day's end (the watermarks then stay: "data
         # through" still moves to what it rolled up)
@@ -222,15 +227,19 @@ class _Run:
         summary.seconds = time.perf_counter() - started
         return summary
 
-    def _plan(self, summary: RollupSummary) -> _Start:
+    def _plan(self, summary: RollupSummary) -> _Start | None:
         """The plan; on a rebuild the watermarks are reset first (a run killed from then on
-        leaves a rebuild to do)."""
+        leaves a rebuild to do). None: the experiment is left to the other engine
+        (:mod:`tracker.rollup.sources`)."""
         with transaction(self.engine) as conn:  # short: it may hold writers back a moment
             top_impression, top_interaction = results.latest_ids(conn)
         with transaction(self.engine) as conn:
             queries.tune(conn)
             stored = results.load_state(conn, self.info.id)
-            watermarks = None if self.full or stored is None else stored.watermarks
+            if not self._ours(conn, None if stored is None else stored.source, summary):
+                return None
+            watermarks = None if self.full or stored is None or summary.taken_over \
+                else stored.watermarks
             known = [] if watermarks is None else [KnownDay(*d) for d in
                                                     results.known_days(conn, self.info.id)]
             after = watermarks or (0, 0)
@@ -243,17 +252,37 @@ class _Run:
             # days whose inputs reach before the retention horizon keep their results (a
             # rebuild that would lose them is refused here, before anything changes)
             plan = plan.only(retention.recomputable(
-                conn, self.info, set(plan.days), rebuild=watermarks is None))
+                conn, self.info, set(plan.days), rebuild=watermarks is None,
+                **({"because": summary.taken_over} if summary.taken_over else {})))
         _count_new(summary, plan)
         if watermarks is None:
             with transaction(self.engine, write=True) as conn:
-                generation = results.reset_state(conn, self.info.id, declaration=False)
+                generation = results.reset_state(conn, self.info.id, declaration=False,
+                                                 source=sources.DATABASE)
                 results.clear_state(conn, self.info.id)
                 provisional.drop(conn, self.info.id)
         else:
             generation = stored.generation
-        return _Start(plan, ids, results.StateRow(top_impression, top_interaction, generation),
+        return _Start(plan, ids, results.StateRow(top_impression, top_interaction, generation,
+                                                  sources.DATABASE),
                       watermarks is None, popularity)
+
+    def _ours(self, conn: sa.Connection, source: str | None, summary: RollupSummary) -> bool:
+        """Whether this run rolls the experiment up, given the source of its results:
+        another engine's experiment is taken over (rebuilt: ``summary.taken_over`` says
+        why) only by a run that names it, and only when the database holds its lists."""
+        if not self.named and sources.other_engine(source, sources.DATABASE):
+            summary.skipped = (f"left to {sources.describe(source)}, whose results it holds "
+                               "(`tracker rollup EXPERIMENT` moves it here)")
+            return False
+        summary.taken_over = sources.taken_over(source, sources.DATABASE)
+        if summary.taken_over and not results.logged(conn, self.info.id):
+            raise EngineConflict(
+                f"experiment {self.info.key!r}: its results came from "
+                f"{sources.describe(source)} and the database holds none of its lists, so "
+                "rolling it up here would erase them; roll it up on Spark, or log its lists "
+                "into the database first")
+        return True
 
     def _compute_days(self, plan: Plan, start: _Start, declared: pa.Array | None,
                       summary: RollupSummary, reader: ArrowReader | None,

@@ -24,6 +24,8 @@ class RollupSummary:
     ignored_impressions: int = 0  # outside the range the rollup takes (tracker.rollup.days)
     ignored_interactions: int = 0
     superseded: bool = False  # a catalog declared during the run: the next run recomputes
+    taken_over: str | None = None  # why the run rebuilt the other source's experiment
+    skipped: str | None = None  # why a run over every experiment left it to the other engine
     seconds: float = 0.0
 
     def to_dict(self) -> dict:
@@ -38,12 +40,14 @@ class RollupSummary:
             "new_impressions": self.new_impressions, "new_interactions": self.new_interactions,
             "ignored_impressions": self.ignored_impressions,
             "ignored_interactions": self.ignored_interactions,
-            "superseded": self.superseded,
-            "seconds": round(self.seconds, 3),
+            "superseded": self.superseded, "taken_over": self.taken_over,
+            "skipped": self.skipped, "seconds": round(self.seconds, 3),
         }
 
     def describe(self) -> str:
         """One line for people."""
+        if self.skipped is not None:
+            return f"{self.experiment}: not rolled up: {self.skipped}"
         if self.days_recomputed:
             days = (f"{len(self.days_recomputed)} day(s) recomputed "
                     f"({self.days_recomputed[0]} .. {self.days_recomputed[-1]})")
@@ -58,6 +62,7 @@ class RollupSummary:
                 f"in {self.seconds:.2f} s" + self._ignored()
                 + ("; a catalog was declared meanwhile: the next run recomputes every day"
                    if self.superseded else "")
+                + (f"; taken over: {self.taken_over}" if self.taken_over else "")
                 + (" [full rebuild]" if self.full else ""))
 
     def _ignored(self) -> str:

@@ -8,8 +8,8 @@ FirstSeen` and :func:`~tracker.rollup.exposure_days.day_rows`, and are inserted 
 from D on rebuilds the rows from D on, from the first-seen users of the days before D
 (``first_seen/DAY.parquet``, format ``first_seen/1``); when one of those days lacks its file
 the rows are rebuilt from the first day. ``rollup_first_seen`` (the default engine's state)
-is cleared: the next default-engine run rebuilds (its watermarks are reset by every Spark
-run).
+is cleared: the experiment's results are the state directory's now, so a default-engine run
+takes it over with a rebuild (:mod:`tracker.rollup.sources`).
 """
 
 from __future__ import annotations

@@ -26,9 +26,12 @@ the tracker database):
    CUPED's covariate sums (:func:`tracker.rollup.covariates.publish_daily`), the
    exposure-day rows (:mod:`tracker.spark.exposure`),
    the cumulative rows from the first recomputed day on (:mod:`tracker.spark.cumulative`),
-   and the default engine's watermarks reset (a later default-engine run rebuilds rather
-   than trust them). The manifest is saved after it: a run killed before leaves its files
-   to be taken again, and every step replaces what it writes.
+   and the experiment claimed for the state directory (``rollup_state.source``,
+   :mod:`tracker.rollup.sources`): a run of another source takes it over with a rebuild,
+   as this run does an experiment whose results came from elsewhere; a run over every
+   experiment leaves the default engine's alone. The manifest is saved after it: a run
+   killed before leaves its files to be taken again, and every step replaces what it
+   writes.
 5. **Last**, as the default engine's run ends
    (:func:`tracker.rollup.engine.publish_summaries`): each experiment's stored summary and
    the alerts it raises, its freshness ("data through") found in the lake's logs
@@ -53,8 +56,9 @@ import pyarrow.dataset as ds
 from pyspark.sql import SparkSession
 
 from tracker.config import Settings
-from tracker.errors import NotFound
+from tracker.errors import EngineConflict, NotFound
 from tracker.rollup import covariates as cuped
+from tracker.rollup import sources
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cells import WHOLE, Cells
 from tracker.rollup.day import RunContext, day_result
@@ -63,6 +67,7 @@ from tracker.rollup.exposure import Exposure
 from tracker.rollup.lock import rollup_lock
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.popularity import Reference
+from tracker.rollup.provisional import drop as drop_provisional
 from tracker.rollup.published import DayResult, publish_daily
 from tracker.rollup.queries import DayExtent
 from tracker.rollup.summary import RollupSummary
@@ -141,12 +146,12 @@ def rollup(spark: SparkSession, impressions: str | Path, interactions: str | Pat
                 with rollup_lock(engine, info.id, info.key) as lock:
                     job = _Run(spark, engine, settings, info, lake, files,
                                StateDir(root / info.key), (buckets, user_rows),
-                               now or datetime.now(UTC))
+                               now or datetime.now(UTC), named=experiment is not None)
                     out.append(job.run(full, lock))
-                    find[info.key] = partial(newest_in_lake, job.frames)
+                    if not out[-1].skipped:
+                        find[info.key] = partial(newest_in_lake, job.frames)
             with _phase("summaries"):  # "data through" from the lake's logs
-                publish_summaries(engine, settings, [s.experiment for s in out], now,
-                                  find=find)
+                publish_summaries(engine, settings, list(find), now, find=find)
             return out
     finally:
         engine.dispose()
@@ -195,9 +200,10 @@ class _Run:
 
     def __init__(self, spark, engine, settings: Settings, info: ExperimentInfo, lake: Lake,
                  files: tuple[dict, dict], store: StateDir, groups: tuple[int | None, int],
-                 clock: datetime) -> None:
+                 clock: datetime, named: bool = True) -> None:
         self.spark, self.engine, self.settings, self.info = spark, engine, settings, info
         self.lake, self.files, self.store = lake, files, store
+        self.source, self.named = sources.spark(store.root), named
         self.buckets, self.user_rows = groups
         self.clock = clock
         self.layout = Layout.for_cutoffs(list(info.cutoffs))
@@ -220,14 +226,21 @@ class _Run:
     def run(self, full: bool, lock) -> RollupSummary:
         started = time.perf_counter()
         summary = RollupSummary(self.info.key, full)
+        if not self._ours(summary):
+            return summary
         # not cached: every use reads only its columns, and deduplication is a broadcast
         # join of the few repeated ids (caching lists of strings costs more than a scan)
         f = self.frames = frames(self.info, self.lake.impressions.rows,
                                  self.lake.interactions.rows,
                                  "impression_id" in self.lake.interactions.null_columns)
         with _phase("plan"):
-            days, rebuild = self._days(f, full)
+            days, rebuild = self._days(f, full or summary.taken_over is not None)
         try:
+            if summary.taken_over and not days:
+                raise EngineConflict(
+                    f"experiment {self.info.key!r}: {summary.taken_over}, but the lake holds "
+                    "none of its lists, so rolling it up here would erase its results; roll "
+                    "it up with `tracker rollup`, or export its logs to the lake first")
             summary.full = rebuild
             summary.new_impressions, summary.new_interactions = (plan.rows_in(files)
                                                                   for files in self.new)
@@ -246,8 +259,10 @@ class _Run:
             publish_daily(conn, self.info, daily, everything=rebuild)
             cuped.publish_daily(conn, self.info, daily, users,
                                 everything=rebuild or self.info.cuped_days == 0)
-            if rebuild:
-                results.clear_state(conn, self.info.id)  # the default engine's, now stale
+            if rebuild:  # the default engine's state, if it kept any: not this source's
+                results.clear_state(conn, self.info.id)
+                results.delete_popularity(conn, self.info.id)
+                drop_provisional(conn, self.info.id)
             recent = {d: r.totals for d, r in daily.items() if r.totals is not None}
             exposure.publish(conn, self.info, self.store, min(daily) if daily else None,
                              recent, rebuild=rebuild)
@@ -258,7 +273,9 @@ class _Run:
             cuped.resum_changed(conn, self.info, refreshed, daily,
                                 lambda day, cumulative: self.store.units(day, cumulative,
                                                                          self.layout))
-            results.reset_state(conn, self.info.id, declaration=False)
+            # the experiment's results are this state directory's from now on: the
+            # database's watermarks no longer describe them (tracker.rollup.sources)
+            results.reset_state(conn, self.info.id, declaration=False, source=self.source)
             lock.confirm()
         if users is not None:  # after the commit: see tracker.spark.covariates.refresh
             covariates.save(self.store, self.info, users)
@@ -266,6 +283,20 @@ class _Run:
         summary.days_recomputed = sorted(daily)
         summary.seconds = time.perf_counter() - started
         return summary
+
+    def _ours(self, summary: RollupSummary) -> bool:
+        """Whether this run rolls the experiment up, given the source of its results: the
+        default engine's experiment is taken over (``summary.taken_over``) only by a run
+        that names it (:mod:`tracker.rollup.sources`)."""
+        with transaction(self.engine) as conn:
+            stored = results.load_state(conn, self.info.id)
+        source = None if stored is None else stored.source
+        if not self.named and sources.other_engine(source, self.source):
+            summary.skipped = (f"left to {sources.describe(source)}, whose results it holds "
+                               "(a Spark rollup naming it moves it here)")
+            return False
+        summary.taken_over = sources.taken_over(source, self.source)
+        return True
 
     def _days(self, f: Frames, full: bool) -> tuple[list[date], bool]:
         """The days to compute, and whether this run rebuilds."""

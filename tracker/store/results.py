@@ -48,11 +48,13 @@ def latest_ids(conn: sa.Connection) -> tuple[int, int]:
 @dataclass(frozen=True)
 class StateRow:
     """An experiment's rollup state: the watermarks (None after a reset: every day is to be
-    recomputed) and the generation the next save must find."""
+    recomputed), the generation the next save must find and the source of its results
+    (:mod:`tracker.rollup.sources`; None: unknown)."""
 
     impressions_seen: int | None
     interactions_seen: int | None
     generation: int
+    source: str | None = None
 
     @property
     def watermarks(self) -> tuple[int, int] | None:
@@ -64,23 +66,28 @@ class StateRow:
 def load_state(conn: sa.Connection, experiment_id: int) -> StateRow | None:
     """The experiment's state row, None when it has none (never rolled up)."""
     row = conn.execute(sa.select(RollupState.impressions_seen, RollupState.interactions_seen,
-                                 RollupState.generation)
+                                 RollupState.generation, RollupState.source)
                        .where(RollupState.experiment_id == experiment_id)).first()
     return None if row is None else StateRow(*row)
 
 
-def reset_state(conn: sa.Connection, experiment_id: int, *, declaration: bool) -> int:
+def reset_state(conn: sa.Connection, experiment_id: int, *, declaration: bool,
+                source: str | None = None) -> int:
     """Forget the experiment's watermarks (the next run recomputes every day), keeping the
     time of the last run; a ``declaration`` also bumps the generation, so that a run started
-    before it does not record its watermarks. Returns the generation now stored."""
+    before it does not record its watermarks; ``source``: the results' source from now on
+    (a rebuild from it has begun; None: the stored one kept). Returns the generation now
+    stored."""
     bump = " + 1" if declaration else ""
+    claim = ", source = :source" if source is not None else ""
     return int(conn.execute(sa.text(
         "INSERT INTO rollup_state (experiment_id, impressions_seen, interactions_seen, "
-        "updated_at, generation) VALUES (:experiment, NULL, NULL, NULL, :first) "
-        "ON CONFLICT (experiment_id) DO UPDATE SET impressions_seen = NULL, "
-        f"interactions_seen = NULL, generation = rollup_state.generation{bump} "
+        "updated_at, generation, source) VALUES (:experiment, NULL, NULL, NULL, :first, "
+        ":source) ON CONFLICT (experiment_id) DO UPDATE SET impressions_seen = NULL, "
+        f"interactions_seen = NULL, generation = rollup_state.generation{bump}{claim} "
         "RETURNING generation"),
-        {"experiment": experiment_id, "first": 1 if declaration else 0}).scalar_one())
+        {"experiment": experiment_id, "first": 1 if declaration else 0,
+         "source": source}).scalar_one())
 
 
 def save_state(conn: sa.Connection, experiment_id: int, state: StateRow, now: datetime) -> bool:
@@ -90,7 +97,8 @@ def save_state(conn: sa.Connection, experiment_id: int, state: StateRow, now: da
     done = conn.execute(sa.update(RollupState).where(
         RollupState.experiment_id == experiment_id, RollupState.generation == state.generation,
     ).values(impressions_seen=state.impressions_seen,
-             interactions_seen=state.interactions_seen, updated_at=now))
+             interactions_seen=state.interactions_seen, updated_at=now,
+             **({"source": state.source} if state.source is not None else {})))
     return done.rowcount == 1
 
 

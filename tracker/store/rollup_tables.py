@@ -5,7 +5,9 @@
   NULL after a reset (a catalog declaration, the start of a full rebuild): the next run
   recomputes every day. ``generation`` counts the declarations: a run records its
   watermarks only if none happened since it started (compare-and-set), so a declaration
-  racing a run is never lost.
+  racing a run is never lost. ``source``: whose logs the results came from (``database``,
+  or ``spark:<state directory>``, whose manifest is then the watermark): a run of another
+  source takes the experiment over with a rebuild (:mod:`tracker.rollup.sources`).
 - ``rollup_day``: per experiment and reporting day, when its attribution windows close and
   when it was last computed (a day computed before its windows closed is *provisional*).
 - ``rollup_units``, ``rollup_popularity``, ``rollup_exposure``: the
@@ -64,6 +66,7 @@ class RollupState(Base):
     interactions_seen: Mapped[int | None] = mapped_column(sa.BigInteger)
     updated_at: Mapped[datetime | None] = mapped_column(EpochMicros)  # of the last run
     generation: Mapped[int] = mapped_column(sa.BigInteger, server_default="0")
+    source: Mapped[str | None] = mapped_column(sa.String(1024))  # tracker.rollup.sources
 
 
 class RollupDay(Base):

@@ -1,0 +1,73 @@
+"""One watermark rule for both engines, Spark's side (issue 31, item 5): Spark goes on from
+its manifest only while the results are its state directory's; an experiment the default
+engine rolled up since is taken over with a rebuild (before, Spark went on from its stale
+manifest over the default engine's results); a run over every experiment leaves the default
+engine's alone; and no run erases results whose lists the lake does not hold. The default
+engine's side: ``tests/rollup/test_sources.py``. On both databases."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from tests.rollup.scenario import assert_same_tables, create, dump, make_logs
+from tests.spark.rollups import write_lake
+from tests.spark.support import SKIP_REASON
+from tests.spark.test_rollup import NOW, _log, _spark_rollup
+from tracker.errors import EngineConflict
+from tracker.rollup import sources
+
+pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON))
+
+
+def _source(engine) -> str | None:
+    with engine.connect() as conn:
+        return conn.execute(sa.text("SELECT source FROM rollup_state")).scalar_one()
+
+
+def test_spark_takes_over_an_experiment_the_default_engine_rolled_up_since(spark, tracker,
+                                                                          tmp_path):
+    create(tracker)
+    imps, events = make_logs(seed=6, days=2, users=8, impressions=40, history=2)
+    write_lake(tmp_path / "lake", imps, events)
+    # the database holds one more list than the lake: the engines' results differ
+    extra = dict(imps[0], impression_id="db-only", user_id="someone-else",
+                 served_at=imps[0]["served_at"] + timedelta(minutes=5))
+    _log(tracker, imps + [extra], events)
+    state = tmp_path / "state"
+    (first,) = _spark_rollup(spark, tracker, tmp_path / "lake", state=state)
+    assert first.taken_over is None and _source(tracker.engine) == sources.spark(
+        state / "home")
+    spark_tables = dump(tracker.engine)
+    (default,) = tracker.rollup("home", now=NOW)
+    assert default.taken_over is not None and "Spark" in default.taken_over
+    assert dump(tracker.engine) != spark_tables and _source(tracker.engine) == "database"
+    (back,) = _spark_rollup(spark, tracker, tmp_path / "lake", state=state)
+    assert back.taken_over is not None and "default engine" in back.taken_over
+    assert back.full and back.days_recomputed == first.days_recomputed
+    assert_same_tables(dump(tracker.engine), spark_tables, rel=0)
+
+
+def test_a_run_over_every_experiment_leaves_the_default_engines_and_none_erases(
+        spark, tracker, tmp_path):
+    create(tracker)
+    imps, events = make_logs(seed=7, days=2, users=8, impressions=40, history=2)
+    _log(tracker, imps, events)
+    tracker.rollup("home", now=NOW)
+    before = dump(tracker.engine)
+    write_lake(tmp_path / "lake", imps, events)
+    from tracker.spark.rollup import rollup
+
+    (skipped,) = rollup(spark, tmp_path / "lake" / "imp", tmp_path / "lake" / "int",
+                        database_url=tracker.engine.url.render_as_string(hide_password=False),
+                        state=tmp_path / "state", now=NOW, buckets=3)
+    assert skipped.skipped is not None and "default engine" in skipped.skipped
+    assert dump(tracker.engine) == before and _source(tracker.engine) == "database"
+    # a lake holding none of the experiment's lists: a run naming it refuses to erase
+    elsewhere = [dict(r, experiment="other") for r in imps]
+    write_lake(tmp_path / "other", elsewhere, events)
+    with pytest.raises(EngineConflict, match="lake holds none of its lists"):
+        _spark_rollup(spark, tracker, tmp_path / "other", state=tmp_path / "state")
+    assert dump(tracker.engine) == before and _source(tracker.engine) == "database"

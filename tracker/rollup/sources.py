@@ -1,0 +1,60 @@
+"""Whose logs an experiment's results came from: one watermark rule for both engines.
+
+An experiment's rolled-up results (the tables the report reads, and the state an engine
+keeps to go on incrementally) come from one **source** of logs at a time, named in
+``rollup_state.source``:
+
+- ``database``: the default engine, from the database's logs; its watermarks are the
+  highest impression and interaction ids taken into account;
+- ``spark:<state directory>``: the Spark engine, from a lake; its watermark is the manifest
+  of lake files in that directory.
+
+A run goes on incrementally only from its own source's watermark. A run of another source
+**takes the experiment over**: it rebuilds every day from its own logs, claiming the
+experiment first (a run killed half-way leaves it to its new source, which rebuilds
+again), and its summary says from what. So the engines never mix days of two logs, and
+neither reads, nor resets, a watermark the other keeps. A run over every experiment takes
+none over from the other engine (:func:`other_engine`): it leaves them to their engine and
+says so; a run that names the experiment moves it. Unknown (NULL, as a release before
+sources left an experiment Spark rolled up): the database's watermarks are NULL then, so
+the default engine rebuilds, and Spark goes on from its manifest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+DATABASE = "database"
+"""The default engine's source: the database's logs."""
+
+_SPARK = "spark:"
+
+
+def spark(state: str | Path) -> str:
+    """The Spark engine's source with its state directory ``state``."""
+    return _SPARK + str(Path(state).resolve())
+
+
+def describe(source: str) -> str:
+    """A source for people."""
+    if source == DATABASE:
+        return "the default engine (the database's logs)"
+    if source.startswith(_SPARK):
+        return f"Spark (state directory {source.removeprefix(_SPARK)})"
+    return repr(source)
+
+
+def taken_over(stored: str | None, mine: str) -> str | None:
+    """Why a run of source ``mine`` rebuilds the experiment from its own logs: its results
+    came from ``stored`` (None: they came from ``mine``, or from an unknown source)."""
+    if stored is None or stored == mine:
+        return None
+    return f"its results came from {describe(stored)}: rebuilt from {describe(mine)}"
+
+
+def other_engine(stored: str | None, mine: str) -> bool:
+    """Whether ``stored`` belongs to the other engine (another Spark state directory is
+    the same engine: its run rebuilds, as a changed manifest would)."""
+    if stored is None or stored == mine:
+        return False
+    return (stored == DATABASE) != (mine == DATABASE)
