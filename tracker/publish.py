@@ -2,7 +2,7 @@
 analysis plan (the experiments list reads it: :mod:`tracker.store.summaries`), and the alerts
 the change since the previous summary raises (:mod:`tracker.alerts`).
 
-:func:`after_rollup` is the one call at the end of :func:`tracker.rollup.engine.run_rollup`.
+:func:`after_rollup` is the one call at the end of a rollup job (:mod:`tracker.rollup.job`).
 It never fails the run: an experiment whose scorecard cannot be built is logged and skipped,
 and alerts are sent from a background thread.
 """

@@ -1,9 +1,10 @@
-"""One watermark rule for both engines, Spark's side (issue 31, item 5): Spark goes on from
-its manifest only while the results are its state directory's; an experiment the default
-engine rolled up since is taken over with a rebuild (before, Spark went on from its stale
-manifest over the default engine's results); a run over every experiment leaves the default
-engine's alone; and no run erases results whose lists the lake does not hold. The default
-engine's side: ``tests/rollup/test_sources.py``. On both databases."""
+"""One watermark rule and one job over experiments for both engines, Spark's side (issue 31,
+item 5): Spark goes on from its manifest only while the results are its state directory's;
+an experiment the default engine rolled up since is taken over with a rebuild (before, Spark
+went on from its stale manifest over the default engine's results); a run over every
+experiment leaves the default engine's alone, and goes on past one that fails; no run erases
+results whose lists the lake does not hold. The default engine's side:
+``tests/rollup/test_sources.py``. On both databases."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from tests.rollup.scenario import assert_same_tables, create, dump, make_logs
 from tests.spark.rollups import write_lake
 from tests.spark.support import SKIP_REASON
 from tests.spark.test_rollup import NOW, _log, _spark_rollup
-from tracker.errors import EngineConflict
+from tracker.errors import EngineConflict, RollupIncomplete
 from tracker.rollup import sources
+from tracker.rollup.lock import rollup_lock
+from tracker.store.summaries import read_summaries
 
 pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON))
 
@@ -71,3 +74,30 @@ def test_a_run_over_every_experiment_leaves_the_default_engines_and_none_erases(
     with pytest.raises(EngineConflict, match="lake holds none of its lists"):
         _spark_rollup(spark, tracker, tmp_path / "other", state=tmp_path / "state")
     assert dump(tracker.engine) == before and _source(tracker.engine) == "database"
+
+
+def test_a_spark_run_over_every_experiment_rolls_up_the_others_when_one_fails(
+        spark, tracker, tmp_path):
+    """One job over experiments for both engines (tracker.rollup.job): an experiment busy in
+    another rollup no longer stops Spark's run over every experiment (it raised ``Busy``
+    before reaching the next one); the others are rolled up and their summaries published."""
+    from tracker.spark.rollup import rollup
+
+    imps, events = [], []
+    for key, seed in (("away", 1), ("home", 2)):
+        create(tracker, key)
+        more, answers = make_logs(seed=seed, days=2, users=6, impressions=30, key=key)
+        imps += more
+        events += [dict(e, event_id=f"{key}-{e['event_id']}") for e in answers]
+    write_lake(tmp_path / "lake", imps, events)
+    url = tracker.engine.url.render_as_string(hide_password=False)
+    home = tracker.experiment("home")
+    with rollup_lock(tracker.engine, home.id, "home"), \
+            pytest.raises(RollupIncomplete) as raised:
+        rollup(spark, tmp_path / "lake" / "imp", tmp_path / "lake" / "int",
+               database_url=url, state=tmp_path / "state", now=NOW, buckets=3)
+    assert raised.value.only_busy and [k for k, _ in raised.value.failures] == ["home"]
+    assert [s.experiment for s in raised.value.summaries] == ["away"]
+    assert len(tracker.metric_table("away")) > 0 and len(tracker.metric_table("home")) == 0
+    with tracker.engine.connect() as conn:
+        assert read_summaries(conn, ["away", "home"]).keys() == {"away"}

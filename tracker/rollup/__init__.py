@@ -5,7 +5,9 @@ Every per-user and per-group result is keyed by a *cell* (``cells``: today an ar
 segments, an arm and slice values); no other module knows what a cell is made of.
 
 Entry point: :func:`tracker.rollup.engine.run_rollup` (``tracker rollup``). The results are
-read through :mod:`tracker.store.computed` (``Tracker.metric_table``).
+read through :mod:`tracker.store.computed` (``Tracker.metric_table``). The job over
+experiments (``job``: targets, locks, failures, summaries) is shared with the Spark engine
+(:mod:`tracker.spark.rollup`).
 
 The modules, in the order a run uses them:
 

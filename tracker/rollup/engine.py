@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -56,14 +55,7 @@ import sqlalchemy as sa
 from threadpoolctl import threadpool_limits
 
 from tracker.config import Settings
-from tracker.errors import (
-    Busy,
-    EngineConflict,
-    NotFound,
-    RollupIncomplete,
-    StoreUnavailable,
-    TrackerError,
-)
+from tracker.errors import EngineConflict
 from tracker.rollup import covariates, provisional, queries, retention, sources
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cumulative import Replay, recompute_cumulative
@@ -71,19 +63,20 @@ from tracker.rollup.day import RunContext, pair_limit, recompute_day
 from tracker.rollup.days import day_bounds
 from tracker.rollup.exposure_days import publish_exposure_days
 from tracker.rollup.first_exposures import FirstExposures
-from tracker.rollup.lock import HeldLock, rollup_lock
+from tracker.rollup.job import Done, run_each, targets
+from tracker.rollup.lock import HeldLock
 from tracker.rollup.partial import recompute_users, rescore_users
 from tracker.rollup.plan import Ids, KnownDay, Plan, PopularityPlan, plan_popularity, plan_run
 from tracker.rollup.published import DayResult, publish_daily
 from tracker.rollup.summary import Progress, RollupSummary
-from tracker.store import lifecycle, results
+from tracker.store import results
 from tracker.store.arrow import ArrowReader
-from tracker.store.db import require_current_schema, transaction
-from tracker.store.experiments import ExperimentInfo, get_experiment
+from tracker.store.db import transaction
+from tracker.store.experiments import ExperimentInfo
 from tracker.store.experiments import catalog as declared_items
 from tracker.store.types import to_micros
 
-__all__ = ["Progress", "RollupSummary", "publish_summaries", "run_rollup"]
+__all__ = ["Progress", "RollupSummary", "run_rollup"]
 
 log = logging.getLogger(__name__)
 
@@ -107,53 +100,14 @@ def run_rollup(engine: sa.Engine, settings: Settings, experiment: str | None = N
     unreachable database
     (:class:`~tracker.errors.StoreUnavailable`) still stops the run at once.
     """
-    require_current_schema(engine)
-    with transaction(engine) as conn:
-        if experiment is not None:
-            targets = [get_experiment(conn, experiment)]
-        else:
-            targets = lifecycle.rollup_targets(conn)  # archived ones only with work left
-    if experiment is not None and not targets:
-        raise NotFound(f"no experiment {experiment!r}")
-    summaries, failures, seen = [], [], {}
-    for info in targets:
-        try:
-            with rollup_lock(engine, info.id, info.key) as lock:
-                job = _Run(engine, settings, info, lock, full, until,
-                           now or datetime.now(UTC), progress, named=experiment is not None)
-                summaries.append(job.run())
-                seen[info.key] = job.seen
-        except StoreUnavailable:
-            raise  # the database cannot be reached: no other experiment would roll up
-        except Exception as error:  # noqa: BLE001 — one experiment must not stop the others
-            if experiment is not None:
-                raise
-            if not isinstance(error, Busy):
-                log.error("rollup of %s failed; the other experiments go on", info.key,
-                          exc_info=not isinstance(error, TrackerError))
-            failures.append((info.key, error))
-    publish_summaries(engine, settings, [s.experiment for s in summaries if not s.skipped],
-                      now, seen=seen)
-    if failures:
-        raise RollupIncomplete(summaries, failures)
-    return summaries
+    def run_one(info: ExperimentInfo, lock: HeldLock) -> Done:
+        job = _Run(engine, settings, info, lock, full, until, now or datetime.now(UTC),
+                   progress, named=experiment is not None)
+        summary = job.run()
+        return Done(summary, seen=job.seen)
 
-
-def publish_summaries(engine: sa.Engine, settings: Settings, keys: list[str],
-                      now: datetime | None, *, seen: dict[str, results.Seen] | None = None,
-                      find: dict[str, Callable[[results.NewestEvents], results.NewestEvents]]
-                      | None = None) -> None:
-    """The run's last step, on either engine: each experiment's stored summary and the
-    alerts it raises (:func:`tracker.publish.after_rollup`; ``now``: the run's clock, None:
-    the wall clock; by experiment, ``seen``: the rows each run took into account, or
-    ``find``: how to find their newest event times in logs outside the database, the
-    Spark engine's); it never fails the run."""
-    try:
-        from tracker.publish import after_rollup
-
-        after_rollup(engine, settings, keys, now, seen=seen, find=find)
-    except Exception:  # noqa: BLE001 — results are stored; a summary must not fail the run
-        log.warning("summaries of %s not published", ", ".join(keys), exc_info=True)
+    return run_each(engine, settings, targets(engine, experiment),
+                    named=experiment is not None, now=now, run_one=run_one)
 
 
 @dataclass(frozen=True)

@@ -32,10 +32,10 @@ the tracker database):
    experiment leaves the default engine's alone. The manifest is saved after it: a run
    killed before leaves its files to be taken again, and every step replaces what it
    writes.
-5. **Last**, as the default engine's run ends
-   (:func:`tracker.rollup.engine.publish_summaries`): each experiment's stored summary and
-   the alerts it raises, its freshness ("data through") found in the lake's logs
-   (:mod:`tracker.spark.freshness`).
+5. **Last**, as the default engine's run ends (the same job over experiments,
+   :mod:`tracker.rollup.job`: one failing experiment does not stop the others): each
+   experiment's stored summary and the alerts it raises, its freshness ("data through")
+   found in the lake's logs (:mod:`tracker.spark.freshness`).
 """
 
 from __future__ import annotations
@@ -56,15 +56,13 @@ import pyarrow.dataset as ds
 from pyspark.sql import SparkSession
 
 from tracker.config import Settings
-from tracker.errors import EngineConflict, NotFound
+from tracker.errors import EngineConflict
 from tracker.rollup import covariates as cuped
-from tracker.rollup import sources
+from tracker.rollup import job, sources
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cells import WHOLE, Cells
 from tracker.rollup.day import RunContext, day_result
-from tracker.rollup.engine import publish_summaries
 from tracker.rollup.exposure import Exposure
-from tracker.rollup.lock import rollup_lock
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.popularity import Reference
 from tracker.rollup.provisional import drop as drop_provisional
@@ -97,9 +95,9 @@ from tracker.spark.groups import (
 )
 from tracker.spark.lake import Lake, read_lake
 from tracker.spark.state import StateDir
-from tracker.store import lifecycle, results
-from tracker.store.db import create_engine, require_current_schema, transaction
-from tracker.store.experiments import ExperimentInfo, get_experiment
+from tracker.store import results
+from tracker.store.db import create_engine, transaction
+from tracker.store.experiments import ExperimentInfo
 from tracker.store.experiments import catalog as declared_items
 from tracker.store.types import to_micros
 
@@ -129,30 +127,24 @@ def rollup(spark: SparkSession, impressions: str | Path, interactions: str | Pat
             raise ValueError(f"{name} must be at least 1, got {value}")
     engine = create_engine(settings.database_url, settings)
     try:
-        require_current_schema(engine)
-        with transaction(engine) as conn:
-            targets = [get_experiment(conn, experiment)] if experiment is not None \
-                else lifecycle.rollup_targets(conn)
-        if experiment is not None and not targets:
-            raise NotFound(f"no experiment {experiment!r}")
+        experiments = job.targets(engine, experiment)
         with _utc_session(spark), _state_root(state) as root:
             with _phase("lake"):
                 lake = read_lake(spark, impressions, interactions)
             _report_conflicts(lake)
             files = (plan.listing(impressions, "impressions"),
                      plan.listing(interactions, "interactions"))
-            out, find = [], {}
-            for info in targets:
-                with rollup_lock(engine, info.id, info.key) as lock:
-                    job = _Run(spark, engine, settings, info, lake, files,
-                               StateDir(root / info.key), (buckets, user_rows),
-                               now or datetime.now(UTC), named=experiment is not None)
-                    out.append(job.run(full, lock))
-                    if not out[-1].skipped:
-                        find[info.key] = partial(newest_in_lake, job.frames)
-            with _phase("summaries"):  # "data through" from the lake's logs
-                publish_summaries(engine, settings, list(find), now, find=find)
-            return out
+
+            def run_one(info: ExperimentInfo, lock) -> job.Done:
+                run = _Run(spark, engine, settings, info, lake, files,
+                           StateDir(root / info.key), (buckets, user_rows),
+                           now or datetime.now(UTC), named=experiment is not None)
+                summary = run.run(full, lock)  # "data through": from the lake's logs
+                return job.Done(summary, find=None if summary.skipped is not None
+                                else partial(newest_in_lake, run.frames))
+
+            return job.run_each(engine, settings, experiments, named=experiment is not None,
+                                now=now, run_one=run_one)
     finally:
         engine.dispose()
 
@@ -371,11 +363,11 @@ class _Run:
         files = usable(f, self.lake, self.census.heavy, days)
         if files is not None:
             lake_buckets = self.lake.impressions.bucketing.count
-            job = BucketJob(self.info, config, lake_buckets, files, str(target),
-                            parts=-(-count // lake_buckets), keyed=not f.unnamed)
+            buckets_job = BucketJob(self.info, config, lake_buckets, files, str(target),
+                                  parts=-(-count // lake_buckets), keyed=not f.unnamed)
             LOG.info("groups: read bucket by bucket (the lake's %d buckets, %d part(s) "
-                     "each), no shuffle", job.count, job.parts)
-            score_buckets(self.spark, job, days)
+                     "each), no shuffle", buckets_job.count, buckets_job.parts)
+            score_buckets(self.spark, buckets_job, days)
             return
         impressions, interactions = grouped(f, days, count, self.census.heavy,
                                             self.user_rows)
