@@ -101,3 +101,32 @@ def test_a_spark_run_over_every_experiment_rolls_up_the_others_when_one_fails(
     assert len(tracker.metric_table("away")) > 0 and len(tracker.metric_table("home")) == 0
     with tracker.engine.connect() as conn:
         assert read_summaries(conn, ["away", "home"]).keys() == {"away"}
+
+
+def test_spark_runs_the_one_cumulative_pass_and_keeps_one_checkpoint(spark, tracker, tmp_path):
+    """The cumulative pass is the default engine's, its state in the directory: one set of
+    cumulative totals (the checkpoint, at the newest final day), not one per day; a later
+    run from it equals a rebuild."""
+    from tracker.rollup.cumulative import _checkpoint
+    from tracker.spark.state import StateDir
+    from tracker.store import results
+    from tracker.store.types import to_micros
+
+    create(tracker)
+    imps, events = make_logs(seed=9, days=3, users=8, impressions=40, history=2)
+    last = max(i["served_at"] for i in imps).date()
+    write_lake(tmp_path / "lake", [i for i in imps if i["served_at"].date() < last], events)
+    state = tmp_path / "state"
+    _spark_rollup(spark, tracker, tmp_path / "lake", state=state)
+    write_lake(tmp_path / "lake", [i for i in imps if i["served_at"].date() == last], [],
+               name="later")
+    (later,) = _spark_rollup(spark, tracker, tmp_path / "lake", state=state)
+    assert not later.full and later.days_recomputed == [last]
+    with tracker.engine.connect() as conn:
+        final = _checkpoint(results.known_days(conn, tracker.experiment("home").id),
+                            to_micros(NOW))
+    assert final is not None
+    assert StateDir(state / "home").cumulative_unit_days() == [final]
+    incremental = dump(tracker.engine)
+    _spark_rollup(spark, tracker, tmp_path / "lake", state=state, full=True)
+    assert_same_tables(dump(tracker.engine), incremental, rel=0)

@@ -1,6 +1,10 @@
 """The cumulative pass (step 3 of :mod:`tracker.rollup.engine`): each user's mean over all
 their impressions from the first day through day D, for every D from the first day a run
-recomputed, in the run's last transaction.
+recomputed, in the run's last transaction. One pass for both engines: they differ only in
+where the per-user state lives (a :class:`Store`: the database's ``rollup_units`` and
+``rollup_exposure``, :class:`DatabaseStore`; or a Spark state directory,
+:class:`tracker.spark.cumulative.DirectoryStore`); the rows the report reads go into the
+database either way.
 
 The cumulative units of a day are those of the day before plus the day's. One set of them is
 stored, a **checkpoint**: the totals through the newest day whose cumulative view is final
@@ -19,6 +23,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +38,83 @@ from tracker.rollup.published import View, insert_stats, stats_rows
 from tracker.rollup.summary import Progress
 from tracker.store import results
 from tracker.store.experiments import ExperimentInfo
+
+
+class Store(Protocol):
+    """Where an engine keeps the per-user state the cumulative pass reads and writes: each
+    day's daily unit totals and exposure (written when the day is computed), the cumulative
+    exposure of every day, and the checkpoint's cumulative unit totals."""
+
+    def units(self, day: date, cumulative: bool) -> UnitTotals | None:
+        """A day's unit totals, daily or cumulative (None: none stored)."""
+
+    def exposure(self, day: date, cumulative: bool) -> dict[int, Exposure]:
+        """A day's exposure by cell (:data:`~tracker.rollup.cells.WHOLE`: the catalog)."""
+
+    def checkpoint_day(self, before: date) -> date | None:
+        """The newest day before ``before`` whose cumulative totals are stored."""
+
+    def encode(self, totals: UnitTotals) -> list:
+        """``totals`` as :meth:`write_checkpoint` takes them (any thread)."""
+
+    def write_checkpoint(self, day: date, parts: list | None) -> None:
+        """The checkpoint's totals (``None``: the day's daily ones, the same totals)."""
+
+    def write_exposure(self, day: date, exposures: dict[int, Exposure]) -> None:
+        """A day's cumulative exposure."""
+
+    def delete_cumulative(self, since: date) -> None:
+        """Forget the cumulative state of ``since`` and every later day."""
+
+    def keep_checkpoint(self, day: date | None) -> None:
+        """Forget every cumulative unit totals but ``day``'s (None: every one)."""
+
+    def settle(self, totals: UnitTotals, covariates: cuped.UserCovariates | None) -> None:
+        """The pass is over: ``totals`` are every user the experiment still has."""
+
+
+class DatabaseStore:
+    """The default engine's :class:`Store`: ``rollup_units`` and ``rollup_exposure``."""
+
+    def __init__(self, conn: sa.Connection, info: ExperimentInfo) -> None:
+        self.conn, self.info = conn, info
+        self.layout = Layout.for_cutoffs(list(info.cutoffs))
+
+    def units(self, day: date, cumulative: bool) -> UnitTotals | None:
+        parts = results.units(self.conn, self.info.id, day, cumulative)
+        return UnitTotals.decode(parts, self.layout) if parts else None
+
+    def exposure(self, day: date, cumulative: bool) -> dict[int, Exposure]:
+        stored = cells.coded(results.exposure(self.conn, self.info.id, day, cumulative))
+        return {cell: decode_exposure(data, cell, list(self.info.cutoffs))
+                for cell, data in stored.items()}
+
+    def checkpoint_day(self, before: date) -> date | None:
+        return results.checkpoint_day(self.conn, self.info.id, before)
+
+    def encode(self, totals: UnitTotals) -> list:
+        return totals.encode(self.layout)
+
+    def write_checkpoint(self, day: date, parts: list | None) -> None:
+        if parts is None:  # the daily rows this run wrote of the same totals: copied
+            results.copy_daily_units(self.conn, self.info.id, day)
+        else:
+            results.insert_units(self.conn, self.info.id, day, True, parts)
+
+    def write_exposure(self, day: date, exposures: dict[int, Exposure]) -> None:
+        cutoffs = list(self.info.cutoffs)
+        results.insert_exposure(self.conn, self.info.id, day, True, cells.keyed(
+            {cell: e.encode([] if cell == cells.WHOLE else cutoffs)
+             for cell, e in exposures.items()}))
+
+    def delete_cumulative(self, since: date) -> None:
+        results.delete_cumulative_state(self.conn, self.info.id, since)
+
+    def keep_checkpoint(self, day: date | None) -> None:
+        results.delete_cumulative_units_except(self.conn, self.info.id, day)
+
+    def settle(self, totals: UnitTotals, covariates: cuped.UserCovariates | None) -> None:
+        cuped.settle(self.conn, self.info, totals, covariates)
 
 
 @dataclass
@@ -51,18 +133,22 @@ def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date,
                          progress: Progress | None = None,
                          recent: dict[date, UnitTotals | None] | None = None,
                          declared: pa.Array | None = None,
-                         covariates: cuped.UserCovariates | None = None) -> None:
+                         covariates: cuped.UserCovariates | None = None,
+                         store: Store | None = None) -> None:
     """Replace the cumulative rows of every day from ``since`` on (``recent``: unit totals
     of days just computed, which need not be read back; ``declared``: the declared
-    catalog; ``covariates``: CUPED's per-user covariates, whose sums are written too)."""
+    catalog; ``covariates``: CUPED's per-user covariates, whose sums are written too;
+    ``store``: where the per-user state is, by default the database's)."""
+    store = store if store is not None else DatabaseStore(conn, info)
     layout = Layout.for_cutoffs(list(info.cutoffs))
     days = results.known_days(conn, info.id)
     if not days:
         return
     results.delete_cumulative(conn, info.id, since)
+    store.delete_cumulative(since)
     keep = _checkpoint(days, now_us)
     before = [d for d, _, _ in days if d < since]
-    running = _start(conn, info, before, layout, since, keep)
+    running = _start(store, before, layout, since, keep)
     running.covariates = covariates
     cuped.delete_cumulative(conn, info.id, since)
     running.provisional = any(computed < closes for day, closes, computed in days
@@ -70,15 +156,15 @@ def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date,
     ahead = [d for d in days if d[0] >= since]
     for done, (day, closes, computed) in enumerate(ahead, 1):
         running.provisional |= computed < closes
-        _add_day(conn, info, day, running, layout, recent or {})
+        _add_day(store, day, running, layout, recent or {})
         view = View(info, day, True, running.provisional or now_us < closes)
         # the experiment's first day: its cumulative totals are its daily ones (one object)
         own = running.totals is (recent or {}).get(day)
-        _write_day(conn, view, running, layout, declared, own, keep == day)
+        _write_day(conn, store, view, running, layout, declared, own, keep == day)
         if progress:
             progress("cumulative", done, len(ahead), day)
-    results.delete_cumulative_units_except(conn, info.id, keep)
-    cuped.settle(conn, info, running.totals, running.covariates)
+    store.keep_checkpoint(keep)
+    store.settle(running.totals, running.covariates)
 
 
 def _checkpoint(days: list[tuple[date, int, int]], now_us: int) -> date | None:
@@ -93,27 +179,24 @@ def _checkpoint(days: list[tuple[date, int, int]], now_us: int) -> date | None:
     return final
 
 
-def _start(conn: sa.Connection, info: ExperimentInfo, before: list[date], layout: Layout,
-           since: date, keep: date | None) -> Running:
+def _start(store: Store, before: list[date], layout: Layout, since: date,
+           keep: date | None) -> Running:
     """The cumulative state through the last of the days ``before`` (none: an empty one):
     the stored checkpoint before ``since`` plus the daily rows of the days after it; on
     the way, the checkpoint of ``keep`` when it lies among those days (a day after it
     became provisional again: the checkpoint moves back)."""
     if not before:
         return Running(UnitTotals.empty(len(layout)), {})
-    stored = results.checkpoint_day(conn, info.id, since)
+    stored = store.checkpoint_day(since)
     if stored is not None and keep is not None and keep < stored:
         stored = None  # not a day the totals may start from: from the first day
-    parts = [] if stored is None else results.units(conn, info.id, stored, True) or []
-    replay = Replay(conn, info.id, layout, [d for d in before if stored is None or d > stored],
-                    UnitTotals.decode(parts, layout) if parts else None)
+    replay = Replay(store, layout, [d for d in before if stored is None or d > stored],
+                    None if stored is None else store.units(stored, True))
     while replay.pending:
         day = replay.step()
         if day == keep:
-            results.insert_units(conn, info.id, day, True, replay.through.encode(layout))
-    exposed = cells.coded(results.exposure(conn, info.id, before[-1], True))
-    return Running(replay.through,
-                   {cell: _decode(v, cell, list(info.cutoffs)) for cell, v in exposed.items()})
+            store.write_checkpoint(day, store.encode(replay.through))
+    return Running(replay.through, store.exposure(before[-1], True))
 
 
 class Replay:
@@ -121,17 +204,20 @@ class Replay:
     as the cumulative pass adds them (the same sums, bit for bit): after each
     :meth:`step`, the day's totals (``daily``) and those through it (``through``)."""
 
-    def __init__(self, conn: sa.Connection, experiment_id: int, layout: Layout,
-                 days: list[date], start: UnitTotals | None = None) -> None:
-        self.conn, self.experiment_id, self.layout, self.days = conn, experiment_id, layout, days
+    def __init__(self, store: Store, layout: Layout, days: list[date],
+                 start: UnitTotals | None = None) -> None:
+        self.store, self.layout, self.days = store, layout, days
         self.daily: UnitTotals | None = None
         self.through = start if start is not None else UnitTotals.empty(len(layout))
         self.done = 0  # days added
 
     @classmethod
-    def of(cls, conn: sa.Connection, info: ExperimentInfo) -> Replay:
-        """Every rolled-up day of the experiment, from nothing."""
-        return cls(conn, info.id, Layout.for_cutoffs(list(info.cutoffs)),
+    def of(cls, conn: sa.Connection, info: ExperimentInfo,
+           store: Store | None = None) -> Replay:
+        """Every rolled-up day of the experiment, from nothing (``store``: where the daily
+        rows are, by default the database's)."""
+        return cls(store if store is not None else DatabaseStore(conn, info),
+                   Layout.for_cutoffs(list(info.cutoffs)),
                    [day for day, _, _ in results.known_days(conn, info.id)])
 
     @property
@@ -142,8 +228,7 @@ class Replay:
         """Add the next day's daily rows; returns that day."""
         day = self.days[self.done]
         self.done += 1
-        parts = results.units(self.conn, self.experiment_id, day, False)
-        self.daily = UnitTotals.decode(parts, self.layout) if parts else None
+        self.daily = self.store.units(day, False)
         if self.daily is not None:
             self.through = self.daily if not self.through.size else \
                 UnitTotals.added([self.through, self.daily], len(self.layout))
@@ -159,37 +244,30 @@ class Replay:
         return self.through if self.through.size else None
 
 
-def _add_day(conn: sa.Connection, info: ExperimentInfo, day: date, running: Running,
-             layout: Layout, recent: dict[date, UnitTotals | None]) -> None:
+def _add_day(store: Store, day: date, running: Running, layout: Layout,
+             recent: dict[date, UnitTotals | None]) -> None:
     """Add one day's daily units and exposure to the running state."""
-    if day in recent:  # just computed: not read back
-        today = recent[day]
-    else:
-        daily = results.units(conn, info.id, day, False)
-        today = None if daily is None else UnitTotals.decode(daily, layout)
+    today = recent[day] if day in recent else store.units(day, False)  # just computed: kept
     if today is not None:
         running.totals = UnitTotals.added([running.totals, today], len(layout)) \
             if running.totals.size else today
-    for cell, value in cells.coded(results.exposure(conn, info.id, day, False)).items():
-        exposure = _decode(value, cell, list(info.cutoffs))
+    for cell, exposure in store.exposure(day, False).items():
         running.exposure[cell] = running.exposure[cell] + exposure \
             if cell in running.exposure else exposure
 
 
-def _write_day(conn: sa.Connection, view: View, running: Running, layout: Layout,
-               declared: pa.Array | None, own: bool, checkpoint: bool) -> None:
+def _write_day(conn: sa.Connection, store: Store, view: View, running: Running,
+               layout: Layout, declared: pa.Array | None, own: bool, checkpoint: bool) -> None:
     """The cumulative exposure and report rows of one day, and its units when it is the
     ``checkpoint`` (``own``: its cumulative totals are the daily ones the run just computed
     and wrote, with their CUPED sums)."""
-    info, cutoffs = view.info, list(view.info.cutoffs)
+    info = view.info
     # the units encoded (Arrow and zstd, which release the GIL) in a thread while the
     # statistics and CUPED's sums are computed from the same totals in this one
     with ThreadPoolExecutor(max_workers=1) as aside:
         encoding = None if own or not checkpoint else \
-            aside.submit(running.totals.encode, layout)
-        results.insert_exposure(conn, info.id, view.day, True, cells.keyed(
-            {cell: e.encode([] if cell == cells.WHOLE else cutoffs)
-             for cell, e in running.exposure.items()}))
+            aside.submit(store.encode, running.totals)
+        store.write_exposure(view.day, running.exposure)
         whole = running.exposure.get(cells.WHOLE)
         seen = whole.items if whole is not None else np.empty(0, dtype=object)
         exposures = {cell: e for cell, e in running.exposure.items() if cell != cells.WHOLE}
@@ -200,12 +278,10 @@ def _write_day(conn: sa.Connection, view: View, running: Running, layout: Layout
         else:
             cuped.write_sums(conn, info, view.day, True, running.totals, running.covariates,
                              layout)
-        if checkpoint and own:  # the daily rows this run wrote of the same totals: copied
-            results.copy_daily_units(conn, info.id, view.day)
-        elif checkpoint:
-            results.insert_units(conn, info.id, view.day, True, encoding.result())
+        if checkpoint:  # own: the daily rows this run wrote of the same totals, copied
+            store.write_checkpoint(view.day, None if own else encoding.result())
 
 
-def _decode(data: bytes, cell: int, cutoffs: list[int]) -> Exposure:
+def decode_exposure(data: bytes, cell: int, cutoffs: list[int]) -> Exposure:
     """One stored exposure row (the whole experiment's, the catalog, has no counts)."""
     return Exposure.decode(data, [] if cell == cells.WHOLE else cutoffs)

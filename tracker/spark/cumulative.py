@@ -1,67 +1,60 @@
-"""The cumulative pass of the Spark rollup: :mod:`tracker.rollup.cumulative`'s pass with the
-per-user state in the state directory (:class:`~tracker.spark.state.StateDir`) instead of
-``rollup_units`` and ``rollup_exposure``.
-
-The running state (:class:`tracker.rollup.cumulative.Running`) starts from the stored
-cumulative state of the last day before ``since`` and adds each later day's daily units and
-exposure; each day's rows come from the default engine's own
-:func:`~tracker.rollup.published.stats_rows` and are inserted in the caller's transaction.
-Only the storage differs from the default engine's pass (``_start``, ``_add_day`` and
-``_write_day`` there): the sums, the views and the rows are the same code.
+"""The Spark rollup's per-user state for the one cumulative pass
+(:func:`tracker.rollup.cumulative.recompute_cumulative`): :class:`DirectoryStore`, the
+pass's :class:`~tracker.rollup.cumulative.Store` over the state directory
+(:class:`~tracker.spark.state.StateDir`) instead of ``rollup_units`` and
+``rollup_exposure``. The pass, its checkpoint, the sums and the rows the report reads are
+the default engine's code; only where the state lives differs.
 """
 
 from __future__ import annotations
 
 from datetime import date
 
-import numpy as np
 import pyarrow as pa
 
 from tracker.rollup import covariates as cuped
 from tracker.rollup.aggregate import UnitTotals
-from tracker.rollup.cells import WHOLE
-from tracker.rollup.cumulative import Running
-from tracker.rollup.exposure import catalog_size
+from tracker.rollup.exposure import Exposure
 from tracker.rollup.outcomes import Layout
-from tracker.rollup.published import View, insert_stats, stats_rows
 from tracker.spark.state import StateDir
-from tracker.store import results
 from tracker.store.experiments import ExperimentInfo
 
 
-def cumulative_rows(conn, info: ExperimentInfo, store: StateDir, since: date, now_us: int,
-                    recent: dict[date, UnitTotals], declared: pa.Array | None,
-                    covariates: cuped.UserCovariates | None = None) -> None:
-    """Replace the cumulative rows (database) and state (directory) of every day from
-    ``since`` on; ``recent``: daily totals of days just computed (not read back);
-    ``covariates``: CUPED's per-user covariates, whose sums are written too."""
-    layout = Layout.for_cutoffs(list(info.cutoffs))
-    cutoffs = list(info.cutoffs)
-    days = results.known_days(conn, info.id)
-    results.delete_cumulative(conn, info.id, since)
-    cuped.delete_cumulative(conn, info.id, since)
-    before = [d for d, _, _ in days if d < since]
-    running = Running(UnitTotals.empty(len(layout)), {})
-    if before:
-        running.totals = store.units(before[-1], True, layout) or running.totals
-        running.exposure = store.exposure(before[-1], True, cutoffs)
-    running.provisional = any(computed < closes for day, closes, computed in days
-                              if day < since)
-    for day, closes, computed in (d for d in days if d[0] >= since):
-        running.provisional |= computed < closes
-        today = recent[day] if day in recent else store.units(day, False, layout)
-        if today is not None:
-            running.totals = UnitTotals.concat([running.totals, today], len(layout)).reduce() \
-                if running.totals.size else today
-        for cell, exposure in store.exposure(day, False, cutoffs).items():
-            running.exposure[cell] = running.exposure[cell] + exposure \
-                if cell in running.exposure else exposure
-        store.write_units(day, True, running.totals, layout)
-        store.write_exposure(day, True, running.exposure, cutoffs)
-        whole = running.exposure.get(WHOLE)
-        seen = whole.items if whole is not None else np.empty(0, dtype=object)
-        exposures = {cell: e for cell, e in running.exposure.items() if cell != WHOLE}
-        view = View(info, day, True, running.provisional or now_us < closes)
-        insert_stats(conn, stats_rows(view, running.totals, layout, exposures,
-                                      catalog_size(seen, declared)))
-        cuped.write_sums(conn, info, day, True, running.totals, covariates, layout)
+class DirectoryStore:
+    """A state directory as the cumulative pass's store."""
+
+    def __init__(self, directory: StateDir, info: ExperimentInfo) -> None:
+        self.directory, self.cutoffs = directory, list(info.cutoffs)
+        self.layout = Layout.for_cutoffs(self.cutoffs)
+
+    def units(self, day: date, cumulative: bool) -> UnitTotals | None:
+        return self.directory.units(day, cumulative, self.layout)
+
+    def exposure(self, day: date, cumulative: bool) -> dict[int, Exposure]:
+        return self.directory.exposure(day, cumulative, self.cutoffs)
+
+    def checkpoint_day(self, before: date) -> date | None:
+        return max((d for d in self.directory.cumulative_unit_days() if d < before),
+                   default=None)
+
+    def encode(self, totals: UnitTotals) -> pa.Table:
+        return self.directory.encode(totals, self.layout)
+
+    def write_checkpoint(self, day: date, parts: pa.Table | None) -> None:
+        if parts is None:
+            self.directory.copy_daily_units(day)
+        else:
+            self.directory.write_table(day, True, parts)
+
+    def write_exposure(self, day: date, exposures: dict[int, Exposure]) -> None:
+        self.directory.write_exposure(day, True, exposures, self.cutoffs)
+
+    def delete_cumulative(self, since: date) -> None:
+        self.directory.delete_cumulative(since)
+
+    def keep_checkpoint(self, day: date | None) -> None:
+        self.directory.keep_cumulative_units(day)
+
+    def settle(self, totals: UnitTotals, covariates: cuped.UserCovariates | None) -> None:
+        """Nothing: the run saves its covariates after the database commit
+        (:func:`tracker.spark.covariates.save`)."""

@@ -25,7 +25,9 @@ the tracker database):
 4. **One transaction**: the daily rows (:func:`tracker.rollup.published.publish_daily`),
    CUPED's covariate sums (:func:`tracker.rollup.covariates.publish_daily`), the
    exposure-day rows (:mod:`tracker.spark.exposure`),
-   the cumulative rows from the first recomputed day on (:mod:`tracker.spark.cumulative`),
+   the cumulative rows from the first recomputed day on (the default engine's pass,
+   :func:`tracker.rollup.cumulative.recompute_cumulative`, its per-user state in the state
+   directory: :mod:`tracker.spark.cumulative`),
    and the experiment claimed for the state directory (``rollup_state.source``,
    :mod:`tracker.rollup.sources`): a run of another source takes it over with a rebuild,
    as this run does an experiment whose results came from elsewhere; a run over every
@@ -61,6 +63,7 @@ from tracker.rollup import covariates as cuped
 from tracker.rollup import job, sources
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cells import WHOLE, Cells
+from tracker.rollup.cumulative import Replay, recompute_cumulative
 from tracker.rollup.day import RunContext, day_result
 from tracker.rollup.exposure import Exposure
 from tracker.rollup.outcomes import Layout
@@ -72,7 +75,7 @@ from tracker.rollup.summary import RollupSummary
 from tracker.spark import covariates, exposure, plan
 from tracker.spark.bucket_census import bucket_census
 from tracker.spark.buckets import BucketJob, lake_buckets, score_buckets, usable
-from tracker.spark.cumulative import cumulative_rows
+from tracker.spark.cumulative import DirectoryStore
 from tracker.spark.frames import (
     GROUP_ROWS,
     USER_ROWS,
@@ -258,13 +261,14 @@ class _Run:
             recent = {d: r.totals for d, r in daily.items() if r.totals is not None}
             exposure.publish(conn, self.info, self.store, min(daily) if daily else None,
                              recent, rebuild=rebuild)
+            kept = DirectoryStore(self.store, self.info)  # the one pass, its state here
             if daily:
-                cumulative_rows(conn, self.info, self.store, min(daily),
-                                to_micros(self.clock), recent, declared, users)
+                recompute_cumulative(conn, self.info, min(daily), to_micros(self.clock),
+                                     recent=recent, declared=declared, covariates=users,
+                                     store=kept)
                 summary.cumulative_from = min(daily)
             cuped.resum_changed(conn, self.info, refreshed, daily,
-                                lambda day, cumulative: self.store.units(day, cumulative,
-                                                                         self.layout))
+                                Replay.of(conn, self.info, kept).units)
             # the experiment's results are this state directory's from now on: the
             # database's watermarks no longer describe them (tracker.rollup.sources)
             results.reset_state(conn, self.info.id, declaration=False, source=self.source)

@@ -4,8 +4,9 @@
   the experiment and the settings the state was computed with (a change of either means
   a rebuild), written last in a run (atomically), so that a run killed before it leaves
   the files to be taken again.
-- ``units/{daily,cumulative}/DAY.parquet``: per-user totals of a day, and from the first
-  day through it, in the ``units/2`` columns of :mod:`tracker.rollup.state` (Parquet with
+- ``units/{daily,cumulative}/DAY.parquet``: per-user totals of a day, and (one file, the
+  checkpoint of :mod:`tracker.rollup.cumulative`) from the first day through it, in the
+  ``units/2`` columns of :mod:`tracker.rollup.state` (Parquet with
   the same schema metadata: read by name, a stale layout raises
   :class:`~tracker.errors.StaleState`).
 - ``exposure/{daily,cumulative}/DAY/cell=CODE.parquet``: item exposure per cell
@@ -96,10 +97,46 @@ class StateDir:
 
     def write_units(self, day: date, cumulative: bool, totals: UnitTotals,
                     layout: Layout) -> None:
+        self.write_table(day, cumulative, self.encode(totals, layout))
+
+    @staticmethod
+    def encode(totals: UnitTotals, layout: Layout) -> pa.Table:
+        """``totals`` as the table :meth:`write_table` writes (``units/2`` columns)."""
+        tables = [state.read(part, state.UNITS) for part in totals.encode(layout)]
+        return pa.concat_tables(tables, promote_options="default")
+
+    def write_table(self, day: date, cumulative: bool, table: pa.Table) -> None:
         path = self._units_path(day, cumulative)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tables = [state.read(part, state.UNITS) for part in totals.encode(layout)]
-        pq.write_table(pa.concat_tables(tables, promote_options="default"), path)
+        pq.write_table(table, path)
+
+    def copy_daily_units(self, day: date) -> None:
+        """A day's daily totals kept again as its cumulative ones (the same totals)."""
+        path = self._units_path(day, True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self._units_path(day, False), path)
+
+    def cumulative_unit_days(self) -> list[date]:
+        """The days whose cumulative totals are kept (the checkpoint's)."""
+        folder = self.root / "units" / _view(True)
+        return sorted(date.fromisoformat(p.stem) for p in folder.glob("*.parquet")) \
+            if folder.exists() else []
+
+    def delete_cumulative(self, since: date) -> None:
+        """Forget the cumulative totals and exposure of ``since`` and every later day."""
+        for day in self.cumulative_unit_days():
+            if day >= since:
+                self._units_path(day, True).unlink()
+        folder = self.root / "exposure" / _view(True)
+        for path in sorted(folder.iterdir()) if folder.exists() else []:
+            if date.fromisoformat(path.name) >= since:
+                shutil.rmtree(path)
+
+    def keep_cumulative_units(self, day: date | None) -> None:
+        """Forget every day's cumulative totals but ``day``'s (None: every day's)."""
+        for other in self.cumulative_unit_days():
+            if other != day:
+                self._units_path(other, True).unlink()
 
     def units(self, day: date, cumulative: bool, layout: Layout) -> UnitTotals | None:
         path = self._units_path(day, cumulative)

@@ -269,7 +269,15 @@ def delete_daily_results(conn: sa.Connection, experiment_id: int, days: Iterable
 
 
 def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> None:
-    for table in (RollupUnits, RollupMetric, RollupHealth, RollupExposure):
+    """Drop the cumulative rows the report reads of ``since`` and every later day."""
+    for table in (RollupMetric, RollupHealth):
+        conn.execute(sa.delete(table).where(table.experiment_id == experiment_id,
+                                            table.day >= since, table.cumulative.is_(True)))
+
+
+def delete_cumulative_state(conn: sa.Connection, experiment_id: int, since: date) -> None:
+    """Drop the cumulative unit totals and exposure of ``since`` and every later day."""
+    for table in (RollupUnits, RollupExposure):
         conn.execute(sa.delete(table).where(table.experiment_id == experiment_id,
                                             table.day >= since, table.cumulative.is_(True)))
 
