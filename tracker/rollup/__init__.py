@@ -23,7 +23,9 @@ The modules, in the order a run uses them:
 - ``aggregate``: per-user totals, cell statistics, health; ``exposure``: set-level inputs;
   ``popularity``: item popularity for surprisal; ``state``: the stored formats.
 - ``published``: the rows the report reads; ``cumulative``: the cumulative pass, from one
-  stored checkpoint of every user's totals (the newest final day) plus the daily rows after.
+  stored checkpoint of every user's totals (the newest final day) plus the daily rows after;
+  ``stores``: where the per-user state those passes read lives (the database, or a Spark
+  state directory: one pass for both engines).
 - ``covariates``: CUPED's per-user covariates by event time (``user_covariates``: their
   stored form) and their sums per cell; ``pre_metrics``: the pre-period metric covariates.
 - ``accumulate``: exact mergeable sums (add, retract, merge in any order equal a rebuild);

@@ -1,9 +1,9 @@
 """The cumulative pass (step 3 of :mod:`tracker.rollup.engine`): each user's mean over all
 their impressions from the first day through day D, for every D from the first day a run
 recomputed, in the run's last transaction. One pass for both engines: they differ only in
-where the per-user state lives (a :class:`Store`: the database's ``rollup_units`` and
-``rollup_exposure``, :class:`DatabaseStore`; or a Spark state directory,
-:class:`tracker.spark.cumulative.DirectoryStore`); the rows the report reads go into the
+where the per-user state lives (a :class:`~tracker.rollup.stores.Store`: the database's
+``rollup_units`` and ``rollup_exposure``, or a Spark state directory); the rows the report
+reads go into the
 database either way.
 
 The cumulative units of a day are those of the day before plus the day's. One set of them is
@@ -23,7 +23,6 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
-from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -35,86 +34,10 @@ from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.exposure import Exposure, catalog_size
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.published import View, insert_stats, stats_rows
+from tracker.rollup.stores import DatabaseStore, Store
 from tracker.rollup.summary import Progress
 from tracker.store import results
 from tracker.store.experiments import ExperimentInfo
-
-
-class Store(Protocol):
-    """Where an engine keeps the per-user state the cumulative pass reads and writes: each
-    day's daily unit totals and exposure (written when the day is computed), the cumulative
-    exposure of every day, and the checkpoint's cumulative unit totals."""
-
-    def units(self, day: date, cumulative: bool) -> UnitTotals | None:
-        """A day's unit totals, daily or cumulative (None: none stored)."""
-
-    def exposure(self, day: date, cumulative: bool) -> dict[int, Exposure]:
-        """A day's exposure by cell (:data:`~tracker.rollup.cells.WHOLE`: the catalog)."""
-
-    def checkpoint_day(self, before: date) -> date | None:
-        """The newest day before ``before`` whose cumulative totals are stored."""
-
-    def encode(self, totals: UnitTotals) -> list:
-        """``totals`` as :meth:`write_checkpoint` takes them (any thread)."""
-
-    def write_checkpoint(self, day: date, parts: list | None) -> None:
-        """The checkpoint's totals (``None``: the day's daily ones, the same totals)."""
-
-    def write_exposure(self, day: date, exposures: dict[int, Exposure]) -> None:
-        """A day's cumulative exposure."""
-
-    def delete_cumulative(self, since: date) -> None:
-        """Forget the cumulative state of ``since`` and every later day."""
-
-    def keep_checkpoint(self, day: date | None) -> None:
-        """Forget every cumulative unit totals but ``day``'s (None: every one)."""
-
-    def settle(self, totals: UnitTotals, covariates: cuped.UserCovariates | None) -> None:
-        """The pass is over: ``totals`` are every user the experiment still has."""
-
-
-class DatabaseStore:
-    """The default engine's :class:`Store`: ``rollup_units`` and ``rollup_exposure``."""
-
-    def __init__(self, conn: sa.Connection, info: ExperimentInfo) -> None:
-        self.conn, self.info = conn, info
-        self.layout = Layout.for_cutoffs(list(info.cutoffs))
-
-    def units(self, day: date, cumulative: bool) -> UnitTotals | None:
-        parts = results.units(self.conn, self.info.id, day, cumulative)
-        return UnitTotals.decode(parts, self.layout) if parts else None
-
-    def exposure(self, day: date, cumulative: bool) -> dict[int, Exposure]:
-        stored = cells.coded(results.exposure(self.conn, self.info.id, day, cumulative))
-        return {cell: decode_exposure(data, cell, list(self.info.cutoffs))
-                for cell, data in stored.items()}
-
-    def checkpoint_day(self, before: date) -> date | None:
-        return results.checkpoint_day(self.conn, self.info.id, before)
-
-    def encode(self, totals: UnitTotals) -> list:
-        return totals.encode(self.layout)
-
-    def write_checkpoint(self, day: date, parts: list | None) -> None:
-        if parts is None:  # the daily rows this run wrote of the same totals: copied
-            results.copy_daily_units(self.conn, self.info.id, day)
-        else:
-            results.insert_units(self.conn, self.info.id, day, True, parts)
-
-    def write_exposure(self, day: date, exposures: dict[int, Exposure]) -> None:
-        cutoffs = list(self.info.cutoffs)
-        results.insert_exposure(self.conn, self.info.id, day, True, cells.keyed(
-            {cell: e.encode([] if cell == cells.WHOLE else cutoffs)
-             for cell, e in exposures.items()}))
-
-    def delete_cumulative(self, since: date) -> None:
-        results.delete_cumulative_state(self.conn, self.info.id, since)
-
-    def keep_checkpoint(self, day: date | None) -> None:
-        results.delete_cumulative_units_except(self.conn, self.info.id, day)
-
-    def settle(self, totals: UnitTotals, covariates: cuped.UserCovariates | None) -> None:
-        cuped.settle(self.conn, self.info, totals, covariates)
 
 
 @dataclass
@@ -280,8 +203,3 @@ def _write_day(conn: sa.Connection, store: Store, view: View, running: Running,
                              layout)
         if checkpoint:  # own: the daily rows this run wrote of the same totals, copied
             store.write_checkpoint(view.day, None if own else encoding.result())
-
-
-def decode_exposure(data: bytes, cell: int, cutoffs: list[int]) -> Exposure:
-    """One stored exposure row (the whole experiment's, the catalog, has no counts)."""
-    return Exposure.decode(data, [] if cell == cells.WHOLE else cutoffs)

@@ -11,8 +11,9 @@ describe a cell's lists of a calendar day and have no exposure-day value.
 
 Stored in the run's last transaction (:func:`publish_exposure_days`, after the daily rows):
 
-- ``rollup_first_seen``: per day, the users first seen that day (``first_seen/1``: one
-  ``user_id`` string column, self-describing as the formats of :mod:`tracker.rollup.state`);
+- the users first seen on each day (``first_seen/1``: one ``user_id`` string column,
+  self-describing as the formats of :mod:`tracker.rollup.state`), in the engine's store
+  (:mod:`tracker.rollup.stores`: ``rollup_first_seen``, or a Spark state directory);
 - ``rollup_exposure_day``: per calendar day, the cells' statistics of every exposure day the
   day holds; :func:`tracker.store.computed.exposure_day_table` adds them up over days.
 
@@ -20,9 +21,9 @@ A run that recomputed days from D on rebuilds both tables from D on (a late impr
 early day can move a user's first day, hence every later day of theirs), from the stored
 daily unit rows and the first-seen users of the days before D: the work follows the days
 from D on, as the cumulative pass does, never the raw logs. When the days before D lack
-their ``rollup_first_seen`` rows (a database upgraded to the schema that added them) both
-tables are rebuilt from the first day. Incremental runs and ``--full`` give the same rows
-(tests check it).
+their first-seen users (a database upgraded to the schema that added them, a state written
+in another format) both are rebuilt from the first day. One code for both engines.
+Incremental runs and ``--full`` give the same rows (tests check it).
 """
 
 from __future__ import annotations
@@ -35,15 +36,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
-from tracker.rollup import state
 from tracker.rollup.aggregate import UnitTotals, cell_stats, metric_rows
 from tracker.rollup.cells import Cells
 from tracker.rollup.outcomes import Layout
+from tracker.rollup.stores import DatabaseStore, Store
 from tracker.store import results
 from tracker.store.experiments import ExperimentInfo
-from tracker.store.rollup_tables import RollupExposureDay, RollupFirstSeen
-
-FIRST_SEEN = "first_seen/1"
+from tracker.store.rollup_tables import RollupExposureDay
 
 
 class FirstSeen:
@@ -77,30 +76,35 @@ class FirstSeen:
 
 
 def publish_exposure_days(conn: sa.Connection, info: ExperimentInfo, since: date | None,
-                          recent: Mapping[date, UnitTotals | None], *, rebuild: bool) -> None:
+                          recent: Mapping[date, UnitTotals | None], *, rebuild: bool,
+                          store: Store | None = None) -> None:
     """Replace the exposure-day rows and first-seen users of every day from ``since`` on
     (None: no day changed), in the run's last transaction; ``rebuild``: forget the
-    experiment's rows first. ``recent``: unit totals of days just computed (not read back)."""
+    experiment's rows first. ``recent``: unit totals of days just computed (not read back);
+    ``store``: where the first-seen users and daily units are, by default the database's."""
+    store = store if store is not None else DatabaseStore(conn, info)
     if rebuild:
-        _delete(conn, info.id, None)
+        store.delete_first_seen(None)
+        _delete_rows(conn, info.id, None)
     if since is None:
         return
     days = results.known_days(conn, info.id)
-    stored = _first_seen(conn, info.id, since)
+    stored = store.first_seen(since)
     if set(stored) != {d for d, _, _ in days if d < since}:  # state missing: from day one
         since, stored = (days[0][0] if days else since), {}
-    _delete(conn, info.id, since)
+    _delete_rows(conn, info.id, since)
+    store.delete_first_seen(since)
     seen = FirstSeen()
-    for day, data in sorted(stored.items()):
-        seen.add(day, state.read(data, FIRST_SEEN)["user_id"].combine_chunks())
+    for day, users in sorted(stored.items()):
+        seen.add(day, users)
     layout = Layout.for_cutoffs(list(info.cutoffs))
     for day, closes, computed in (d for d in days if d[0] >= since):
-        totals = _units(conn, info.id, day, layout, recent)
-        offsets, new = seen.offsets(day, totals.users)
+        totals = recent.get(day)
+        totals = store.units(day, False) if totals is None else totals
+        totals = UnitTotals.empty(len(layout)) if totals is None else totals
+        offsets, new = seen.offsets(day, totals.users.cast(pa.string()))
         seen.add(day, new)
-        conn.execute(sa.insert(RollupFirstSeen).values(
-            experiment_id=info.id, day=day,
-            data=state.write(pa.table({"user_id": new.cast(pa.string())}), FIRST_SEEN)))
+        store.write_first_seen(day, new)
         rows = day_rows(info, totals, offsets, layout)
         for row in rows:
             row.update(experiment_id=info.id, day=day, provisional=computed < closes)
@@ -126,45 +130,9 @@ def day_rows(info: ExperimentInfo, totals: UnitTotals, offsets: np.ndarray,
     return rows
 
 
-def _units(conn: sa.Connection, experiment_id: int, day: date, layout: Layout,
-           recent: Mapping[date, UnitTotals | None]) -> UnitTotals:
-    totals = recent.get(day)
-    if totals is None:
-        parts = results.units(conn, experiment_id, day, False)
-        totals = UnitTotals.decode(parts, layout) if parts else None
-    return UnitTotals.empty(len(layout)) if totals is None else totals
-
-
-def _first_seen(conn: sa.Connection, experiment_id: int, before: date) -> dict[date, bytes]:
-    rows = conn.execute(sa.select(RollupFirstSeen.day, RollupFirstSeen.data).where(
-        RollupFirstSeen.experiment_id == experiment_id, RollupFirstSeen.day < before))
-    return {day: bytes(data) for day, data in rows}
-
-
-
-def forget_first_seen(conn: sa.Connection, experiment_id: int) -> None:
-    """Drop the experiment's stored first-seen users (the Spark engine keeps its own in its
-    state directory)."""
-    _delete_from(conn, RollupFirstSeen, experiment_id, None)
-
-
-def delete_rows(conn: sa.Connection, experiment_id: int, since: date | None) -> None:
+def _delete_rows(conn: sa.Connection, experiment_id: int, since: date | None) -> None:
     """The experiment's exposure-day rows from ``since`` on (None: every day)."""
-    _delete_from(conn, RollupExposureDay, experiment_id, since)
-
-
-def insert_rows(conn: sa.Connection, rows: list[dict]) -> None:
-    """Store exposure-day rows (:func:`day_rows` with experiment, day and provisional set)."""
-    if rows:
-        conn.execute(sa.insert(RollupExposureDay), rows)
-
-def _delete(conn: sa.Connection, experiment_id: int, since: date | None) -> None:
-    for table in (RollupFirstSeen, RollupExposureDay):
-        _delete_from(conn, table, experiment_id, since)
-
-
-def _delete_from(conn: sa.Connection, table, experiment_id: int, since: date | None) -> None:
-    where = [table.experiment_id == experiment_id]
+    where = [RollupExposureDay.experiment_id == experiment_id]
     if since is not None:
-        where.append(table.day >= since)
-    conn.execute(sa.delete(table).where(*where))
+        where.append(RollupExposureDay.day >= since)
+    conn.execute(sa.delete(RollupExposureDay).where(*where))

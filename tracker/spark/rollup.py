@@ -24,7 +24,8 @@ the tracker database):
    bucket on a bucketed lake, :mod:`tracker.spark.pre_period`), into the state directory.
 4. **One transaction**: the daily rows (:func:`tracker.rollup.published.publish_daily`),
    CUPED's covariate sums (:func:`tracker.rollup.covariates.publish_daily`), the
-   exposure-day rows (:mod:`tracker.spark.exposure`),
+   exposure-day rows (the default engine's pass,
+   :func:`tracker.rollup.exposure_days.publish_exposure_days`),
    the cumulative rows from the first recomputed day on (the default engine's pass,
    :func:`tracker.rollup.cumulative.recompute_cumulative`, its per-user state in the state
    directory: :mod:`tracker.spark.cumulative`),
@@ -66,13 +67,15 @@ from tracker.rollup.cells import WHOLE, Cells
 from tracker.rollup.cumulative import Replay, recompute_cumulative
 from tracker.rollup.day import RunContext, day_result
 from tracker.rollup.exposure import Exposure
+from tracker.rollup.exposure_days import publish_exposure_days
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.popularity import Reference
 from tracker.rollup.provisional import drop as drop_provisional
 from tracker.rollup.published import DayResult, publish_daily
 from tracker.rollup.queries import DayExtent
+from tracker.rollup.stores import DatabaseStore
 from tracker.rollup.summary import RollupSummary
-from tracker.spark import covariates, exposure, plan
+from tracker.spark import covariates, plan
 from tracker.spark.bucket_census import bucket_census
 from tracker.spark.buckets import BucketJob, lake_buckets, score_buckets, usable
 from tracker.spark.cumulative import DirectoryStore
@@ -258,10 +261,11 @@ class _Run:
                 results.clear_state(conn, self.info.id)
                 results.delete_popularity(conn, self.info.id)
                 drop_provisional(conn, self.info.id)
+                DatabaseStore(conn, self.info).delete_first_seen(None)
             recent = {d: r.totals for d, r in daily.items() if r.totals is not None}
-            exposure.publish(conn, self.info, self.store, min(daily) if daily else None,
-                             recent, rebuild=rebuild)
-            kept = DirectoryStore(self.store, self.info)  # the one pass, its state here
+            kept = DirectoryStore(self.store, self.info)  # the shared passes, state here
+            publish_exposure_days(conn, self.info, min(daily) if daily else None, recent,
+                                  rebuild=rebuild, store=kept)
             if daily:
                 recompute_cumulative(conn, self.info, min(daily), to_micros(self.clock),
                                      recent=recent, declared=declared, covariates=users,

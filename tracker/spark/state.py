@@ -14,7 +14,7 @@
   catalog.
 - ``covariates.parquet``: CUPED's per-user covariates (``covariates/2``,
   :mod:`tracker.spark.covariates`); ``first_seen/DAY.parquet``: the users first seen on a
-  day (``first_seen/1``, :mod:`tracker.spark.exposure`).
+  day (``first_seen/1``, :mod:`tracker.spark.cumulative`).
 - ``scored/``: the groups' output of the last run (Arrow IPC files written by the Python workers:
   :func:`tracker.spark.groups.write_group`).
 
