@@ -327,7 +327,9 @@ class Tracker:
         """Run the incremental rollup (one experiment, or all); returns one
         :class:`~tracker.rollup.engine.RollupSummary` per experiment. Of all: one that fails
         does not stop the others, and :class:`~tracker.errors.RollupIncomplete` then names
-        it and carries the others' summaries."""
+        it and carries the others' summaries; one rolled up on Spark is left to it (its
+        summary says so). Naming an experiment rolled up on Spark moves it here: every day
+        is rebuilt from the database's logs (:mod:`tracker.rollup.sources`)."""
         from tracker.rollup.engine import run_rollup
 
         return run_rollup(self.engine, self.settings, experiment, full=full, until=until,

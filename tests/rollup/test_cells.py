@@ -107,6 +107,9 @@ def test_cells_name_their_rows_in_the_reports_tables_and_back():
     placed = Cells.place(lists)
     assert placed.column_names == ["id", "cell", "user"]
     assert placed["cell"].type == pa.int64() and placed["cell"].to_pylist() == [4, 9]
+    cells = Cells((4, 9), {"control": 4, "two-tower": 9})  # the lake's rows: arm keys
+    assert cells.of_keys(pa.array(["two-tower", "undeclared", "control"])).to_pylist() == \
+        [9, None, 4]
 
 
 def _to_before_cells(engine: sa.Engine) -> int:

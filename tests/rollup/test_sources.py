@@ -138,3 +138,38 @@ def test_taking_over_after_the_logs_expired_is_refused_with_the_reason(tracker):
 def test_which_source_is_the_other_engines(stored, mine, other):
     assert sources.other_engine(stored, mine) is other
     assert (sources.taken_over(stored, mine) is None) is (stored in (None, mine))
+
+
+def test_an_experiment_rolled_up_from_a_lake_holds_back_neither_log_expiry_nor_archiving(
+        tracker):
+    """Its database rows are not what its rollup takes into account: ``tracker logs
+    expire`` and archiving no longer ask for a `tracker rollup` that would leave it to
+    Spark; a run over every experiment no longer lists it once archived."""
+    _logged(tracker)
+    tracker.rollup("home", now=NOW)
+    with tracker.engine.begin() as conn:  # as a Spark run leaves it: its watermarks NULL
+        conn.execute(sa.text("UPDATE rollup_state SET source = :s, impressions_seen = NULL, "
+                             "interactions_seen = NULL"), {"s": SPARK})
+    tracker.stop_experiment("home")
+    assert tracker.archive_experiment("home").status == "archived"
+    expired = tracker.expire_logs(NOW - (T0 + timedelta(days=1)), now=NOW)
+    assert expired.impressions > 0
+    assert tracker.rollup(now=NOW) == []  # archived, rolled up elsewhere: not taken
+
+
+def test_a_run_never_erases_what_an_unknown_source_left(tracker):
+    """An experiment a release before sources rolled up on Spark (source unknown, watermarks
+    NULL) whose lists the database does not hold: a run naming it refuses, a run over every
+    experiment leaves it, and its results stay."""
+    _logged(tracker)
+    tracker.rollup("home", now=NOW)
+    with tracker.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE rollup_state SET source = NULL, impressions_seen = NULL, "
+                             "interactions_seen = NULL"))
+        conn.execute(sa.text("DELETE FROM impression"))
+    before = dump(tracker.engine)
+    with pytest.raises(EngineConflict, match="an unknown source"):
+        tracker.rollup("home", now=NOW)
+    (left,) = tracker.rollup(now=NOW)
+    assert left.skipped is not None and "would erase" in left.skipped
+    assert dump(tracker.engine) == before

@@ -93,8 +93,10 @@ def test_units_and_lists_of_before_cells_read_their_arm_as_the_cell():
         ["arm_id" if n == "cell" else n for n in table.column_names]), "units/1")
     _equal(UnitTotals.decode([old], LAYOUT), totals)
     lists = pa.table({"id": [1, 2], "arm_id": pa.array([4, 9], pa.int64())})
-    back = state.read(state.write(lists, "provisional-lists/1"), state.PROVISIONAL_LISTS)
+    back = state.read(state.write(lists, "provisional-lists/1", chunks="2"),
+                      state.PROVISIONAL_LISTS)
     assert back.column_names == ["id", "cell"] and back["cell"].to_pylist() == [4, 9]
+    assert state.metadata(back, "chunks") == "2"  # its metadata read on too
     with pytest.raises(StaleState, match="units/0"):
         UnitTotals.decode([state.write(table, "units/0")], LAYOUT)
 

@@ -6,7 +6,7 @@ results."""
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, timedelta
 
 import pyarrow as pa
 import sqlalchemy as sa
@@ -233,24 +233,57 @@ def test_0019_turns_the_covariate_sum_streams_into_rows_and_back_bit_for_bit(emp
     engine.dispose()
 
 
+def _stored_streams(engine: sa.Engine) -> dict[tuple, tuple[str, pa.Table]]:
+    """Every stored unit and provisional-lists stream, decoded, with its format."""
+    out = {}
+    with engine.connect() as conn:
+        for table in ("rollup_units", "rollup_provisional"):
+            for key, data in conn.execute(sa.text(
+                    f"SELECT experiment_id || '/' || day || '/' || part, data FROM {table}")):
+                data = bytes(data)
+                fmt = state.format_of(data)
+                if fmt and fmt.startswith(("units/", "provisional-lists/")):
+                    out[(table, str(key), len(out))] = (
+                        fmt, pa.ipc.open_stream(pa.py_buffer(data)).read_all())
+    return out
+
+
 def test_0020_names_the_default_engines_results_and_a_spark_one_rebuilds_after_downgrade(
         empty_url):
     """Upgrade: rows with watermarks are the default engine's (``database``), reset ones stay
-    unknown; downgrade: an experiment another source holds keeps no watermarks, so the
-    release before rebuilds it from the database as it would have."""
+    unknown. Downgrade: an experiment another source holds keeps no watermarks, so the
+    release before rebuilds it from the database as it would have; the stored units and a
+    provisional day's lists go back to the formats that release reads, every value kept,
+    and this release reads them on after the next upgrade."""
     engine = create_engine(empty_url)
     schema.upgrade(engine)
     with Tracker(empty_url) as t:
-        for key in ("home", "other"):
+        for key, seed in (("home", 3), ("other", 4)):
             create(t, key)
-        imps, events = make_logs(3)
-        t.log_impressions(imps, on_invalid="all_or_nothing")
-        t.log_interactions(events, on_invalid="all_or_nothing")
+            imps, events = make_logs(seed, key=key)
+            t.log_impressions(imps, on_invalid="all_or_nothing")
+            t.log_interactions(events, on_invalid="all_or_nothing")
         t.rollup("home", now=NOW)
-        t.rollup("other", now=NOW)
+        provisional_now = max(r["served_at"] for r in imps) + timedelta(hours=1)
+        t.rollup("other", now=provisional_now)  # its last day keeps its lists
     watermarks = {e: w for e, *w in _states(engine)}
+    written = _stored_streams(engine)
+    assert {fmt for fmt, _ in written.values()} == {"units/2", "provisional-lists/2"}
+    with engine.begin() as conn:  # "other" taken over by Spark, which keeps no watermarks
+        conn.execute(sa.text("UPDATE rollup_state SET source = 'spark:/s', "
+                             "impressions_seen = NULL, interactions_seen = NULL "
+                             "WHERE experiment_id = 2"))
     schema.downgrade(engine, "0019")
-    with engine.begin() as conn:  # "other" as a Spark run of 0019 leaves it: reset
+    assert "source" not in {c["name"] for c in sa.inspect(engine).get_columns("rollup_state")}
+    assert {e: w for e, *w in _states(engine)} == {1: watermarks[1], 2: [None, None]}
+    before = _stored_streams(engine)
+    assert before.keys() == written.keys()
+    for key, (fmt, table) in written.items():
+        old_fmt, old = before[key]
+        assert old_fmt == fmt.replace("/2", "/1") and "cell" not in old.column_names
+        assert old.rename_columns(["cell" if n == "arm_id" else n for n in old.column_names]) \
+            .replace_schema_metadata(table.schema.metadata).equals(table), key
+    with engine.begin() as conn:  # "other" reset as a Spark run of 0019 leaves it
         conn.execute(sa.text("UPDATE rollup_state SET impressions_seen = NULL, "
                              "interactions_seen = NULL WHERE experiment_id = 2"))
     schema.upgrade(engine)
@@ -258,11 +291,9 @@ def test_0020_names_the_default_engines_results_and_a_spark_one_rebuilds_after_d
         found = conn.execute(sa.text("SELECT experiment_id, source FROM rollup_state "
                                      "ORDER BY experiment_id")).all()
     assert found == [(1, "database"), (2, None)]
-    assert {e: w for e, *w in _states(engine)}[1] == watermarks[1]
-    with engine.begin() as conn:  # "home" taken over by Spark, which keeps its watermarks
-        conn.execute(sa.text("UPDATE rollup_state SET source = 'spark:/s' "
-                             "WHERE experiment_id = 1"))
-    schema.downgrade(engine, "0019")
-    assert "source" not in {c["name"] for c in sa.inspect(engine).get_columns("rollup_state")}
-    assert [w for _, *w in _states(engine)] == [[None, None], [None, None]]
+    expected = dump(engine, without=("rollup_units",))
+    with Tracker(empty_url) as t:  # the /1 streams read on: nothing new, nothing moves
+        (summary,) = t.rollup("home", now=NOW)
+    assert summary.days_recomputed == [] and summary.taken_over is None
+    assert_same_tables(dump(engine, without=("rollup_units",)), expected, rel=0)
     engine.dispose()

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 if TYPE_CHECKING:
     from tracker.store.experiments import ExperimentInfo
@@ -56,6 +57,12 @@ class Cells:
         the cell each falls in (``cell``, int64) instead."""
         at = lists.column_names.index("arm")
         return lists.set_column(at, "cell", lists["arm"].cast(pa.int64()))
+
+    def of_keys(self, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """The cells of served lists from what their lake rows hold (today the arm key;
+        null: in no cell of the experiment, an arm it does not declare)."""
+        at = pc.index_in(keys, value_set=pa.array(list(self.logged), pa.string()))
+        return pc.take(pa.array(list(self.logged.values()), pa.int64()), at)
 
     @staticmethod
     def stored(code: int) -> dict[str, int]:

@@ -224,18 +224,21 @@ class _Run:
     def _ours(self, conn: sa.Connection, source: str | None, summary: RollupSummary) -> bool:
         """Whether this run rolls the experiment up, given the source of its results:
         another engine's experiment is taken over (rebuilt: ``summary.taken_over`` says
-        why) only by a run that names it, and only when the database holds its lists."""
+        why) only by a run that names it, and never when the database holds none of its
+        lists (:func:`~tracker.rollup.sources.erases`: refused when named, else left)."""
         if not self.named and sources.other_engine(source, sources.DATABASE):
             summary.skipped = (f"left to {sources.describe(source)}, whose results it holds "
                                "(`tracker rollup EXPERIMENT` moves it here)")
             return False
+        erasing = sources.erases(source, sources.DATABASE, results.logged(conn, self.info.id),
+                                 bool(results.known_days(conn, self.info.id)))
+        if erasing and self.named:
+            raise EngineConflict(f"experiment {self.info.key!r}: {erasing}; roll it up on "
+                                 "Spark, or log its lists into the database first")
+        if erasing:
+            summary.skipped = erasing
+            return False
         summary.taken_over = sources.taken_over(source, sources.DATABASE)
-        if summary.taken_over and not results.logged(conn, self.info.id):
-            raise EngineConflict(
-                f"experiment {self.info.key!r}: its results came from "
-                f"{sources.describe(source)} and the database holds none of its lists, so "
-                "rolling it up here would erase them; roll it up on Spark, or log its lists "
-                "into the database first")
         return True
 
     def _compute_days(self, plan: Plan, start: _Start, declared: pa.Array | None,

@@ -10,21 +10,27 @@ keeps to go on incrementally) come from one **source** of logs at a time, named 
   of lake files in that directory.
 
 A run goes on incrementally only from its own source's watermark. A run of another source
-**takes the experiment over**: it rebuilds every day from its own logs, claiming the
-experiment first (a run killed half-way leaves it to its new source, which rebuilds
-again), and its summary says from what. So the engines never mix days of two logs, and
+**takes the experiment over**: it rebuilds every day from its own logs and its summary says
+from what (the default engine claims the experiment before it rebuilds, so a run killed
+half-way leaves a rebuild to do; Spark claims it in its last transaction, so a run killed
+before leaves the experiment to its old source, and the next Spark run takes it over
+again). So the engines never mix days of two logs, and
 neither reads, nor resets, a watermark the other keeps. A run over every experiment takes
 none over from the other engine (:func:`other_engine`): it leaves them to their engine and
 says so; a run that names the experiment moves it. Unknown (NULL, as a release before
 sources left an experiment Spark rolled up): the database's watermarks are NULL then, so
-the default engine rebuilds, and Spark goes on from its manifest.
+the default engine rebuilds, and Spark goes on from its manifest. Whatever the source, a run
+whose logs hold none of the lists of an experiment with rolled-up days never rebuilds it
+(:func:`erases`): that would erase its results.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-DATABASE = "database"
+from tracker.store.rollup_tables import SOURCE_DATABASE
+
+DATABASE = SOURCE_DATABASE
 """The default engine's source: the database's logs."""
 
 _SPARK = "spark:"
@@ -58,3 +64,14 @@ def other_engine(stored: str | None, mine: str) -> bool:
     if stored is None or stored == mine:
         return False
     return (stored == DATABASE) != (mine == DATABASE)
+
+
+def erases(stored: str | None, mine: str, logged: bool, rolled_up: bool) -> str | None:
+    """Why a run of ``mine`` must not roll the experiment up: a rebuild from its logs, which
+    hold none of the experiment's lists (``logged`` False), would erase the results another
+    or an unknown source left (``rolled_up``: days stored). None: it may."""
+    if logged or not rolled_up or stored == mine:
+        return None
+    where = "the database holds" if mine == DATABASE else "the lake holds"
+    return (f"its results came from {describe(stored) if stored else 'an unknown source'} "
+            f"and {where} none of its lists, so rolling it up here would erase them")

@@ -116,7 +116,8 @@ def read(data: bytes | memoryview, fmt: str) -> pa.Table:
     found = (table.schema.metadata or {}).get(FORMAT, b"").decode(errors="replace")
     earlier, renamed = EARLIER.get(fmt, (None, {}))
     if found == earlier and found is not None:
-        return table.rename_columns([renamed.get(n, n) for n in table.column_names])
+        return table.rename_columns([renamed.get(n, n) for n in table.column_names]) \
+            .replace_schema_metadata(table.schema.metadata)
     if found != fmt:
         raise StaleState(f"stored rollup state has format {found or 'none'!r}, this version "
                          f"of tracker reads {fmt!r}; {_FULL}")

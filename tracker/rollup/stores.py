@@ -17,7 +17,6 @@ from typing import Protocol
 import pyarrow as pa
 import sqlalchemy as sa
 
-from tracker.errors import StaleState
 from tracker.rollup import cells, state
 from tracker.rollup import covariates as cuped
 from tracker.rollup.aggregate import UnitTotals
@@ -62,7 +61,9 @@ class Store(Protocol):
         """The cumulative pass is over: ``totals`` are every user the experiment has."""
 
     def first_seen(self, before: date) -> dict[date, pa.Array]:
-        """The users first seen on each day before ``before`` (unreadable days left out)."""
+        """The users first seen on each day before ``before`` (a day the store cannot read
+        is left out, and the pass starts from the first day; or it raises
+        :class:`~tracker.errors.StaleState`)."""
 
     def write_first_seen(self, day: date, users: pa.Array) -> None:
         """The users first seen on ``day``."""
@@ -127,13 +128,10 @@ class DatabaseStore:
     def first_seen(self, before: date) -> dict[date, pa.Array]:
         rows = self.conn.execute(sa.select(RollupFirstSeen.day, RollupFirstSeen.data).where(
             RollupFirstSeen.experiment_id == self.info.id, RollupFirstSeen.day < before))
-        out = {}
-        for day, data in rows:
-            try:
-                out[day] = state.read(bytes(data), FIRST_SEEN)["user_id"].combine_chunks()
-            except StaleState:
-                continue  # left out: the days are rebuilt from the first
-        return out
+        # another format raises StaleState (``tracker rollup --full``): rebuilding from the
+        # first day would rewrite days whose daily units expired logs took with them
+        return {day: state.read(bytes(data), FIRST_SEEN)["user_id"].combine_chunks()
+                for day, data in rows}
 
     def write_first_seen(self, day: date, users: pa.Array) -> None:
         self.conn.execute(sa.insert(RollupFirstSeen).values(

@@ -161,9 +161,7 @@ class BucketJob:
         """The group's impressions as :func:`score_group` takes them (with their ids when
         some interaction names one) in their cells, those in no cell of the experiment (an
         arm it does not declare) left out."""
-        logged = Cells.of(self.info).logged
-        at = pc.index_in(imps["arm"], value_set=pa.array(list(logged), pa.string()))
-        cell = pc.take(pa.array(list(logged.values()), pa.int64()), at)
+        cell = Cells.of(self.info).of_keys(imps["arm"])
         known = pc.is_valid(cell)
         ids = {"impression_id": imps["impression_id"]} if self.keyed else {}
         return pa.table({

@@ -70,9 +70,9 @@ class DirectoryStore:
     def first_seen(self, before: date) -> dict[date, pa.Array]:
         out = {}
         for day, path in self._first_seen_files().items():
-            table = pq.read_table(path)
-            if day < before and (table.schema.metadata or {}).get(state.FORMAT) == \
-                    FIRST_SEEN.encode():  # another format: left out, rebuilt
+            table = pq.read_table(path) if day < before else None
+            if table is not None and (table.schema.metadata or {}).get(state.FORMAT) == \
+                    FIRST_SEEN.encode():  # another format: left out, rebuilt from the lake
                 out[day] = table["user_id"].combine_chunks().cast(pa.string())
         return out
 

@@ -202,6 +202,8 @@ class _Run:
         self.spark, self.engine, self.settings, self.info = spark, engine, settings, info
         self.lake, self.files, self.store = lake, files, store
         self.source, self.named = sources.spark(store.root), named
+        self.owner: str | None = None  # the source of the stored results (_ours)
+        self.rolled_up = False  # the database holds days of the experiment (_days)
         self.buckets, self.user_rows = groups
         self.clock = clock
         self.layout = Layout.for_cutoffs(list(info.cutoffs))
@@ -234,11 +236,15 @@ class _Run:
         with _phase("plan"):
             days, rebuild = self._days(f, full or summary.taken_over is not None)
         try:
-            if summary.taken_over and not days:
-                raise EngineConflict(
-                    f"experiment {self.info.key!r}: {summary.taken_over}, but the lake holds "
-                    "none of its lists, so rolling it up here would erase its results; roll "
-                    "it up with `tracker rollup`, or export its logs to the lake first")
+            erasing = sources.erases(self.owner, self.source, self.first_day is not None,
+                                     self.rolled_up)
+            if erasing and self.named:
+                raise EngineConflict(f"experiment {self.info.key!r}: {erasing}; roll it up "
+                                     "with `tracker rollup`, or export its logs to the lake "
+                                     "first")
+            if erasing:
+                summary.skipped = erasing
+                return summary
             summary.full = rebuild
             summary.new_impressions, summary.new_interactions = (plan.rows_in(files)
                                                                   for files in self.new)
@@ -290,10 +296,11 @@ class _Run:
         that names it (:mod:`tracker.rollup.sources`)."""
         with transaction(self.engine) as conn:
             stored = results.load_state(conn, self.info.id)
-        source = None if stored is None else stored.source
+        source = self.owner = None if stored is None else stored.source
         if not self.named and sources.other_engine(source, self.source):
             summary.skipped = (f"left to {sources.describe(source)}, whose results it holds "
                                "(a Spark rollup naming it moves it here)")
+            self.store.clear()  # describes no result now: a take-over rebuilds anyway
             return False
         summary.taken_over = sources.taken_over(source, self.source)
         return True
@@ -302,6 +309,7 @@ class _Run:
         """The days to compute, and whether this run rebuilds."""
         with transaction(self.engine) as conn:
             known = plan.Known(self.store.manifest(), results.known_days(conn, self.info.id))
+        self.rolled_up = bool(known.days)
         # one scan: the days holding impressions, their extents, the heavy users (on a
         # lake bucketed by user, bucket by bucket in the Python workers)
         files = lake_buckets(self.lake)

@@ -119,7 +119,7 @@ class StateDir:
     def cumulative_unit_days(self) -> list[date]:
         """The days whose cumulative totals are kept (the checkpoint's)."""
         folder = self.root / "units" / _view(True)
-        return sorted(date.fromisoformat(p.stem) for p in folder.glob("*.parquet")) \
+        return sorted(date.fromisoformat(p.stem) for p in folder.glob("????-??-??.parquet")) \
             if folder.exists() else []
 
     def delete_cumulative(self, since: date) -> None:
@@ -128,7 +128,7 @@ class StateDir:
             if day >= since:
                 self._units_path(day, True).unlink()
         folder = self.root / "exposure" / _view(True)
-        for path in sorted(folder.iterdir()) if folder.exists() else []:
+        for path in sorted(folder.glob("????-??-??")) if folder.exists() else []:
             if date.fromisoformat(path.name) >= since:
                 shutil.rmtree(path)
 

@@ -31,6 +31,7 @@ from tracker.store.log_expiry import LogExpiry
 from tracker.store.models import Arm, CatalogItem, Experiment, Impression, Interaction
 from tracker.store.rollup_tables import (
     ROLLUP_TABLES,
+    SOURCE_DATABASE,
     RollupDay,
     RollupExposure,
     RollupState,
@@ -188,15 +189,25 @@ def expired_before(conn: sa.Connection) -> int | None:
     return None if value is None else int(value)
 
 
+def _elsewhere(experiment_id) -> sa.ColumnElement[bool]:
+    """The experiment's results come from logs outside the database (a Spark state
+    directory's lake, :mod:`tracker.rollup.sources`): its database rows are not what its
+    rollup takes into account."""
+    owner = (sa.select(RollupState.source)
+             .where(RollupState.experiment_id == experiment_id).scalar_subquery())
+    return sa.and_(owner.is_not(None), owner != SOURCE_DATABASE)
+
+
 def not_rolled_up_before(conn: sa.Connection, before_us: int) -> list[str]:
     """Keys of the experiments holding impressions served before ``before_us`` that their
-    rollup has not taken into account yet (never run, reset, or above its watermark)."""
+    rollup has not taken into account yet (never run, reset, or above its watermark; not
+    those rolled up from a lake)."""
     seen = (sa.select(RollupState.impressions_seen)
             .where(RollupState.experiment_id == Experiment.id).scalar_subquery())
     pending = sa.exists().where(
         Impression.experiment_id == Experiment.id,
         stored_micros(Impression.served_at) < before_us,
-        sa.or_(seen.is_(None), Impression.id > seen))
+        sa.or_(seen.is_(None), Impression.id > seen), sa.not_(_elsewhere(Experiment.id)))
     return list(conn.execute(sa.select(Experiment.key).where(pending)
                              .order_by(Experiment.key)).scalars())
 
@@ -267,7 +278,10 @@ def first_rolled_up_day(conn: sa.Connection, experiment_id: int) -> date | None:
 # ---------------------------------------------------------------------------- listing
 def not_rolled_up(conn: sa.Connection, experiment_id: int) -> bool:
     """Whether the experiment holds impressions its rollup has not taken into account
-    (never run, reset, or above its watermark). Walks the experiment's impressions once."""
+    (never run, reset, or above its watermark; never when it is rolled up from a lake).
+    Walks the experiment's impressions once."""
+    if conn.execute(sa.select(_elsewhere(experiment_id))).scalar():
+        return False
     seen = conn.execute(sa.select(RollupState.impressions_seen)
                         .where(RollupState.experiment_id == experiment_id)).scalar()
     query = sa.select(Impression.id).where(Impression.experiment_id == experiment_id)
@@ -291,7 +305,9 @@ def rollup_targets(conn: sa.Connection) -> list[ExperimentInfo]:
         stored_micros(RollupDay.computed_at) < stored_micros(RollupDay.closes_at))).scalars())
     ready = set(conn.execute(sa.select(RollupState.experiment_id).where(
         RollupState.experiment_id.in_(archived),
-        RollupState.impressions_seen.is_not(None))).scalars())
+        sa.or_(RollupState.impressions_seen.is_not(None),
+               sa.and_(RollupState.source.is_not(None),
+                       RollupState.source != SOURCE_DATABASE)))).scalars())
     holding = {e for e in set(archived) - ready
                if conn.execute(sa.select(Impression.id).where(Impression.experiment_id == e)
                                .limit(1)).first() is not None}

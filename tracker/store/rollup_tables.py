@@ -57,6 +57,10 @@ from tracker.store.types import EpochMicros
 
 METRIC_KINDS = ("user", "set")
 
+SOURCE_DATABASE = "database"
+"""``rollup_state.source`` of results the default engine computed from the database's logs
+(:mod:`tracker.rollup.sources`)."""
+
 
 class RollupState(Base):
     __tablename__ = "rollup_state"
@@ -66,7 +70,7 @@ class RollupState(Base):
     interactions_seen: Mapped[int | None] = mapped_column(sa.BigInteger)
     updated_at: Mapped[datetime | None] = mapped_column(EpochMicros)  # of the last run
     generation: Mapped[int] = mapped_column(sa.BigInteger, server_default="0")
-    source: Mapped[str | None] = mapped_column(sa.String(1024))  # tracker.rollup.sources
+    source: Mapped[str | None] = mapped_column(sa.Text)  # tracker.rollup.sources
 
 
 class RollupDay(Base):
