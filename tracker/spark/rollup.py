@@ -236,14 +236,7 @@ class _Run:
         with _phase("plan"):
             days, rebuild = self._days(f, full or summary.taken_over is not None)
         try:
-            erasing = sources.erases(self.owner, self.source, self.first_day is not None,
-                                     self.rolled_up)
-            if erasing and self.named:
-                raise EngineConflict(f"experiment {self.info.key!r}: {erasing}; roll it up "
-                                     "with `tracker rollup`, or export its logs to the lake "
-                                     "first")
-            if erasing:
-                summary.skipped = erasing
+            if self._erases(summary):
                 return summary
             summary.full = rebuild
             summary.new_impressions, summary.new_interactions = (plan.rows_in(files)
@@ -289,6 +282,18 @@ class _Run:
         summary.days_recomputed = sorted(daily)
         summary.seconds = time.perf_counter() - started
         return summary
+
+    def _erases(self, summary: RollupSummary) -> bool:
+        """Whether rolling the experiment up would erase results whose lists the lake lacks
+        (:func:`tracker.rollup.sources.erases`): refused when the run names it, else left
+        (``summary.skipped``)."""
+        erasing = sources.erases(self.owner, self.source, self.first_day is not None,
+                                 self.rolled_up)
+        if erasing and self.named:
+            raise EngineConflict(f"experiment {self.info.key!r}: {erasing}; roll it up with "
+                                 "`tracker rollup`, or export its logs to the lake first")
+        summary.skipped = erasing
+        return erasing is not None
 
     def _ours(self, summary: RollupSummary) -> bool:
         """Whether this run rolls the experiment up, given the source of its results: the
