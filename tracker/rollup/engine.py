@@ -140,7 +140,7 @@ class _Run:
         started = time.perf_counter()
         summary = RollupSummary(self.info.key, self.full)
         start = self._plan(summary)
-        if start is None:  # another engine's experiment, in a run over every experiment
+        if start is None:  # left (summary.skipped): another engine's, or one it would erase
             return summary
         # what the run rolls up: the rows up to the ids it planned with, and, up to a day
         # only, the lists served before that day's end (the watermarks then stay: "data
