@@ -3,8 +3,7 @@ their impressions from the first day through day D, for every D from the first d
 recomputed, in the run's last transaction. One pass for both engines: they differ only in
 where the per-user state lives (a :class:`~tracker.rollup.stores.Store`: the database's
 ``rollup_units`` and ``rollup_exposure``, or a Spark state directory); the rows the report
-reads go into the
-database either way.
+reads go into the database either way.
 
 The cumulative units of a day are those of the day before plus the day's. One set of them is
 stored, a **checkpoint**: the totals through the newest day whose cumulative view is final

@@ -55,7 +55,6 @@ import sqlalchemy as sa
 from threadpoolctl import threadpool_limits
 
 from tracker.config import Settings
-from tracker.errors import EngineConflict
 from tracker.rollup import covariates, provisional, queries, retention, sources
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cumulative import Replay, recompute_cumulative
@@ -225,20 +224,17 @@ class _Run:
         """Whether this run rolls the experiment up, given the source of its results:
         another engine's experiment is taken over (rebuilt: ``summary.taken_over`` says
         why) only by a run that names it, and never when the database holds none of its
-        lists (:func:`~tracker.rollup.sources.erases`: refused when named, else left)."""
-        if not self.named and sources.other_engine(source, sources.DATABASE):
-            summary.skipped = (f"left to {sources.describe(source)}, whose results it holds "
-                               "(`tracker rollup EXPERIMENT` moves it here)")
+        lists (:func:`~tracker.rollup.sources.guard_erasure`: refused when named, else
+        left)."""
+        mine = sources.DATABASE
+        summary.skipped = sources.left_alone(source, mine, named=self.named) or \
+            sources.guard_erasure(
+                self.info.key, source, mine, logged=results.logged(conn, self.info.id),
+                rolled_up=bool(results.known_days(conn, self.info.id)), named=self.named,
+                way_out="roll it up on Spark, or log its lists into the database first")
+        if summary.skipped is not None:
             return False
-        erasing = sources.erases(source, sources.DATABASE, results.logged(conn, self.info.id),
-                                 bool(results.known_days(conn, self.info.id)))
-        if erasing and self.named:
-            raise EngineConflict(f"experiment {self.info.key!r}: {erasing}; roll it up on "
-                                 "Spark, or log its lists into the database first")
-        if erasing:
-            summary.skipped = erasing
-            return False
-        summary.taken_over = sources.taken_over(source, sources.DATABASE)
+        summary.taken_over = sources.taken_over(source, mine)
         return True
 
     def _compute_days(self, plan: Plan, start: _Start, declared: pa.Array | None,

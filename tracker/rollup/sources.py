@@ -17,17 +17,18 @@ before leaves the experiment to its old source, and the next Spark run takes it 
 again). So the engines never mix days of two logs, and
 neither reads, nor resets, a watermark the other keeps. A run over every experiment takes
 none over from the other engine (:func:`other_engine`): it leaves them to their engine and
-says so; a run that names the experiment moves it. Unknown (NULL, as a release before
-sources left an experiment Spark rolled up): the database's watermarks are NULL then, so
-the default engine rebuilds, and Spark goes on from its manifest. Whatever the source, a run
-whose logs hold none of the lists of an experiment with rolled-up days never rebuilds it
-(:func:`erases`): that would erase its results.
+says so (:func:`left_alone`); a run that names the experiment moves it. Unknown (NULL, as a
+release before sources left an experiment Spark rolled up): the database's watermarks are
+NULL then, so the default engine rebuilds, and Spark goes on from its manifest. Whatever
+the source, a run whose logs hold none of the lists of an experiment with rolled-up days
+never rebuilds it (:func:`guard_erasure`): that would erase its results.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from tracker.errors import EngineConflict
 from tracker.store.rollup_tables import SOURCE_DATABASE
 
 DATABASE = SOURCE_DATABASE
@@ -66,12 +67,26 @@ def other_engine(stored: str | None, mine: str) -> bool:
     return (stored == DATABASE) != (mine == DATABASE)
 
 
-def erases(stored: str | None, mine: str, logged: bool, rolled_up: bool) -> str | None:
-    """Why a run of ``mine`` must not roll the experiment up: a rebuild from its logs, which
-    hold none of the experiment's lists (``logged`` False), would erase the results another
-    or an unknown source left (``rolled_up``: days stored). None: it may."""
+def left_alone(stored: str | None, mine: str, *, named: bool) -> str | None:
+    """Why a run of ``mine`` over every experiment (not ``named``) leaves this one: the
+    other engine's results (None: it rolls it up)."""
+    if named or not other_engine(stored, mine):
+        return None
+    return f"left to {describe(stored)}, whose results it holds (a run naming it moves it)"
+
+
+def guard_erasure(key: str, stored: str | None, mine: str, *, logged: bool, rolled_up: bool,
+                  named: bool, way_out: str) -> str | None:
+    """Why a run of ``mine`` leaves the experiment ``key`` rather than erase its results: a
+    rebuild from its logs, which hold none of its lists (``logged`` False), would erase what
+    another or an unknown source left (``rolled_up``: days stored). Raises
+    :class:`~tracker.errors.EngineConflict` (``way_out`` added) when the run ``named`` it;
+    None: it may roll it up."""
     if logged or not rolled_up or stored == mine:
         return None
     where = "the database holds" if mine == DATABASE else "the lake holds"
-    return (f"its results came from {describe(stored) if stored else 'an unknown source'} "
-            f"and {where} none of its lists, so rolling it up here would erase them")
+    why = (f"its results came from {describe(stored) if stored else 'an unknown source'} "
+           f"and {where} none of its lists, so rolling it up here would erase them")
+    if named:
+        raise EngineConflict(f"experiment {key!r}: {why}; {way_out}")
+    return why

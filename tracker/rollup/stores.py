@@ -78,6 +78,7 @@ def decode_exposure(data: bytes, cell: int, cutoffs: list[int]) -> Exposure:
 
 
 def first_seen_table(users: pa.Array) -> pa.Table:
+    """A day's first-seen users as the ``first_seen/1`` table."""
     return pa.table({"user_id": users.cast(pa.string())})
 
 

@@ -59,7 +59,6 @@ import pyarrow.dataset as ds
 from pyspark.sql import SparkSession
 
 from tracker.config import Settings
-from tracker.errors import EngineConflict
 from tracker.rollup import covariates as cuped
 from tracker.rollup import job, sources
 from tracker.rollup.aggregate import UnitTotals
@@ -285,15 +284,13 @@ class _Run:
 
     def _erases(self, summary: RollupSummary) -> bool:
         """Whether rolling the experiment up would erase results whose lists the lake lacks
-        (:func:`tracker.rollup.sources.erases`): refused when the run names it, else left
-        (``summary.skipped``)."""
-        erasing = sources.erases(self.owner, self.source, self.first_day is not None,
-                                 self.rolled_up)
-        if erasing and self.named:
-            raise EngineConflict(f"experiment {self.info.key!r}: {erasing}; roll it up with "
-                                 "`tracker rollup`, or export its logs to the lake first")
-        summary.skipped = erasing
-        return erasing is not None
+        (:func:`tracker.rollup.sources.guard_erasure`: refused when the run names it, else
+        left, ``summary.skipped``)."""
+        summary.skipped = sources.guard_erasure(
+            self.info.key, self.owner, self.source, logged=self.first_day is not None,
+            rolled_up=self.rolled_up, named=self.named,
+            way_out="roll it up with `tracker rollup`, or export its logs to the lake first")
+        return summary.skipped is not None
 
     def _ours(self, summary: RollupSummary) -> bool:
         """Whether this run rolls the experiment up, given the source of its results: the
@@ -302,9 +299,8 @@ class _Run:
         with transaction(self.engine) as conn:
             stored = results.load_state(conn, self.info.id)
         source = self.owner = None if stored is None else stored.source
-        if not self.named and sources.other_engine(source, self.source):
-            summary.skipped = (f"left to {sources.describe(source)}, whose results it holds "
-                               "(a Spark rollup naming it moves it here)")
+        summary.skipped = sources.left_alone(source, self.source, named=self.named)
+        if summary.skipped is not None:
             self.store.clear()  # describes no result now: a take-over rebuilds anyway
             return False
         summary.taken_over = sources.taken_over(source, self.source)

@@ -38,6 +38,7 @@ from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cells import WHOLE
 from tracker.rollup.exposure import Exposure
 from tracker.rollup.outcomes import Layout
+from tracker.rollup.stores import decode_exposure
 
 FORMAT = "spark-state/2"  # 2: cells (``units/2``, ``cell=`` exposure files)
 Files = dict[str, list[int]]  # path -> [size, mtime_ns]
@@ -164,8 +165,7 @@ class StateDir:
         for path in sorted(folder.glob("cell=*.parquet")) if folder.exists() else []:
             cell = int(path.stem.split("=", 1)[1])
             table = pq.read_table(path)
-            out[cell] = Exposure.decode(state.write(table, state.EXPOSURE),
-                                        [] if cell == WHOLE else cutoffs)
+            out[cell] = decode_exposure(state.write(table, state.EXPOSURE), cell, cutoffs)
         return out
 
     def drop_day(self, day: date) -> None:

@@ -189,13 +189,17 @@ def expired_before(conn: sa.Connection) -> int | None:
     return None if value is None else int(value)
 
 
+def _from_lake(source) -> sa.ColumnElement[bool]:
+    """``source`` (``rollup_state.source``) names logs outside the database (a Spark state
+    directory's lake, :mod:`tracker.rollup.sources`): the experiment's database rows are
+    not what its rollup takes into account."""
+    return sa.and_(source.is_not(None), source != SOURCE_DATABASE)
+
+
 def _elsewhere(experiment_id) -> sa.ColumnElement[bool]:
-    """The experiment's results come from logs outside the database (a Spark state
-    directory's lake, :mod:`tracker.rollup.sources`): its database rows are not what its
-    rollup takes into account."""
-    owner = (sa.select(RollupState.source)
-             .where(RollupState.experiment_id == experiment_id).scalar_subquery())
-    return sa.and_(owner.is_not(None), owner != SOURCE_DATABASE)
+    """:func:`_from_lake` of the experiment's stored source."""
+    return _from_lake(sa.select(RollupState.source)
+                      .where(RollupState.experiment_id == experiment_id).scalar_subquery())
 
 
 def not_rolled_up_before(conn: sa.Connection, before_us: int) -> list[str]:
@@ -306,8 +310,7 @@ def rollup_targets(conn: sa.Connection) -> list[ExperimentInfo]:
     ready = set(conn.execute(sa.select(RollupState.experiment_id).where(
         RollupState.experiment_id.in_(archived),
         sa.or_(RollupState.impressions_seen.is_not(None),
-               sa.and_(RollupState.source.is_not(None),
-                       RollupState.source != SOURCE_DATABASE)))).scalars())
+               _from_lake(RollupState.source)))).scalars())
     holding = {e for e in set(archived) - ready
                if conn.execute(sa.select(Impression.id).where(Impression.experiment_id == e)
                                .limit(1)).first() is not None}
