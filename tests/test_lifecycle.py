@@ -420,9 +420,14 @@ def test_expiry_drops_the_per_user_state_no_run_reads_and_keeps_the_results(trac
     assert count(tracker.engine, "impression") == 0
     with tracker.engine.connect() as conn:
         kept = conn.execute(sa.text("SELECT day, cumulative FROM rollup_units")).all()
-    # only the cumulative units of the last day (where a next cumulative pass would start)
-    assert [(pd.Timestamp(d).date(), bool(c)) for d, c in kept] == \
-        [(max(r["served_at"] for r in imps).date(), True)]
+        checkpoint = conn.execute(sa.text("SELECT day FROM rollup_checkpoint")).scalars().all()
+        users = conn.execute(sa.text("SELECT user_id FROM rollup_user_totals")).scalars().all()
+    # no daily units; the checkpoint of the last day (where a next cumulative pass would
+    # start), with every user's totals
+    assert kept == []
+    assert [pd.Timestamp(d).date() for d in checkpoint] == \
+        [max(r["served_at"] for r in imps).date()]
+    assert sorted(users) == sorted({r["user_id"] for r in imps})
     assert count(tracker.engine, "rollup_popularity") == 1  # its logs are gone: kept
     assert dump(tracker.engine)["rollup_metric"] == before["rollup_metric"]
 

@@ -30,7 +30,12 @@ from tests.rollup.test_rollup import _check_against_reference
 from tracker import Tracker, metrics
 from tracker.errors import StoreError
 from tracker.rollup import aggregate, columnar, queries
+from tracker.rollup.aggregate import UnitTotals
+from tracker.rollup.outcomes import Layout
+from tracker.rollup.stores import decode_users
 from tracker.rollup.truth import Truth, first_positions
+from tracker.store import results
+from tracker.store.experiments import get_experiment
 
 NOW = datetime(2026, 11, 20, tzinfo=UTC)  # long after the logs: every day final
 MIDNIGHT = datetime(2026, 11, 2, tzinfo=UTC)
@@ -283,20 +288,25 @@ def test_chunk_bounds_are_those_of_the_day_ids(tracker, monkeypatch, interleaved
     assert bool(read) == interleaved
 
 
-def test_a_first_days_cumulative_units_are_its_daily_ones_encoded_once(tracker, monkeypatch):
+def test_a_final_first_days_checkpoint_holds_its_daily_totals_one_row_per_user(tracker):
     create(tracker)
     imps, events = make_logs(seed=5, days=1, users=12, impressions=60, start=MIDNIGHT)
     _log(tracker, imps, events)
-    encoded = []
-    real = aggregate.UnitTotals._encode
-    monkeypatch.setattr(aggregate.UnitTotals, "_encode",
-                        lambda self, *args: encoded.append(self) or real(self, *args))
     tracker.rollup("home", now=NOW)
     with tracker.engine.connect() as conn:
-        stored = conn.execute(sa.text("SELECT cumulative, data FROM rollup_units")).all()
-    assert sorted(cumulative for cumulative, _ in stored) == [False, True]
-    assert bytes(stored[0][1]) == bytes(stored[1][1])
-    assert len(encoded) == 1  # the one totals object of the day, daily and cumulative
+        info = get_experiment(conn, "home")
+        layout = Layout.for_cutoffs(list(info.cutoffs))
+        daily = UnitTotals.decode(results.units(conn, info.id, MIDNIGHT.date(), False), layout)
+        assert results.units(conn, info.id, MIDNIGHT.date(), True) is None  # not a blob
+        checkpoint = conn.execute(sa.text("SELECT day FROM rollup_checkpoint")).scalar()
+        rows = conn.execute(sa.text("SELECT user_id, data FROM rollup_user_totals "
+                                    "ORDER BY user_id")).all()
+    assert str(checkpoint)[:10] == MIDNIGHT.date().isoformat()
+    assert [user for user, _ in rows] == sorted(set(r["user_id"] for r in imps))
+    stored = decode_users([(u, bytes(d)) for u, d in rows], len(layout))
+    assert stored.users.to_pylist() == daily.users.to_pylist()
+    for name in ("cells", "impressions", "sums", "counts"):
+        assert np.array_equal(getattr(stored, name), getattr(daily, name)), name
     _check_against_reference(tracker, imps, events)
 
 

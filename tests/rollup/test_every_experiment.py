@@ -19,7 +19,7 @@ from tests.rollup.test_rollup import NOW
 from tracker.cli import main
 from tracker.errors import Busy, RollupIncomplete, StaleState
 from tracker.rollup.lock import rollup_lock
-from tracker.store.rollup_tables import RollupUnits
+from tracker.store.rollup_tables import RollupCheckpoint, RollupUnits, RollupUserTotals
 
 
 def _two_experiments(tracker) -> list[dict]:
@@ -39,12 +39,19 @@ def _two_experiments(tracker) -> list[dict]:
 
 
 def _spoil_units(tracker, key: str) -> None:
-    """Make every stored unit-total blob of ``key`` unreadable."""
+    """Make every stored unit total of ``key`` unreadable: each day's blob, and the
+    checkpoint's users (its sums dropped, so that the next run reads every user's)."""
     experiment_id = tracker.experiment(key).id
     with tracker.engine.begin() as conn:
         spoiled = conn.execute(sa.update(RollupUnits)
                                .where(RollupUnits.experiment_id == experiment_id)
                                .values(data=b"not an Arrow stream")).rowcount
+        spoiled *= conn.execute(sa.update(RollupUserTotals)
+                                .where(RollupUserTotals.experiment_id == experiment_id)
+                                .values(data=b"not user totals")).rowcount
+        conn.execute(sa.update(RollupCheckpoint)
+                     .where(RollupCheckpoint.experiment_id == experiment_id)
+                     .values(sums=None))
     assert spoiled > 0
 
 

@@ -4,6 +4,7 @@ out (``tracker rollup --full``), never misread."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import date, timedelta
 
@@ -23,6 +24,7 @@ from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.exposure import Exposure
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.popularity import Popularity
+from tracker.rollup.stores import decode_users, encode_users
 
 LAYOUT = Layout.for_cutoffs([5, 10])
 
@@ -205,9 +207,26 @@ def _logs(seed: int, start, tag: str):
 
 
 def _drop_stored_column(engine: sa.Engine, name: str) -> None:
-    """Rewrite every stored unit part without ``name``: state as a release that did not yet
-    compute that metric would have left it."""
+    """Rewrite every stored unit part and the checkpoint's users without ``name``: state as
+    a release that did not yet compute that metric would have left it."""
     with engine.begin() as conn:
+        for experiment_id, columns in conn.execute(sa.text(
+                "SELECT experiment_id, columns FROM rollup_checkpoint")).all():
+            columns = json.loads(columns)
+            j = columns.index(name[len("sum:"):])
+            users = conn.execute(sa.text(
+                "SELECT user_id, data FROM rollup_user_totals WHERE experiment_id = :e "
+                "ORDER BY user_id"), {"e": experiment_id}).all()
+            rows = decode_users([(u, bytes(d)) for u, d in users], len(columns))
+            less = UnitTotals(rows.users, rows.cells, rows.impressions,
+                              np.delete(rows.sums, j, axis=1), np.delete(rows.counts, j, axis=1))
+            for user, data in encode_users(less):
+                conn.execute(sa.text("UPDATE rollup_user_totals SET data = :d WHERE "
+                                     "experiment_id = :e AND user_id = :u"),
+                             {"d": data, "e": experiment_id, "u": user})
+            conn.execute(sa.text("UPDATE rollup_checkpoint SET columns = :c, sums = NULL "
+                                 "WHERE experiment_id = :e"),
+                         {"c": json.dumps(columns[:j] + columns[j + 1:]), "e": experiment_id})
         rows = conn.execute(sa.text(
             "SELECT experiment_id, day, cumulative, part, data FROM rollup_units")).all()
         for *key, data in rows:
@@ -250,9 +269,11 @@ def test_a_compressed_stream_reads_back_the_same_table_and_is_smaller():
 
 
 def _cumulative_unit_days(engine) -> list:
+    """The days of the stored checkpoints (and of cumulative unit blobs: none now)."""
     with engine.connect() as conn:
         return [d if not isinstance(d, str) else date.fromisoformat(d) for (d,) in conn.execute(
-            sa.text("SELECT DISTINCT day FROM rollup_units WHERE cumulative ORDER BY day"))]
+            sa.text("SELECT day FROM rollup_checkpoint UNION ALL "
+                    "SELECT DISTINCT day FROM rollup_units WHERE cumulative ORDER BY day"))]
 
 
 def _newest_final_day(engine):

@@ -108,8 +108,10 @@ def test_spark_runs_the_one_cumulative_pass_and_keeps_one_checkpoint(spark, trac
     cumulative totals (the checkpoint, at the newest final day), not one per day; a later
     run from it equals a rebuild."""
     from tracker.rollup.cumulative import _checkpoint
+    from tracker.spark.cumulative import DirectoryStore
     from tracker.spark.state import StateDir
     from tracker.store import results
+    from tracker.store.experiments import get_experiment
     from tracker.store.types import to_micros
 
     create(tracker)
@@ -126,7 +128,12 @@ def test_spark_runs_the_one_cumulative_pass_and_keeps_one_checkpoint(spark, trac
         final = _checkpoint(results.known_days(conn, tracker.experiment("home").id),
                             to_micros(NOW))
     assert final is not None
-    assert StateDir(state / "home").cumulative_unit_days() == [final]
+    with tracker.engine.connect() as conn:
+        store = DirectoryStore(StateDir(state / "home"), get_experiment(conn, "home"))
+    assert store.checkpoint().day == final and not (state / "home" / "units" / "cumulative"
+                                                    ).exists()
+    assert set(store.checkpoint_rows(None).users.to_pylist()) == \
+        {i["user_id"] for i in imps if i["served_at"].date() <= final}
     incremental = dump(tracker.engine)
     _spark_rollup(spark, tracker, tmp_path / "lake", state=state, full=True)
     assert_same_tables(dump(tracker.engine), incremental, rel=0)

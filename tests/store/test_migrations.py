@@ -136,8 +136,9 @@ def _tables(engine) -> set[str]:
 
 @pytest.mark.parametrize(("revision", "drops"), [
     pytest.param("base", True, id="down-to-base-drops-every-table"),
-    pytest.param("-1", False, id="one-step-down-past-0019-drops-no-table"),  # sums: streams
-    pytest.param("0017", False, id="down-past-0018-drops-no-table"),  # adds pairs
+    # 0021's checkpoint tables go back into rollup_units: dropped, their rows kept there
+    pytest.param("-1", True, id="one-step-down-past-0021-drops-the-checkpoint-tables"),
+    pytest.param("0017", True, id="down-past-0018-drops-0021s-tables-only"),
     pytest.param("0016", True, id="down-past-0017-drops-the-plan-history-and-summaries"),
     pytest.param("0015", True, id="down-past-0016-drops-its-key-scope-table"),
     pytest.param("0013", True, id="down-past-0014-drops-the-provisional-state-table"),

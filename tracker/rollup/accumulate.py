@@ -89,6 +89,20 @@ class ExactSums:
         self._bins += other._bins
         self._batches += other._batches
 
+    def copy(self) -> ExactSums:
+        """An accumulator holding the same sums, moved on its own from now."""
+        other = ExactSums(self.columns)
+        other._bins[:] = self._bins
+        other._batches = self._batches
+        return other
+
+    @classmethod
+    def of_exact(cls, totals: list[int]) -> ExactSums:
+        """The accumulator whose :meth:`exact` sums are ``totals`` (stored ones)."""
+        acc = cls(len(totals))
+        acc._set(totals)
+        return acc
+
     def _add_batch(self, matrix: np.ndarray, sign: int) -> None:
         if matrix.size == 0:
             return
@@ -120,7 +134,10 @@ class ExactSums:
     def _carry(self) -> None:
         """The same exact sums, each column rewritten into low limbs of bins 26 bits apart
         (every limb then below 2**26 in magnitude)."""
-        totals = self.exact()
+        self._set(self.exact())
+
+    def _set(self, totals: list[int]) -> None:
+        """The bins rewritten to hold the exact sums ``totals`` (one per column)."""
         self._bins[:] = 0
         for column, total in enumerate(totals):
             sign, rest, at = (-1 if total < 0 else 1), abs(total), column * _BINS

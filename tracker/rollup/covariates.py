@@ -43,7 +43,7 @@ view's sums come from its own unit totals, joined to the per-user covariates.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date
 
@@ -53,6 +53,7 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from tracker.errors import StaleState
+from tracker.rollup.accumulate import ExactSums
 from tracker.rollup.aggregate import UnitTotals, cell_blocks, crossover_mask
 from tracker.rollup.cells import Cells
 from tracker.rollup.codes import sorted_codes
@@ -227,13 +228,25 @@ def resum_changed(conn: sa.Connection, info: ExperimentInfo, refreshed: Refreshe
                   written: Iterable[date],
                   units: Callable[[date, bool], UnitTotals | None]) -> None:
     """After a run's own sums (``written``: its days): when stored covariates changed, the
-    other days' sums that hold those users (:func:`resum`, ``units`` its days' totals); the
-    step both engines share."""
+    daily sums of the other days that hold those users (:func:`resum`, ``units`` its days'
+    totals; the cumulative pass rewrites the cumulative ones from the first such day:
+    :func:`changed_from`); the step both engines share."""
     if not refreshed.changed or refreshed.covariates is None:
         return
-    days = set(written)
-    resum(conn, info, refreshed.covariates, days, min(days) if days else None,
-          refreshed.since, units)
+    resum(conn, info, refreshed.covariates, set(written), refreshed.since, units)
+
+
+def changed_from(conn: sa.Connection, info: ExperimentInfo, refreshed: Refreshed
+                 ) -> date | None:
+    """The first day whose sums hold a user whose stored covariates changed (None: none
+    changed)."""
+    if not refreshed.changed or refreshed.covariates is None:
+        return None
+    days = [day for day, _, _ in results.known_days(conn, info.id)]
+    if not days:
+        return None
+    return days[0] if refreshed.since is None else \
+        max(days[0], day_of(refreshed.since, info.timezone))
 
 
 def forget(conn: sa.Connection, info: ExperimentInfo, user: str) -> None:
@@ -295,13 +308,13 @@ def save(conn: sa.Connection, info: ExperimentInfo, covariates: UserCovariates) 
                  [{"experiment_id": info.id, "data": covariates.encode(info.cuped_days)}])
 
 
-def settle(conn: sa.Connection, info: ExperimentInfo, totals: UnitTotals,
-           covariates: UserCovariates | None) -> None:
-    """Store the covariates of the users of ``totals`` (the cumulative totals through the
-    last day: every user the experiment still has; an erased user's are dropped)."""
+def settle(conn: sa.Connection, info: ExperimentInfo, covariates: UserCovariates | None
+           ) -> None:
+    """Store the covariates after the cumulative pass (an erased user's went with the
+    erasure: :func:`forget`)."""
     if covariates is None:
         return
-    save(conn, info, covariates.subset(totals.users.cast(pa.string())))
+    save(conn, info, covariates)
 
 
 def _load(conn: sa.Connection, info: ExperimentInfo) -> UserCovariates | None:
@@ -415,57 +428,86 @@ def sum_columns() -> list[str]:
     return [name for name, _ in covariate_sum_columns()]
 
 
-def _cell_sums(present: np.ndarray, y: np.ndarray, sums: np.ndarray, m: np.ndarray,
-              shared: np.ndarray, pre: np.ndarray) -> np.ndarray:
-    """One cell's sums ``(columns, len(sum_columns()))``: weights per (user, column) are
-    ``present``, y, s, m; ``shared`` the covariates every column has (in the order of
-    :data:`SUM_COVARIATES` without ``pre_metric``), ``pre`` the column's own, per column."""
+def _user_terms(present: np.ndarray, y: np.ndarray, sums: np.ndarray, m: np.ndarray,
+                shared: np.ndarray, pre: np.ndarray) -> np.ndarray:
+    """Each user's terms of the sums ``(users, columns * len(sum_columns()))``, per user the
+    ``(columns, sums)`` matrix flattened: weights per (user, column) are ``present``, y, s,
+    m; ``shared`` the covariates every column has (in the order of :data:`SUM_COVARIATES`
+    without ``pre_metric``), ``pre`` the column's own, per column. A cell's sums are these
+    terms summed over its users."""
     def weighted(w: np.ndarray) -> list[np.ndarray]:
-        out = list((w.T @ shared).T)
-        out.insert(_PRE, (w * pre).sum(axis=0))
+        out = [w * shared[:, [c]] for c in range(shared.shape[1])]
+        out.insert(_PRE, w * pre)
         return out
 
     def column(a: int) -> np.ndarray | None:
-        return None if a == _PRE else shared[:, a - (a > _PRE)]
+        return None if a == _PRE else shared[:, [a - (a > _PRE)]]
 
     wp = present * pre
     parts = weighted(present)
     for a, b in PAIRS:
         xa, xb = column(a), column(b)
         if xa is not None and xb is not None:
-            parts.append(present.T @ (xa * xb))
+            parts.append(present * (xa * xb))
         elif xa is None and xb is None:
-            parts.append((wp * pre).sum(axis=0))
+            parts.append(wp * pre)
         else:
-            parts.append(wp.T @ (xb if xa is None else xa))
+            parts.append(wp * (xb if xa is None else xa))
     for w in (y, sums, m):
         parts += weighted(w)
-    return np.column_stack(parts)
+    return np.stack(parts, axis=2).reshape(present.shape[0], -1)
 
 
-def covariate_sums(totals: UnitTotals, covariates: UserCovariates, layout: Layout,
-                   codes: list[int]) -> pa.Table:
-    """Per cell (``cell``, of ``codes``) and layout column (``metric``, ``k``), the covariate
-    sums over the non-crossover users with the metric defined (see the module docstring),
-    added up over :func:`~tracker.rollup.aggregate.cell_blocks`."""
+def cell_terms(totals: UnitTotals, covariates: UserCovariates, layout: Layout, cell: int,
+               keep: np.ndarray | None = None) -> Iterator[np.ndarray]:
+    """The :func:`_user_terms` of the users of ``cell`` the metric rows count (``keep``:
+    the non-crossover rows, by default of ``totals`` itself), block by block
+    (:func:`~tracker.rollup.aggregate.cell_blocks`)."""
     names = covariates.names
     found = index_in(totals.users, covariates.users) if totals.size else \
         np.empty(0, dtype=np.int64)
     pre = [(j, names.index(PREFIX + column)) for j, column in enumerate(layout.names)
            if PREFIX + column in names]
-    keep = ~crossover_mask(totals)
+    keep = ~crossover_mask(totals) if keep is None else keep
+    for block in cell_blocks(totals, cell, keep):
+        x = covariates.at(found[block.rows])
+        own = np.zeros((block.rows.size, len(layout)))  # each column's ``pre:`` covariate
+        for j, c in pre:
+            own[:, j] = x[:, c]
+        yield _user_terms(block.present.astype(float), block.means, block.sums,
+                          block.weights, x[:, _SHARED], own)
+
+
+def covariate_sums(totals: UnitTotals, covariates: UserCovariates, layout: Layout,
+                   codes: list[int], exact: bool = False) -> pa.Table:
+    """Per cell (``cell``, of ``codes``) and layout column (``metric``, ``k``), the covariate
+    sums over the non-crossover users with the metric defined (see the module docstring):
+    the terms of :func:`cell_terms` added up block by block, or (``exact``, the cumulative
+    view's: :class:`~tracker.rollup.deltas.ViewSums` moves them by deltas) exactly, rounded
+    once."""
+    width = len(layout) * len(sum_columns())
+    per_cell = {}
+    for cell in codes:
+        if exact:
+            acc = ExactSums(width)
+            for terms in cell_terms(totals, covariates, layout, cell):
+                acc.add(terms)
+            per_cell[cell] = acc.sums()
+        else:
+            out = np.zeros(width)
+            for terms in cell_terms(totals, covariates, layout, cell):
+                out += terms.sum(axis=0)
+            per_cell[cell] = out
+    return sums_table(per_cell, layout)
+
+
+def sums_table(per_cell: dict[int, np.ndarray], layout: Layout) -> pa.Table:
+    """The sums of each cell (flattened ``(columns, sums)``) as a table: ``cell``,
+    ``metric``, ``k`` and a column per sum."""
     columns: dict[str, list] = {"cell": [], "metric": [], "k": []}
     blocks = []
-    for cell in codes:
-        out = np.zeros((len(layout), len(sum_columns())))
-        for block in cell_blocks(totals, cell, keep):
-            x = covariates.at(found[block.rows])
-            own = np.zeros((block.rows.size, len(layout)))  # each column's ``pre:`` covariate
-            for j, c in pre:
-                own[:, j] = x[:, c]
-            out += _cell_sums(block.present.astype(float), block.means, block.sums,
-                             block.weights, x[:, _SHARED], own)
-        blocks.append(out)
+    for cell, values in per_cell.items():
+        blocks.append(np.asarray(values).reshape(len(layout), len(sum_columns())))
         columns["cell"] += [cell] * len(layout)
         columns["metric"] += [metric for metric, _ in layout.columns]
         columns["k"] += [k for _, k in layout.columns]
@@ -480,16 +522,24 @@ def covariate_sums(totals: UnitTotals, covariates: UserCovariates, layout: Layou
 def write_sums(conn: sa.Connection, info: ExperimentInfo, day: date, cumulative: bool,
                totals: UnitTotals | None, covariates: UserCovariates | None,
                layout: Layout) -> None:
-    """Replace the stored sums of one day and view (nothing when CUPED is off)."""
+    """Replace the stored sums of one day and view from its users' totals (nothing when
+    CUPED is off; a cumulative view's exact, as its deltas give them)."""
     if covariates is None:
         return
+    insert_sums(conn, info, day, cumulative, None if totals is None else covariate_sums(
+        totals, covariates, layout, list(Cells.of(info).codes), exact=cumulative))
+
+
+def insert_sums(conn: sa.Connection, info: ExperimentInfo, day: date, cumulative: bool,
+                sums: pa.Table | None) -> None:
+    """Replace the stored sums of one day and view by ``sums`` (:func:`sums_table`; None:
+    none)."""
     table = RollupCovariateSums.__table__
     conn.execute(sa.delete(table).where(
         table.c.experiment_id == info.id, table.c.day == day,
         table.c.cumulative.is_(cumulative)))
-    if totals is None:
+    if sums is None:
         return
-    sums = covariate_sums(totals, covariates, layout, list(Cells.of(info).codes))
     sql = dict(covariate_sum_columns())  # name -> SQL column
     rows = sums.rename_columns([sql.get(c, c) for c in sums.column_names]).to_pylist()
     for row in rows:
@@ -497,18 +547,6 @@ def write_sums(conn: sa.Connection, info: ExperimentInfo, day: date, cumulative:
                    cumulative=cumulative)
     if rows:
         conn.execute(sa.insert(table), rows)
-
-
-def copy_daily_sums(conn: sa.Connection, experiment_id: int, day: date) -> None:
-    """The cumulative sums of ``day`` as its daily ones (already written by this run, of the
-    same totals and covariates): the first day's cumulative totals are its daily ones."""
-    table = RollupCovariateSums.__table__
-    values = [c for c in table.c if c.name != "cumulative"]
-    conn.execute(sa.insert(table).from_select(
-        [c.name for c in values] + ["cumulative"],
-        sa.select(*values, sa.true()).where(table.c.experiment_id == experiment_id,
-                                            table.c.day == day,
-                                            table.c.cumulative.is_(False))))
 
 
 def publish_daily(conn: sa.Connection, info: ExperimentInfo, daily: dict,
@@ -523,28 +561,22 @@ def publish_daily(conn: sa.Connection, info: ExperimentInfo, daily: dict,
 
 
 def resum(conn: sa.Connection, info: ExperimentInfo, covariates: UserCovariates,
-          written: set[date], cumulative_from: date | None, since: int | None,
+          written: set[date], since: int | None,
           units: Callable[[date, bool], UnitTotals | None]) -> None:
-    """The stored days' sums again from their unit totals, once stored users' covariates
-    changed (a day's sums join its users' covariates): from the day of ``since`` (µs: the
-    earliest first exposure of a changed user, before which no day holds them; None: every
-    day) on, the daily view of the days not in ``written`` and the cumulative view of the
-    days before ``cumulative_from`` (None: of every day), which the run did not write
-    itself. ``units(day, cumulative)``: a day's totals, asked in day order (the default
-    engine's :meth:`~tracker.rollup.cumulative.Replay.units`, the Spark engine's state
-    directory); a day without totals keeps its sums."""
+    """The stored days' daily sums again from their unit totals, once stored users'
+    covariates changed (a day's sums join its users' covariates): from the day of
+    ``since`` (µs: the earliest first exposure of a changed user, before which no day holds
+    them; None: every day) on, of the days not in ``written``, which the run wrote itself.
+    ``units(day, False)``: a day's totals (:meth:`~tracker.rollup.stores.Store.units`); a
+    day without totals keeps its sums."""
     layout = Layout.for_cutoffs(list(info.cutoffs))
     first = None if since is None else day_of(since, info.timezone)
     for day, _, _ in results.known_days(conn, info.id):
-        if first is not None and day < first:
+        if (first is not None and day < first) or day in written:
             continue
-        for cumulative in (False, True):
-            if day in written if not cumulative else \
-                    (cumulative_from is not None and day >= cumulative_from):
-                continue
-            totals = units(day, cumulative)
-            if totals is not None:
-                write_sums(conn, info, day, cumulative, totals, covariates, layout)
+        totals = units(day, False)
+        if totals is not None:
+            write_sums(conn, info, day, False, totals, covariates, layout)
 
 
 def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> None:
@@ -553,6 +585,6 @@ def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> N
         RollupCovariateSums.cumulative.is_(True), RollupCovariateSums.day >= since))
 
 
-__all__ = ["BASE", "SUM_COVARIATES", "USERS", "UserCovariates", "copy_daily_sums", "covariate_sums",
+__all__ = ["BASE", "SUM_COVARIATES", "USERS", "UserCovariates", "covariate_sums",
            "covariates_of", "delete_cumulative", "names_for", "publish_daily", "refresh",
            "settle", "sum_columns", "write_sums"]

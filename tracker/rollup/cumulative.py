@@ -2,65 +2,84 @@
 their impressions from the first day through day D, for every D from the first day a run
 recomputed, in the run's last transaction. One pass for both engines: they differ only in
 where the per-user state lives (a :class:`~tracker.rollup.stores.Store`: the database's
-``rollup_units`` and ``rollup_exposure``, or a Spark state directory); the rows the report
-reads go into the database either way.
+tables, or a Spark state directory); the rows the report reads go into the database either
+way.
 
-The cumulative units of a day are those of the day before plus the day's. One set of them is
-stored, a **checkpoint**: the totals through the newest day whose cumulative view is final
-(every day through it computed after its windows closed), which no ordinary run recomputes
-again. It is a function of the days, whatever runs computed them: a late list that turns a
-final day provisional again moves it back (written on the way from the daily rows). A run
-starts from the checkpoint before its first day and adds the daily rows of the days between
-(none, nightly: the run's first day is the one after the checkpoint), writes the totals of
-the new checkpoint only, and drops the old one. A run that recomputes from before the
-checkpoint (late lists on an old day, an erasure, a new popularity) starts from the first
-day's daily rows: rare, and it reads daily rows, not history in another form.
+**A checkpoint and deltas.** One day's cumulative state is stored, the **checkpoint**: the
+newest day whose cumulative view is final (every day through it computed after its windows
+closed), which no ordinary run recomputes again. It holds each user's totals through that
+day, one stored row per user, and the view's exact sums on it
+(:class:`~tracker.rollup.deltas.ViewSums`: the cells' statistics, health and CUPED's sums).
+The cumulative view of a later day D is the checkpoint's moved by the users of the days
+between (:meth:`Running.view`): their rows at the checkpoint retracted and those rows plus
+their daily rows since added, in exact sums, so the view is a function of the users' rows
+whatever their order, and a run reads and writes only the users its days hold (nightly: the
+users of the last few days, not every user seen). When a day turns final the checkpoint
+moves to it (:meth:`Running.rebase`); at the end only the users that moved are written.
+
+It is a function of the days, whatever runs computed them: a late list that turns a final
+day provisional again moves it back. A run that recomputes from the checkpoint's day or
+before (late lists on an old day, an erasure, a new popularity, changed covariates) starts
+from nothing and adds the daily rows from the first day: rare, and it reads daily rows,
+not the logs.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Iterable
 from datetime import date
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from tracker.rollup import cells
 from tracker.rollup import covariates as cuped
 from tracker.rollup.aggregate import UnitTotals
+from tracker.rollup.cells import Cells
+from tracker.rollup.deltas import ViewSums, rows_of
 from tracker.rollup.exposure import Exposure, catalog_size
 from tracker.rollup.outcomes import Layout
-from tracker.rollup.published import View, insert_stats, stats_rows
+from tracker.rollup.published import View, insert_stats, stats_rows_of
 from tracker.rollup.stores import DatabaseStore, Store
 from tracker.rollup.summary import Progress
 from tracker.store import results
 from tracker.store.experiments import ExperimentInfo
 
 
-@dataclass
-class Running:
-    """The cumulative state through the last day passed: unit totals, exposure per cell
-    (:data:`~tracker.rollup.cells.WHOLE`: the catalog), and whether any day so far was
-    provisional."""
-
-    totals: UnitTotals
-    exposure: dict[int, Exposure]
-    provisional: bool = False
-    covariates: cuped.UserCovariates | None = None  # CUPED's, None when off
-
-
-def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date, now_us: int,
-                         progress: Progress | None = None,
+def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, daily: Iterable[date],
+                         now_us: int, progress: Progress | None = None,
                          recent: dict[date, UnitTotals | None] | None = None,
                          declared: pa.Array | None = None,
-                         covariates: cuped.UserCovariates | None = None,
-                         store: Store | None = None) -> None:
-    """Replace the cumulative rows of every day from ``since`` on (``recent``: unit totals
-    of days just computed, which need not be read back; ``declared``: the declared
-    catalog; ``covariates``: CUPED's per-user covariates, whose sums are written too;
-    ``store``: where the per-user state is, by default the database's)."""
+                         refreshed: cuped.Refreshed | None = None,
+                         store: Store | None = None) -> date | None:
+    """A run's cumulative pass: the cumulative rows of every day from the first of the
+    run's days (``daily``) on, or from the first day holding a user whose stored covariates
+    changed (``refreshed``: CUPED's, whose sums are written too; the pass then starts
+    from nothing, the checkpoint's sums holding their old covariates); returns that day
+    (None: no pass). ``recent``: unit totals of days just computed, which need not be read
+    back; ``declared``: the declared catalog; ``store``: where the per-user state is, by
+    default the database's."""
+    since = min(daily, default=None)
+    changed = None if refreshed is None else cuped.changed_from(conn, info, refreshed)
+    if changed is not None:
+        since = changed if since is None else min(since, changed)
+    if since is not None:
+        cumulative_from(conn, info, since, now_us, progress, recent, declared,
+                        None if refreshed is None else refreshed.covariates, store,
+                        restart=changed is not None)
+    return since
+
+
+def cumulative_from(conn: sa.Connection, info: ExperimentInfo, since: date, now_us: int,
+                    progress: Progress | None = None,
+                    recent: dict[date, UnitTotals | None] | None = None,
+                    declared: pa.Array | None = None,
+                    covariates: cuped.UserCovariates | None = None,
+                    store: Store | None = None, restart: bool = False) -> None:
+    """Replace the cumulative rows of every day from ``since`` on (``restart``: from the
+    first day, not the checkpoint)."""
     store = store if store is not None else DatabaseStore(conn, info)
     layout = Layout.for_cutoffs(list(info.cutoffs))
     days = results.known_days(conn, info.id)
@@ -68,25 +87,35 @@ def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, since: date,
         return
     results.delete_cumulative(conn, info.id, since)
     store.delete_cumulative(since)
-    keep = _checkpoint(days, now_us)
-    before = [d for d, _, _ in days if d < since]
-    running = _start(store, before, layout, since, keep)
-    running.covariates = covariates
     cuped.delete_cumulative(conn, info.id, since)
+    keep = _checkpoint(days, now_us)
+    running = Running.start(store, layout, covariates, since, keep, restart)
+    before = [d for d, _, _ in days if d < since]
+    running.exposure = store.exposure(before[-1], True) if before else {}
     running.provisional = any(computed < closes for day, closes, computed in days
                               if day < since)
+    final = set() if keep is None else {d for d, _, _ in days if d <= keep}  # base moves on
+    for day in (d for d in before if running.after(d)):  # replayed onto the base
+        running.add(store.units(day, False))
+        if day in final:
+            running.rebase(day, *running.view())
     ahead = [d for d in days if d[0] >= since]
     for done, (day, closes, computed) in enumerate(ahead, 1):
         running.provisional |= computed < closes
-        _add_day(store, day, running, layout, recent or {})
+        running.add((recent or {}).get(day) if day in (recent or {}) else
+                    store.units(day, False))
+        for cell, exposure in store.exposure(day, False).items():
+            running.exposure[cell] = running.exposure[cell] + exposure \
+                if cell in running.exposure else exposure
+        sums, rows = running.view()
         view = View(info, day, True, running.provisional or now_us < closes)
-        # the experiment's first day: its cumulative totals are its daily ones (one object)
-        own = running.totals is (recent or {}).get(day)
-        _write_day(conn, store, view, running, layout, declared, own, keep == day)
+        _write_day(conn, store, view, sums, running.exposure, declared)
+        if day in final:
+            running.rebase(day, sums, rows)
         if progress:
             progress("cumulative", done, len(ahead), day)
-    store.keep_checkpoint(keep)
-    store.settle(running.totals, running.covariates)
+    running.save(keep)
+    store.settle(covariates)
 
 
 def _checkpoint(days: list[tuple[date, int, int]], now_us: int) -> date | None:
@@ -101,104 +130,115 @@ def _checkpoint(days: list[tuple[date, int, int]], now_us: int) -> date | None:
     return final
 
 
-def _start(store: Store, before: list[date], layout: Layout, since: date,
-           keep: date | None) -> Running:
-    """The cumulative state through the last of the days ``before`` (none: an empty one):
-    the stored checkpoint before ``since`` plus the daily rows of the days after it; on
-    the way, the checkpoint of ``keep`` when it lies among those days (a day after it
-    became provisional again: the checkpoint moves back)."""
-    if not before:
-        return Running(UnitTotals.empty(len(layout)), {})
-    stored = store.checkpoint_day(since)
-    if stored is not None and keep is not None and keep < stored:
-        stored = None  # not a day the totals may start from: from the first day
-    replay = Replay(store, layout, [d for d in before if stored is None or d > stored],
-                    None if stored is None else store.units(stored, True))
-    while replay.pending:
-        day = replay.step()
-        if day == keep:
-            store.write_checkpoint(day, store.encode(replay.through))
-    return Running(replay.through, store.exposure(before[-1], True))
+class Running:
+    """The cumulative state while the pass goes through the days: the base (the
+    checkpoint's day, its view sums, and the totals of the users looked up in it), and the
+    totals of the days added since (``since``: only their users'), from which
+    :meth:`view` gives a day's view."""
 
-
-class Replay:
-    """The daily rows of ``days`` (in order) added up one day after another onto ``start``,
-    as the cumulative pass adds them (the same sums, bit for bit): after each
-    :meth:`step`, the day's totals (``daily``) and those through it (``through``)."""
-
-    def __init__(self, store: Store, layout: Layout, days: list[date],
-                 start: UnitTotals | None = None) -> None:
-        self.store, self.layout, self.days = store, layout, days
-        self.daily: UnitTotals | None = None
-        self.through = start if start is not None else UnitTotals.empty(len(layout))
-        self.done = 0  # days added
+    def __init__(self, store: Store, layout: Layout, covariates: cuped.UserCovariates | None,
+                 day: date | None, sums: ViewSums, stored: bool) -> None:
+        self.store, self.layout, self.covariates = store, layout, covariates
+        self.day, self.sums = day, sums
+        self.stored = stored  # the store holds the base's rows of users not looked up
+        self.rows = UnitTotals.empty(len(layout))  # the base's rows of the users looked up
+        self.looked = pa.array([], type=pa.string())
+        self.moved = pa.array([], type=pa.string())  # users whose base rows changed
+        self.since = UnitTotals.empty(len(layout))
+        self.exposure: dict[int, Exposure] = {}
+        self.provisional = False
+        self.first_day = day
+        self.unsaved = False  # the base's sums were computed here, not read
 
     @classmethod
-    def of(cls, conn: sa.Connection, info: ExperimentInfo,
-           store: Store | None = None) -> Replay:
-        """Every rolled-up day of the experiment, from nothing (``store``: where the daily
-        rows are, by default the database's)."""
-        return cls(store if store is not None else DatabaseStore(conn, info),
-                   Layout.for_cutoffs(list(info.cutoffs)),
-                   [day for day, _, _ in results.known_days(conn, info.id)])
+    def start(cls, store: Store, layout: Layout, covariates: cuped.UserCovariates | None,
+              since: date, keep: date | None, restart: bool) -> Running:
+        """From the stored checkpoint when it lies before ``since`` and not after ``keep``
+        (the day the checkpoint is to be), else from nothing."""
+        found = None if restart else store.checkpoint()
+        if found is not None and (found.day >= since or keep is None or found.day > keep):
+            found = None
+        empty = ViewSums(layout, covariates is not None)
+        if found is None:
+            return cls(store, layout, covariates, None, empty, stored=False)
+        sums = None if found.sums is None else ViewSums.decode(found.sums, layout,
+                                                                covariates is not None)
+        computed = sums is None
+        if computed:  # upgraded, or another CUPED setting: once, from every user
+            sums = empty
+            sums.move(UnitTotals.empty(len(layout)), store.checkpoint_rows(None),
+                      covariates)
+        running = cls(store, layout, covariates, found.day, sums, stored=True)
+        running.unsaved = computed
+        return running
 
-    @property
-    def pending(self) -> bool:
-        return self.done < len(self.days)
+    def after(self, day: date) -> bool:
+        """Whether ``day``'s daily rows are not in the base."""
+        return self.day is None or day > self.day
 
-    def step(self) -> date:
-        """Add the next day's daily rows; returns that day."""
-        day = self.days[self.done]
-        self.done += 1
-        self.daily = self.store.units(day, False)
-        if self.daily is not None:
-            self.through = self.daily if not self.through.size else \
-                UnitTotals.added([self.through, self.daily], len(self.layout))
-        return day
+    def add(self, daily: UnitTotals | None) -> None:
+        """Add a day's daily rows."""
+        if daily is not None and daily.size:
+            self.since = UnitTotals.added([self.since, daily], len(self.layout)) \
+                if self.since.size else daily
 
-    def units(self, day: date, cumulative: bool) -> UnitTotals | None:
-        """The totals of ``day`` (one of ``days``; asked in day order), daily or cumulative,
-        the days up to it added first (None: no such rows)."""
-        while self.pending and self.days[self.done] <= day:
-            self.step()
-        if not cumulative:
-            return self.daily if self.done and self.days[self.done - 1] == day else None
-        return self.through if self.through.size else None
+    def view(self) -> tuple[ViewSums, UnitTotals]:
+        """The view through the last day added, and the totals through it of the users of
+        the days since the base."""
+        users = pc.unique(self.since.users) if self.since.size else self.looked[:0]
+        old = self._base(users)
+        new = UnitTotals.added([old, self.since], len(self.layout)) if old.size \
+            else self.since
+        sums = self.sums.copy()
+        sums.move(old, new, self.covariates)
+        return sums, new
+
+    def rebase(self, day: date, sums: ViewSums, rows: UnitTotals) -> None:
+        """The base moves to ``day`` (its view ``sums``; ``rows``: the new totals of the
+        users of the days since the old base)."""
+        self.rows = self.rows.replacing_users(rows) if self.rows.size else rows
+        self.looked = _union(self.looked, rows.users)
+        self.moved = _union(self.moved, rows.users)
+        self.day, self.sums = day, sums
+        self.since = UnitTotals.empty(len(self.layout))
+
+    def save(self, keep: date | None) -> None:
+        """The checkpoint stored at ``keep`` (None: none): only the users that moved when
+        it went on from the stored one."""
+        if keep is None:
+            self.store.drop_checkpoint()
+        elif self.day == keep and (keep != self.first_day or not self.stored or
+                                   self.unsaved):
+            self.store.write_checkpoint(
+                keep, self.sums.encode(),
+                rows_of(self.rows, self.moved) if self.stored else self.rows,
+                everyone=not self.stored)
+
+    def _base(self, users: pa.Array) -> UnitTotals:
+        """The base's rows of ``users`` (looked up in the store once)."""
+        if self.stored:
+            missing = users.filter(pc.invert(pc.is_in(users, value_set=self.looked)))
+            if len(missing):
+                found = self.store.checkpoint_rows(missing)
+                self.rows = UnitTotals.added([self.rows, found], len(self.layout)) \
+                    if self.rows.size else found
+                self.looked = _union(self.looked, missing)
+        return rows_of(self.rows, users) if self.rows.size else self.rows
 
 
-def _add_day(store: Store, day: date, running: Running, layout: Layout,
-             recent: dict[date, UnitTotals | None]) -> None:
-    """Add one day's daily units and exposure to the running state."""
-    today = recent[day] if day in recent else store.units(day, False)  # just computed: kept
-    if today is not None:
-        running.totals = UnitTotals.added([running.totals, today], len(layout)) \
-            if running.totals.size else today
-    for cell, exposure in store.exposure(day, False).items():
-        running.exposure[cell] = running.exposure[cell] + exposure \
-            if cell in running.exposure else exposure
+def _union(a: pa.Array, b: pa.Array) -> pa.Array:
+    return pc.unique(pa.concat_arrays([a.cast(pa.string()), b.cast(pa.string())]))
 
 
-def _write_day(conn: sa.Connection, store: Store, view: View, running: Running,
-               layout: Layout, declared: pa.Array | None, own: bool, checkpoint: bool) -> None:
-    """The cumulative exposure and report rows of one day, and its units when it is the
-    ``checkpoint`` (``own``: its cumulative totals are the daily ones the run just computed
-    and wrote, with their CUPED sums)."""
+def _write_day(conn: sa.Connection, store: Store, view: View, sums: ViewSums,
+               exposure: dict[int, Exposure], declared: pa.Array | None) -> None:
+    """The cumulative exposure, report rows and CUPED sums of one day."""
     info = view.info
-    # the units encoded (Arrow and zstd, which release the GIL) in a thread while the
-    # statistics and CUPED's sums are computed from the same totals in this one
-    with ThreadPoolExecutor(max_workers=1) as aside:
-        encoding = None if own or not checkpoint else \
-            aside.submit(store.encode, running.totals)
-        store.write_exposure(view.day, running.exposure)
-        whole = running.exposure.get(cells.WHOLE)
-        seen = whole.items if whole is not None else np.empty(0, dtype=object)
-        exposures = {cell: e for cell, e in running.exposure.items() if cell != cells.WHOLE}
-        insert_stats(conn, stats_rows(view, running.totals, layout, exposures,
-                                      catalog_size(seen, declared)))
-        if own and running.covariates is not None:
-            cuped.copy_daily_sums(conn, info.id, view.day)  # the same sums, not again
-        else:
-            cuped.write_sums(conn, info, view.day, True, running.totals, running.covariates,
-                             layout)
-        if checkpoint:  # own: the daily rows this run wrote of the same totals, copied
-            store.write_checkpoint(view.day, None if own else encoding.result())
+    codes = list(Cells.of(info).codes)
+    store.write_exposure(view.day, exposure)
+    whole = exposure.get(cells.WHOLE)
+    seen = whole.items if whole is not None else np.empty(0, dtype=object)
+    exposures = {cell: e for cell, e in exposure.items() if cell != cells.WHOLE}
+    insert_stats(conn, stats_rows_of(view, sums.stats.stats(codes), sums.health, sums.layout,
+                                     exposures, catalog_size(seen, declared)))
+    cuped.insert_sums(conn, info, view.day, True, sums.cuped_table(codes))

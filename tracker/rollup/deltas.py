@@ -18,12 +18,17 @@ user's rows are the accumulator's input, one row per (user, cell).
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracker.rollup.accumulate import ExactSums
-from tracker.rollup.aggregate import CellStats, HealthCounts, UnitTotals, crossover_mask
+from tracker.rollup.aggregate import CellStats, HealthCounts, UnitTotals, crossover_mask, health
+from tracker.rollup.covariates import cell_terms, sum_columns, sums_table
+from tracker.rollup.outcomes import Layout
+from tracker.rollup.user_covariates import UserCovariates
 
 STATS = ("users", "sum", "sum_sq", "impressions", "impressions_sq", "ratio_sum",
          "ratio_sum_sq", "ratio_cross")
@@ -75,6 +80,12 @@ class CellSums:
                              f"{self.columns}")
         for cell, acc in other._cells.items():
             self._cells.setdefault(cell, ExactSums(len(STATS) * self.columns)).merge(acc)
+
+    def set(self, cell: int, exact: list[int]) -> None:
+        """Make ``cell``'s sums the stored exact ones (of :meth:`exact`)."""
+        if len(exact) != len(STATS) * self.columns:
+            raise ValueError(f"expected {len(STATS) * self.columns} sums, got {len(exact)}")
+        self._cells[cell] = ExactSums.of_exact(exact)
 
     def exact(self) -> dict[int, list[int]]:
         """Per cell holding any row, its exact sums (for equality and storage)."""
@@ -130,3 +141,109 @@ def health_moved(base: HealthCounts, before: HealthCounts, after: HealthCounts
     return HealthCounts(cells, base.users - before.users + after.users,
                         base.impressions - before.impressions + after.impressions,
                         base.crossover_users - before.crossover_users + after.crossover_users)
+
+
+SUMS = "view-sums/1"
+"""The stored form of :class:`ViewSums` (JSON: its exact sums as integers, see
+:func:`_pack`), with the layout's columns it was computed for."""
+
+
+class ViewSums:
+    """One view's exact state over its users, moved by their changes: per cell the
+    statistics (:class:`CellSums`), the health counts, and CUPED's sums (per cell, the
+    terms of :func:`~tracker.rollup.covariates.cell_terms` summed exactly; None when CUPED
+    is off). The cumulative pass keeps one at its checkpoint and moves a copy of it by the
+    users of the days after (:mod:`tracker.rollup.cumulative`)."""
+
+    __slots__ = ("cuped", "health", "layout", "stats")
+
+    def __init__(self, layout: Layout, cuped: bool) -> None:
+        self.layout = layout
+        self.stats = CellSums(len(layout))
+        self.health = HealthCounts({}, 0, 0, 0)
+        self.cuped: dict[int, ExactSums] | None = {} if cuped else None
+
+    @property
+    def width(self) -> int:
+        """CUPED's sums per cell: one per (layout column, sum)."""
+        return len(self.layout) * len(sum_columns())
+
+    def copy(self) -> ViewSums:
+        other = ViewSums(self.layout, self.cuped is not None)
+        other.stats.merge(self.stats)
+        other.health = self.health
+        if self.cuped is not None:
+            other.cuped = {cell: acc.copy() for cell, acc in self.cuped.items()}
+        return other
+
+    def move(self, old: UnitTotals, new: UnitTotals,
+             covariates: UserCovariates | None = None) -> None:
+        """Some users' change: ``old``, every row they had in the view (empty for users
+        new to it), ``new``, every row they have now; ``covariates``: CUPED's, of at least
+        those users (required when CUPED is on)."""
+        apply_change(self.stats, old, new)
+        self.health = health_moved(self.health, health(old), health(new))
+        if self.cuped is None:
+            return
+        if covariates is None:
+            raise ValueError("CUPED's sums move with the users' covariates: none given")
+        for rows, sign in ((old, -1), (new, 1)):
+            for cell in np.unique(rows.cells).tolist():
+                acc = self.cuped.setdefault(cell, ExactSums(self.width))
+                for terms in cell_terms(rows, covariates, self.layout, cell):
+                    acc.add(terms, sign)
+
+    def cuped_table(self, codes: list[int]) -> pa.Table | None:
+        """CUPED's sums of ``codes`` (zeros for a cell without users), None when off."""
+        if self.cuped is None:
+            return None
+        return sums_table({cell: self.cuped[cell].sums() if cell in self.cuped else
+                           np.zeros(self.width) for cell in codes}, self.layout)
+
+    def encode(self) -> bytes:
+        return json.dumps({
+            "format": SUMS, "columns": self.layout.names,
+            "stats": {str(c): [_pack(v) for v in s] for c, s in self.stats.exact().items()},
+            "health": [{str(c): list(n) for c, n in self.health.cells.items()},
+                       self.health.users, self.health.impressions,
+                       self.health.crossover_users],
+            "cuped": None if self.cuped is None else
+            {str(c): [_pack(v) for v in acc.exact()] for c, acc in self.cuped.items()},
+        }, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, data: bytes, layout: Layout, cuped: bool) -> ViewSums | None:
+        """Stored sums; None when they are of another format, layout or CUPED setting (the
+        pass then starts from the first day)."""
+        try:
+            stored = json.loads(bytes(data))
+        except ValueError:
+            return None
+        if not isinstance(stored, dict) or stored.get("format") != SUMS or \
+                stored.get("columns") != list(layout.names) or \
+                (stored.get("cuped") is not None) != cuped:
+            return None
+        out = cls(layout, cuped)
+        for cell, values in stored["stats"].items():
+            out.stats.set(int(cell), [_unpack(v) for v in values])
+        cells, users, impressions, crossover = stored["health"]
+        out.health = HealthCounts({int(c): tuple(n) for c, n in cells.items()}, users,
+                                  impressions, crossover)
+        if cuped:
+            out.cuped = {int(c): ExactSums.of_exact([_unpack(v) for v in values])
+                         for c, values in stored["cuped"].items()}
+        return out
+
+
+def _pack(value: int) -> str:
+    """An exact sum (an integer over ``2**1126``: long, its low bits mostly zero) as
+    ``"<hex>p<shift>"``, ``value == int(hex, 16) << shift``."""
+    if value == 0:
+        return "0"
+    shift = (value & -value).bit_length() - 1
+    return f"{value >> shift:x}p{shift}"
+
+
+def _unpack(text: str) -> int:
+    mantissa, _, shift = text.partition("p")
+    return int(mantissa, 16) << int(shift or 0)

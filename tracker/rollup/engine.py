@@ -57,7 +57,7 @@ from threadpoolctl import threadpool_limits
 from tracker.config import Settings
 from tracker.rollup import covariates, provisional, queries, retention, sources
 from tracker.rollup.aggregate import UnitTotals
-from tracker.rollup.cumulative import Replay, recompute_cumulative
+from tracker.rollup.cumulative import recompute_cumulative
 from tracker.rollup.day import RunContext, pair_limit, recompute_day
 from tracker.rollup.days import day_bounds
 from tracker.rollup.exposure_days import publish_exposure_days
@@ -67,6 +67,7 @@ from tracker.rollup.lock import HeldLock
 from tracker.rollup.partial import recompute_users, rescore_users
 from tracker.rollup.plan import Ids, KnownDay, Plan, PopularityPlan, plan_popularity, plan_run
 from tracker.rollup.published import DayResult, publish_daily
+from tracker.rollup.stores import DatabaseStore
 from tracker.rollup.summary import Progress, RollupSummary
 from tracker.store import results
 from tracker.store.arrow import ArrowReader
@@ -294,15 +295,11 @@ class _Run:
                                            start.rebuild, daily, found)
             users = refreshed.covariates
             covariates.publish_daily(conn, self.info, daily, users, start.rebuild)
-            if daily:
-                recompute_cumulative(conn, self.info, min(daily), to_micros(self.clock),
-                                     self.progress, recent=recent, declared=declared,
-                                     covariates=users)
-                summary.cumulative_from = min(daily)
+            summary.cumulative_from = recompute_cumulative(
+                conn, self.info, daily, to_micros(self.clock), self.progress, recent=recent,
+                declared=declared, refreshed=refreshed)
             covariates.resum_changed(conn, self.info, refreshed, daily,  # late rows
-                                     Replay.of(conn, self.info).units)
-            if refreshed.changed and users is not None and not daily:
-                covariates.save(conn, self.info, users)  # no cumulative pass stores them
+                                     DatabaseStore(conn, self.info).units)
             if advance:
                 summary.superseded = not results.save_state(conn, self.info.id,
                                                             start.advance_to, self.clock)

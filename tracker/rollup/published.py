@@ -10,7 +10,14 @@ from datetime import date
 
 import sqlalchemy as sa
 
-from tracker.rollup.aggregate import UnitTotals, cell_stats, health, metric_rows
+from tracker.rollup.aggregate import (
+    CellStats,
+    HealthCounts,
+    UnitTotals,
+    cell_stats,
+    health,
+    metric_rows,
+)
 from tracker.rollup.cells import WHOLE, Cells
 from tracker.rollup.exposure import Exposure, set_metric_rows
 from tracker.rollup.outcomes import Layout
@@ -60,11 +67,19 @@ def stats_rows(view: View, totals: UnitTotals, layout: Layout,
                exposures: dict[int, Exposure], catalog: int) -> StatsRows:
     """The metric rows (per-user metrics from ``totals``, set metrics from ``exposures``
     over a catalog of ``catalog`` items) and the health rows of one view."""
+    codes = list(Cells.of(view.info).codes)
+    return stats_rows_of(view, cell_stats(totals, codes), health(totals), layout, exposures,
+                         catalog)
+
+
+def stats_rows_of(view: View, stats: list[CellStats], state: HealthCounts, layout: Layout,
+                  exposures: dict[int, Exposure], catalog: int) -> StatsRows:
+    """:func:`stats_rows` of a view's cell statistics and health counts (the cumulative
+    view's, from its exact sums: :class:`~tracker.rollup.deltas.ViewSums`)."""
     info, base = view.info, view.base
     codes = list(Cells.of(info).codes)
-    state = health(totals)
     counts = {cell: state.cells.get(cell, (0, 0, 0)) for cell in codes}
-    rows = [dict(base, **row) for row in metric_rows(cell_stats(totals, codes), layout)]
+    rows = [dict(base, **row) for row in metric_rows(stats, layout)]
     rows += [dict(base, **row) for row in set_metric_rows(
         exposures, catalog, list(info.cutoffs), {cell: n[0] for cell, n in counts.items()})]
     health_rows = [dict(base, **Cells.stored(cell), users=u, impressions=i, crossover_users=c)

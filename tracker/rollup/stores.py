@@ -11,12 +11,17 @@ reads go into the database either way.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from datetime import date
 from typing import Protocol
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import sqlalchemy as sa
 
+from tracker.errors import StaleState
 from tracker.rollup import cells, state
 from tracker.rollup import covariates as cuped
 from tracker.rollup.aggregate import UnitTotals
@@ -24,8 +29,9 @@ from tracker.rollup.exposure import Exposure
 from tracker.rollup.outcomes import Layout
 from tracker.store import results
 from tracker.store.experiments import ExperimentInfo
-from tracker.store.rollup_tables import RollupFirstSeen
+from tracker.store.rollup_tables import RollupCheckpoint, RollupFirstSeen, RollupUserTotals
 
+_USERS_PER_STATEMENT = 5000  # bound parameters of one IN list or insert (SQLite: < 32,766)
 FIRST_SEEN = "first_seen/1"
 """The format of a day's first-seen users: one ``user_id`` string column."""
 
@@ -39,14 +45,21 @@ class Store(Protocol):
     def exposure(self, day: date, cumulative: bool) -> dict[int, Exposure]:
         """A day's exposure by cell (:data:`~tracker.rollup.cells.WHOLE`: the catalog)."""
 
-    def checkpoint_day(self, before: date) -> date | None:
-        """The newest day before ``before`` whose cumulative totals are stored."""
+    def checkpoint(self) -> Checkpoint | None:
+        """The stored checkpoint (None: none, or of another layout)."""
 
-    def encode(self, totals: UnitTotals) -> object:
-        """``totals`` as :meth:`write_checkpoint` takes them (any thread)."""
+    def checkpoint_rows(self, users: pa.Array | None) -> UnitTotals:
+        """The checkpoint's totals of those of ``users`` it holds (None: of every user),
+        sorted by user and cell."""
 
-    def write_checkpoint(self, day: date, parts: object | None) -> None:
-        """The checkpoint's totals (``None``: the day's daily ones, the same totals)."""
+    def write_checkpoint(self, day: date, sums: bytes, rows: UnitTotals,
+                         everyone: bool) -> None:
+        """Move the checkpoint to ``day`` with its view's ``sums``
+        (:meth:`~tracker.rollup.deltas.ViewSums.encode`) and the totals of the users of
+        ``rows`` (``everyone``: they are every user's, the others are dropped)."""
+
+    def drop_checkpoint(self) -> None:
+        """Forget the checkpoint."""
 
     def write_exposure(self, day: date, exposures: dict[int, Exposure]) -> None:
         """A day's cumulative exposure."""
@@ -54,11 +67,8 @@ class Store(Protocol):
     def delete_cumulative(self, since: date) -> None:
         """Forget the cumulative totals and exposure of ``since`` and every later day."""
 
-    def keep_checkpoint(self, day: date | None) -> None:
-        """Forget every cumulative unit totals but ``day``'s (None: every one)."""
-
-    def settle(self, totals: UnitTotals, covariates: cuped.UserCovariates | None) -> None:
-        """The cumulative pass is over: ``totals`` are every user the experiment has."""
+    def settle(self, covariates: cuped.UserCovariates | None) -> None:
+        """The cumulative pass is over: ``covariates`` are the experiment's users'."""
 
     def first_seen(self, before: date) -> dict[date, pa.Array]:
         """The users first seen on each day before ``before`` (a day the store cannot read
@@ -70,6 +80,78 @@ class Store(Protocol):
 
     def delete_first_seen(self, since: date | None) -> None:
         """Forget the first-seen users of ``since`` and every later day (None: all)."""
+
+
+USER_TOTALS = "user-totals/1"
+"""The format of ``rollup_user_totals.data`` (:func:`encode_users`)."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A stored checkpoint: its day and its view's exact sums (None: to compute once from
+    every user's totals, as migration 0021 leaves an upgraded one)."""
+
+    day: date
+    sums: bytes | None
+
+
+def stored_columns(stored: list[str], layout: Layout) -> list[int]:
+    """Where each column of ``layout`` is among the ``stored`` ones (a column dropped since
+    is left out); one it lacks raises :class:`~tracker.errors.StaleState`."""
+    missing = [f"sum:{name}" for name in layout.names if name not in stored]
+    if missing:
+        raise StaleState(f"the stored cumulative checkpoint ({USER_TOTALS}) has no column "
+                         f"{', '.join(repr(n) for n in missing[:5])}: the metrics or cutoffs "
+                         "changed since it was written; run `tracker rollup --full` to "
+                         "recompute the stored state")
+    return [stored.index(name) for name in layout.names]
+
+
+def _record(columns: int) -> np.dtype:
+    """One (user, cell) row of ``user-totals/1`` (``rollup_user_totals.data``)."""
+    return np.dtype([("cell", "<i8"), ("impressions", "<i8"), ("sums", "<f8", (columns,)),
+                     ("counts", "<f8", (columns,))])
+
+
+def encode_users(totals: UnitTotals) -> list[tuple[str, bytes]]:
+    """Per user of ``totals`` (rows of a user adjacent), their rows as ``user-totals/1``."""
+    if totals.size == 0:
+        return []
+    records = np.empty(totals.size, dtype=_record(totals.sums.shape[1]))
+    records["cell"], records["impressions"] = totals.cells, totals.impressions
+    records["sums"], records["counts"] = totals.sums, totals.counts
+    users = totals.users.cast(pa.string())
+    starts = np.flatnonzero(np.r_[True, ~pc.equal(users[1:], users[:-1]).to_numpy(
+        zero_copy_only=False)]).tolist()
+    names = users.take(pa.array(starts, type=pa.int64())).to_pylist()
+    ends = starts[1:] + [totals.size]
+    return [(name, records[a:b].tobytes()) for name, a, b in zip(names, starts, ends,
+                                                                strict=True)]
+
+
+def decode_users(rows: list[tuple[str, bytes]], columns: int,
+                 keep: list[int] | None = None) -> UnitTotals:
+    """The totals of ``(user, data)`` rows (sorted by user) of ``columns`` columns, as
+    :func:`encode_users` wrote them (``keep``: only those columns, in that order); a row of
+    another size raises :class:`~tracker.errors.StaleState`."""
+    keep = list(range(columns)) if keep is None else keep
+    if not rows:
+        return UnitTotals.empty(len(keep))
+    record = _record(columns)
+    blobs = [bytes(data) for _, data in rows]
+    sizes = np.array([len(b) for b in blobs], dtype=np.int64)
+    if ((sizes % record.itemsize) != 0).any() or not sizes.all():
+        user = rows[int(np.flatnonzero((sizes % record.itemsize != 0) | (sizes == 0))[0])][0]
+        raise StaleState(f"the stored cumulative totals of user {user!r} are not in the "
+                         f"{USER_TOTALS} format of {columns} columns; run `tracker rollup "
+                         "--full` to recompute the stored state")
+    records = np.frombuffer(b"".join(blobs), dtype=record)
+    users = pa.array([user for user, _ in rows], type=pa.string()).take(
+        pa.array(np.repeat(np.arange(len(rows)), sizes // record.itemsize)))
+    return UnitTotals(users, records["cell"].astype(np.int64),
+                      records["impressions"].astype(np.int64),
+                      np.asfortranarray(records["sums"][:, keep]),
+                      np.asfortranarray(records["counts"][:, keep]))
 
 
 def decode_exposure(data: bytes, cell: int, cutoffs: list[int]) -> Exposure:
@@ -89,6 +171,8 @@ class DatabaseStore:
     def __init__(self, conn: sa.Connection, info: ExperimentInfo) -> None:
         self.conn, self.info = conn, info
         self.layout = Layout.for_cutoffs(list(info.cutoffs))
+        self._stored = list(self.layout.names)  # the checkpoint's columns, once read
+        self._keep: list[int] | None = None
 
     def units(self, day: date, cumulative: bool) -> UnitTotals | None:
         parts = results.units(self.conn, self.info.id, day, cumulative)
@@ -99,17 +183,53 @@ class DatabaseStore:
         return {cell: decode_exposure(data, cell, list(self.info.cutoffs))
                 for cell, data in stored.items()}
 
-    def checkpoint_day(self, before: date) -> date | None:
-        return results.checkpoint_day(self.conn, self.info.id, before)
+    def checkpoint(self) -> Checkpoint | None:
+        row = self.conn.execute(sa.select(
+            RollupCheckpoint.day, RollupCheckpoint.columns, RollupCheckpoint.sums).where(
+            RollupCheckpoint.experiment_id == self.info.id)).one_or_none()
+        if row is None:
+            return None
+        self._stored = json.loads(row.columns)
+        self._keep = stored_columns(self._stored, self.layout)
+        return Checkpoint(row.day, None if row.sums is None else bytes(row.sums))
 
-    def encode(self, totals: UnitTotals) -> list:
-        return totals.encode(self.layout)
-
-    def write_checkpoint(self, day: date, parts: list | None) -> None:
-        if parts is None:  # the daily rows this run wrote of the same totals: copied
-            results.copy_daily_units(self.conn, self.info.id, day)
+    def checkpoint_rows(self, users: pa.Array | None) -> UnitTotals:
+        table = RollupUserTotals
+        query = sa.select(table.user_id, table.data).where(
+            table.experiment_id == self.info.id)
+        if users is None:
+            found = self.conn.execute(query).all()
         else:
-            results.insert_units(self.conn, self.info.id, day, True, parts)
+            wanted, found = users.cast(pa.string()).to_pylist(), []
+            for at in range(0, len(wanted), _USERS_PER_STATEMENT):
+                found += self.conn.execute(query.where(table.user_id.in_(
+                    wanted[at:at + _USERS_PER_STATEMENT]))).all()
+        found.sort()  # by code point, as Arrow sorts (never the database's collation)
+        return decode_users(found, len(self._stored), self._keep)
+
+    def write_checkpoint(self, day: date, sums: bytes, rows: UnitTotals,
+                         everyone: bool) -> None:
+        table, mine = RollupUserTotals, RollupUserTotals.experiment_id == self.info.id
+        if everyone:
+            self.conn.execute(sa.delete(table).where(mine))
+        else:
+            users = pc.unique(rows.users).cast(pa.string()).to_pylist()
+            for at in range(0, len(users), _USERS_PER_STATEMENT):
+                self.conn.execute(sa.delete(table).where(
+                    mine, table.user_id.in_(users[at:at + _USERS_PER_STATEMENT])))
+        encoded = [{"experiment_id": self.info.id, "user_id": user, "data": data}
+                   for user, data in encode_users(rows)]
+        for at in range(0, len(encoded), _USERS_PER_STATEMENT):
+            self.conn.execute(sa.insert(table), encoded[at:at + _USERS_PER_STATEMENT])
+        self.conn.execute(sa.delete(RollupCheckpoint).where(
+            RollupCheckpoint.experiment_id == self.info.id))
+        self.conn.execute(sa.insert(RollupCheckpoint).values(
+            experiment_id=self.info.id, day=day, columns=json.dumps(list(self.layout.names)),
+            sums=sums))
+
+    def drop_checkpoint(self) -> None:
+        for table in (RollupUserTotals, RollupCheckpoint):
+            self.conn.execute(sa.delete(table).where(table.experiment_id == self.info.id))
 
     def write_exposure(self, day: date, exposures: dict[int, Exposure]) -> None:
         cutoffs = list(self.info.cutoffs)
@@ -120,11 +240,8 @@ class DatabaseStore:
     def delete_cumulative(self, since: date) -> None:
         results.delete_cumulative_state(self.conn, self.info.id, since)
 
-    def keep_checkpoint(self, day: date | None) -> None:
-        results.delete_cumulative_units_except(self.conn, self.info.id, day)
-
-    def settle(self, totals: UnitTotals, covariates: cuped.UserCovariates | None) -> None:
-        cuped.settle(self.conn, self.info, totals, covariates)
+    def settle(self, covariates: cuped.UserCovariates | None) -> None:
+        cuped.settle(self.conn, self.info, covariates)
 
     def first_seen(self, before: date) -> dict[date, pa.Array]:
         rows = self.conn.execute(sa.select(RollupFirstSeen.day, RollupFirstSeen.data).where(

@@ -9,6 +9,9 @@ reads are the default engine's code; only where the state lives differs.
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 from datetime import date
 from pathlib import Path
 
@@ -18,12 +21,15 @@ import pyarrow.parquet as pq
 from tracker.rollup import covariates as cuped
 from tracker.rollup import state
 from tracker.rollup.aggregate import UnitTotals
+from tracker.rollup.deltas import rows_of
 from tracker.rollup.exposure import Exposure
 from tracker.rollup.outcomes import Layout
-from tracker.rollup.stores import FIRST_SEEN, first_seen_table
+from tracker.rollup.stores import FIRST_SEEN, Checkpoint, first_seen_table, stored_columns
 from tracker.spark.state import StateDir
 from tracker.store.experiments import ExperimentInfo
 
+CHECKPOINT = "spark-checkpoint/1"
+"""The format of ``checkpoint/checkpoint.json``."""
 FOLDER = "first_seen"
 """The state directory's folder of first-seen users, one Parquet file per day."""
 
@@ -41,18 +47,47 @@ class DirectoryStore:
     def exposure(self, day: date, cumulative: bool) -> dict[int, Exposure]:
         return self.directory.exposure(day, cumulative, self.cutoffs)
 
-    def checkpoint_day(self, before: date) -> date | None:
-        return max((d for d in self.directory.cumulative_unit_days() if d < before),
-                   default=None)
+    def checkpoint(self) -> Checkpoint | None:
+        path = self._checkpoint / "checkpoint.json"
+        if not path.exists():
+            return None
+        found = json.loads(path.read_text())
+        if found.get("format") != CHECKPOINT:  # another format: from the first day
+            return None
+        stored_columns(found["columns"], self.layout)  # a missing one raises StaleState
+        return Checkpoint(date.fromisoformat(found["day"]), found["sums"].encode())
 
-    def encode(self, totals: UnitTotals) -> pa.Table:
-        return self.directory.encode(totals, self.layout)
+    def checkpoint_rows(self, users: pa.Array | None) -> UnitTotals:
+        """The rows of ``users``, read from the one file of every user's (this store is
+        not keyed by user: a Spark state directory holds one Parquet file)."""
+        path = self._checkpoint / "users.parquet"
+        if not path.exists():
+            return UnitTotals.empty(len(self.layout))
+        every = UnitTotals.decode([state.write(pq.read_table(path), state.UNITS)],
+                                  self.layout)
+        return every if users is None else rows_of(every, users.cast(pa.string()))
 
-    def write_checkpoint(self, day: date, parts: pa.Table | None) -> None:
-        if parts is None:
-            self.directory.copy_daily_units(day)
-        else:
-            self.directory.write_table(day, True, parts)
+    def write_checkpoint(self, day: date, sums: bytes, rows: UnitTotals,
+                         everyone: bool) -> None:
+        every = rows if everyone else \
+            self.checkpoint_rows(None).replacing_users(rows) if rows.size else \
+            self.checkpoint_rows(None)
+        self._checkpoint.mkdir(parents=True, exist_ok=True)
+        pq.write_table(self.directory.encode(every, self.layout),
+                       self._checkpoint / "users.parquet")
+        temporary = self._checkpoint / "checkpoint.json.tmp"
+        temporary.write_text(json.dumps({"format": CHECKPOINT, "day": day.isoformat(),
+                                         "columns": list(self.layout.names),
+                                         "sums": sums.decode()}))
+        os.replace(temporary, self._checkpoint / "checkpoint.json")
+
+    def drop_checkpoint(self) -> None:
+        if self._checkpoint.exists():
+            shutil.rmtree(self._checkpoint)
+
+    @property
+    def _checkpoint(self) -> Path:
+        return self.directory.root / "checkpoint"
 
     def write_exposure(self, day: date, exposures: dict[int, Exposure]) -> None:
         self.directory.write_exposure(day, True, exposures, self.cutoffs)
@@ -60,10 +95,7 @@ class DirectoryStore:
     def delete_cumulative(self, since: date) -> None:
         self.directory.delete_cumulative(since)
 
-    def keep_checkpoint(self, day: date | None) -> None:
-        self.directory.keep_cumulative_units(day)
-
-    def settle(self, totals: UnitTotals, covariates: cuped.UserCovariates | None) -> None:
+    def settle(self, covariates: cuped.UserCovariates | None) -> None:
         """Nothing: the run saves its covariates after the database commit
         (:func:`tracker.spark.covariates.save`)."""
 

@@ -63,7 +63,7 @@ from tracker.rollup import covariates as cuped
 from tracker.rollup import job, sources
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cells import WHOLE, Cells
-from tracker.rollup.cumulative import Replay, recompute_cumulative
+from tracker.rollup.cumulative import recompute_cumulative
 from tracker.rollup.day import RunContext, day_result
 from tracker.rollup.exposure import Exposure
 from tracker.rollup.exposure_days import publish_exposure_days
@@ -264,13 +264,11 @@ class _Run:
             kept = DirectoryStore(self.store, self.info)  # the shared passes, state here
             publish_exposure_days(conn, self.info, min(daily) if daily else None, recent,
                                   rebuild=rebuild, store=kept)
-            if daily:
-                recompute_cumulative(conn, self.info, min(daily), to_micros(self.clock),
-                                     recent=recent, declared=declared, covariates=users,
-                                     store=kept)
-                summary.cumulative_from = min(daily)
+            summary.cumulative_from = recompute_cumulative(
+                conn, self.info, daily, to_micros(self.clock), recent=recent,
+                declared=declared, refreshed=refreshed, store=kept)
             cuped.resum_changed(conn, self.info, refreshed, daily,
-                                Replay.of(conn, self.info, kept).units)
+                                kept.units)
             # the experiment's results are this state directory's from now on: the
             # database's watermarks no longer describe them (tracker.rollup.sources)
             results.reset_state(conn, self.info.id, declaration=False, source=self.source)

@@ -4,11 +4,13 @@
   the experiment and the settings the state was computed with (a change of either means
   a rebuild), written last in a run (atomically), so that a run killed before it leaves
   the files to be taken again.
-- ``units/{daily,cumulative}/DAY.parquet``: per-user totals of a day, and (one file, the
-  checkpoint of :mod:`tracker.rollup.cumulative`) from the first day through it, in the
-  ``units/2`` columns of :mod:`tracker.rollup.state` (Parquet with
-  the same schema metadata: read by name, a stale layout raises
-  :class:`~tracker.errors.StaleState`).
+- ``units/daily/DAY.parquet``: per-user totals of a day, in the ``units/2`` columns of
+  :mod:`tracker.rollup.state` (Parquet with the same schema metadata: read by name, a
+  stale layout raises :class:`~tracker.errors.StaleState`).
+- ``checkpoint/``: the cumulative pass's checkpoint (:mod:`tracker.rollup.cumulative`):
+  ``users.parquet``, each user's totals through its day (``units/2``), and
+  ``checkpoint.json``, its day, layout columns and view sums (written last);
+  :mod:`tracker.spark.cumulative`.
 - ``exposure/{daily,cumulative}/DAY/cell=CODE.parquet``: item exposure per cell
   (``exposure/1``); the whole experiment's (:data:`~tracker.rollup.cells.WHOLE`) is the
   catalog.
@@ -85,7 +87,7 @@ class StateDir:
     def clear(self) -> None:
         """Forget everything (a rebuild)."""
         for name in ("manifest.json", "units", "exposure", "scored", "covariates.parquet",
-                     "first_seen"):
+                     "first_seen", "checkpoint"):
             path = self.root / name
             if path.is_dir():
                 shutil.rmtree(path)
@@ -111,33 +113,12 @@ class StateDir:
         path.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, path)
 
-    def copy_daily_units(self, day: date) -> None:
-        """A day's daily totals kept again as its cumulative ones (the same totals)."""
-        path = self._units_path(day, True)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self._units_path(day, False), path)
-
-    def cumulative_unit_days(self) -> list[date]:
-        """The days whose cumulative totals are kept (the checkpoint's)."""
-        folder = self.root / "units" / _view(True)
-        return sorted(date.fromisoformat(p.stem) for p in folder.glob("????-??-??.parquet")) \
-            if folder.exists() else []
-
     def delete_cumulative(self, since: date) -> None:
-        """Forget the cumulative totals and exposure of ``since`` and every later day."""
-        for day in self.cumulative_unit_days():
-            if day >= since:
-                self._units_path(day, True).unlink()
+        """Forget the cumulative exposure of ``since`` and every later day."""
         folder = self.root / "exposure" / _view(True)
         for path in sorted(folder.glob("????-??-??")) if folder.exists() else []:
             if date.fromisoformat(path.name) >= since:
                 shutil.rmtree(path)
-
-    def keep_cumulative_units(self, day: date | None) -> None:
-        """Forget every day's cumulative totals but ``day``'s (None: every day's)."""
-        for other in self.cumulative_unit_days():
-            if other != day:
-                self._units_path(other, True).unlink()
 
     def units(self, day: date, cumulative: bool, layout: Layout) -> UnitTotals | None:
         path = self._units_path(day, cumulative)

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from tracker.store.db import binary_rows
 from tracker.store.models import Impression, Interaction
 from tracker.store.rollup_tables import (
+    RollupCheckpoint,
     RollupDay,
     RollupExposure,
     RollupHealth,
@@ -23,6 +24,7 @@ from tracker.store.rollup_tables import (
     RollupPopularity,
     RollupState,
     RollupUnits,
+    RollupUserTotals,
 )
 from tracker.store.types import from_micros, stored_micros, to_micros
 
@@ -205,10 +207,11 @@ def _latest(*instants: datetime | None) -> datetime | None:
 
 def clear_state(conn: sa.Connection, experiment_id: int) -> None:
     """Forget what the rollup keeps of one experiment's days between runs (units,
-    exposure), before a full rebuild; the results the report reads stay until the rebuild
-    replaces them (:func:`delete_results`). Its popularity stays: the rebuild's plan
+    exposure, the cumulative checkpoint), before a full rebuild; the results the report
+    reads stay until the rebuild replaces them (:func:`delete_results`). Its popularity
+    stays: the rebuild's plan
     decides whether to count it again (its logs may have expired)."""
-    for table in (RollupUnits, RollupExposure):
+    for table in (RollupUnits, RollupExposure, RollupCheckpoint, RollupUserTotals):
         conn.execute(sa.delete(table).where(table.experiment_id == experiment_id))
 
 
@@ -292,33 +295,6 @@ def insert_units(conn: sa.Connection, experiment_id: int, day: date, cumulative:
     for part, data in enumerate(parts):
         conn.execute(sa.insert(RollupUnits).values(
             experiment_id=experiment_id, day=day, cumulative=cumulative, part=part, data=data))
-
-
-def copy_daily_units(conn: sa.Connection, experiment_id: int, day: date) -> None:
-    """One day's daily unit totals stored again as its cumulative ones, copied in the
-    database (the first day of a series: its cumulative totals are its daily ones)."""
-    daily = sa.select(RollupUnits.experiment_id, RollupUnits.day, sa.true(), RollupUnits.part,
-                      RollupUnits.data).where(RollupUnits.experiment_id == experiment_id,
-                                              RollupUnits.day == day,
-                                              RollupUnits.cumulative.is_(False))
-    conn.execute(sa.insert(RollupUnits).from_select(
-        ["experiment_id", "day", "cumulative", "part", "data"], daily))
-
-
-def checkpoint_day(conn: sa.Connection, experiment_id: int, before: date) -> date | None:
-    """The newest day before ``before`` whose cumulative unit totals are stored."""
-    return conn.execute(sa.select(sa.func.max(RollupUnits.day)).where(
-        RollupUnits.experiment_id == experiment_id, RollupUnits.cumulative.is_(True),
-        RollupUnits.day < before)).scalar()
-
-
-def delete_cumulative_units_except(conn: sa.Connection, experiment_id: int,
-                                   day: date | None) -> None:
-    """Drop the cumulative unit totals of every day but ``day`` (the checkpoint; None:
-    every day's)."""
-    query = sa.delete(RollupUnits).where(RollupUnits.experiment_id == experiment_id,
-                                         RollupUnits.cumulative.is_(True))
-    conn.execute(query if day is None else query.where(RollupUnits.day != day))
 
 
 def units(conn: sa.Connection, experiment_id: int, day: date,

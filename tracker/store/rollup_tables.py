@@ -14,12 +14,14 @@
   state the rollup keeps between runs, each value (``data``) one self-describing Arrow IPC
   stream with named columns and its format and version in the schema metadata; the store
   only keeps the bytes (the formats: :mod:`tracker.rollup.state`).
-- ``rollup_units``: unit outcomes per (experiment, day, view): the (user, arm) rows of the
-  day (daily) with the user's per-metric sums and counts, and one cumulative checkpoint
-  (the rows of the experiment through the newest day whose cumulative view is final), in
-  parts of at most 256 MiB of sums each (``part`` 0, 1, ...), well inside the 1 GiB a
-  PostgreSQL value or a SQLite blob may hold. The cumulative rows of a day are the
-  checkpoint's plus the daily rows after it (:mod:`tracker.rollup.cumulative`).
+- ``rollup_units``: each day's unit outcomes: the (user, cell) rows of the day with the
+  user's per-metric sums and counts, in parts of at most 256 MiB of sums each (``part`` 0,
+  1, ...), well inside the 1 GiB a PostgreSQL value or a SQLite blob may hold
+  (``cumulative`` is false: the release before kept its checkpoint here too).
+- ``rollup_checkpoint``, ``rollup_user_totals``: the cumulative pass's checkpoint, the
+  newest day whose cumulative view is final: the view's exact sums on it, and each user's
+  totals through it, one row per user (read and written only for the users a run's days
+  hold: :mod:`tracker.rollup.cumulative`).
 - ``rollup_popularity``: per experiment, one row: the item popularity of its reference
   period (what surprisal reads on every day), the ``window_days`` days before ``day``, the
   experiment's first day (:mod:`tracker.rollup.popularity`); dropped when rows dated in
@@ -262,8 +264,38 @@ class RollupProvisional(Base):
     data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream
 
 
+class RollupCheckpoint(Base):
+    """The cumulative pass's checkpoint of one experiment (:mod:`tracker.rollup.cumulative`):
+    the day through which it holds each user's totals (``rollup_user_totals``), the layout
+    columns of those totals (a JSON list) and the cumulative view's exact sums on that day
+    (``view-sums/1``, :class:`tracker.rollup.deltas.ViewSums`; NULL: to compute once from
+    every user's totals, as migration 0021 leaves it)."""
+
+    __tablename__ = "rollup_checkpoint"
+
+    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    day: Mapped[date] = mapped_column(sa.Date)
+    columns: Mapped[str] = mapped_column(sa.Text)
+    sums: Mapped[bytes | None] = mapped_column(sa.LargeBinary, nullable=True)
+
+
+class RollupUserTotals(Base):
+    """One user's totals through the checkpoint's day, one row per user, so that a run
+    reads and writes only the users its days hold: ``data`` is the user's (cell) rows as
+    little-endian records of cell (int64), impressions (int64), then per layout column its
+    sum and then its count (float64) (``user-totals/1``,
+    :mod:`tracker.rollup.stores`)."""
+
+    __tablename__ = "rollup_user_totals"
+
+    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    user_id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    data: Mapped[bytes] = mapped_column(sa.LargeBinary)
+
+
 ROLLUP_TABLES = (
     RollupState.__table__, RollupDay.__table__, RollupUnits.__table__,
+    RollupCheckpoint.__table__, RollupUserTotals.__table__,
     RollupPopularity.__table__, RollupExposure.__table__, RollupMetric.__table__,
     RollupHealth.__table__, RollupFirstSeen.__table__, RollupExposureDay.__table__,
     RollupUserCovariates.__table__, RollupCovariateSums.__table__,

@@ -1,0 +1,187 @@
+"""The cumulative pass's checkpoint keyed by user (tracker.rollup.cumulative, stores,
+migration 0021): the cumulative rows a night moves by its users' deltas equal, bit for bit,
+a pass from the first day over the same daily rows; a night reads and writes only the users
+its days hold; an upgraded checkpoint (one stream of every user) becomes one row per user
+and goes back bit for bit."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, time, timedelta
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from tests.rollup.scenario import assert_same_tables, create, dump, make_logs
+from tracker import Tracker
+from tracker.rollup import stores
+from tracker.rollup.aggregate import UnitTotals
+from tracker.rollup.covariates import names_for
+from tracker.rollup.cumulative import cumulative_from
+from tracker.rollup.outcomes import Layout
+from tracker.rollup.user_covariates import UserCovariates
+from tracker.store import schema
+from tracker.store.db import create_engine, transaction
+from tracker.store.experiments import get_experiment
+from tracker.store.types import to_micros
+
+START = datetime(2026, 11, 2, tzinfo=UTC)
+DAYS = 6
+RETURNING = {"u0", "u1", "u2"}  # users served every day; the others on one day only
+
+
+def _logs(seed: int) -> tuple[list[dict], list[dict]]:
+    """``DAYS`` days of lists, each day's users new but for :data:`RETURNING`, with history
+    before the first day (CUPED's pre-period)."""
+    imps, events = [], []
+    for day in range(DAYS):
+        tag = f"d{day}"
+        more, answers = make_logs(seed + day, days=1, users=12, impressions=50,
+                                  start=START + timedelta(days=day),
+                                  history=30 if day == 0 else 0)
+
+        def user(u: str, tag: str = tag) -> str:
+            return u if u in RETURNING or u.startswith("x") else f"{u}-{tag}"
+
+        imps += [{**r, "impression_id": f"{r['impression_id']}-{tag}",
+                  "user_id": user(r["user_id"])} for r in more]
+        events += [{**r, "event_id": f"{r['event_id']}-{tag}", "user_id": user(r["user_id"]),
+                    **({"impression_id": f"{r['impression_id']}-{tag}"}
+                       if "impression_id" in r else {})} for r in answers]
+    return imps, events
+
+
+def _nightly(tracker: Tracker, imps: list[dict], events: list[dict], each=None) -> datetime:
+    """Log and roll up night by night, 30 minutes after each day ends; returns the last
+    clock. ``each(night)`` runs before each night's rollup."""
+    logged_imps, logged_events = set(), set()
+    clock = START
+    for day in range(DAYS):
+        end = datetime.combine((START + timedelta(days=day)).date() + timedelta(days=1),
+                               time(), UTC)
+        new = [r for r in imps if r["served_at"] < end and r["impression_id"] not in
+               logged_imps]
+        answers = [r for r in events if r["occurred_at"] < end and r["event_id"] not in
+                   logged_events]
+        tracker.log_impressions(new, on_invalid="all_or_nothing")
+        tracker.log_interactions(answers, on_invalid="all_or_nothing")
+        logged_imps |= {r["impression_id"] for r in new}
+        logged_events |= {r["event_id"] for r in answers}
+        clock = end + timedelta(minutes=30)
+        if each is not None:
+            each(day)
+        tracker.rollup("home", now=clock)
+    return clock
+
+
+CUMULATIVE = ("rollup_metric", "rollup_health", "rollup_covariate_sums")
+
+
+def _cumulative(engine: sa.Engine) -> dict:
+    found = dump(engine)
+    out = {t: [row for row in found[t] if dict(row)["cumulative"]] for t in CUMULATIVE}
+    with engine.connect() as conn:
+        out["checkpoint"] = conn.execute(sa.text(
+            "SELECT day, columns, sums FROM rollup_checkpoint")).all()
+        out["users"] = conn.execute(sa.text(
+            "SELECT user_id, data FROM rollup_user_totals ORDER BY user_id")).all()
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 7, 19])
+def test_cumulative_rows_moved_by_deltas_equal_a_pass_from_the_first_day_bit_for_bit(
+        tracker, seed):
+    create(tracker)
+    imps, events = _logs(seed)
+    clock = _nightly(tracker, imps, events)
+    incremental = _cumulative(tracker.engine)
+    assert incremental["checkpoint"] and incremental["rollup_covariate_sums"]
+    with transaction(tracker.engine, write=True) as conn:
+        info = get_experiment(conn, "home")
+        data = conn.execute(sa.text("SELECT data FROM rollup_user_covariates")).scalar()
+        covariates = UserCovariates.decode(bytes(data), info.cuped_days,
+                                           names_for(info.cutoffs))
+        first = min(r["served_at"] for r in imps).date()
+        cumulative_from(conn, info, first, to_micros(clock), covariates=covariates,
+                        restart=True)
+    rebuilt = _cumulative(tracker.engine)
+    for table in incremental:  # exactly: no tolerance
+        assert rebuilt[table] == incremental[table], table
+
+
+def test_a_night_reads_and_writes_only_the_users_its_days_hold(tracker, monkeypatch):
+    create(tracker)
+    imps, events = _logs(3)
+    asked, written = [], []
+    read, write = stores.DatabaseStore.checkpoint_rows, stores.DatabaseStore.write_checkpoint
+    monkeypatch.setattr(stores.DatabaseStore, "checkpoint_rows", lambda self, users: (
+        asked[-1].append(None if users is None else set(users.to_pylist())),
+        read(self, users))[1])
+    monkeypatch.setattr(stores.DatabaseStore, "write_checkpoint",
+                        lambda self, day, sums, rows, everyone: (
+                            written[-1].append((day, set(rows.users.to_pylist()), everyone)),
+                            write(self, day, sums, rows, everyone))[1])
+
+    def night(day: int) -> None:
+        asked.append([])
+        written.append([])
+
+    _nightly(tracker, imps, events, each=night)
+    users_of = {}
+    for r in imps:
+        users_of.setdefault(r["served_at"].date(), set()).add(r["user_id"])
+    days = sorted(users_of)
+    # night n (from the third on): the checkpoint moves from day n-2 to day n-1, the users
+    # read are those of days n-1 and n, the users written those of day n-1 alone
+    for n in range(2, DAYS):
+        assert all(found is not None for found in asked[n]), n  # never every user
+        read_users = set().union(*asked[n])
+        assert read_users <= users_of[days[n - 1]] | users_of[days[n]], n
+        assert users_of[days[n - 1]] - read_users <= users_of[days[n - 1]] - \
+            set().union(*(users_of[d] for d in days[:n - 1])), n  # only new ones unread
+        ((day, users, everyone),) = written[n]
+        assert day == days[n - 1] and users == users_of[days[n - 1]] and not everyone
+    seen_once = set().union(*(users_of[d] for d in days[:2])) - RETURNING
+    assert not seen_once & set().union(*asked[-1])  # the first days' users: never again
+
+
+def test_0021_turns_the_checkpoint_into_a_row_per_user_and_back_bit_for_bit(empty_url):
+    engine = create_engine(empty_url)
+    schema.upgrade(engine)
+    with Tracker(empty_url) as t:
+        create(t)
+        imps, events = _logs(5)
+        early = [r for r in imps if r["served_at"] < START + timedelta(days=4)]
+        t.log_impressions(early, on_invalid="all_or_nothing")
+        t.log_interactions(events, on_invalid="all_or_nothing")
+        clock = START + timedelta(days=10)
+        t.rollup("home", now=clock)
+    before = _cumulative(engine)
+    ((day, columns, _),) = before["checkpoint"]
+    schema.downgrade(engine, "0020")  # one cumulative units stream on the checkpoint's day
+    with engine.connect() as conn:
+        info = get_experiment(conn, "home")
+        layout = Layout.for_cutoffs(list(info.cutoffs))
+        parts = conn.execute(sa.text(
+            "SELECT day, data FROM rollup_units WHERE cumulative ORDER BY part")).all()
+    assert {str(d)[:10] for d, _ in parts} == {str(day)[:10]}
+    stream = UnitTotals.decode([bytes(data) for _, data in parts], layout)
+    rows = stores.decode_users([(u, bytes(d)) for u, d in before["users"]], len(layout))
+    assert stream.users.to_pylist() == rows.users.to_pylist()
+    for name in ("cells", "impressions", "sums", "counts"):
+        assert np.array_equal(getattr(stream, name), getattr(rows, name)), name
+    schema.upgrade(engine)  # back to rows, the sums to compute once
+    after = _cumulative(engine)
+    assert after["users"] == before["users"]
+    assert after["checkpoint"] == [(day, columns, None)]
+    with Tracker(empty_url) as t:
+        t.log_impressions([r for r in imps if r not in early], on_invalid="all_or_nothing")
+        t.rollup("home", now=clock)
+        incremental = _cumulative(engine)
+        t.rollup("home", full=True, now=clock)
+    assert incremental["checkpoint"][0][2] is not None  # computed once, then kept
+    rebuilt = _cumulative(engine)
+    # to the last bits: a day recomputed in part sums a user's values in another order
+    assert_same_tables({t: rebuilt[t] for t in CUMULATIVE},
+                       {t: incremental[t] for t in CUMULATIVE})
+    engine.dispose()
