@@ -10,7 +10,8 @@ view's exact sums on that day (which the pass moves by the changed users' deltas
 Upgrade: the newest cumulative stream of each experiment becomes its users' rows, bit for
 bit, and its checkpoint row with the sums left NULL: the next run computes them once from
 every user's rows (nothing is read from the logs, so days past a retention horizon keep
-their base); the cumulative streams are dropped. Downgrade: the users' rows become one
+their base); the cumulative streams are dropped. ``columns`` names the rows' format and
+layout: ``{"format": "user-totals/1", "columns": [...]}``. Downgrade: the users' rows become one
 cumulative ``units/2`` stream again (every count written out), on the checkpoint's day, as
 revision 0020 reads it; the new tables are dropped.
 
@@ -37,6 +38,7 @@ depends_on = None
 
 FORMAT = b"tracker.format"
 UNITS = (b"units/1", b"units/2")
+USER_TOTALS = "user-totals/1"
 PART_ROWS_BYTES = 1 << 28  # sums per rollup_units part, as the release before splits them
 
 
@@ -110,14 +112,18 @@ def _write_users(conn: sa.Connection, experiment_id: int, day, table: pa.Table) 
                              "VALUES (:e, :u, :data)"), values[at:at + 10_000])
     conn.execute(sa.text("INSERT INTO rollup_checkpoint (experiment_id, day, columns, sums) "
                          "VALUES (:e, :d, :c, NULL)"),
-                 {"e": experiment_id, "d": day, "c": json.dumps(names)})
+                 {"e": experiment_id, "d": day,
+                  "c": json.dumps({"format": USER_TOTALS, "columns": names})})
 
 
 def downgrade() -> None:
     conn = op.get_bind()
     for experiment_id, day, columns in conn.execute(sa.text(
             "SELECT experiment_id, day, columns FROM rollup_checkpoint")).all():
-        names = json.loads(columns)
+        described = json.loads(columns)
+        if described.get("format") != USER_TOTALS:
+            continue  # not a format this revision wrote: the release before rebuilds it
+        names = described["columns"]
         record = _record(len(names))
         users, records = [], []
         for user, data in conn.execute(sa.text(

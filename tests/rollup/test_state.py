@@ -212,7 +212,8 @@ def _drop_stored_column(engine: sa.Engine, name: str) -> None:
     with engine.begin() as conn:
         for experiment_id, columns in conn.execute(sa.text(
                 "SELECT experiment_id, columns FROM rollup_checkpoint")).all():
-            columns = json.loads(columns)
+            described = json.loads(columns)
+            columns = described["columns"]
             j = columns.index(name[len("sum:"):])
             users = conn.execute(sa.text(
                 "SELECT user_id, data FROM rollup_user_totals WHERE experiment_id = :e "
@@ -226,7 +227,8 @@ def _drop_stored_column(engine: sa.Engine, name: str) -> None:
                              {"d": data, "e": experiment_id, "u": user})
             conn.execute(sa.text("UPDATE rollup_checkpoint SET columns = :c, sums = NULL "
                                  "WHERE experiment_id = :e"),
-                         {"c": json.dumps(columns[:j] + columns[j + 1:]), "e": experiment_id})
+                         {"c": json.dumps({**described, "columns": columns[:j] + columns[j + 1:]}),
+                          "e": experiment_id})
         rows = conn.execute(sa.text(
             "SELECT experiment_id, day, cumulative, part, data FROM rollup_units")).all()
         for *key, data in rows:

@@ -50,13 +50,16 @@ class ExactSums:
     extract: :meth:`sums`, correctly rounded; :meth:`exact`, the exact values as integers
     over ``2**1126``, for equality and storage)."""
 
-    __slots__ = ("columns", "_bins", "_batches")
+    __slots__ = ("columns", "_bins", "_batches", "_lo")
 
     def __init__(self, columns: int) -> None:
         if columns < 0:
             raise ValueError(f"columns must be >= 0, got {columns}")
         self.columns = columns
-        self._bins = np.zeros((2, columns * _BINS), dtype=np.int64)  # high, low limbs
+        # high and low limbs per (column, bin), for the bins [_lo, _lo + width) only: the
+        # exponents the values added span (a few dozen), not every double's 2098
+        self._lo = 0
+        self._bins = np.zeros((2, columns, 0), dtype=np.int64)
         self._batches = 0
 
     def add(self, values: np.ndarray, sign: int = 1) -> None:
@@ -86,15 +89,28 @@ class ExactSums:
                              f"{self.columns}")
         if self._batches + other._batches >= _CARRY_AT:
             self._carry()  # each side's bins are below 2**52 per batch since its carry
-        self._bins += other._bins
+        if other._bins.shape[2]:
+            self._window(other._lo, other._lo + other._bins.shape[2])[...] += other._bins
         self._batches += other._batches
 
     def copy(self) -> ExactSums:
         """An accumulator holding the same sums, moved on its own from now."""
         other = ExactSums(self.columns)
-        other._bins[:] = self._bins
-        other._batches = self._batches
+        other._lo, other._bins, other._batches = self._lo, self._bins.copy(), self._batches
         return other
+
+    def _window(self, lo: int, hi: int) -> np.ndarray:
+        """The bins ``[lo, hi)`` (a view: both limbs, every column), the window grown to
+        hold them first."""
+        width = self._bins.shape[2]
+        if width == 0:
+            self._lo, self._bins = lo, np.zeros((2, self.columns, hi - lo), dtype=np.int64)
+        elif lo < self._lo or hi > self._lo + width:
+            start, end = min(lo, self._lo), max(hi, self._lo + width)
+            grown = np.zeros((2, self.columns, end - start), dtype=np.int64)
+            grown[:, :, self._lo - start:self._lo - start + width] = self._bins
+            self._lo, self._bins = start, grown
+        return self._bins[:, :, lo - self._lo:hi - self._lo]
 
     @classmethod
     def of_exact(cls, totals: list[int]) -> ExactSums:
@@ -115,7 +131,7 @@ class ExactSums:
         span = last - first + 1
         key = (exponent - first) + (np.arange(self.columns, dtype=np.int32) * span)[None, :]
         key = key.ravel()
-        bins = self._bins.reshape(2, self.columns, _BINS)[:, :, first + _LOW:last + _LOW + 1]
+        bins = self._window(first + _LOW, last + _LOW + 1)
         for limb, part in enumerate((high, low)):
             total = np.bincount(key, weights=part.ravel(), minlength=self.columns * span)
             total = total.astype(np.int64).reshape(self.columns, span)
@@ -137,31 +153,39 @@ class ExactSums:
         self._set(self.exact())
 
     def _set(self, totals: list[int]) -> None:
-        """The bins rewritten to hold the exact sums ``totals`` (one per column)."""
-        self._bins[:] = 0
+        """The bins rewritten to hold the exact sums ``totals`` (one per column), each in low
+        limbs of bins 26 bits apart from its lowest set bit (every limb below 2**26)."""
+        if len(totals) != self.columns:
+            raise ValueError(f"expected {self.columns} sums, got {len(totals)}")
+        placed = []  # (column, bin, limb)
         for column, total in enumerate(totals):
-            sign, rest, at = (-1 if total < 0 else 1), abs(total), column * _BINS
-            for shift in range(0, _BINS, _LIMB):
-                if rest == 0:
-                    break
-                self._bins[1, at + shift] = sign * (rest & ((1 << _LIMB) - 1))
-                rest >>= _LIMB
-            if rest:  # beyond every finite double's range: cannot be a sum of doubles
+            sign, rest = (-1 if total < 0 else 1), abs(total)
+            if rest.bit_length() > _BINS + _LIMB:  # beyond any finite double's sums
                 raise OverflowError("exact sum out of range")
-        self._batches = 0
+            shift = ((rest & -rest).bit_length() - 1) // _LIMB * _LIMB if rest else 0
+            rest >>= shift
+            while rest:
+                placed.append((column, shift, sign * (rest & ((1 << _LIMB) - 1))))
+                rest >>= _LIMB
+                shift += _LIMB
+        self._lo, self._bins, self._batches = 0, np.zeros((2, self.columns, 0), np.int64), 0
+        if placed:
+            lo = min(b for _, b, _ in placed)
+            bins = self._window(lo, max(b for _, b, _ in placed) + 1)
+            for column, b, limb in placed:
+                bins[1, column, b - lo] = limb
 
     def exact(self) -> list[int]:
         """Each column's exact sum times ``2**1126`` (an integer): equal for equal sums,
         whatever the values' order and grouping."""
         out = []
         for column in range(self.columns):
-            lo = column * _BINS
-            high, low = self._bins[0, lo:lo + _BINS], self._bins[1, lo:lo + _BINS]
+            high, low = self._bins[0, column], self._bins[1, column]
             total = 0
             for b in np.flatnonzero(high).tolist():
-                total += int(high[b]) << (b + _LIMB)
+                total += int(high[b]) << (b + self._lo + _LIMB)
             for b in np.flatnonzero(low).tolist():
-                total += int(low[b]) << b
+                total += int(low[b]) << (b + self._lo)
             out.append(total)
         return out
 

@@ -430,32 +430,41 @@ def sum_columns() -> list[str]:
 
 def _user_terms(present: np.ndarray, y: np.ndarray, sums: np.ndarray, m: np.ndarray,
                 shared: np.ndarray, pre: np.ndarray) -> np.ndarray:
-    """Each user's terms of the sums ``(users, columns * len(sum_columns()))``, per user the
-    ``(columns, sums)`` matrix flattened: weights per (user, column) are ``present``, y, s,
+    """Each user's terms of the sums ``(users, len(sum_columns()) * columns)``, per user the
+    ``(sums, columns)`` matrix flattened: weights per (user, column) are ``present``, y, s,
     m; ``shared`` the covariates every column has (in the order of :data:`SUM_COVARIATES`
     without ``pre_metric``), ``pre`` the column's own, per column. A cell's sums are these
     terms summed over its users."""
-    def weighted(w: np.ndarray) -> list[np.ndarray]:
-        out = [w * shared[:, [c]] for c in range(shared.shape[1])]
-        out.insert(_PRE, w * pre)
-        return out
+    users, columns = present.shape
+    out = np.empty((users, len(sum_columns()), columns))  # each term's columns contiguous
+    at = 0
+
+    def put(term: np.ndarray) -> None:
+        nonlocal at
+        np.copyto(out[:, at, :], term)
+        at += 1
 
     def column(a: int) -> np.ndarray | None:
         return None if a == _PRE else shared[:, [a - (a > _PRE)]]
 
+    def weighted(w: np.ndarray) -> None:
+        for a in range(len(SUM_COVARIATES)):
+            x = column(a)
+            put(w * (pre if x is None else x))
+
     wp = present * pre
-    parts = weighted(present)
+    weighted(present)
     for a, b in PAIRS:
         xa, xb = column(a), column(b)
         if xa is not None and xb is not None:
-            parts.append(present * (xa * xb))
+            put(present * (xa * xb))
         elif xa is None and xb is None:
-            parts.append(wp * pre)
+            put(wp * pre)
         else:
-            parts.append(wp * (xb if xa is None else xa))
+            put(wp * (xb if xa is None else xa))
     for w in (y, sums, m):
-        parts += weighted(w)
-    return np.stack(parts, axis=2).reshape(present.shape[0], -1)
+        weighted(w)
+    return out.reshape(users, -1)
 
 
 def cell_terms(totals: UnitTotals, covariates: UserCovariates, layout: Layout, cell: int,
@@ -486,6 +495,7 @@ def covariate_sums(totals: UnitTotals, covariates: UserCovariates, layout: Layou
     view's: :class:`~tracker.rollup.deltas.ViewSums` moves them by deltas) exactly, rounded
     once."""
     width = len(layout) * len(sum_columns())
+    covariates = covariates.subset(pc.unique(totals.users))  # looked up among few
     per_cell = {}
     for cell in codes:
         if exact:
@@ -502,12 +512,12 @@ def covariate_sums(totals: UnitTotals, covariates: UserCovariates, layout: Layou
 
 
 def sums_table(per_cell: dict[int, np.ndarray], layout: Layout) -> pa.Table:
-    """The sums of each cell (flattened ``(columns, sums)``) as a table: ``cell``,
-    ``metric``, ``k`` and a column per sum."""
+    """The sums of each cell (flattened ``(sums, columns)``, as :func:`_user_terms` gives
+    them) as a table: ``cell``, ``metric``, ``k`` and a column per sum."""
     columns: dict[str, list] = {"cell": [], "metric": [], "k": []}
     blocks = []
     for cell, values in per_cell.items():
-        blocks.append(np.asarray(values).reshape(len(layout), len(sum_columns())))
+        blocks.append(np.asarray(values).reshape(len(sum_columns()), len(layout)).T)
         columns["cell"] += [cell] * len(layout)
         columns["metric"] += [metric for metric, _ in layout.columns]
         columns["k"] += [k for _, k in layout.columns]

@@ -94,24 +94,18 @@ def cumulative_from(conn: sa.Connection, info: ExperimentInfo, since: date, now_
     running.exposure = store.exposure(before[-1], True) if before else {}
     running.provisional = any(computed < closes for day, closes, computed in days
                               if day < since)
-    final = set() if keep is None else {d for d, _, _ in days if d <= keep}  # base moves on
     for day in (d for d in before if running.after(d)):  # replayed onto the base
-        running.add(store.units(day, False))
-        if day in final:
-            running.rebase(day, *running.view())
+        running.add(day, store.units(day, False), keep)
     ahead = [d for d in days if d[0] >= since]
     for done, (day, closes, computed) in enumerate(ahead, 1):
         running.provisional |= computed < closes
-        running.add((recent or {}).get(day) if day in (recent or {}) else
-                    store.units(day, False))
+        running.add(day, (recent or {}).get(day) if day in (recent or {}) else
+                    store.units(day, False), keep)
         for cell, exposure in store.exposure(day, False).items():
             running.exposure[cell] = running.exposure[cell] + exposure \
                 if cell in running.exposure else exposure
-        sums, rows = running.view()
         view = View(info, day, True, running.provisional or now_us < closes)
-        _write_day(conn, store, view, sums, running.exposure, declared)
-        if day in final:
-            running.rebase(day, sums, rows)
+        _write_day(conn, store, view, running.sums, running.exposure, declared)
         if progress:
             progress("cumulative", done, len(ahead), day)
     running.save(keep)
@@ -131,23 +125,22 @@ def _checkpoint(days: list[tuple[date, int, int]], now_us: int) -> date | None:
 
 
 class Running:
-    """The cumulative state while the pass goes through the days: the base (the
-    checkpoint's day, its view sums, and the totals of the users looked up in it), and the
-    totals of the days added since (``since``: only their users'), from which
-    :meth:`view` gives a day's view."""
+    """The cumulative state while the pass goes through the days: the view's exact sums
+    through the last day added (moved in place by each day's users), and the totals through
+    it of every user looked up (a day's users, from the stored checkpoint the first time);
+    on the checkpoint's day, a copy of what the checkpoint keeps."""
 
     def __init__(self, store: Store, layout: Layout, covariates: cuped.UserCovariates | None,
                  day: date | None, sums: ViewSums, stored: bool) -> None:
         self.store, self.layout, self.covariates = store, layout, covariates
-        self.day, self.sums = day, sums
+        self.day, self.sums = day, sums  # the base: the stored checkpoint's (None: nothing)
         self.stored = stored  # the store holds the base's rows of users not looked up
-        self.rows = UnitTotals.empty(len(layout))  # the base's rows of the users looked up
+        self.rows = UnitTotals.empty(len(layout))  # users looked up: totals through now
         self.looked = pa.array([], type=pa.string())
-        self.moved = pa.array([], type=pa.string())  # users whose base rows changed
-        self.since = UnitTotals.empty(len(layout))
+        self.moved = pa.array([], type=pa.string())  # users of the days through the keep
+        self.kept: tuple[date, bytes, UnitTotals] | None = None  # the new checkpoint
         self.exposure: dict[int, Exposure] = {}
         self.provisional = False
-        self.first_day = day
         self.unsaved = False  # the base's sums were computed here, not read
 
     @classmethod
@@ -166,8 +159,8 @@ class Running:
         computed = sums is None
         if computed:  # upgraded, or another CUPED setting: once, from every user
             sums = empty
-            sums.move(UnitTotals.empty(len(layout)), store.checkpoint_rows(None),
-                      covariates)
+            every = store.checkpoint_rows(None)
+            sums.move(UnitTotals.empty(len(layout)), every, _of(covariates, every))
         running = cls(store, layout, covariates, found.day, sums, stored=True)
         running.unsaved = computed
         return running
@@ -176,46 +169,36 @@ class Running:
         """Whether ``day``'s daily rows are not in the base."""
         return self.day is None or day > self.day
 
-    def add(self, daily: UnitTotals | None) -> None:
-        """Add a day's daily rows."""
+    def add(self, day: date, daily: UnitTotals | None, keep: date | None) -> None:
+        """Add a day's daily rows: its users' totals move on, and the view's sums by their
+        change; on ``keep``'s day, what the checkpoint keeps is set aside."""
         if daily is not None and daily.size:
-            self.since = UnitTotals.added([self.since, daily], len(self.layout)) \
-                if self.since.size else daily
-
-    def view(self) -> tuple[ViewSums, UnitTotals]:
-        """The view through the last day added, and the totals through it of the users of
-        the days since the base."""
-        users = pc.unique(self.since.users) if self.since.size else self.looked[:0]
-        old = self._base(users)
-        new = UnitTotals.added([old, self.since], len(self.layout)) if old.size \
-            else self.since
-        sums = self.sums.copy()
-        sums.move(old, new, self.covariates)
-        return sums, new
-
-    def rebase(self, day: date, sums: ViewSums, rows: UnitTotals) -> None:
-        """The base moves to ``day`` (its view ``sums``; ``rows``: the new totals of the
-        users of the days since the old base)."""
-        self.rows = self.rows.replacing_users(rows) if self.rows.size else rows
-        self.looked = _union(self.looked, rows.users)
-        self.moved = _union(self.moved, rows.users)
-        self.day, self.sums = day, sums
-        self.since = UnitTotals.empty(len(self.layout))
+            users = pc.unique(daily.users).cast(pa.string())
+            old = self._current(users)
+            new = UnitTotals.added([old, daily], len(self.layout)) if old.size else daily
+            self.sums.move(old, new, _of(self.covariates, new))
+            self.rows = self.rows.replacing_users(new) if self.rows.size else new
+            if keep is not None and day <= keep:
+                self.moved = _union(self.moved, users)
+        if day == keep:
+            self.kept = (day, self.sums.encode(), rows_of(self.rows, self.moved)
+                         if self.stored else self.rows)
 
     def save(self, keep: date | None) -> None:
         """The checkpoint stored at ``keep`` (None: none): only the users that moved when
         it went on from the stored one."""
         if keep is None:
             self.store.drop_checkpoint()
-        elif self.day == keep and (keep != self.first_day or not self.stored or
-                                   self.unsaved):
-            self.store.write_checkpoint(
-                keep, self.sums.encode(),
-                rows_of(self.rows, self.moved) if self.stored else self.rows,
-                everyone=not self.stored)
+        elif self.kept is not None:
+            day, sums, rows = self.kept
+            self.store.write_checkpoint(day, sums, rows, everyone=not self.stored)
+        elif self.unsaved:  # the stored day, its sums computed once
+            self.store.write_checkpoint(keep, self.sums.encode(),
+                                        UnitTotals.empty(len(self.layout)), everyone=False)
 
-    def _base(self, users: pa.Array) -> UnitTotals:
-        """The base's rows of ``users`` (looked up in the store once)."""
+    def _current(self, users: pa.Array) -> UnitTotals:
+        """The totals through now of ``users`` (the base's of a user not looked up yet,
+        read from the store once)."""
         if self.stored:
             missing = users.filter(pc.invert(pc.is_in(users, value_set=self.looked)))
             if len(missing):
@@ -224,6 +207,12 @@ class Running:
                     if self.rows.size else found
                 self.looked = _union(self.looked, missing)
         return rows_of(self.rows, users) if self.rows.size else self.rows
+
+
+def _of(covariates: cuped.UserCovariates | None, totals: UnitTotals
+        ) -> cuped.UserCovariates | None:
+    """The covariates of the users of ``totals`` (looked up among few, not every user)."""
+    return None if covariates is None else covariates.subset(pc.unique(totals.users))
 
 
 def _union(a: pa.Array, b: pa.Array) -> pa.Array:

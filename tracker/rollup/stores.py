@@ -189,7 +189,12 @@ class DatabaseStore:
             RollupCheckpoint.experiment_id == self.info.id)).one_or_none()
         if row is None:
             return None
-        self._stored = json.loads(row.columns)
+        described = json.loads(row.columns)
+        if not isinstance(described, dict) or described.get("format") != USER_TOTALS:
+            raise StaleState(f"the stored cumulative checkpoint is not in the {USER_TOTALS} "
+                             "format this release reads; run `tracker rollup --full` to "
+                             "recompute the stored state")
+        self._stored = described["columns"]
         self._keep = stored_columns(self._stored, self.layout)
         return Checkpoint(row.day, None if row.sums is None else bytes(row.sums))
 
@@ -224,8 +229,8 @@ class DatabaseStore:
         self.conn.execute(sa.delete(RollupCheckpoint).where(
             RollupCheckpoint.experiment_id == self.info.id))
         self.conn.execute(sa.insert(RollupCheckpoint).values(
-            experiment_id=self.info.id, day=day, columns=json.dumps(list(self.layout.names)),
-            sums=sums))
+            experiment_id=self.info.id, day=day, columns=json.dumps(
+                {"format": USER_TOTALS, "columns": list(self.layout.names)}), sums=sums))
 
     def drop_checkpoint(self) -> None:
         for table in (RollupUserTotals, RollupCheckpoint):

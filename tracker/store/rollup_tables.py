@@ -266,10 +266,11 @@ class RollupProvisional(Base):
 
 class RollupCheckpoint(Base):
     """The cumulative pass's checkpoint of one experiment (:mod:`tracker.rollup.cumulative`):
-    the day through which it holds each user's totals (``rollup_user_totals``), the layout
-    columns of those totals (a JSON list) and the cumulative view's exact sums on that day
-    (``view-sums/1``, :class:`tracker.rollup.deltas.ViewSums`; NULL: to compute once from
-    every user's totals, as migration 0021 leaves it)."""
+    the day through which it holds each user's totals (``rollup_user_totals``), their
+    format and layout columns (JSON: ``{"format": "user-totals/1", "columns": [...]}``)
+    and the cumulative view's exact sums on that day (``view-sums/1``,
+    :class:`tracker.rollup.deltas.ViewSums`; NULL: to compute once from every user's
+    totals, as migration 0021 leaves it)."""
 
     __tablename__ = "rollup_checkpoint"
 
