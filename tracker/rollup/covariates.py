@@ -428,50 +428,53 @@ def sum_columns() -> list[str]:
     return [name for name, _ in covariate_sum_columns()]
 
 
-def _user_terms(present: np.ndarray, y: np.ndarray, sums: np.ndarray, m: np.ndarray,
-                shared: np.ndarray, pre: np.ndarray) -> np.ndarray:
-    """Each user's terms of the sums ``(users, len(sum_columns()) * columns)``, per user the
-    ``(sums, columns)`` matrix flattened: weights per (user, column) are ``present``, y, s,
-    m; ``shared`` the covariates every column has (in the order of :data:`SUM_COVARIATES`
-    without ``pre_metric``), ``pre`` the column's own, per column. A cell's sums are these
-    terms summed over its users."""
-    users, columns = present.shape
-    out = np.empty((users, len(sum_columns()), columns))  # each term's columns contiguous
-    at = 0
+def _factors(present: np.ndarray, y: np.ndarray, sums: np.ndarray, m: np.ndarray,
+             shared: np.ndarray, pre: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The terms of the sums, in the order of :func:`sum_columns`, each a product ``w * x``
+    of a weight per (user, column) and a factor per user ``(users, 1)`` or per (user,
+    column): weights are ``present``, y, s, m; ``shared`` the covariates every column has
+    (in the order of :data:`SUM_COVARIATES` without ``pre_metric``), ``pre`` the column's
+    own. A cell's sums are these terms summed over its users."""
+    def column(a: int) -> np.ndarray:
+        return pre if a == _PRE else shared[:, [a - (a > _PRE)]]
 
-    def put(term: np.ndarray) -> None:
-        nonlocal at
-        np.copyto(out[:, at, :], term)
-        at += 1
-
-    def column(a: int) -> np.ndarray | None:
-        return None if a == _PRE else shared[:, [a - (a > _PRE)]]
-
-    def weighted(w: np.ndarray) -> None:
+    def weighted(w: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         for a in range(len(SUM_COVARIATES)):
-            x = column(a)
-            put(w * (pre if x is None else x))
+            yield w, column(a)
 
-    wp = present * pre
-    weighted(present)
+    yield from weighted(present)
     for a, b in PAIRS:
-        xa, xb = column(a), column(b)
-        if xa is not None and xb is not None:
-            put(present * (xa * xb))
-        elif xa is None and xb is None:
-            put(wp * pre)
+        if _PRE in (a, b):  # the column's own covariate: a factor per (user, column)
+            yield present * pre, column(b if a == _PRE else a)
         else:
-            put(wp * (xb if xa is None else xa))
+            yield present, column(a) * column(b)
     for w in (y, sums, m):
-        weighted(w)
+        yield from weighted(w)
+
+
+def user_terms(*weights: np.ndarray) -> np.ndarray:
+    """Each user's terms (:func:`_factors` of ``weights``) ``(users, len(sum_columns()) *
+    columns)``: per user the ``(sums, columns)`` matrix flattened, for exact sums."""
+    users, columns = weights[0].shape
+    out = np.empty((users, len(sum_columns()), columns))  # each term's columns contiguous
+    for at, (w, x) in enumerate(_factors(*weights)):
+        np.multiply(w, x, out=out[:, at, :])
     return out.reshape(users, -1)
 
 
+def _summed_terms(*weights: np.ndarray) -> np.ndarray:
+    """The terms (:func:`_factors` of ``weights``) summed over the users in float, flattened
+    as :func:`user_terms` (a factor per user: a matrix product, never the terms)."""
+    return np.concatenate([w.T @ x[:, 0] if x.shape[1] == 1 else (w * x).sum(axis=0)
+                           for w, x in _factors(*weights)])
+
+
 def cell_terms(totals: UnitTotals, covariates: UserCovariates, layout: Layout, cell: int,
-               keep: np.ndarray | None = None) -> Iterator[np.ndarray]:
-    """The :func:`_user_terms` of the users of ``cell`` the metric rows count (``keep``:
-    the non-crossover rows, by default of ``totals`` itself), block by block
-    (:func:`~tracker.rollup.aggregate.cell_blocks`)."""
+               keep: np.ndarray | None = None) -> Iterator[tuple[np.ndarray, ...]]:
+    """The weights of :func:`_factors` of the users of ``cell`` the metric rows count
+    (``keep``: the non-crossover rows, by default of ``totals`` itself), block by block
+    (:func:`~tracker.rollup.aggregate.cell_blocks`): :func:`user_terms` of them are the
+    users' terms, :func:`_summed_terms` their float sums."""
     names = covariates.names
     found = index_in(totals.users, covariates.users) if totals.size else \
         np.empty(0, dtype=np.int64)
@@ -483,8 +486,8 @@ def cell_terms(totals: UnitTotals, covariates: UserCovariates, layout: Layout, c
         own = np.zeros((block.rows.size, len(layout)))  # each column's ``pre:`` covariate
         for j, c in pre:
             own[:, j] = x[:, c]
-        yield _user_terms(block.present.astype(float), block.means, block.sums,
-                          block.weights, x[:, _SHARED], own)
+        yield (block.present.astype(float), block.means, block.sums, block.weights,
+               x[:, _SHARED], own)
 
 
 def covariate_sums(totals: UnitTotals, covariates: UserCovariates, layout: Layout,
@@ -494,25 +497,33 @@ def covariate_sums(totals: UnitTotals, covariates: UserCovariates, layout: Layou
     the terms of :func:`cell_terms` added up block by block, or (``exact``, the cumulative
     view's: :class:`~tracker.rollup.deltas.ViewSums` moves them by deltas) exactly, rounded
     once."""
+    # once per totals and covariates: a first day's daily and cumulative views are one
+    return totals.derived(("covariate_sums", id(covariates), tuple(layout.names),
+                           tuple(codes), exact),
+                          lambda: _covariate_sums(totals, covariates, layout, codes, exact))
+
+
+def _covariate_sums(totals: UnitTotals, covariates: UserCovariates, layout: Layout,
+                    codes: list[int], exact: bool) -> pa.Table:
     width = len(layout) * len(sum_columns())
     covariates = covariates.subset(pc.unique(totals.users))  # looked up among few
     per_cell = {}
     for cell in codes:
         if exact:
             acc = ExactSums(width)
-            for terms in cell_terms(totals, covariates, layout, cell):
-                acc.add(terms)
+            for weights in cell_terms(totals, covariates, layout, cell):
+                acc.add(user_terms(*weights))
             per_cell[cell] = acc.sums()
         else:
             out = np.zeros(width)
-            for terms in cell_terms(totals, covariates, layout, cell):
-                out += terms.sum(axis=0)
+            for weights in cell_terms(totals, covariates, layout, cell):
+                out += _summed_terms(*weights)
             per_cell[cell] = out
     return sums_table(per_cell, layout)
 
 
 def sums_table(per_cell: dict[int, np.ndarray], layout: Layout) -> pa.Table:
-    """The sums of each cell (flattened ``(sums, columns)``, as :func:`_user_terms` gives
+    """The sums of each cell (flattened ``(sums, columns)``, as :func:`user_terms` gives
     them) as a table: ``cell``, ``metric``, ``k`` and a column per sum."""
     columns: dict[str, list] = {"cell": [], "metric": [], "k": []}
     blocks = []

@@ -36,9 +36,9 @@ import sqlalchemy as sa
 
 from tracker.rollup import cells
 from tracker.rollup import covariates as cuped
-from tracker.rollup.aggregate import UnitTotals
+from tracker.rollup.aggregate import CellStats, HealthCounts, UnitTotals, cell_stats, health
 from tracker.rollup.cells import Cells
-from tracker.rollup.deltas import ViewSums, rows_of
+from tracker.rollup.deltas import ViewSums, health_moved, rows_of
 from tracker.rollup.exposure import Exposure, catalog_size
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.published import View, insert_stats, stats_rows_of
@@ -105,7 +105,7 @@ def cumulative_from(conn: sa.Connection, info: ExperimentInfo, since: date, now_
             running.exposure[cell] = running.exposure[cell] + exposure \
                 if cell in running.exposure else exposure
         view = View(info, day, True, running.provisional or now_us < closes)
-        _write_day(conn, store, view, running.sums, running.exposure, declared)
+        _write_day(conn, store, view, running, declared)
         if progress:
             progress("cumulative", done, len(ahead), day)
     running.save(keep)
@@ -139,6 +139,8 @@ class Running:
         self.looked = pa.array([], type=pa.string())
         self.moved = pa.array([], type=pa.string())  # users of the days through the keep
         self.kept: tuple[date, bytes, UnitTotals] | None = None  # the new checkpoint
+        self.tail = pa.array([], type=pa.string())  # users of the days after the keep
+        self.tail_old: list[UnitTotals] = []  # their totals on the keep's day
         self.exposure: dict[int, Exposure] = {}
         self.provisional = False
         self.unsaved = False  # the base's sums were computed here, not read
@@ -176,13 +178,41 @@ class Running:
             users = pc.unique(daily.users).cast(pa.string())
             old = self._current(users)
             new = UnitTotals.added([old, daily], len(self.layout)) if old.size else daily
-            self.sums.move(old, new, _of(self.covariates, new))
-            self.rows = self.rows.replacing_users(new) if self.rows.size else new
-            if keep is not None and day <= keep:
+            if keep is not None and day <= keep:  # a final day: the exact sums move
+                self.sums.move(old, new, _of(self.covariates, new))
                 self.moved = _union(self.moved, users)
+            else:  # after the keep: its users' totals on the keep's day, for :meth:`view`
+                first = pc.invert(pc.is_in(users, value_set=self.tail))
+                self.tail_old.append(rows_of(old, users.filter(first)) if old.size else old)
+                self.tail = _union(self.tail, users)
+            self.rows = self.rows.replacing_users(new) if self.rows.size else new
         if day == keep:
             self.kept = (day, self.sums.encode(), rows_of(self.rows, self.moved)
                          if self.stored else self.rows)
+
+    def view(self, codes: list[int]) -> tuple[list[CellStats], HealthCounts, pa.Table | None]:
+        """The view through the last day added: its cells' statistics, health and CUPED's
+        sums. Through the keep, the exact sums rounded once; after it, those plus the
+        change of the users of the days since, summed in float in user order (a day after
+        the checkpoint is provisional and recomputed until it is final: a rebuild sums the
+        same users' same rows in the same order, so it gives the same bits)."""
+        stats, state = self.sums.stats.stats(codes), self.sums.health
+        sums = self.sums.cuped_table(codes)
+        if not len(self.tail):
+            return stats, state, sums
+        columns = len(self.layout)
+        old = UnitTotals.added(self.tail_old, columns) if any(
+            t.size for t in self.tail_old) else UnitTotals.empty(columns)
+        new = self.rows if len(self.tail) == len(pc.unique(self.rows.users)) else \
+            rows_of(self.rows, self.tail)  # the whole totals: what the daily view derived
+        moved = [_plus(b, n, o) for b, n, o in zip(
+            stats, cell_stats(new, codes), cell_stats(old, codes), strict=True)]
+        state = health_moved(state, health(old), health(new))
+        if sums is not None:
+            sums = _plus_table(sums, cuped.covariate_sums(new, self.covariates, self.layout,
+                                                          codes),
+                               cuped.covariate_sums(old, self.covariates, self.layout, codes))
+        return moved, state, sums
 
     def save(self, keep: date | None) -> None:
         """The checkpoint stored at ``keep`` (None: none): only the users that moved when
@@ -209,6 +239,23 @@ class Running:
         return rows_of(self.rows, users) if self.rows.size else self.rows
 
 
+def _plus(base: CellStats, new: CellStats, old: CellStats) -> CellStats:
+    """``base`` moved by ``new - old``, statistic by statistic."""
+    return CellStats(base.cell, *(getattr(base, f) + (getattr(new, f) - getattr(old, f))
+                                  for f in ("users", "sum", "sum_sq", "impressions",
+                                            "impressions_sq", "ratio_sum", "ratio_sum_sq",
+                                            "ratio_cross")))
+
+
+def _plus_table(base: pa.Table, new: pa.Table, old: pa.Table) -> pa.Table:
+    """CUPED's sums ``base`` moved by ``new - old`` (tables of the same cells and rows)."""
+    for name in cuped.sum_columns():
+        at = base.column_names.index(name)
+        base = base.set_column(at, name, pa.array(
+            base[name].to_numpy() + (new[name].to_numpy() - old[name].to_numpy())))
+    return base
+
+
 def _of(covariates: cuped.UserCovariates | None, totals: UnitTotals
         ) -> cuped.UserCovariates | None:
     """The covariates of the users of ``totals`` (looked up among few, not every user)."""
@@ -219,15 +266,16 @@ def _union(a: pa.Array, b: pa.Array) -> pa.Array:
     return pc.unique(pa.concat_arrays([a.cast(pa.string()), b.cast(pa.string())]))
 
 
-def _write_day(conn: sa.Connection, store: Store, view: View, sums: ViewSums,
-               exposure: dict[int, Exposure], declared: pa.Array | None) -> None:
+def _write_day(conn: sa.Connection, store: Store, view: View, running: Running,
+               declared: pa.Array | None) -> None:
     """The cumulative exposure, report rows and CUPED sums of one day."""
-    info = view.info
+    info, exposure = view.info, running.exposure
     codes = list(Cells.of(info).codes)
     store.write_exposure(view.day, exposure)
     whole = exposure.get(cells.WHOLE)
     seen = whole.items if whole is not None else np.empty(0, dtype=object)
     exposures = {cell: e for cell, e in exposure.items() if cell != cells.WHOLE}
-    insert_stats(conn, stats_rows_of(view, sums.stats.stats(codes), sums.health, sums.layout,
-                                     exposures, catalog_size(seen, declared)))
-    cuped.insert_sums(conn, info, view.day, True, sums.cuped_table(codes))
+    stats, state, sums = running.view(codes)
+    insert_stats(conn, stats_rows_of(view, stats, state, running.layout, exposures,
+                                     catalog_size(seen, declared)))
+    cuped.insert_sums(conn, info, view.day, True, sums)

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from tracker.rollup.accumulate import ExactSums
 from tracker.rollup.aggregate import CellStats, HealthCounts, UnitTotals, crossover_mask, health
 from tracker.rollup.covariates import cell_terms, sum_columns, sums_table
+from tracker.rollup.covariates import user_terms as covariate_terms
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.user_covariates import UserCovariates
 
@@ -190,8 +191,8 @@ class ViewSums:
         for rows, sign in ((old, -1), (new, 1)):
             for cell in np.unique(rows.cells).tolist():
                 acc = self.cuped.setdefault(cell, ExactSums(self.width))
-                for terms in cell_terms(rows, covariates, self.layout, cell):
-                    acc.add(terms, sign)
+                for weights in cell_terms(rows, covariates, self.layout, cell):
+                    acc.add(covariate_terms(*weights), sign)
 
     def cuped_table(self, codes: list[int]) -> pa.Table | None:
         """CUPED's sums of ``codes`` (zeros for a cell without users), None when off."""
