@@ -22,16 +22,18 @@ The modules, in the order a run uses them:
   kernels of ``tracker.metrics`` per impression).
 - ``aggregate``: per-user totals, cell statistics, health; ``exposure``: set-level inputs;
   ``popularity``: item popularity for surprisal; ``state``: the stored formats.
-- ``published``: the rows the report reads; ``cumulative``: the cumulative pass, from one
-  stored checkpoint of every user's totals (the newest final day) plus the daily rows after;
-  ``stores``: where the per-user state those passes read lives (the database, or a Spark
-  state directory: one pass for both engines).
+- ``published``: the rows the report reads; ``cumulative``: the cumulative pass, from the
+  stored checkpoint (the newest final day: each user's totals, one row per user, and the
+  view's exact sums) moved by the users of the days after it, so that a run reads and writes
+  only the users its days hold; ``stores``: where the per-user state those passes read
+  lives (the database, or a Spark state directory: one pass for both engines).
 - ``covariates``: CUPED's per-user covariates by event time (``user_covariates``: their
-  stored form) and their sums per cell; ``pre_metrics``: the pre-period metric covariates.
+  stored form), ``covariate_sums``: their sums per cell; ``pre_metrics``: the pre-period
+  metric covariates.
 - ``accumulate``: exact mergeable sums (add, retract, merge in any order equal a rebuild);
-  ``deltas``: per-cell statistics in them, moved by users' changes (not yet wired in: the
-  views still sum every user); ``cells``: what a cell is, how a list falls in one and how
-  one is named in the report's tables.
+  ``deltas``: a view's statistics, health and CUPED's sums in them (``ViewSums``), moved by
+  users' changes (the cumulative view's checkpoint); ``cells``: what a cell is, how a list
+  falls in one and how one is named in the report's tables.
 - ``retention``: the days expired logs leave recomputable; ``sources``: whose logs (the
   database's, or a Spark state directory's lake) an experiment's results came from, and when
   a run takes it over with a rebuild (one watermark rule for both engines).

@@ -1,4 +1,5 @@
-"""CUPED's pre-exposure covariates: per user, then summed per cell and metric.
+"""CUPED's pre-exposure covariates per user (their sums per cell and metric:
+:mod:`tracker.rollup.covariate_sums`).
 
 **Per user and experiment** (:class:`UserCovariates`), from the ``cuped_days`` days before
 the user's first exposure in the experiment:
@@ -30,20 +31,14 @@ kept in ``rollup_user_covariates`` (one Arrow stream, ``covariates/3``: ``user_i
 exactly the users of the cumulative totals (an erased user's go with them); a full rebuild
 computes every user's from the logs to the same values.
 
-**Per cell, metric column and view** (:func:`covariate_sums`), over the users the metric
-rows count (non-crossover users with the metric defined), with the covariates of
-:data:`SUM_COVARIATES` (``pre_metric`` is, in the row of a column, that column's ``pre:``
-covariate; 0 for surprisal and unexpectedness): Σx, Σx_a·x_b, Σx·y with y the user's mean
-(the per-user view) and Σx·s, Σx·m with s the user's sum and m their impressions (the
-per-impression ratio view), stored per day and view in ``rollup_covariate_sums``: a row per
-(cell, metric, k) with a column per sum, as ``rollup_metric`` holds the other sufficient
-statistics, so SQL reads them. Days add nothing up here: each day's and each cumulative
-view's sums come from its own unit totals, joined to the per-user covariates.
+**Per cell, metric column and view**: their sums, :mod:`tracker.rollup.covariate_sums`
+(each day's and each cumulative view's from its users' totals, joined to these covariates;
+the cumulative view's moved by its users' changes: :class:`~tracker.rollup.deltas.ViewSums`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date
 
@@ -53,11 +48,23 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from tracker.errors import StaleState
-from tracker.rollup.accumulate import ExactSums
-from tracker.rollup.aggregate import UnitTotals, cell_blocks, crossover_mask
-from tracker.rollup.cells import Cells
+from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.codes import sorted_codes
 from tracker.rollup.columnar import grades_of
+from tracker.rollup.covariate_sums import (
+    PAIRS,
+    SUM_COVARIATES,
+    cell_terms,
+    covariate_sums,
+    delete_all,
+    delete_cumulative,
+    insert_sums,
+    publish_daily,
+    sum_columns,
+    sums_table,
+    user_terms,
+    write_sums,
+)
 from tracker.rollup.days import END_INSTANT, FIRST_INSTANT, day_of
 from tracker.rollup.first_exposures import FirstExposures, first_rows
 from tracker.rollup.outcomes import Layout
@@ -72,26 +79,15 @@ from tracker.rollup.pre_metrics import (
     pre_metrics,
     scored_lists,
 )
-from tracker.rollup.user_covariates import USERS, UserCovariates
+from tracker.rollup.user_covariates import BASE, USERS, UserCovariates
 from tracker.store import lifecycle, results
 from tracker.store.arrow import ArrowReader
 from tracker.store.db import transaction
 from tracker.store.experiments import ExperimentInfo
 from tracker.store.rollup_tables import (
-    COVARIATE_PAIRS,
-    COVARIATES,
-    RollupCovariateSums,
     RollupUserCovariates,
-    covariate_sum_columns,
 )
 
-BASE = ("pre_interactions", "pre_graded", "no_pre_period", NO_LISTS)
-"""The covariates every metric column shares (then one ``pre:<column>`` per column)."""
-SUM_COVARIATES = COVARIATES
-"""The covariates of each row of the sums, in order (``pre_metric``: the row's ``pre:``)."""
-_PRE = SUM_COVARIATES.index("pre_metric")
-_SHARED = [BASE.index(c) for c in SUM_COVARIATES if c != "pre_metric"]
-PAIRS = COVARIATE_PAIRS
 _EXPOSURES = pa.schema([pa.field("user", pa.string(), False),
                         pa.field("served", pa.int64(), False)])
 _TIMES = pa.schema([pa.field("user", pa.string(), False), pa.field("at", pa.int64(), False)])
@@ -131,7 +127,7 @@ def refresh(conn: sa.Connection, reader: ArrowReader | None, info: ExperimentInf
     ``ahead``: those :func:`ahead` computed while the days were (the same values); only the
     users it lacks are read here."""
     if info.cuped_days == 0:
-        _delete(conn, info.id)
+        delete_all(conn, info.id)
         return Refreshed(None)
     stored = None if rebuild else _load(conn, info)
     again = stored is None and not rebuild  # unreadable (an older format): everyone again
@@ -417,170 +413,6 @@ def covariates_of(info: ExperimentInfo, users: pa.Array, events: pa.Table,
                           if first is None else np.asarray(first, dtype=np.int64))
 
 
-def _delete(conn: sa.Connection, experiment_id: int) -> None:
-    for table in (RollupUserCovariates, RollupCovariateSums):
-        conn.execute(sa.delete(table).where(table.experiment_id == experiment_id))
-
-
-# ---------------------------------------------------------------------------- sums
-def sum_columns() -> list[str]:
-    """The names of the sums of a row, in the order :func:`_cell_sums` computes them."""
-    return [name for name, _ in covariate_sum_columns()]
-
-
-def _factors(present: np.ndarray, y: np.ndarray, sums: np.ndarray, m: np.ndarray,
-             shared: np.ndarray, pre: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """The terms of the sums, in the order of :func:`sum_columns`, each a product ``w * x``
-    of a weight per (user, column) and a factor per user ``(users, 1)`` or per (user,
-    column): weights are ``present``, y, s, m; ``shared`` the covariates every column has
-    (in the order of :data:`SUM_COVARIATES` without ``pre_metric``), ``pre`` the column's
-    own. A cell's sums are these terms summed over its users."""
-    def column(a: int) -> np.ndarray:
-        return pre if a == _PRE else shared[:, [a - (a > _PRE)]]
-
-    def weighted(w: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        for a in range(len(SUM_COVARIATES)):
-            yield w, column(a)
-
-    yield from weighted(present)
-    for a, b in PAIRS:
-        if _PRE in (a, b):  # the column's own covariate: a factor per (user, column)
-            yield present * pre, column(b if a == _PRE else a)
-        else:
-            yield present, column(a) * column(b)
-    for w in (y, sums, m):
-        yield from weighted(w)
-
-
-def user_terms(*weights: np.ndarray) -> np.ndarray:
-    """Each user's terms (:func:`_factors` of ``weights``) ``(users, len(sum_columns()) *
-    columns)``: per user the ``(sums, columns)`` matrix flattened, for exact sums."""
-    users, columns = weights[0].shape
-    out = np.empty((users, len(sum_columns()), columns))  # each term's columns contiguous
-    for at, (w, x) in enumerate(_factors(*weights)):
-        np.multiply(w, x, out=out[:, at, :])
-    return out.reshape(users, -1)
-
-
-def _summed_terms(*weights: np.ndarray) -> np.ndarray:
-    """The terms (:func:`_factors` of ``weights``) summed over the users in float, flattened
-    as :func:`user_terms` (a factor per user: a matrix product, never the terms)."""
-    return np.concatenate([w.T @ x[:, 0] if x.shape[1] == 1 else (w * x).sum(axis=0)
-                           for w, x in _factors(*weights)])
-
-
-def cell_terms(totals: UnitTotals, covariates: UserCovariates, layout: Layout, cell: int,
-               keep: np.ndarray | None = None) -> Iterator[tuple[np.ndarray, ...]]:
-    """The weights of :func:`_factors` of the users of ``cell`` the metric rows count
-    (``keep``: the non-crossover rows, by default of ``totals`` itself), block by block
-    (:func:`~tracker.rollup.aggregate.cell_blocks`): :func:`user_terms` of them are the
-    users' terms, :func:`_summed_terms` their float sums."""
-    names = covariates.names
-    found = index_in(totals.users, covariates.users) if totals.size else \
-        np.empty(0, dtype=np.int64)
-    pre = [(j, names.index(PREFIX + column)) for j, column in enumerate(layout.names)
-           if PREFIX + column in names]
-    keep = ~crossover_mask(totals) if keep is None else keep
-    for block in cell_blocks(totals, cell, keep):
-        x = covariates.at(found[block.rows])
-        own = np.zeros((block.rows.size, len(layout)))  # each column's ``pre:`` covariate
-        for j, c in pre:
-            own[:, j] = x[:, c]
-        yield (block.present.astype(float), block.means, block.sums, block.weights,
-               x[:, _SHARED], own)
-
-
-def covariate_sums(totals: UnitTotals, covariates: UserCovariates, layout: Layout,
-                   codes: list[int], exact: bool = False) -> pa.Table:
-    """Per cell (``cell``, of ``codes``) and layout column (``metric``, ``k``), the covariate
-    sums over the non-crossover users with the metric defined (see the module docstring):
-    the terms of :func:`cell_terms` added up block by block, or (``exact``, the cumulative
-    view's: :class:`~tracker.rollup.deltas.ViewSums` moves them by deltas) exactly, rounded
-    once."""
-    # once per totals and covariates: a first day's daily and cumulative views are one
-    return totals.derived(("covariate_sums", id(covariates), tuple(layout.names),
-                           tuple(codes), exact),
-                          lambda: _covariate_sums(totals, covariates, layout, codes, exact))
-
-
-def _covariate_sums(totals: UnitTotals, covariates: UserCovariates, layout: Layout,
-                    codes: list[int], exact: bool) -> pa.Table:
-    width = len(layout) * len(sum_columns())
-    covariates = covariates.subset(pc.unique(totals.users))  # looked up among few
-    per_cell = {}
-    for cell in codes:
-        if exact:
-            acc = ExactSums(width)
-            for weights in cell_terms(totals, covariates, layout, cell):
-                acc.add(user_terms(*weights))
-            per_cell[cell] = acc.sums()
-        else:
-            out = np.zeros(width)
-            for weights in cell_terms(totals, covariates, layout, cell):
-                out += _summed_terms(*weights)
-            per_cell[cell] = out
-    return sums_table(per_cell, layout)
-
-
-def sums_table(per_cell: dict[int, np.ndarray], layout: Layout) -> pa.Table:
-    """The sums of each cell (flattened ``(sums, columns)``, as :func:`user_terms` gives
-    them) as a table: ``cell``, ``metric``, ``k`` and a column per sum."""
-    columns: dict[str, list] = {"cell": [], "metric": [], "k": []}
-    blocks = []
-    for cell, values in per_cell.items():
-        blocks.append(np.asarray(values).reshape(len(sum_columns()), len(layout)).T)
-        columns["cell"] += [cell] * len(layout)
-        columns["metric"] += [metric for metric, _ in layout.columns]
-        columns["k"] += [k for _, k in layout.columns]
-    values = np.vstack(blocks) if blocks else np.zeros((0, len(sum_columns())))
-    data = {"cell": pa.array(columns["cell"], type=pa.int64()),
-            "metric": pa.array(columns["metric"], type=pa.string()),
-            "k": pa.array(columns["k"], type=pa.int64())}
-    data.update({name: pa.array(values[:, j]) for j, name in enumerate(sum_columns())})
-    return pa.table(data)
-
-
-def write_sums(conn: sa.Connection, info: ExperimentInfo, day: date, cumulative: bool,
-               totals: UnitTotals | None, covariates: UserCovariates | None,
-               layout: Layout) -> None:
-    """Replace the stored sums of one day and view from its users' totals (nothing when
-    CUPED is off; a cumulative view's exact, as its deltas give them)."""
-    if covariates is None:
-        return
-    insert_sums(conn, info, day, cumulative, None if totals is None else covariate_sums(
-        totals, covariates, layout, list(Cells.of(info).codes), exact=cumulative))
-
-
-def insert_sums(conn: sa.Connection, info: ExperimentInfo, day: date, cumulative: bool,
-                sums: pa.Table | None) -> None:
-    """Replace the stored sums of one day and view by ``sums`` (:func:`sums_table`; None:
-    none)."""
-    table = RollupCovariateSums.__table__
-    conn.execute(sa.delete(table).where(
-        table.c.experiment_id == info.id, table.c.day == day,
-        table.c.cumulative.is_(cumulative)))
-    if sums is None:
-        return
-    sql = dict(covariate_sum_columns())  # name -> SQL column
-    rows = sums.rename_columns([sql.get(c, c) for c in sums.column_names]).to_pylist()
-    for row in rows:
-        row.update(Cells.stored(row.pop("cell")), experiment_id=info.id, day=day,
-                   cumulative=cumulative)
-    if rows:
-        conn.execute(sa.insert(table), rows)
-
-
-def publish_daily(conn: sa.Connection, info: ExperimentInfo, daily: dict,
-                  covariates: UserCovariates | None, everything: bool) -> None:
-    """The daily sums of the run's days (of ``daily``'s :class:`DayResult`s); with
-    ``everything``, everything stored of the experiment is dropped first."""
-    if everything:  # the users' covariates too: :func:`settle` stores those of the rebuild
-        _delete(conn, info.id)
-    layout = Layout.for_cutoffs(list(info.cutoffs))
-    for day, result in daily.items():
-        write_sums(conn, info, day, False, result.totals, covariates, layout)
-
-
 def resum(conn: sa.Connection, info: ExperimentInfo, covariates: UserCovariates,
           written: set[date], since: int | None,
           units: Callable[[date, bool], UnitTotals | None]) -> None:
@@ -600,12 +432,7 @@ def resum(conn: sa.Connection, info: ExperimentInfo, covariates: UserCovariates,
             write_sums(conn, info, day, False, totals, covariates, layout)
 
 
-def delete_cumulative(conn: sa.Connection, experiment_id: int, since: date) -> None:
-    conn.execute(sa.delete(RollupCovariateSums).where(
-        RollupCovariateSums.experiment_id == experiment_id,
-        RollupCovariateSums.cumulative.is_(True), RollupCovariateSums.day >= since))
-
-
-__all__ = ["BASE", "SUM_COVARIATES", "USERS", "UserCovariates", "covariate_sums",
-           "covariates_of", "delete_cumulative", "names_for", "publish_daily", "refresh",
-           "settle", "sum_columns", "write_sums"]
+__all__ = ["BASE", "PAIRS", "SUM_COVARIATES", "USERS", "UserCovariates", "cell_terms",
+           "covariate_sums", "covariates_of", "delete_cumulative", "insert_sums", "names_for",
+           "publish_daily", "refresh", "settle", "sum_columns", "sums_table", "user_terms",
+           "write_sums"]

@@ -26,8 +26,8 @@ import pyarrow.compute as pc
 
 from tracker.rollup.accumulate import ExactSums
 from tracker.rollup.aggregate import CellStats, HealthCounts, UnitTotals, crossover_mask, health
-from tracker.rollup.covariates import cell_terms, sum_columns, sums_table
-from tracker.rollup.covariates import user_terms as covariate_terms
+from tracker.rollup.covariate_sums import cell_terms, sum_columns, sums_table
+from tracker.rollup.covariate_sums import user_terms as covariate_terms
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.user_covariates import UserCovariates
 

@@ -13,6 +13,8 @@ import pyarrow.compute as pc
 from tracker.rollup import state
 from tracker.rollup.pre_metrics import NO_LISTS, index_in
 
+BASE = ("pre_interactions", "pre_graded", "no_pre_period", NO_LISTS)
+"""The covariates every metric column shares (then one ``pre:<column>`` per column)."""
 USERS = "covariates/3"  # 2: named pre-period metric columns; 3: first_exposure, event time
 
 
