@@ -31,10 +31,16 @@ def _logged(tracker, key: str = "home", seed: int = 3, days: int = 3, users: str
     return imps, events
 
 
+KEYED = ("rollup_user_totals", "rollup_user_covariates")  # one row per user
+
+
 def _blob_users(engine: sa.Engine, table: str) -> set[str]:
-    """Every user id held in the Arrow state blobs of ``table`` (read with pyarrow alone)."""
+    """Every user id held in ``table``: its ``user_id`` column (a table keyed by user,
+    :data:`KEYED`), or its Arrow state blobs (read with pyarrow alone)."""
     found: set[str] = set()
     with engine.connect() as conn:
+        if table in KEYED:
+            return set(conn.execute(sa.text(f"SELECT user_id FROM {table}")).scalars())
         for (data,) in conn.execute(sa.text(f"SELECT data FROM {table}")):
             column = pa.ipc.open_stream(pa.py_buffer(bytes(data))).read_all()["user_id"]
             found |= {str(v) for v in column.to_pylist()}
@@ -168,7 +174,8 @@ def test_erasing_a_user_then_rolling_up_equals_a_full_rollup_without_them(tracke
     tracker.rollup(now=NOW)
     user = imps[0]["user_id"]
     assert user in _blob_users(tracker.engine, "rollup_units")
-    assert user in _blob_users(tracker.engine, "rollup_user_covariates")  # compressed stream
+    assert user in _blob_users(tracker.engine, "rollup_user_covariates")
+    assert user in _blob_users(tracker.engine, "rollup_user_totals")
     erasure = tracker.delete_user(user, now=NOW)
     assert erasure.impressions == sum(r["user_id"] == user for r in imps)
     assert erasure.interactions == sum(r["user_id"] == user for r in events)
@@ -190,7 +197,7 @@ def test_erasing_a_user_then_rolling_up_equals_a_full_rollup_without_them(tracke
     tracker.rollup("other", full=True, now=NOW)
     assert dump(tracker.engine) == incremental
     assert user not in _raw_users(tracker.engine)
-    for table in ("rollup_units", "rollup_user_covariates"):
+    for table in ("rollup_units", *KEYED):
         assert user not in _blob_users(tracker.engine, table), table
 
 
@@ -300,8 +307,7 @@ def test_a_user_erased_while_a_rollup_computes_days_for_the_first_time_leaves_no
     assert erased.is_set() and not rollup.is_alive()
     tracker.rollup(now=NOW)
     incremental = dump(tracker.engine)
-    for table in ("rollup_units", "rollup_user_covariates",
-                  "rollup_first_seen", "rollup_provisional"):
+    for table in ("rollup_units", *KEYED, "rollup_first_seen", "rollup_provisional"):
         assert user not in _blob_users(tracker.engine, table), table
     tracker.rollup("home", full=True, now=NOW)
     assert dump(tracker.engine) == incremental

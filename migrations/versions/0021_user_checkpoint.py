@@ -1,4 +1,5 @@
-"""The cumulative checkpoint keyed by user: ``rollup_checkpoint`` and ``rollup_user_totals``.
+"""Per-user state keyed by user: the cumulative checkpoint (``rollup_checkpoint``,
+``rollup_user_totals``) and CUPED's covariates (``rollup_user_covariates``, one row per user).
 
 The cumulative pass kept one checkpoint per experiment, every user's totals through the
 newest final day, as one ``units/2`` stream in ``rollup_units`` (``cumulative`` true): each
@@ -14,6 +15,11 @@ their base); the cumulative streams are dropped. ``columns`` names the rows' for
 layout: ``{"format": "user-totals/1", "columns": [...]}``. Downgrade: the users' rows become one
 cumulative ``units/2`` stream again (every count written out), on the checkpoint's day, as
 revision 0020 reads it; the new tables are dropped.
+
+CUPED's covariates, one ``covariates/3`` stream per experiment, become one row per user
+(``first_exposure`` and the covariates as little-endian float64), described in
+``rollup_checkpoint.covariates`` (format ``covariates/4``, ``cuped_days``, the names, the
+first exposures' bounds), bit for bit; downgrade writes the stream again.
 
 Spelled out here, not imported: a migration describes its own revision's formats.
 
@@ -52,9 +58,10 @@ def upgrade() -> None:
     op.create_table(
         "rollup_checkpoint",
         sa.Column("experiment_id", sa.Integer(), autoincrement=False, nullable=False),
-        sa.Column("day", sa.Date(), nullable=False),
-        sa.Column("columns", sa.Text(), nullable=False),
+        sa.Column("day", sa.Date(), nullable=True),
+        sa.Column("columns", sa.Text(), nullable=True),
         sa.Column("sums", sa.LargeBinary(), nullable=True),
+        sa.Column("covariates", sa.Text(), nullable=True),
         sa.PrimaryKeyConstraint("experiment_id", name=op.f("pk_rollup_checkpoint")),
     )
     op.create_table(
@@ -77,6 +84,92 @@ def upgrade() -> None:
         if table is not None:
             _write_users(conn, experiment_id, day, table)
     conn.execute(sa.text("DELETE FROM rollup_units WHERE cumulative = :t"), {"t": True})
+    _covariates_up(conn)
+
+
+def _covariates_up(conn: sa.Connection) -> None:
+    """``rollup_user_covariates``: one ``covariates/3`` stream per experiment becomes one
+    row per user, described in ``rollup_checkpoint`` (another format is dropped: the next
+    run computes every user's again)."""
+    streams = conn.execute(sa.text(
+        "SELECT experiment_id, data FROM rollup_user_covariates")).all()
+    op.drop_table("rollup_user_covariates")
+    op.create_table(
+        "rollup_user_covariates",
+        sa.Column("experiment_id", sa.Integer(), autoincrement=False, nullable=False),
+        sa.Column("user_id", sa.Text(), nullable=False),
+        sa.Column("first_exposure", sa.BigInteger(), nullable=False),
+        sa.Column("data", sa.LargeBinary(), nullable=False),
+        sa.PrimaryKeyConstraint("experiment_id", "user_id",
+                                name=op.f("pk_rollup_user_covariates")),
+    )
+    for experiment_id, data in streams:
+        reader = pa.ipc.open_stream(pa.py_buffer(bytes(data)))
+        meta = reader.schema.metadata or {}
+        if meta.get(FORMAT) != b"covariates/3":
+            continue
+        table = reader.read_all()
+        names = [n for n in table.column_names if n not in ("user_id", "first_exposure")]
+        first = table["first_exposure"].to_pylist()
+        columns = [table[n].to_pylist() for n in names]
+        pack = struct.Struct(f"<{len(names)}d").pack
+        rows = [{"e": experiment_id, "u": user, "f": first[i],
+                 "data": pack(*(c[i] for c in columns))}
+                for i, user in enumerate(table["user_id"].to_pylist())]
+        for at in range(0, len(rows), 10_000):
+            conn.execute(sa.text("INSERT INTO rollup_user_covariates (experiment_id, user_id, "
+                                 "first_exposure, data) VALUES (:e, :u, :f, :data)"),
+                         rows[at:at + 10_000])
+        described = json.dumps({"format": "covariates/4", "names": names,
+                                "cuped_days": int(meta[b"tracker.cuped_days"]),
+                                "first": [min(first), max(first)] if first else None})
+        if not conn.execute(sa.text("UPDATE rollup_checkpoint SET covariates = :c WHERE "
+                                    "experiment_id = :e"),
+                            {"c": described, "e": experiment_id}).rowcount:
+            conn.execute(sa.text("INSERT INTO rollup_checkpoint (experiment_id, covariates) "
+                                 "VALUES (:e, :c)"), {"e": experiment_id, "c": described})
+
+
+def _covariates_down(conn: sa.Connection) -> None:
+    """Each experiment's rows back into one ``covariates/3`` stream (zstd buffers)."""
+    described = conn.execute(sa.text("SELECT experiment_id, covariates FROM rollup_checkpoint "
+                                     "WHERE covariates IS NOT NULL")).all()
+    streams = []
+    for experiment_id, text in described:
+        found = json.loads(text)
+        names = found["names"]
+        unpack = struct.Struct(f"<{len(names)}d").unpack
+        rows = conn.execute(sa.text(
+            "SELECT user_id, first_exposure, data FROM rollup_user_covariates WHERE "
+            "experiment_id = :e ORDER BY user_id"), {"e": experiment_id}).all()
+        rows.sort()  # by code point, as the release before sorts its users
+        values = [unpack(bytes(data)) for _, _, data in rows]
+        data = {"user_id": pa.array([u for u, _, _ in rows], type=pa.string()),
+                "first_exposure": pa.array([f for _, f, _ in rows], type=pa.int64())}
+        data.update({n: pa.array([v[j] for v in values], type=pa.float64())
+                     for j, n in enumerate(names)})
+        table = pa.table(data).replace_schema_metadata(
+            {FORMAT: b"covariates/3", b"tracker.cuped_days": str(found["cuped_days"]).encode()})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema,
+                               options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
+            writer.write_table(table)
+        streams.append({"e": experiment_id, "data": sink.getvalue().to_pybytes()})
+    op.drop_table("rollup_user_covariates")
+    op.create_table(
+        "rollup_user_covariates",
+        sa.Column("experiment_id", sa.Integer(), autoincrement=False, nullable=False),
+        sa.Column("data", sa.LargeBinary(), nullable=False),
+        sa.PrimaryKeyConstraint("experiment_id", name=op.f("pk_rollup_user_covariates")),
+    )
+    if conn.dialect.name == "postgresql" and "lz4" in (conn.execute(sa.text(
+            "SELECT enumvals FROM pg_settings WHERE name = 'default_toast_compression'"))
+            .scalar() or []):  # as revision 0015 left it
+        op.execute(sa.text("ALTER TABLE rollup_user_covariates ALTER COLUMN data "
+                           "SET COMPRESSION lz4"))
+    for row in streams:
+        conn.execute(sa.text("INSERT INTO rollup_user_covariates (experiment_id, data) "
+                             "VALUES (:e, :data)"), row)
 
 
 def _units(parts: list[bytes]) -> pa.Table | None:
@@ -118,8 +211,10 @@ def _write_users(conn: sa.Connection, experiment_id: int, day, table: pa.Table) 
 
 def downgrade() -> None:
     conn = op.get_bind()
+    _covariates_down(conn)
     for experiment_id, day, columns in conn.execute(sa.text(
-            "SELECT experiment_id, day, columns FROM rollup_checkpoint")).all():
+            "SELECT experiment_id, day, columns FROM rollup_checkpoint "
+            "WHERE day IS NOT NULL")).all():
         described = json.loads(columns)
         if described.get("format") != USER_TOTALS:
             continue  # not a format this revision wrote: the release before rebuilds it

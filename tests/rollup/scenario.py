@@ -73,7 +73,7 @@ ROLLUP_TABLES = {
     "rollup_health": "experiment_id, day, cumulative, arm_id",
     "rollup_units": "experiment_id, day, cumulative, part",
     "rollup_exposure": "experiment_id, day, cumulative, arm_id",
-    "rollup_user_covariates": "experiment_id",
+    "rollup_user_covariates": "experiment_id, user_id",
     "rollup_covariate_sums": "experiment_id, day, cumulative, arm_id, metric, k",
     "rollup_day": "experiment_id, day",
     "rollup_first_seen": "experiment_id, day",

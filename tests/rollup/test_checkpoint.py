@@ -19,6 +19,7 @@ from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.covariates import names_for
 from tracker.rollup.cumulative import cumulative_from
 from tracker.rollup.outcomes import Layout
+from tracker.rollup.stored_covariates import Stored
 from tracker.rollup.user_covariates import UserCovariates
 from tracker.store import schema
 from tracker.store.db import create_engine, transaction
@@ -98,9 +99,7 @@ def test_cumulative_rows_moved_by_deltas_equal_a_pass_from_the_first_day_bit_for
     assert incremental["checkpoint"] and incremental["rollup_covariate_sums"]
     with transaction(tracker.engine, write=True) as conn:
         info = get_experiment(conn, "home")
-        data = conn.execute(sa.text("SELECT data FROM rollup_user_covariates")).scalar()
-        covariates = UserCovariates.decode(bytes(data), info.cuped_days,
-                                           names_for(info.cutoffs))
+        covariates = Stored.open(conn, info, names_for(info.cutoffs)).subset(None)
         first = min(r["served_at"] for r in imps).date()
         cumulative_from(conn, info, first, to_micros(clock), covariates=covariates,
                         restart=True)
@@ -158,12 +157,22 @@ def test_0021_turns_the_checkpoint_into_a_row_per_user_and_back_bit_for_bit(empt
         t.rollup("home", now=clock)
     before = _cumulative(engine)
     ((day, columns, _),) = before["checkpoint"]
-    schema.downgrade(engine, "0020")  # one cumulative units stream on the checkpoint's day
     with engine.connect() as conn:
         info = get_experiment(conn, "home")
+        covariates = Stored.open(conn, info, names_for(info.cutoffs)).subset(None)
+        rows_before = conn.execute(sa.text("SELECT * FROM rollup_user_covariates "
+                                           "ORDER BY user_id")).all()
+    assert len(covariates.users) > 10
+    schema.downgrade(engine, "0020")  # one cumulative units stream on the checkpoint's day
+    with engine.connect() as conn:
         layout = Layout.for_cutoffs(list(info.cutoffs))
         parts = conn.execute(sa.text(
             "SELECT day, data FROM rollup_units WHERE cumulative ORDER BY part")).all()
+        stream = conn.execute(sa.text("SELECT data FROM rollup_user_covariates")).scalar_one()
+    # CUPED's covariates: one covariates/3 stream again, every value kept
+    back = UserCovariates.decode(bytes(stream), info.cuped_days, covariates.names)
+    assert back.users.to_pylist() == covariates.users.to_pylist()
+    assert np.array_equal(back.x, covariates.x) and np.array_equal(back.first, covariates.first)
     assert {str(d)[:10] for d, _ in parts} == {str(day)[:10]}
     stream = UnitTotals.decode([bytes(data) for _, data in parts], layout)
     rows = stores.decode_users([(u, bytes(d)) for u, d in before["users"]], len(layout))
@@ -173,7 +182,10 @@ def test_0021_turns_the_checkpoint_into_a_row_per_user_and_back_bit_for_bit(empt
     schema.upgrade(engine)  # back to rows, the sums to compute once
     after = _cumulative(engine)
     assert after["users"] == before["users"]
-    assert after["checkpoint"] == [(day, columns, None)]
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT * FROM rollup_user_covariates "
+                                    "ORDER BY user_id")).all() == rows_before
+    assert [(d, c, s) for d, c, s in after["checkpoint"]] == [(day, columns, None)]
     with Tracker(empty_url) as t:
         t.log_impressions([r for r in imps if r not in early], on_invalid="all_or_nothing")
         t.rollup("home", now=clock)

@@ -452,23 +452,23 @@ def test_cuped_follows_what_happened_whatever_order_the_logs_arrived_in(tracker)
                                       atol=1e-12)
 
 
-def test_covariates_stored_by_receipt_time_are_recomputed_once_by_the_next_run(tracker):
-    """Covariates stored before event time (``covariates/2``, fixed at receipt) are never
-    read: the next run, with nothing new, computes every user's again and every day's sums,
-    to the tables of a ``--full``."""
-    import sqlalchemy as sa
+def test_covariates_stored_in_another_form_are_recomputed_once_by_the_next_run(tracker):
+    """Covariates described as another format, window or layout are never read: the next
+    run, with nothing new, computes every user's again and every day's sums, to the tables
+    of a ``--full``."""
+    import json
 
-    from tracker.rollup import state
+    import sqlalchemy as sa
 
     _log_scenario(tracker, 3)
     tracker.rollup("home", now=NOW)
     expected = dump(tracker.engine)
     with tracker.engine.begin() as conn:
-        data = conn.execute(sa.text("SELECT data FROM rollup_user_covariates")).scalar_one()
-        table = state.read(data, covariates.USERS).drop_columns(["first_exposure"])
-        older = state.write(table.replace_schema_metadata(None), "covariates/2",
-                            cuped_days=str(CUPED_DAYS))
-        conn.execute(sa.text("UPDATE rollup_user_covariates SET data = :d"), {"d": older})
+        described = json.loads(conn.execute(sa.text(
+            "SELECT covariates FROM rollup_checkpoint")).scalar_one())
+        conn.execute(sa.text("UPDATE rollup_checkpoint SET covariates = :d"),
+                     {"d": json.dumps({**described, "format": "covariates/3"})})
+        conn.execute(sa.text("UPDATE rollup_user_covariates SET data = :d"), {"d": b"?"})
         conn.execute(sa.text("DELETE FROM rollup_covariate_sums"))  # stale: written again
     (summary,) = tracker.rollup("home", now=NOW)
     assert summary.days_recomputed == []

@@ -16,18 +16,19 @@ from tests.rollup.test_covariates import NAMES, _expected_covariates, _history
 from tests.rollup.test_rollup import NOW
 from tracker import stats
 from tracker.report import report
-from tracker.rollup.covariates import UserCovariates, names_for
+from tracker.rollup.covariates import names_for
 from tracker.rollup.pre_metrics import any_lists
+from tracker.rollup.stored_covariates import Stored
 from tracker.store import computed, schema
 from tracker.store.db import create_engine
+from tracker.store.experiments import get_experiment
 
 DAY = timedelta(days=1)
 
 
 def _stored_covariates(engine) -> dict[str, dict[str, float]]:
     with engine.connect() as conn:
-        data = conn.execute(sa.text("SELECT data FROM rollup_user_covariates")).scalar_one()
-    stored = UserCovariates.decode(data, 2, names_for(CUTOFFS))
+        stored = Stored.open(conn, get_experiment(conn, "home"), names_for(CUTOFFS)).subset(None)
     return {user: dict(zip(stored.names, row, strict=True))
             for user, row in zip(stored.users.to_pylist(), stored.x.tolist(), strict=True)}
 

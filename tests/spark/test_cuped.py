@@ -98,12 +98,16 @@ def _forget(tracker) -> None:
         for table in ("rollup_covariate_sums", "rollup_user_covariates", "rollup_exposure_day",
                       "rollup_first_seen"):
             conn.execute(sa.text(f"DELETE FROM {table}"))
+        conn.execute(sa.text("UPDATE rollup_checkpoint SET covariates = NULL"))
 
 
 def _default_covariates(tracker) -> dict[str, list[float]]:
+    from tracker.rollup.stored_covariates import Stored
+    from tracker.store.experiments import get_experiment
+
     with tracker.engine.connect() as conn:
-        data = conn.execute(sa.text("SELECT data FROM rollup_user_covariates")).scalar_one()
-    return _by_user(UserCovariates.decode(data, CUPED_DAYS, names_for(CUTOFFS)))
+        return _by_user(Stored.open(conn, get_experiment(conn, "home"),
+                                    names_for(CUTOFFS)).subset(None))
 
 
 def _spark_covariates(state: Path) -> dict[str, list[float]]:

@@ -34,6 +34,7 @@ from tracker.store.experiments import ExperimentInfo
 from tracker.store.rollup_tables import (
     COVARIATE_PAIRS,
     COVARIATES,
+    RollupCheckpoint,
     RollupCovariateSums,
     RollupUserCovariates,
     covariate_sum_columns,
@@ -214,3 +215,5 @@ def delete_all(conn: sa.Connection, experiment_id: int) -> None:
     """Forget the experiment's CUPED state: the users' covariates and every sum."""
     for table in (RollupUserCovariates, RollupCovariateSums):
         conn.execute(sa.delete(table).where(table.experiment_id == experiment_id))
+    conn.execute(sa.update(RollupCheckpoint).where(
+        RollupCheckpoint.experiment_id == experiment_id).values(covariates=None))

@@ -26,9 +26,8 @@ occurred_at)`` and ``(user_id, served_at)`` indexes) and recomputes those of the
 whom its new rows change (:func:`_changed`: an earlier impression moves a first exposure, a
 row inside a window adds to it; found from the new rows alone, by id); when any changed,
 every day's sums are computed again from the stored unit totals (:func:`resum`). They are
-kept in ``rollup_user_covariates`` (one Arrow stream, ``covariates/3``: ``user_id``,
-``first_exposure`` and one named float64 column per covariate, zstd-compressed buffers) for
-exactly the users of the cumulative totals (an erased user's go with them); a full rebuild
+kept one row per user (:mod:`tracker.rollup.stored_covariates`: a run reads the rows of the
+users it holds and writes those it computed; an erasure drops the user's); a full rebuild
 computes every user's from the logs to the same values.
 
 **Per cell, metric column and view**: their sums, :mod:`tracker.rollup.covariate_sums`
@@ -47,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
-from tracker.errors import StaleState
+from tracker.rollup import stored_covariates
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.codes import sorted_codes
 from tracker.rollup.columnar import grades_of
@@ -79,14 +78,12 @@ from tracker.rollup.pre_metrics import (
     pre_metrics,
     scored_lists,
 )
+from tracker.rollup.stored_covariates import RunCovariates, Stored
 from tracker.rollup.user_covariates import BASE, USERS, UserCovariates
 from tracker.store import lifecycle, results
 from tracker.store.arrow import ArrowReader
 from tracker.store.db import transaction
 from tracker.store.experiments import ExperimentInfo
-from tracker.store.rollup_tables import (
-    RollupUserCovariates,
-)
 
 _EXPOSURES = pa.schema([pa.field("user", pa.string(), False),
                         pa.field("served", pa.int64(), False)])
@@ -118,47 +115,53 @@ class Refreshed:
 
 def refresh(conn: sa.Connection, reader: ArrowReader | None, info: ExperimentInfo, ids: Ids,
             rebuild: bool, daily: dict, ahead: UserCovariates | None = None) -> Refreshed:
-    """The covariates of the experiment's users: the stored ones, those of the stored users
-    whom the run's new rows change (:func:`_changed`), and those of the users of the run's
-    days (``daily``'s :class:`DayResult`s) that have none yet, computed from the logs read
-    through ``reader`` (every user when ``rebuild`` or when the stored ones cannot be read);
-    :func:`settle` stores them after the cumulative pass, :func:`save` when there is none.
-    None (and the stored ones dropped) when the experiment's ``cuped_days`` is 0.
-    ``ahead``: those :func:`ahead` computed while the days were (the same values); only the
-    users it lacks are read here."""
+    """The covariates of the experiment's users (a :class:`~tracker.rollup.
+    stored_covariates.RunCovariates`: the stored ones, read for the users asked): those of
+    the stored users whom the run's new rows change (:func:`_changed`), and those of the
+    users of the run's days (``daily``'s :class:`DayResult`s) that have none yet, computed
+    from the logs read through ``reader`` (every user when ``rebuild`` or when the stored
+    ones cannot be read); :func:`settle` stores those after the cumulative pass. None (and
+    the stored ones dropped) when the experiment's ``cuped_days`` is 0. ``ahead``: those
+    :func:`ahead` computed while the days were (the same values); only the users it lacks
+    are read here."""
     if info.cuped_days == 0:
         delete_all(conn, info.id)
         return Refreshed(None)
-    stored = None if rebuild else _load(conn, info)
-    again = stored is None and not rebuild  # unreadable (an older format): everyone again
+    names = names_for(info.cutoffs)
+    stored = None if rebuild else Stored.open(conn, info, names)
+    again = stored is None and not rebuild  # unreadable (another window): everyone again
     after = 0 if stored is None else ids.impressions_after
-    stored = stored or UserCovariates.empty(names_for(info.cutoffs))
-    changed = _changed(conn, reader, info, stored, ids) if len(stored.users) else None
+    fresh = UserCovariates.empty(names)
+    changed = _changed(conn, reader, info, stored, ids) if stored is not None and \
+        stored.first is not None else None
     since = None
     if changed is not None and len(changed[0]):
         computed = _compute(reader, info, *changed)
-        since = changed_since(stored, computed)
-        stored = stored.merged(computed)
+        since = changed_since(stored.subset(computed.users), computed)
+        fresh = computed
     seen = [r.totals.users.cast(pa.string()) for r in daily.values()
             if r.totals is not None and r.totals.size]
     if again:  # every user the experiment served, not only the run's
         seen.append(_first_exposures(reader, info.id, 0, ids.impressions_through)[0])
     users = pc.unique(pa.concat_arrays(seen)) if seen else pa.array([], type=pa.string())
-    users = users.filter(pc.invert(pc.is_in(users, value_set=stored.users)))
+    known = fresh.users if stored is None else \
+        pa.concat_arrays([fresh.users, stored.subset(users).users])
+    users = users.filter(pc.invert(pc.is_in(users, value_set=known)))
     if ahead is not None and len(users):
         found = ahead.subset(users)
-        stored = stored.merged(found)
+        fresh = fresh.merged(found)
         users = users.filter(pc.invert(pc.is_in(users, value_set=found.users)))
     if len(users):
-        stored = stored.merged(_of_new_users(conn, reader, info, users, after,
-                                             ids.impressions_through))
+        fresh = fresh.merged(_of_new_users(conn, reader, info, users, after,
+                                           ids.impressions_through))
+    covariates = RunCovariates(stored, fresh)
     if again:
-        return Refreshed(stored, True, None)
-    return Refreshed(stored, since is not None, since)
+        return Refreshed(covariates, True, None)
+    return Refreshed(covariates, since is not None, since)
 
 
 def _changed(conn: sa.Connection, reader: ArrowReader | None, info: ExperimentInfo,
-             stored: UserCovariates, ids: Ids) -> tuple[pa.Array, np.ndarray] | None:
+             stored: Stored, ids: Ids) -> tuple[pa.Array, np.ndarray] | None:
     """The stored users whom the rows new in this run (by id) change, with their first
     exposure then: an impression of the experiment served before the stored one (the first
     exposure moves; only impressions the rollup can place on a day count), an interaction
@@ -174,8 +177,8 @@ def _changed(conn: sa.Connection, reader: ArrowReader | None, info: ExperimentIn
     bounds = {"experiment": info.id, "after": ids.impressions_after,
               "through": ids.impressions_through, "i_after": ids.interactions_after,
               "i_through": ids.interactions_through, "lo": FIRST_INSTANT,
-              "hi": min(int(stored.first.max()), END_INSTANT),
-              "window": max(int(stored.first.min()) - span, FIRST_INSTANT)}
+              "hi": min(stored.first[1], END_INSTANT),
+              "window": max(stored.first[0] - span, FIRST_INSTANT)}
     # by primary key: on SQLite a unary + keeps the time indexes out (their ranges can hold
     # far more rows than the new ids, read in random order)
     plus = "" if reader.engine.dialect.name == "postgresql" else "+"
@@ -192,6 +195,8 @@ def _changed(conn: sa.Connection, reader: ArrowReader | None, info: ExperimentIn
                          "WHERE it.id > :i_after AND it.id <= :i_through "
                          f"AND {plus}it.occurred_at >= :window AND {plus}it.occurred_at < :hi",
                          _TIMES, bounds)
+    stored = stored.subset(pa.concat_arrays([  # the stored rows of the new rows' users
+        t["user"].combine_chunks() for t in (own, other, events)]))
     first = stored.first.copy()
     row = index_in(own["user"].combine_chunks(), stored.users)
     at = own["at"].to_numpy()
@@ -249,12 +254,7 @@ def forget(conn: sa.Connection, info: ExperimentInfo, user: str) -> None:
     """Drop one user's stored covariates (an erasure: a user served again later is then
     computed from what is left, and no stored state keeps the erased user's first
     exposure)."""
-    stored = _load(conn, info)
-    if stored is None or not len(stored.users):
-        return
-    kept = stored.without(pa.array([user], type=pa.string()))
-    if len(kept.users) != len(stored.users):
-        save(conn, info, kept)
+    stored_covariates.forget(conn, info, user)
 
 
 def ahead(engine: sa.Engine, reader: ArrowReader, info: ExperimentInfo, ids: Ids,
@@ -268,7 +268,7 @@ def ahead(engine: sa.Engine, reader: ArrowReader, info: ExperimentInfo, ids: Ids
     if info.cuped_days == 0:
         return None
     with transaction(engine) as conn:
-        stored = None if rebuild else _load(conn, info)
+        stored = None if rebuild else Stored.open(conn, info, names_for(info.cutoffs))
         after = 0 if stored is None else ids.impressions_after
         count = None if firsts is None else \
             _impressions(conn, info.id, after, ids.impressions_through)
@@ -277,7 +277,8 @@ def ahead(engine: sa.Engine, reader: ArrowReader, info: ExperimentInfo, ids: Ids
         first = _first_exposures(reader, info.id, after, ids.impressions_through) \
             if first is None else (first.users, first.served)
         users = first[0] if stored is None else first[0].filter(
-            pc.invert(pc.is_in(first[0], value_set=stored.users)))
+            pc.invert(pc.is_in(first[0], value_set=Stored(
+                conn, info, stored.names, stored.first).subset(first[0]).users)))
         return _of_new_users(conn, reader, info, users, after, ids.impressions_through,
                              first)
 
@@ -295,33 +296,17 @@ def _of_new_users(conn: sa.Connection, reader: ArrowReader, info: ExperimentInfo
     return _compute(reader, info, users, served, conn)
 
 
-def save(conn: sa.Connection, info: ExperimentInfo, covariates: UserCovariates) -> None:
-    """Replace the stored covariates (a run without a cumulative pass whose new rows
-    changed some: the users are those stored)."""
-    conn.execute(sa.delete(RollupUserCovariates)
-                 .where(RollupUserCovariates.experiment_id == info.id))
-    conn.execute(sa.insert(RollupUserCovariates),
-                 [{"experiment_id": info.id, "data": covariates.encode(info.cuped_days)}])
-
-
-def settle(conn: sa.Connection, info: ExperimentInfo, covariates: UserCovariates | None
-           ) -> None:
-    """Store the covariates after the cumulative pass (an erased user's went with the
-    erasure: :func:`forget`)."""
-    if covariates is None:
-        return
-    save(conn, info, covariates)
-
-
-def _load(conn: sa.Connection, info: ExperimentInfo) -> UserCovariates | None:
-    data = conn.execute(sa.select(RollupUserCovariates.data).where(
-        RollupUserCovariates.experiment_id == info.id)).scalar()
-    if data is None:
-        return None
-    try:
-        return UserCovariates.decode(data, info.cuped_days, names_for(info.cutoffs))
-    except StaleState:
-        return None  # recomputed from the logs
+def settle(conn: sa.Connection, info: ExperimentInfo,
+           covariates: RunCovariates | UserCovariates | None) -> None:
+    """Store the covariates a run computed, after the cumulative pass (an erased user's
+    went with the erasure: :func:`forget`); given every user's (a :class:`UserCovariates`),
+    those only."""
+    if isinstance(covariates, RunCovariates):
+        stored = covariates.stored
+        stored_covariates.save(conn, info, covariates.fresh, everyone=stored is None,
+                               first=None if stored is None else stored.first)
+    elif covariates is not None:
+        stored_covariates.save(conn, info, covariates, everyone=True)
 
 
 def _impressions(conn: sa.Connection, experiment_id: int, after: int, through: int) -> int:

@@ -187,7 +187,7 @@ class DatabaseStore:
         row = self.conn.execute(sa.select(
             RollupCheckpoint.day, RollupCheckpoint.columns, RollupCheckpoint.sums).where(
             RollupCheckpoint.experiment_id == self.info.id)).one_or_none()
-        if row is None:
+        if row is None or row.day is None:
             return None
         described = json.loads(row.columns)
         if not isinstance(described, dict) or described.get("format") != USER_TOTALS:
@@ -226,15 +226,22 @@ class DatabaseStore:
                    for user, data in encode_users(rows)]
         for at in range(0, len(encoded), _USERS_PER_STATEMENT):
             self.conn.execute(sa.insert(table), encoded[at:at + _USERS_PER_STATEMENT])
-        self.conn.execute(sa.delete(RollupCheckpoint).where(
-            RollupCheckpoint.experiment_id == self.info.id))
-        self.conn.execute(sa.insert(RollupCheckpoint).values(
-            experiment_id=self.info.id, day=day, columns=json.dumps(
-                {"format": USER_TOTALS, "columns": list(self.layout.names)}), sums=sums))
+        self._describe(day=day, sums=sums, columns=json.dumps(
+            {"format": USER_TOTALS, "columns": list(self.layout.names)}))
 
     def drop_checkpoint(self) -> None:
-        for table in (RollupUserTotals, RollupCheckpoint):
-            self.conn.execute(sa.delete(table).where(table.experiment_id == self.info.id))
+        self.conn.execute(sa.delete(RollupUserTotals).where(
+            RollupUserTotals.experiment_id == self.info.id))
+        self._describe(day=None, sums=None, columns=None)
+
+    def _describe(self, **values) -> None:
+        """Set the checkpoint's columns of ``rollup_checkpoint`` (the row also describes
+        CUPED's covariates: :mod:`tracker.rollup.stored_covariates`)."""
+        where = RollupCheckpoint.experiment_id == self.info.id
+        if not self.conn.execute(sa.update(RollupCheckpoint).where(where).values(
+                **values)).rowcount:
+            self.conn.execute(sa.insert(RollupCheckpoint).values(
+                experiment_id=self.info.id, **values))
 
     def write_exposure(self, day: date, exposures: dict[int, Exposure]) -> None:
         cutoffs = list(self.info.cutoffs)

@@ -1,6 +1,7 @@
-"""CUPED's stored per-user state: each user's covariates and first exposure
-(:class:`UserCovariates`, the ``covariates/3`` stream of ``rollup_user_covariates`` and of the
-Spark engine's ``covariates.parquet``); what they are: :mod:`tracker.rollup.covariates`."""
+"""CUPED's per-user state: each user's covariates and first exposure
+(:class:`UserCovariates`; stored one row per user in ``rollup_user_covariates``,
+:mod:`tracker.rollup.stored_covariates`, and as the ``covariates/3`` stream of the Spark
+engine's ``covariates.parquet``); what they are: :mod:`tracker.rollup.covariates`."""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@
   interactions score again only the users they change; dropped once the day is computed
   final, from it (:mod:`tracker.rollup.provisional`, :mod:`tracker.rollup.final`).
 - ``rollup_user_covariates``, ``rollup_covariate_sums``: CUPED's per-user pre-exposure
-  covariates of an experiment (an Arrow stream), and per day, view, arm, metric and k the
+  covariates of an experiment (one row per user), and per day, view, arm, metric and k the
   sums of the covariates the adjustment reads (plain columns, like ``rollup_metric``).
 
 The store knows no metric: ``metric`` is a name the rollup chose, ``k`` 0 when none.
@@ -151,13 +151,16 @@ class RollupMetric(Base):
 
 
 class RollupUserCovariates(Base):
-    """Each user's pre-exposure covariates and first exposure in one experiment (an Arrow
-    IPC stream, "covariates/3"), so a run reads them instead of weeks of interactions and
-    recomputes only the users whom new rows change."""
+    """One user's pre-exposure covariates and first exposure in one experiment, one row per
+    user (``data``: little-endian float64 in the order of the names ``rollup_checkpoint``'s
+    ``covariates`` gives), so a run reads them for the users it holds instead of weeks of
+    interactions, and writes only those it computed (:mod:`tracker.rollup.stored_covariates`)."""
 
     __tablename__ = "rollup_user_covariates"
 
     experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    user_id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    first_exposure: Mapped[int] = mapped_column(sa.BigInteger)
     data: Mapped[bytes] = mapped_column(sa.LargeBinary)
 
 
@@ -265,19 +268,23 @@ class RollupProvisional(Base):
 
 
 class RollupCheckpoint(Base):
-    """The cumulative pass's checkpoint of one experiment (:mod:`tracker.rollup.cumulative`):
-    the day through which it holds each user's totals (``rollup_user_totals``), their
-    format and layout columns (JSON: ``{"format": "user-totals/1", "columns": [...]}``)
-    and the cumulative view's exact sums on that day (``view-sums/1``,
-    :class:`tracker.rollup.deltas.ViewSums`; NULL: to compute once from every user's
-    totals, as migration 0021 leaves it)."""
+    """What describes an experiment's per-user state. The cumulative pass's checkpoint
+    (:mod:`tracker.rollup.cumulative`; NULL: none yet): the day through which it holds each
+    user's totals (``rollup_user_totals``), their format and layout columns (JSON:
+    ``{"format": "user-totals/1", "columns": [...]}``) and the cumulative view's exact sums
+    on that day (``view-sums/1``, :class:`tracker.rollup.deltas.ViewSums`; NULL: to compute
+    once from every user's totals, as migration 0021 leaves it). CUPED's covariates
+    (``rollup_user_covariates``; NULL: none): JSON ``{"format": "covariates/4",
+    "cuped_days": ..., "names": [...], "first": [min, max]}``, the bounds of the stored
+    first exposures."""
 
     __tablename__ = "rollup_checkpoint"
 
     experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
-    day: Mapped[date] = mapped_column(sa.Date)
-    columns: Mapped[str] = mapped_column(sa.Text)
+    day: Mapped[date | None] = mapped_column(sa.Date, nullable=True)
+    columns: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
     sums: Mapped[bytes | None] = mapped_column(sa.LargeBinary, nullable=True)
+    covariates: Mapped[str | None] = mapped_column(sa.Text, nullable=True)
 
 
 class RollupUserTotals(Base):
