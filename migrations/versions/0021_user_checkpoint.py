@@ -141,7 +141,7 @@ def _covariates_down(conn: sa.Connection) -> None:
         unpack = struct.Struct(f"<{len(names)}d").unpack
         rows = conn.execute(sa.text(
             "SELECT user_id, first_exposure, data FROM rollup_user_covariates WHERE "
-            "experiment_id = :e ORDER BY user_id"), {"e": experiment_id}).all()
+            "experiment_id = :e"), {"e": experiment_id}).all()
         rows.sort()  # by code point, as the release before sorts its users
         values = [unpack(bytes(data)) for _, _, data in rows]
         data = {"user_id": pa.array([u for u, _, _ in rows], type=pa.string()),
@@ -181,8 +181,13 @@ def _units(parts: list[bytes]) -> pa.Table | None:
         if (reader.schema.metadata or {}).get(FORMAT) not in UNITS:
             return None
         table = reader.read_all()
-        tables.append(table.rename_columns(["cell" if n == "arm_id" else n
-                                            for n in table.column_names]))
+        table = table.rename_columns(["cell" if n == "arm_id" else n
+                                      for n in table.column_names])
+        for name in [n[len("sum:"):] for n in table.column_names if n.startswith("sum:")]:
+            if f"count:{name}" not in table.column_names:  # absent: equal to impressions
+                table = table.append_column(f"count:{name}",
+                                            table["impressions"].cast(pa.float64()))
+        tables.append(table)
     return pa.concat_tables(tables, promote_options="default") if tables else None
 
 
@@ -191,8 +196,7 @@ def _write_users(conn: sa.Connection, experiment_id: int, day, table: pa.Table) 
     table = table.sort_by([("user_id", "ascending"), ("cell", "ascending")])
     impressions = table["impressions"].to_pylist()
     sums = [table[f"sum:{name}"].to_pylist() for name in names]
-    counts = [table[f"count:{name}"].to_pylist() if f"count:{name}" in table.column_names
-              else [float(n) for n in impressions] for name in names]
+    counts = [table[f"count:{name}"].to_pylist() for name in names]  # each part's, filled
     record, cells = _record(len(names)), table["cell"].to_pylist()
     users, rows = table["user_id"].to_pylist(), {}
     for i, user in enumerate(users):
@@ -221,9 +225,9 @@ def downgrade() -> None:
         names = described["columns"]
         record = _record(len(names))
         users, records = [], []
-        for user, data in conn.execute(sa.text(
-                "SELECT user_id, data FROM rollup_user_totals WHERE experiment_id = :e "
-                "ORDER BY user_id"), {"e": experiment_id}).all():
+        for user, data in sorted(conn.execute(sa.text(  # by code point, as Arrow sorts
+                "SELECT user_id, data FROM rollup_user_totals WHERE experiment_id = :e"),
+                {"e": experiment_id}).all()):
             for row in record.iter_unpack(bytes(data)):
                 users.append(user)
                 records.append(row)

@@ -6,6 +6,7 @@ and goes back bit for bit."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, time, timedelta
 
 import numpy as np
@@ -18,6 +19,7 @@ from tracker.rollup import stores
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.covariates import names_for
 from tracker.rollup.cumulative import cumulative_from
+from tracker.rollup.deltas import ViewSums
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.stored_covariates import Stored
 from tracker.rollup.user_covariates import UserCovariates
@@ -197,3 +199,114 @@ def test_0021_turns_the_checkpoint_into_a_row_per_user_and_back_bit_for_bit(empt
     assert_same_tables({t: rebuilt[t] for t in CUMULATIVE},
                        {t: incremental[t] for t in CUMULATIVE})
     engine.dispose()
+
+
+def _stored_sums_equal_their_users(engine: sa.Engine) -> None:
+    """The checkpoint's exact sums are those of its users' stored totals and covariates."""
+    with engine.connect() as conn:
+        info = get_experiment(conn, "home")
+        layout = Layout.for_cutoffs(list(info.cutoffs))
+        store = stores.DatabaseStore(conn, info)
+        found = store.checkpoint()
+        rows = store.checkpoint_rows(None)
+        covariates = Stored.open(conn, info, names_for(info.cutoffs)).subset(None)
+    rebuilt = ViewSums(layout, cuped=True)
+    rebuilt.move(UnitTotals.empty(len(layout)), rows, covariates)
+    assert found.sums == rebuilt.encode()
+
+
+def test_after_expiry_a_late_pre_period_row_moves_the_checkpoints_sums_only(tracker):
+    """Expired logs took the daily rows a pass from the first day would read: a late row in
+    the pre-period of a user exposed after the horizon changes that user's covariates and
+    the checkpoint's CUPED sums (exactly those of its users' rows and covariates), and
+    leaves every cumulative metric and health row and every user's totals as they were."""
+    create(tracker, cuped_days=1)
+    imps, events = make_logs(3, days=6, history=20, users=30, impressions=150)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    now = max(r["served_at"] for r in imps) + timedelta(days=3)
+    tracker.rollup("home", now=now)
+    _stored_sums_equal_their_users(tracker.engine)
+    start = min(r["served_at"] for r in imps)
+    tracker.expire_logs(now - (start + timedelta(days=2)), now=now)
+    before = _cumulative(tracker.engine)
+    first: dict[str, datetime] = {}
+    for r in imps:
+        first[r["user_id"]] = min(first.get(r["user_id"], r["served_at"]), r["served_at"])
+    user, at = max(first.items(), key=lambda kv: kv[1])  # exposed after the horizon
+    tracker.log_interactions([{"event_id": "late-pre", "user_id": user, "item_id": "i1",
+                               "event": "click", "occurred_at": at - timedelta(hours=2)}])
+    tracker.rollup("home", now=now)
+    after = _cumulative(tracker.engine)
+    for table in ("rollup_metric", "rollup_health", "users"):
+        assert after[table] == before[table], table
+    assert after["checkpoint"][0][2] != before["checkpoint"][0][2]  # the sums moved
+    _stored_sums_equal_their_users(tracker.engine)
+
+
+def test_0021_reads_a_checkpoint_in_parts_whose_counts_are_left_out_in_some():
+    """The release before left out a part's ``count:`` column when every count of that part
+    equals its impressions: each part's counts are filled from its own impressions."""
+    import importlib.util
+    from pathlib import Path
+
+    import pyarrow as pa
+
+    path = Path(__file__).resolve().parents[2] / "migrations/versions/0021_user_checkpoint.py"
+    spec = importlib.util.spec_from_file_location("migration_0021", path)
+    migration = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(migration)
+
+    def part(users: list[str], counts: list[float] | None) -> bytes:
+        data = {"user_id": pa.array(users), "cell": pa.array([1] * len(users), pa.int64()),
+                "impressions": pa.array([2] * len(users), pa.int64()),
+                "sum:ndcg@5": pa.array([1.0] * len(users))}
+        if counts is not None:
+            data["count:ndcg@5"] = pa.array(counts)
+        table = pa.table(data).replace_schema_metadata({b"tracker.format": b"units/2"})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+        return sink.getvalue().to_pybytes()
+
+    table = migration._units([part(["a"], [1.0]), part(["b"], None)])
+    assert table["count:ndcg@5"].to_pylist() == [1.0, 2.0]
+
+
+def test_a_checkpoint_with_a_column_dropped_since_is_rewritten_whole_in_this_layout(tracker):
+    """Rows stored with a column this release no longer computes are read by name; the next
+    checkpoint the pass stores rewrites every user's rows in this layout, not only the users
+    that moved (rows of two layouts could not be read)."""
+    create(tracker)
+    imps, events = _logs(11)
+    widened = []
+
+    def widen(night: int) -> None:
+        if night != 3:
+            return
+        with tracker.engine.begin() as conn:
+            described = json.loads(conn.execute(sa.text(
+                "SELECT columns FROM rollup_checkpoint")).scalar_one())
+            names = described["columns"]
+            for user, data in conn.execute(sa.text(
+                    "SELECT user_id, data FROM rollup_user_totals")).all():
+                rows = stores.decode_users([(user, bytes(data))], len(names))
+                wider = UnitTotals(rows.users, rows.cells, rows.impressions,
+                                   np.asfortranarray(np.c_[rows.sums, np.ones(rows.size)]),
+                                   np.asfortranarray(np.c_[rows.counts, np.ones(rows.size)]))
+                ((_, data),) = stores.encode_users(wider)
+                conn.execute(sa.text("UPDATE rollup_user_totals SET data = :d WHERE "
+                                     "user_id = :u"), {"d": data, "u": user})
+            conn.execute(sa.text("UPDATE rollup_checkpoint SET columns = :c"), {"c": json.dumps(
+                {**described, "columns": names + ["dropped@5"]})})
+            widened.append(len(names))
+
+    _nightly(tracker, imps, events, each=widen)
+    assert widened
+    with tracker.engine.connect() as conn:
+        described = json.loads(conn.execute(sa.text(
+            "SELECT columns FROM rollup_checkpoint")).scalar_one())
+        rows = conn.execute(sa.text("SELECT user_id, data FROM rollup_user_totals")).all()
+    assert len(described["columns"]) == widened[0]
+    stores.decode_users(sorted((u, bytes(d)) for u, d in rows), widened[0])  # every row
+    _stored_sums_equal_their_users(tracker.engine)

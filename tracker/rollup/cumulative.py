@@ -26,8 +26,9 @@ not the logs.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
-from datetime import date
+from datetime import date, timedelta
 
 import numpy as np
 import pyarrow as pa
@@ -42,10 +43,15 @@ from tracker.rollup.deltas import ViewSums, health_moved, rows_of
 from tracker.rollup.exposure import Exposure, catalog_size
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.published import View, insert_stats, stats_rows_of
-from tracker.rollup.stores import DatabaseStore, Store
+from tracker.rollup.retention import first_recomputable_day
+from tracker.rollup.stored_covariates import RunCovariates
+from tracker.rollup.stores import Checkpoint, DatabaseStore, Store
 from tracker.rollup.summary import Progress
-from tracker.store import results
+from tracker.rollup.user_covariates import UserCovariates
+from tracker.store import lifecycle, results
 from tracker.store.experiments import ExperimentInfo
+
+log = logging.getLogger(__name__)
 
 
 def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, daily: Iterable[date],
@@ -56,20 +62,25 @@ def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, daily: Itera
                          store: Store | None = None) -> date | None:
     """A run's cumulative pass: the cumulative rows of every day from the first of the
     run's days (``daily``) on, or from the first day holding a user whose stored covariates
-    changed (``refreshed``: CUPED's, whose sums are written too; the pass then starts
-    from nothing, the checkpoint's sums holding their old covariates); returns that day
-    (None: no pass). ``recent``: unit totals of days just computed, which need not be read
-    back; ``declared``: the declared catalog; ``store``: where the per-user state is, by
-    default the database's."""
+    changed (``refreshed``: CUPED's, whose sums are written too; the checkpoint's sums are
+    moved from those users' old covariates to their new ones, or, when the old ones are
+    unknown, the pass starts from nothing); returns the first day rewritten (None: no
+    pass). ``recent``: unit totals of days just computed, which need not be read back;
+    ``declared``: the declared catalog; ``store``: where the per-user state is, by default
+    the database's."""
     since = min(daily, default=None)
     changed = None if refreshed is None else cuped.changed_from(conn, info, refreshed)
+    covariates = None if refreshed is None else refreshed.covariates
+    moved = None
     if changed is not None:
         since = changed if since is None else min(since, changed)
-    if since is not None:
-        cumulative_from(conn, info, since, now_us, progress, recent, declared,
-                        None if refreshed is None else refreshed.covariates, store,
-                        restart=changed is not None)
-    return since
+        if isinstance(covariates, RunCovariates) and covariates.stored is not None:
+            old = covariates.stored.subset(covariates.fresh.users)
+            moved = (old, covariates.fresh.subset(old.users))
+    if since is None:
+        return None
+    return cumulative_from(conn, info, since, now_us, progress, recent, declared, covariates,
+                           store, restart=changed is not None and moved is None, moved=moved)
 
 
 def cumulative_from(conn: sa.Connection, info: ExperimentInfo, since: date, now_us: int,
@@ -77,19 +88,27 @@ def cumulative_from(conn: sa.Connection, info: ExperimentInfo, since: date, now_
                     recent: dict[date, UnitTotals | None] | None = None,
                     declared: pa.Array | None = None,
                     covariates: cuped.UserCovariates | None = None,
-                    store: Store | None = None, restart: bool = False) -> None:
+                    store: Store | None = None, restart: bool = False,
+                    moved: tuple[UserCovariates, UserCovariates] | None = None) -> date:
     """Replace the cumulative rows of every day from ``since`` on (``restart``: from the
-    first day, not the checkpoint)."""
+    first day, not the checkpoint; ``moved``: the old and new covariates of users whose
+    covariates changed, moved in the checkpoint's sums); returns the first day rewritten:
+    later than ``since`` only when it lies at or before the checkpoint and expired logs
+    took the daily rows a pass from the first day would read (those days keep their rows,
+    see :func:`_base`)."""
     store = store if store is not None else DatabaseStore(conn, info)
     layout = Layout.for_cutoffs(list(info.cutoffs))
     days = results.known_days(conn, info.id)
     if not days:
-        return
+        return since
+    keep = _checkpoint(days, now_us)
+    frozen = _frozen(conn, info, days[0][0])
+    found, since = _base(None if restart and not frozen else store.checkpoint(), since,
+                         keep, frozen)
     results.delete_cumulative(conn, info.id, since)
     store.delete_cumulative(since)
     cuped.delete_cumulative(conn, info.id, since)
-    keep = _checkpoint(days, now_us)
-    running = Running.start(store, layout, covariates, since, keep, restart)
+    running = Running.start(store, layout, covariates, found, moved)
     before = [d for d, _, _ in days if d < since]
     running.exposure = store.exposure(before[-1], True) if before else {}
     running.provisional = any(computed < closes for day, closes, computed in days
@@ -110,6 +129,33 @@ def cumulative_from(conn: sa.Connection, info: ExperimentInfo, since: date, now_
             progress("cumulative", done, len(ahead), day)
     running.save(keep)
     store.settle(covariates)
+    return since
+
+
+def _frozen(conn: sa.Connection, info: ExperimentInfo, first: date) -> bool:
+    """Whether expired logs took daily rows of the experiment's first days (days before
+    the retention horizon: :mod:`tracker.rollup.retention`)."""
+    cutoff = lifecycle.expired_before(conn)
+    return cutoff is not None and first < first_recomputable_day(cutoff, info.timezone)
+
+
+def _base(found: Checkpoint | None, since: date, keep: date | None, frozen: bool
+          ) -> tuple[Checkpoint | None, date]:
+    """Where the pass starts: the stored checkpoint when it lies before ``since`` and not
+    after ``keep`` (the day the checkpoint is to be), else nothing (every day from the
+    first), and the first day it rewrites. When the checkpoint lies at or after ``since``
+    but ``frozen`` daily rows make a pass from the first day impossible, it starts from the
+    checkpoint and rewrites the days after it only (the days up to it keep their cumulative
+    rows, as days before the retention horizon keep theirs)."""
+    if found is None or keep is None or found.day > keep:
+        return None, since
+    if found.day < since:
+        return found, since
+    if frozen:
+        log.warning("cumulative rows through %s kept: the daily rows before the retention "
+                    "horizon that a pass from the first day reads have expired", found.day)
+        return found, found.day + timedelta(days=1)
+    return None, since
 
 
 def _checkpoint(days: list[tuple[date, int, int]], now_us: int) -> date | None:
@@ -147,12 +193,10 @@ class Running:
 
     @classmethod
     def start(cls, store: Store, layout: Layout, covariates: cuped.UserCovariates | None,
-              since: date, keep: date | None, restart: bool) -> Running:
-        """From the stored checkpoint when it lies before ``since`` and not after ``keep``
-        (the day the checkpoint is to be), else from nothing."""
-        found = None if restart else store.checkpoint()
-        if found is not None and (found.day >= since or keep is None or found.day > keep):
-            found = None
+              found: Checkpoint | None,
+              moved: tuple[UserCovariates, UserCovariates] | None = None) -> Running:
+        """From the checkpoint ``found`` (None: from nothing); ``moved``: users' old and
+        new covariates, moved in its CUPED sums."""
         empty = ViewSums(layout, covariates is not None)
         if found is None:
             return cls(store, layout, covariates, None, empty, stored=False)
@@ -163,8 +207,10 @@ class Running:
             sums = empty
             every = store.checkpoint_rows(None)
             sums.move(UnitTotals.empty(len(layout)), every, _of(covariates, every))
+        elif moved is not None and sums.cuped is not None and len(moved[0].users):
+            sums.recovariate(store.checkpoint_rows(moved[0].users), *moved)
         running = cls(store, layout, covariates, found.day, sums, stored=True)
-        running.unsaved = computed
+        running.unsaved = computed or moved is not None
         return running
 
     def after(self, day: date) -> bool:

@@ -194,6 +194,17 @@ class ViewSums:
                 for weights in cell_terms(rows, covariates, self.layout, cell):
                     acc.add(covariate_terms(*weights), sign)
 
+    def recovariate(self, rows: UnitTotals, old: UserCovariates, new: UserCovariates) -> None:
+        """CUPED's sums moved from some users' ``old`` covariates to their ``new`` ones
+        (``rows``: every row those users have in the view)."""
+        if self.cuped is None:
+            return
+        for covariates, sign in ((old, -1), (new, 1)):
+            for cell in np.unique(rows.cells).tolist():
+                acc = self.cuped.setdefault(cell, ExactSums(self.width))
+                for weights in cell_terms(rows, covariates, self.layout, cell):
+                    acc.add(covariate_terms(*weights), sign)
+
     def cuped_table(self, codes: list[int]) -> pa.Table | None:
         """CUPED's sums of ``codes`` (zeros for a cell without users), None when off."""
         if self.cuped is None:

@@ -215,6 +215,9 @@ class DatabaseStore:
     def write_checkpoint(self, day: date, sums: bytes, rows: UnitTotals,
                          everyone: bool) -> None:
         table, mine = RollupUserTotals, RollupUserTotals.experiment_id == self.info.id
+        if not everyone and self._stored != list(self.layout.names):  # another layout:
+            rows = self.checkpoint_rows(None).replacing_users(rows)  # every row in this one
+            everyone = True
         if everyone:
             self.conn.execute(sa.delete(table).where(mine))
         else:

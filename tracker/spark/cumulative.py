@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import uuid
 from datetime import date
 from pathlib import Path
 
@@ -59,9 +60,10 @@ class DirectoryStore:
 
     def checkpoint_rows(self, users: pa.Array | None) -> UnitTotals:
         """The rows of ``users``, read from the one file of every user's (this store is
-        not keyed by user: a Spark state directory holds one Parquet file)."""
-        path = self._checkpoint / "users.parquet"
-        if not path.exists():
+        not keyed by user: a Spark state directory holds one Parquet file per checkpoint,
+        the one ``checkpoint.json`` names)."""
+        path = self._users_file()
+        if path is None or not path.exists():
             return UnitTotals.empty(len(self.layout))
         every = UnitTotals.decode([state.write(pq.read_table(path), state.UNITS)],
                                   self.layout)
@@ -73,13 +75,23 @@ class DirectoryStore:
             self.checkpoint_rows(None).replacing_users(rows) if rows.size else \
             self.checkpoint_rows(None)
         self._checkpoint.mkdir(parents=True, exist_ok=True)
-        pq.write_table(self.directory.encode(every, self.layout),
-                       self._checkpoint / "users.parquet")
+        before = self._users_file()
+        name = f"users-{day.isoformat()}-{uuid.uuid4().hex}.parquet"  # never overwritten
+        pq.write_table(self.directory.encode(every, self.layout), self._checkpoint / name)
         temporary = self._checkpoint / "checkpoint.json.tmp"
         temporary.write_text(json.dumps({"format": CHECKPOINT, "day": day.isoformat(),
                                          "columns": list(self.layout.names),
-                                         "sums": sums.decode()}))
-        os.replace(temporary, self._checkpoint / "checkpoint.json")
+                                         "sums": sums.decode(), "users": name}))
+        os.replace(temporary, self._checkpoint / "checkpoint.json")  # the switch: atomic
+        if before is not None and before.exists():
+            before.unlink()
+
+    def _users_file(self) -> Path | None:
+        """The users' file the stored ``checkpoint.json`` names (None: none)."""
+        path = self._checkpoint / "checkpoint.json"
+        if not path.exists():
+            return None
+        return self._checkpoint / json.loads(path.read_text()).get("users", "users.parquet")
 
     def drop_checkpoint(self) -> None:
         if self._checkpoint.exists():
