@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from tracker.rollup.user_covariates import UserCovariates
+from tracker.store import bulk
 from tracker.store.experiments import ExperimentInfo
 from tracker.store.rollup_tables import RollupCheckpoint, RollupUserCovariates
 
@@ -109,11 +110,10 @@ def save(conn: sa.Connection, info: ExperimentInfo, covariates: UserCovariates,
             conn.execute(sa.delete(table).where(
                 mine, table.user_id.in_(users[at:at + _PER_STATEMENT])))
     x = np.ascontiguousarray(covariates.x, dtype="<f8")
-    rows = [{"experiment_id": info.id, "user_id": user, "first_exposure": int(f),
-             "data": x[i].tobytes()} for i, (user, f) in enumerate(zip(
-                 users, covariates.first.tolist(), strict=True))]
-    for at in range(0, len(rows), _PER_STATEMENT):
-        conn.execute(sa.insert(table), rows[at:at + _PER_STATEMENT])
+    bulk.insert_rows(conn, table.__table__, ("experiment_id", "user_id", "first_exposure",
+                                             "data"),
+                     [(info.id, user, f, x[i].tobytes()) for i, (user, f) in enumerate(zip(
+                         users, covariates.first.tolist(), strict=True))])
     bounds = [int(covariates.first.min()), int(covariates.first.max())] \
         if len(users) else None
     if first is not None:

@@ -27,7 +27,7 @@ from tracker.rollup import covariates as cuped
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.exposure import Exposure
 from tracker.rollup.outcomes import Layout
-from tracker.store import results
+from tracker.store import bulk, results
 from tracker.store.experiments import ExperimentInfo
 from tracker.store.rollup_tables import RollupCheckpoint, RollupFirstSeen, RollupUserTotals
 
@@ -225,10 +225,8 @@ class DatabaseStore:
             for at in range(0, len(users), _USERS_PER_STATEMENT):
                 self.conn.execute(sa.delete(table).where(
                     mine, table.user_id.in_(users[at:at + _USERS_PER_STATEMENT])))
-        encoded = [{"experiment_id": self.info.id, "user_id": user, "data": data}
-                   for user, data in encode_users(rows)]
-        for at in range(0, len(encoded), _USERS_PER_STATEMENT):
-            self.conn.execute(sa.insert(table), encoded[at:at + _USERS_PER_STATEMENT])
+        bulk.insert_rows(self.conn, table.__table__, ("experiment_id", "user_id", "data"),
+                         [(self.info.id, user, data) for user, data in encode_users(rows)])
         self._describe(day=day, sums=sums, columns=json.dumps(
             {"format": USER_TOTALS, "columns": list(self.layout.names)}))
 
