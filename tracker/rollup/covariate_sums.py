@@ -93,15 +93,23 @@ def _summed_terms(*weights: np.ndarray) -> np.ndarray:
                            for w, x in _factors(*weights)])
 
 
+def covariate_rows(totals: UnitTotals, covariates: UserCovariates) -> np.ndarray:
+    """Each row's user's row in ``covariates`` (-1: none), for :func:`cell_terms` (looked
+    up once for every cell)."""
+    return index_in(totals.users, covariates.users) if totals.size else \
+        np.empty(0, dtype=np.int64)
+
+
 def cell_terms(totals: UnitTotals, covariates: UserCovariates, layout: Layout, cell: int,
-               keep: np.ndarray | None = None) -> Iterator[tuple[np.ndarray, ...]]:
+               keep: np.ndarray | None = None, found: np.ndarray | None = None
+               ) -> Iterator[tuple[np.ndarray, ...]]:
     """The weights of :func:`_factors` of the users of ``cell`` the metric rows count
     (``keep``: the non-crossover rows, by default of ``totals`` itself), block by block
     (:func:`~tracker.rollup.aggregate.cell_blocks`): :func:`user_terms` of them are the
-    users' terms, :func:`_summed_terms` their float sums."""
+    users' terms, :func:`_summed_terms` their float sums. ``found``: :func:`covariate_rows`
+    (looked up here when not given)."""
     names = covariates.names
-    found = index_in(totals.users, covariates.users) if totals.size else \
-        np.empty(0, dtype=np.int64)
+    found = covariate_rows(totals, covariates) if found is None else found
     pre = [(j, names.index(PREFIX + column)) for j, column in enumerate(layout.names)
            if PREFIX + column in names]
     keep = ~crossover_mask(totals) if keep is None else keep
@@ -131,16 +139,17 @@ def _covariate_sums(totals: UnitTotals, covariates: UserCovariates, layout: Layo
                     codes: list[int], exact: bool) -> pa.Table:
     width = len(layout) * len(sum_columns())
     covariates = covariates.subset(pc.unique(totals.users))  # looked up among few
+    found, keep = covariate_rows(totals, covariates), ~crossover_mask(totals)
     per_cell = {}
     for cell in codes:
         if exact:
             acc = ExactSums(width)
-            for weights in cell_terms(totals, covariates, layout, cell):
+            for weights in cell_terms(totals, covariates, layout, cell, keep, found):
                 acc.add(user_terms(*weights))
             per_cell[cell] = acc.sums()
         else:
             out = np.zeros(width)
-            for weights in cell_terms(totals, covariates, layout, cell):
+            for weights in cell_terms(totals, covariates, layout, cell, keep, found):
                 out += _summed_terms(*weights)
             per_cell[cell] = out
     return sums_table(per_cell, layout)

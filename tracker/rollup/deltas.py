@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from tracker.rollup.accumulate import ExactSums
 from tracker.rollup.aggregate import CellStats, HealthCounts, UnitTotals, crossover_mask, health
-from tracker.rollup.covariate_sums import cell_terms, sum_columns, sums_table
+from tracker.rollup.covariate_sums import cell_terms, covariate_rows, sum_columns, sums_table
 from tracker.rollup.covariate_sums import user_terms as covariate_terms
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.user_covariates import UserCovariates
@@ -189,9 +189,10 @@ class ViewSums:
         if covariates is None:
             raise ValueError("CUPED's sums move with the users' covariates: none given")
         for rows, sign in ((old, -1), (new, 1)):
+            found = covariate_rows(rows, covariates)
             for cell in np.unique(rows.cells).tolist():
                 acc = self.cuped.setdefault(cell, ExactSums(self.width))
-                for weights in cell_terms(rows, covariates, self.layout, cell):
+                for weights in cell_terms(rows, covariates, self.layout, cell, found=found):
                     acc.add(covariate_terms(*weights), sign)
 
     def recovariate(self, rows: UnitTotals, old: UserCovariates, new: UserCovariates) -> None:
@@ -200,9 +201,10 @@ class ViewSums:
         if self.cuped is None:
             return
         for covariates, sign in ((old, -1), (new, 1)):
+            found = covariate_rows(rows, covariates)
             for cell in np.unique(rows.cells).tolist():
                 acc = self.cuped.setdefault(cell, ExactSums(self.width))
-                for weights in cell_terms(rows, covariates, self.layout, cell):
+                for weights in cell_terms(rows, covariates, self.layout, cell, found=found):
                     acc.add(covariate_terms(*weights), sign)
 
     def cuped_table(self, codes: list[int]) -> pa.Table | None:

@@ -14,6 +14,7 @@ UserCovariates` for the users asked.
 from __future__ import annotations
 
 import json
+from itertools import repeat
 
 import numpy as np
 import pyarrow as pa
@@ -109,17 +110,27 @@ def save(conn: sa.Connection, info: ExperimentInfo, covariates: UserCovariates,
         for at in range(0, len(users), _PER_STATEMENT):
             conn.execute(sa.delete(table).where(
                 mine, table.user_id.in_(users[at:at + _PER_STATEMENT])))
-    x = np.ascontiguousarray(covariates.x, dtype="<f8")
     bulk.insert_rows(conn, table.__table__, ("experiment_id", "user_id", "first_exposure",
                                              "data"),
-                     [(info.id, user, f, x[i].tobytes()) for i, (user, f) in enumerate(zip(
-                         users, covariates.first.tolist(), strict=True))])
+                     list(zip(repeat(info.id), users, covariates.first.tolist(),
+                              row_bytes(covariates.x), strict=False)))
     bounds = [int(covariates.first.min()), int(covariates.first.max())] \
         if len(users) else None
     if first is not None:
         bounds = [min(first[0], bounds[0]), max(first[1], bounds[1])] if bounds else \
             list(first)
     describe(conn, info, covariates.names, bounds)
+
+
+def row_bytes(x: np.ndarray) -> list[bytes]:
+    """Each row of ``x`` as its little-endian float64 bytes (one ``bytes`` per row).
+
+    >>> row_bytes(np.array([[1.0, 0.0]])) == [np.array([1.0, 0.0]).astype("<f8").tobytes()]
+    True
+    """
+    x = np.ascontiguousarray(x, dtype="<f8")
+    return x.view(np.dtype((np.void, 8 * x.shape[1]))).ravel().tolist() if x.shape[1] else \
+        [b""] * x.shape[0]
 
 
 def describe(conn: sa.Connection, info: ExperimentInfo, names: tuple[str, ...] | None,
