@@ -58,7 +58,7 @@ SPANS = [  # (module, attribute, label): the wall time of each call is summed
     ("tracker.rollup.engine", "_Run._compute_days", "days (read, score, write)"),
     ("tracker.rollup.engine", "recompute_day", "  days read whole"),
     ("tracker.rollup.engine", "rescore_users", "  days from their state"),
-    ("tracker.rollup.partial", "final_pass", "    final passes"),
+    ("tracker.rollup.engine", "finalize_day", "  days final as stored"),
     ("tracker.rollup.partial", "results.units", "    stored units read"),
     ("tracker.rollup.partial", "provisional.new_interactions", "    new interactions read"),
     ("tracker.rollup.provisional", "ProvisionalDay.answer", "    merged into the truth"),

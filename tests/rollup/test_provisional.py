@@ -4,6 +4,9 @@ change, and end in the tables of one full rollup; the state goes when the day is
 
 from __future__ import annotations
 
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
 from itertools import zip_longest
@@ -26,6 +29,7 @@ from tracker.rollup.columnar import PAIR_LIMIT, EncodedLists
 from tracker.rollup.popularity import Popularity
 from tracker.rollup.provisional import ProvisionalDay
 from tracker.rollup.truth import Truth
+from tracker.store import results
 
 EARLY = T0  # before every impression: every day stays provisional
 
@@ -66,7 +70,11 @@ def test_a_late_click_on_a_provisional_day_reads_no_impression_again(tracker):
     assert dump(tracker.engine) == incremental
 
 
-def test_a_day_final_since_is_computed_from_its_state_and_the_state_dropped(tracker):
+def test_a_day_final_since_is_published_from_its_stored_rows_and_its_state_dropped(
+        tracker):
+    """Windows closed since the days were computed, nothing new: the days are final as
+    they stand, published from their stored rows without reading a log, and they equal
+    one full rollup."""
     create(tracker)
     imps, events = make_logs(seed=42, days=2, users=6, impressions=30)
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
@@ -75,88 +83,128 @@ def test_a_day_final_since_is_computed_from_its_state_and_the_state_dropped(trac
     assert _kept_days(tracker.engine)
     later = max(r["served_at"] for r in imps) + timedelta(days=2)
     (summary,) = tracker.rollup("home", now=later)  # every window closed
-    assert summary.days_recomputed == sorted({r["served_at"].date() for r in imps})
-    assert summary.impressions_read == 0  # from the stored state
+    days = sorted({r["served_at"].date() for r in imps})
+    assert summary.days_recomputed == days
+    assert summary.days_final_as_stored == len(days)
+    assert (summary.impressions_read, summary.truth_pairs_read) == (0, 0)  # no log read
     assert _kept_days(tracker.engine) == []
+    assert not tracker.metric_table("home")["provisional"].any()
     _check_against_reference(tracker, imps, events)
     final = dump(tracker.engine)
     tracker.rollup("home", full=True, now=later)
     assert dump(tracker.engine) == final
 
 
-def _take_out(engine: sa.Engine, event_id: str) -> dict:
-    """Remove the interaction ``event_id``; :func:`_put_back` commits it again with the
-    same id: a row whose transaction committed after a rollup had read a higher id (the
-    watermark then stands above it, and no later run sees it as new)."""
-    interaction = sa.Table("interaction", sa.MetaData(), autoload_with=engine)
-    with engine.begin() as conn:
-        row = dict(conn.execute(sa.select(interaction).where(
-            interaction.c.event_key == event_id)).mappings().one())
-        conn.execute(sa.delete(interaction).where(interaction.c.id == row["id"]))
-    return row
-
-
-def _put_back(engine: sa.Engine, row: dict) -> None:
-    interaction = sa.Table("interaction", sa.MetaData(), autoload_with=engine)
-    with engine.begin() as conn:
-        conn.execute(sa.insert(interaction).values(**row))
-
-
-def test_a_row_committed_out_of_id_order_counts_once_the_day_is_final(tracker):
-    """An interaction below the watermark that the provisional runs never saw: the final
-    pass, computed from the stored state, still counts it (it reads every interaction of
-    the day's windows again), and ends in the tables of one full rollup."""
+def test_a_late_click_on_a_day_final_since_is_scored_from_its_state_and_the_state_dropped(
+        tracker):
+    """A day whose windows closed since its state was kept, answered by a late click: its
+    changed user is scored from the state a last time, the state is not kept, and the day
+    equals one full rollup's."""
     create(tracker)
-    imps, events = make_logs(seed=44, days=2, users=6, impressions=30)
-    _, on_last, late = _late_click(imps)
-    late["item_id"] = on_last[-1]["items"][0]  # its top item: every metric of it moves
+    imps, events = make_logs(seed=43, days=2, users=6, impressions=30)
+    last_day, _, late = _late_click(imps)
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
-    tracker.log_interactions([late], on_invalid="all_or_nothing")
-    tracker.log_interactions(events, on_invalid="all_or_nothing")  # ids above the late one
-    row = _take_out(tracker.engine, "late")
-    tracker.rollup("home", now=EARLY)  # reads the highest id, not the late row
-    _put_back(tracker.engine, row)  # committed now, below the watermark
-    (summary,) = tracker.rollup("home", now=EARLY)
-    assert summary.days_recomputed == []  # nothing new above the watermark
-    provisional = dump(tracker.engine)
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=EARLY)
+    tracker.log_interactions([late])
     later = max(r["served_at"] for r in imps) + timedelta(days=2)
     (summary,) = tracker.rollup("home", now=later)
-    assert summary.impressions_read == 0  # the final pass from the stored state
+    assert summary.impressions_read == 0  # the late day from its state, the others as stored
+    assert (summary.days_in_part, summary.users_recomputed) == (1, 1)
     assert _kept_days(tracker.engine) == []
     _check_against_reference(tracker, imps, events + [late])
     final = dump(tracker.engine)
-    assert final["rollup_units"] != provisional["rollup_units"]  # the late row counted
     tracker.rollup("home", full=True, now=later)
     assert dump(tracker.engine) == final
 
 
-def test_a_row_gone_from_the_logs_since_its_day_was_computed_is_not_counted(tracker):
-    """A row the state was built from, removed from the logs (as an erasure removes rows):
-    the ids differ from the state's, the final pass reads the interactions whole, and the
-    row no longer counts, as in one full rollup."""
+def test_no_row_commits_below_the_ids_a_run_takes_into_account(tracker):
+    """What lets a day be final as it stands: the ids a run reads
+    (:func:`~tracker.store.results.latest_ids`) have every row below them committed. A
+    batch still being written when a later one commits (PostgreSQL hands out ids from a
+    sequence, so the later batch's ids are higher) is waited for; on SQLite the later batch
+    waits for the write lock instead. Either way, once both have committed, the rows at or
+    below the ids read are exactly those the run saw."""
+    create(tracker)
+    first = {"event_id": "first", "user_id": "u", "item_id": "i", "event": "click",
+             "occurred_at": T0}
+    tracker.log_interactions([first])
+    interaction = sa.Table("interaction", sa.MetaData(), autoload_with=tracker.engine)
+
+    def row(key: str) -> dict:
+        return {"event_key": key, "user_id": "u", "item_id": "i", "event_type": "click",
+                "value": None, "impression_key": None}
+
+    with tracker.engine.connect() as conn:  # the two columns as stored (epoch micros)
+        stored = dict(conn.execute(sa.select(interaction)).mappings().one())
+    micros = {c: stored[c] for c in ("occurred_at", "received_at")}
+    slow_open, fast_done = threading.Event(), threading.Event()
+
+    def slow() -> None:  # takes an id first, commits last
+        with tracker.engine.begin() as conn:
+            conn.execute(sa.insert(interaction).values(**(row("slow") | micros)))
+            slow_open.set()
+            fast_done.wait(5)
+            time.sleep(0.5)
+
+    def fast() -> None:  # a later batch, committed at once (SQLite: after the slow one)
+        with tracker.engine.begin() as conn:
+            conn.execute(sa.insert(interaction).values(**(row("fast") | micros)))
+        fast_done.set()
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        writing = pool.submit(slow)
+        assert slow_open.wait(10)
+        later = pool.submit(fast)
+        if tracker.engine.dialect.name == "postgresql":
+            later.result(10)  # committed while the slow batch is still open
+        else:
+            fast_done.set()  # SQLite: it waits for the slow one's write lock
+        with tracker.engine.begin() as conn:
+            top = results.latest_ids(conn)[1]
+            seen = set(conn.execute(sa.select(interaction.c.event_key).where(
+                interaction.c.id <= top)).scalars())
+        writing.result(10)
+        later.result(10)
+    with tracker.engine.connect() as conn:
+        below = set(conn.execute(sa.select(interaction.c.event_key).where(
+            interaction.c.id <= top)).scalars())
+    assert below == seen
+    assert "first" in seen
+
+
+def test_an_erasure_drops_a_provisional_days_stored_rows_and_the_day_is_read_again(tracker):
+    """A user erased after a provisional rollup: the days their rows entered lose their
+    stored per-user rows and kept state at once (they hold the user), and the next run
+    recomputes them from the logs, as one full rollup does."""
     create(tracker)
     imps, events = make_logs(seed=47, days=2, users=6, impressions=30)
-    _, on_last, late = _late_click(imps)
-    late["item_id"] = on_last[-1]["items"][0]  # its top item: every metric of it moves
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
-    tracker.log_interactions(events + [late], on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
     tracker.rollup("home", now=EARLY)
-    provisional_units = dump(tracker.engine)["rollup_units"]
-    _take_out(tracker.engine, "late")
-    later = max(r["served_at"] for r in imps) + timedelta(days=2)
-    (summary,) = tracker.rollup("home", now=later)
-    assert summary.impressions_read == 0  # the final pass from the stored state
-    _check_against_reference(tracker, imps, events)
-    final = dump(tracker.engine)
-    assert final["rollup_units"] != provisional_units  # the late row no longer counted
-    tracker.rollup("home", full=True, now=later)
-    assert dump(tracker.engine) == final
+    gone = imps[0]["user_id"]
+    erased = tracker.delete_user(gone, now=EARLY)
+    (marked,) = [p.days_marked for p in erased.experiments]
+    with tracker.engine.connect() as conn:
+        for table in ("rollup_units", "rollup_provisional"):
+            stored = {str(d) for (d,) in conn.execute(sa.text(
+                f"SELECT DISTINCT day FROM {table} WHERE cumulative IS NOT TRUE"
+                if table == "rollup_units" else f"SELECT DISTINCT day FROM {table}"))}
+            assert not stored & {str(d) for d in marked}, table
+    (summary,) = tracker.rollup("home", now=EARLY)
+    assert set(marked) <= set(summary.days_recomputed)
+    assert summary.impressions_read > 0  # read from the logs again
+    _check_against_reference(tracker, [r for r in imps if r["user_id"] != gone],
+                             [e for e in events if e["user_id"] != gone])
+    incremental = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=EARLY)
+    assert dump(tracker.engine) == incremental
 
 
 def test_a_late_row_given_an_erased_rows_id_counts_once_the_day_is_final(tracker):
     """The newest interaction erased after a provisional rollup: SQLite gives its id to the
-    next row logged (a late purchase on the last day's top item), and the final pass still
-    counts that row, as one full rollup does."""
+    next row logged (a late purchase on the last day's top item), and the run counts that
+    row (the erasure lowered the watermarks), as one full rollup does."""
     create(tracker)
     imps, events = make_logs(seed=47, days=2, users=6, impressions=30)
     _, on_last, late = _late_click(imps)
@@ -174,32 +222,6 @@ def test_a_late_row_given_an_erased_rows_id_counts_once_the_day_is_final(tracker
     incremental = dump(tracker.engine)
     tracker.rollup("home", full=True, now=later)
     assert dump(tracker.engine) == incremental
-
-
-def test_a_day_final_since_with_a_late_impression_is_read_whole(tracker):
-    """An impression below the watermark that the provisional runs never saw: the day's
-    impressions no longer match its state, and the final pass reads the day whole."""
-    create(tracker)
-    imps, events = make_logs(seed=45, days=1, users=6, impressions=30)
-    imps.sort(key=lambda r: r["served_at"])
-    tracker.log_impressions(imps[:-1], on_invalid="all_or_nothing")
-    tracker.log_interactions(events, on_invalid="all_or_nothing")
-    tracker.rollup("home", now=EARLY)
-    tracker.log_impressions(imps[-1:], on_invalid="all_or_nothing")
-    impression = sa.Table("impression", sa.MetaData(), autoload_with=tracker.engine)
-    with tracker.engine.begin() as conn:  # the watermark as if a run had read its id
-        conn.execute(sa.text("UPDATE rollup_state SET impressions_seen = "
-                             "(SELECT max(id) FROM impression)"))
-        assert conn.execute(sa.select(sa.func.count()).select_from(impression)).scalar() \
-            == len(imps)
-    later = imps[-1]["served_at"] + timedelta(days=2)
-    (summary,) = tracker.rollup("home", now=later)
-    day = imps[-1]["served_at"].date()  # read whole; the other day from its state
-    assert summary.impressions_read == sum(r["served_at"].date() == day for r in imps)
-    _check_against_reference(tracker, imps, events)
-    final = dump(tracker.engine)
-    tracker.rollup("home", full=True, now=later)
-    assert dump(tracker.engine) == final
 
 
 def _parts(engine: sa.Engine) -> dict[tuple, bytes]:
@@ -300,7 +322,8 @@ def test_any_split_with_provisional_days_ends_in_the_tables_of_one_full_rollup(
 def test_days_turning_final_between_batches_end_in_the_tables_of_one_full_rollup(
         tmp_path, seed, evt_cuts, hours, step):
     """The clock moves ``step`` hours between rollups: days computed provisional turn final
-    on the way (computed final from their state); the end equals one full rollup."""
+    on the way (as they stand, or scored from their state a last time); the end equals one
+    full rollup."""
     imps, events = make_logs(seed, days=3, users=8, impressions=40)
     events.sort(key=lambda r: r["occurred_at"])
     with fresh_database(tmp_path) as url, Tracker(migrated(url)) as tracker:

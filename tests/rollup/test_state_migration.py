@@ -328,3 +328,56 @@ def test_0020_names_the_default_engines_results_and_a_spark_one_rebuilds_after_d
     assert summary.days_recomputed == [] and summary.taken_over is None
     assert_same_tables(dump(engine, without=("rollup_units",)), expected, rel=0)
     engine.dispose()
+
+
+def test_0022_drops_the_rows_of_days_an_erasure_marked_and_the_next_run_reads_them_again(
+        empty_url):
+    """A day the release before marked for recompute (an erasure: ``computed_at`` one
+    microsecond before ``closes_at``) still holds its per-user rows, erased user included;
+    this release would publish a day final since from them. Upgrade drops the daily rows and
+    kept state of the marked days only (the erased user's days), and the next run
+    recomputes them from the logs: the tables of one full rollup without the erased user."""
+    engine = create_engine(empty_url)
+    schema.upgrade(engine)
+    with Tracker(empty_url) as t:
+        create(t)
+        imps, events = make_logs(5, users=30)
+        t.log_impressions(imps, on_invalid="all_or_nothing")
+        t.log_interactions(events, on_invalid="all_or_nothing")
+        provisional_now = max(r["served_at"] for r in imps) + timedelta(hours=1)
+        t.rollup("home", now=provisional_now)  # the last day provisional, its state kept
+    last = max(r["served_at"] for r in imps).date()
+    days_of: dict[str, set] = {}
+    for r in imps:
+        days_of.setdefault(r["user_id"], set()).add(r["served_at"].date())
+    gone = min((u for u in days_of if last in days_of[u]), key=lambda u: len(days_of[u]))
+    marked = days_of[gone]  # the days the erasure marks: their lists'
+    schema.downgrade(engine, "0021")
+    with engine.begin() as conn:  # the release before's erasure: rows deleted, day marked
+        for table in ("impression", "interaction", "rollup_user_covariates"):
+            conn.execute(sa.text(f"DELETE FROM {table} WHERE user_id = :u"), {"u": gone})
+        for day in marked:
+            conn.execute(sa.text("UPDATE rollup_day SET closes_at = computed_at, "
+                                 "computed_at = computed_at - 1 WHERE day = :d"), {"d": day})
+    per_day = "SELECT DISTINCT day FROM {} WHERE {}"
+    with engine.connect() as conn:
+        before = {t: {str(d) for (d,) in conn.execute(sa.text(per_day.format(t, w)))}
+                  for t, w in (("rollup_units", "cumulative = false"),
+                               ("rollup_exposure", "cumulative = false"),
+                               ("rollup_provisional", "1 = 1"))}
+    assert str(last) in before["rollup_provisional"]
+    assert before["rollup_units"] - {str(d) for d in marked}
+    schema.upgrade(engine)
+    with engine.connect() as conn:
+        after = {t: {str(d) for (d,) in conn.execute(sa.text(per_day.format(t, w)))}
+                 for t, w in (("rollup_units", "cumulative = false"),
+                              ("rollup_exposure", "cumulative = false"),
+                              ("rollup_provisional", "1 = 1"))}
+    assert after == {t: days - {str(d) for d in marked} for t, days in before.items()}
+    with Tracker(empty_url) as t:
+        (summary,) = t.rollup("home", now=provisional_now)
+        assert marked <= set(summary.days_recomputed) and summary.impressions_read > 0
+        incremental = dump(engine)
+        t.rollup("home", full=True, now=provisional_now)
+    assert_same_tables(dump(engine), incremental, rel=0)
+    engine.dispose()

@@ -13,7 +13,8 @@ The modules, in the order a run uses them:
 
 - ``engine``: one run per experiment: plan, days, last transaction (``summary``: what it did).
 - ``plan``: which days, and which users of a day, new rows changed (``queries``: the SQL).
-- ``day``: one day read, scored and written, whole; ``partial``: for some of its users only,
+- ``day``: one day read, scored and written, whole (or, final since with nothing new,
+  published from its stored rows); ``partial``: for some of its users only,
   over the stored rows of the others, read again or (a provisional day) scored from its
   stored encoded state (``provisional``); ``pipeline``: read-ahead and scoring threads;
   every day scored against the experiment's item popularity, which the plan resolves.

@@ -227,7 +227,7 @@ def changed_since(stored: UserCovariates, recomputed: UserCovariates) -> int:
 
 def resum_changed(conn: sa.Connection, info: ExperimentInfo, refreshed: Refreshed,
                   written: Iterable[date],
-                  units: Callable[[date, bool], UnitTotals | None]) -> None:
+                  units: Callable[[date], UnitTotals | None]) -> None:
     """After a run's own sums (``written``: its days): when stored covariates changed, the
     daily sums of the other days that hold those users (:func:`resum`, ``units`` its days'
     totals; the cumulative pass rewrites the cumulative ones from the first such day:
@@ -400,19 +400,19 @@ def covariates_of(info: ExperimentInfo, users: pa.Array, events: pa.Table,
 
 def resum(conn: sa.Connection, info: ExperimentInfo, covariates: UserCovariates,
           written: set[date], since: int | None,
-          units: Callable[[date, bool], UnitTotals | None]) -> None:
+          units: Callable[[date], UnitTotals | None]) -> None:
     """The stored days' daily sums again from their unit totals, once stored users'
     covariates changed (a day's sums join its users' covariates): from the day of
     ``since`` (µs: the earliest first exposure of a changed user, before which no day holds
     them; None: every day) on, of the days not in ``written``, which the run wrote itself.
-    ``units(day, False)``: a day's totals (:meth:`~tracker.rollup.stores.Store.units`); a
+    ``units(day)``: a day's totals (:meth:`~tracker.rollup.stores.Store.units`); a
     day without totals keeps its sums."""
     layout = Layout.for_cutoffs(list(info.cutoffs))
     first = None if since is None else day_of(since, info.timezone)
     for day, _, _ in results.known_days(conn, info.id):
         if (first is not None and day < first) or day in written:
             continue
-        totals = units(day, False)
+        totals = units(day)
         if totals is not None:
             write_sums(conn, info, day, False, totals, covariates, layout)
 

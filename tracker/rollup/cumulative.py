@@ -114,12 +114,12 @@ def cumulative_from(conn: sa.Connection, info: ExperimentInfo, since: date, now_
     running.provisional = any(computed < closes for day, closes, computed in days
                               if day < since)
     for day in (d for d in before if running.after(d)):  # replayed onto the base
-        running.add(day, store.units(day, False), keep)
+        running.add(day, store.units(day), keep)
     ahead = [d for d in days if d[0] >= since]
     for done, (day, closes, computed) in enumerate(ahead, 1):
         running.provisional |= computed < closes
         running.add(day, (recent or {}).get(day) if day in (recent or {}) else
-                    store.units(day, False), keep)
+                    store.units(day), keep)
         for cell, exposure in store.exposure(day, False).items():
             running.exposure[cell] = running.exposure[cell] + exposure \
                 if cell in running.exposure else exposure

@@ -165,11 +165,35 @@ def write_state(conn: sa.Connection, run: RunContext, day: date, scores: DayScor
     results.insert_units(conn, info.id, day, False, scores.totals.encode(run.layout))
 
 
+def finalize_day(run: RunContext, day: date) -> DayResult | None:
+    """A day final since it was computed, that nothing new touches (``Plan.final``): its
+    rows the report reads, final now, from its stored units and exposure, without reading
+    a log (every row that could answer it was taken into account when it was computed:
+    :mod:`tracker.rollup.plan`); a provisional day's kept state dropped. None when its
+    rows are not stored (it is then recomputed from the logs)."""
+    info = run.info
+    with transaction(run.engine, write=True) as conn:
+        stored = results.units(conn, info.id, day, False)
+        exposed = cells.coded(results.exposure(conn, info.id, day, False))
+        status = results.day_status(conn, info.id, day)
+        if stored is None or cells.WHOLE not in exposed or status is None:
+            return None
+        provisional.drop(conn, info.id, day)
+    impressions, closing = status
+    exposures = {cell: Exposure.decode(data, run.cutoffs)
+                 for cell, data in exposed.items() if cell != cells.WHOLE}
+    return day_result(run, day, queries.DayExtent(impressions, None, None, None, 0),
+                      UnitTotals.decode(stored, run.layout), exposures,
+                      Exposure.decode(exposed[cells.WHOLE], []).items, closing)
+
+
 def day_result(run: RunContext, day: date, extent: queries.DayExtent, totals: UnitTotals,
-               exposures: dict[int, Exposure], catalog: np.ndarray) -> DayResult:
-    """The day's rows the report reads and its status, computed now."""
+               exposures: dict[int, Exposure], catalog: np.ndarray,
+               closing: int | None = None) -> DayResult:
+    """The day's rows the report reads and its status, computed now (``closing``: when
+    its windows close, by default from ``extent``)."""
     now_us = to_micros(run.clock)
-    closing = closes_at(run, extent)
+    closing = closes_at(run, extent) if closing is None else closing
     view = View(run.info, day, False, now_us < closing)
     stats = stats_rows(view, totals, run.layout, exposures,
                        catalog_size(catalog, run.declared))

@@ -9,8 +9,9 @@ One run, per experiment:
    experiment that it answers (served within the attribution window before it, or the
    impression it names); a change of the experiment's item popularity (surprisal's, over a
    reference period before its first day: :mod:`tracker.rollup.popularity`) touches every
-   day. Days computed while still provisional whose windows have closed since are
-   recomputed too. Only days that hold impressions are touched, found from
+   day. Days computed while still provisional whose windows have closed since, and that
+   nothing new touches, are final as they stand (published from their stored rows, no log
+   read). Only days that hold impressions are touched, found from
    the distinct hours of the impressions (never the calendar span), and rows dated outside
    the range :mod:`tracker.rollup.days` can place are left out and counted.
 2. **Each touched day** (:mod:`tracker.rollup.day`) is recomputed from the raw logs
@@ -58,7 +59,7 @@ from tracker.config import Settings
 from tracker.rollup import covariates, provisional, queries, retention, sources
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cumulative import recompute_cumulative
-from tracker.rollup.day import RunContext, pair_limit, recompute_day
+from tracker.rollup.day import RunContext, finalize_day, pair_limit, recompute_day
 from tracker.rollup.days import day_bounds
 from tracker.rollup.exposure_days import publish_exposure_days
 from tracker.rollup.first_exposures import FirstExposures
@@ -206,7 +207,7 @@ class _Run:
             # days whose inputs reach before the retention horizon keep their results (a
             # rebuild that would lose them is refused here, before anything changes)
             plan = plan.only(retention.recomputable(
-                conn, self.info, set(plan.days), rebuild=watermarks is None,
+                conn, self.info, plan.touched, rebuild=watermarks is None,
                 **({"because": summary.taken_over} if summary.taken_over else {})))
         _count_new(summary, plan)
         if watermarks is None:
@@ -254,15 +255,7 @@ class _Run:
             run = RunContext(self.engine, reader, self.settings, self.info, self.clock,
                              declared, start.popularity.popularity, firsts)
             for done, day in enumerate(ordered, 1):
-                users = plan.days[day]
-                # popped: a day's state is not held while the days after it are computed
-                partial = rescore_users(run, day, ids, summary, plan.timed.pop(day, None),
-                                        plan.kept.pop(day, None)) \
-                    if day in plan.rescore else None
-                if partial is None and users is not None:
-                    partial = recompute_users(run, day, users, ids, summary,
-                                              plan.impressions.get(day))
-                daily[day] = partial or recompute_day(run, day, summary)
+                daily[day] = _one_day(run, plan, day, ids, summary)
                 recent[day] = daily[day].totals
                 if len(recent) > _KEEP_DAYS:
                     del recent[min(recent)]
@@ -310,6 +303,24 @@ class _Run:
         with transaction(self.engine) as conn:
             items = declared_items(conn, self.info.id)
         return pa.array(items, type=pa.string()) if items else None
+
+
+def _one_day(run: RunContext, plan: Plan, day: date, ids: Ids, summary: RollupSummary
+             ) -> DayResult:
+    """One day of the plan: final as stored, or recomputed for its changed users (from a
+    provisional day's kept state, else from the logs), or whole."""
+    if day in plan.final:
+        result = finalize_day(run, day)
+        if result is not None:
+            summary.days_final_as_stored += 1
+            return result
+    # popped: a day's state is not held while the days after it are computed
+    partial = rescore_users(run, day, ids, summary, plan.timed.pop(day, None),
+                            plan.kept.pop(day, None)) if day in plan.rescore else None
+    users = plan.days.get(day)
+    if partial is None and users is not None:
+        partial = recompute_users(run, day, users, ids, summary, plan.impressions.get(day))
+    return partial or recompute_day(run, day, summary)
 
 
 def _store_popularity(conn: sa.Connection, info: ExperimentInfo, plan: PopularityPlan

@@ -100,7 +100,7 @@ def publish_exposure_days(conn: sa.Connection, info: ExperimentInfo, since: date
     layout = Layout.for_cutoffs(list(info.cutoffs))
     for day, closes, computed in (d for d in days if d[0] >= since):
         totals = recent.get(day)
-        totals = store.units(day, False) if totals is None else totals
+        totals = store.units(day) if totals is None else totals
         totals = UnitTotals.empty(len(layout)) if totals is None else totals
         offsets, new = seen.offsets(day, totals.users.cast(pa.string()))
         seen.add(day, new)

@@ -29,10 +29,9 @@ import pyarrow.compute as pc
 
 from tracker.rollup import cells, provisional, queries
 from tracker.rollup.aggregate import UnitTotals
-from tracker.rollup.day import DayScorer, DayScores, RunContext, store_day
+from tracker.rollup.day import DayScorer, DayScores, RunContext, closes_at, store_day
 from tracker.rollup.days import day_bounds
 from tracker.rollup.exposure import Exposure
-from tracker.rollup.final import final_pass, is_due
 from tracker.rollup.plan import WHOLE_DAY_SHARE, Ids
 from tracker.rollup.published import DayResult
 from tracker.rollup.summary import RollupSummary
@@ -94,11 +93,8 @@ def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
             kept = provisional.ProvisionalDay.decode(parts, run.cutoffs) if parts else None
         stored = results.units(conn, info.id, day, False) if kept else None
         exposed = cells.coded(results.exposure(conn, info.id, day, False)) if kept else {}
-        due = is_due(conn, info.id, day, to_micros(run.clock))
     if kept is None or stored is None or cells.WHOLE not in exposed:
         return None
-    if due:  # final since, or marked for recompute: from every interaction of its windows
-        return final_pass(run, day, kept, stored, exposed, summary)
     timed, keyed = provisional.new_interactions(run.reader, info, day, ids.interactions_after,
                                                 ids.interactions_through, run.window_us,
                                                 timed)
@@ -114,8 +110,9 @@ def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
         totals, exposures, catalog = before.result()
     catalog = _union(catalog, np.asarray(answered.new_items.to_numpy(zero_copy_only=False),
                                          dtype=object))
+    final = closes_at(run, answered.day.extent) <= to_micros(run.clock)
     merged = DayScores(replaced(totals, changed, owned=True), exposures, catalog,
-                       kept=answered.day.encode(run.cutoffs))
+                       kept=None if final else answered.day.encode(run.cutoffs))
     result = store_day(run, day, answered.day.extent, merged)
     summary.days_in_part += 1
     summary.users_recomputed += int(answered.changed_users.size)

@@ -18,14 +18,19 @@ The watermarks are the highest impression and interaction ids already taken into
   occurred in the period, an erasure dropped it, the first day moved), every day holding
   lists is recomputed whole (:func:`plan_popularity`). Nothing else touches it.
 - **Days computed while provisional** whose windows have closed since (``computed_at <
-  closes_at <= now``) are recomputed whole; other features rely on this rule to have a day
-  recomputed (they set its ``computed_at`` back).
+  closes_at <= now``) and that nothing new touches are **final as they stand**
+  (``Plan.final``): every row that could answer them lies at or below the watermarks
+  (:func:`~tracker.store.results.latest_ids` returns ids below which every row is
+  committed), so their stored per-user rows are what a read of the logs would give, and
+  they are published final from those rows without reading a log
+  (:func:`~tracker.rollup.day.finalize_day`). A day marked for recompute
+  (:func:`~tracker.store.lifecycle.mark_for_recompute`: a user's rows erased) has no
+  stored rows left and is recomputed whole.
 
 A day touched only through its ground truth (new interactions answering or naming its
-impressions: no new impression of it, no change in the popularity), or final
-since while it keeps a stored state, is in ``Plan.rescore``: it is scored again from its
-stored state (:mod:`tracker.rollup.provisional`; its final pass:
-:mod:`tracker.rollup.final`, which reads every interaction of its windows again).
+impressions: no new impression of it, no change in the popularity) is in ``Plan.rescore``:
+while provisional it is scored again from its stored state
+(:mod:`tracker.rollup.provisional`), else for its changed users from the logs.
 
 Only days that hold impressions are ever touched, found from the distinct hours of the
 impressions (a full run: all of them; else the new ones, and the days computed before):
@@ -105,6 +110,9 @@ class Plan:
     # (:func:`~tracker.rollup.queries.new_window_interactions`)
     timed: dict[date, pa.Table] = field(default_factory=dict)
     kept: dict[date, ProvisionalDay] = field(default_factory=dict)  # their stored state
+    # the days final since they were computed, with nothing new: published from their
+    # stored rows (:func:`~tracker.rollup.day.finalize_day`), no log read
+    final: set[date] = field(default_factory=set)
 
     def whole(self, days) -> None:
         for day in days:
@@ -115,6 +123,7 @@ class Plan:
         state: it holds the popularity it was scored with)."""
         self.whole(self.holding)
         self.impressions, self.rescore, self.timed, self.kept = {}, set(), {}, {}
+        self.final = set()
 
     @property
     def first_day(self) -> date | None:
@@ -132,21 +141,27 @@ class Plan:
         """The plan for the days up to ``last`` only (None: every day)."""
         if last is None:
             return self
-        return self._of({d for d in self.days if d <= last})
+        return self._of({d for d in self.touched if d <= last})
 
     def only(self, days: set[date]) -> Plan:
         """The plan for ``days`` only (e.g. those the retention horizon leaves)."""
-        return self._of(set(self.days) & days)
+        return self._of(self.touched & days)
 
     def _of(self, days: set[date]) -> Plan:
         return Plan({d: u for d, u in self.days.items() if d in days}, self.holding,
                     self.new, {d: i for d, i in self.impressions.items() if d in days},
                     self.rescore & days, {d: t for d, t in self.timed.items() if d in days},
-                    {d: k for d, k in self.kept.items() if d in days})
+                    {d: k for d, k in self.kept.items() if d in days}, self.final & days)
+
+    @property
+    def touched(self) -> set[date]:
+        """The days the run writes: recomputed, or final from their stored rows."""
+        return set(self.days) | self.final
 
     @property
     def ordered(self) -> list[date]:
-        return sorted(self.days)
+        """The days the run writes, in order."""
+        return sorted(self.touched)
 
 
 @dataclass(frozen=True)
@@ -171,10 +186,9 @@ def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
     if rebuild:
         return plan
     closed = {k.day for k in known if k.computed_at < k.closes_at <= now_us}
-    plan.whole(closed)
-    # days whose lists changed, or final now without a stored state (a day with one is
-    # computed final from it: :mod:`tracker.rollup.final`)
-    raw = fresh | (closed - provisional.kept_days(conn, info.id))
+    kept = results.days_with_units(conn, info.id, closed)
+    plan.whole(closed - kept)  # marked for recompute: their stored rows went
+    raw = set(plan.days)  # days whose lists changed, or marked
     changed = queries.changed_hours(conn, ids.interactions_after, ids.interactions_through)
     timed = sorted({hour for experiment, hour in changed if experiment is None})
     named = sorted({hour for experiment, hour in changed if experiment == info.id})
@@ -191,6 +205,7 @@ def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
                 plan.whole([day])
             elif users is not None:
                 plan.impressions[day] = served.ids_of(day, users)
+    plan.final = (closed & kept) - set(plan.days)
     return plan
 
 

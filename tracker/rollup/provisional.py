@@ -38,7 +38,8 @@ and every impression of those users is scored with the kernels a whole day uses
 read, so that each user's sums add in the same order as a full rollup's. Their unit rows
 replace the stored ones; the cell statistics are computed again from the units. The truth
 parts of the chunks that changed are written again. Once its windows close, the day is
-computed final from the state too (:mod:`tracker.rollup.final`), and the state dropped.
+final as it stands and the state dropped (:func:`tracker.rollup.day.finalize_day`), or, when
+new interactions answer it then, scored from the state a last time without keeping it.
 """
 
 from __future__ import annotations
@@ -240,26 +241,6 @@ class ProvisionalDay:
         known = np.flatnonzero(codes.is_valid().to_numpy(zero_copy_only=False))
         users = pc.fill_null(codes, 0).to_numpy().astype(np.int64)[known]
         return known, users, timed["at"].to_numpy()[known]
-
-    def rebuilt(self, timed: pa.Table, keyed: pa.Table, relevance, window: int,
-                limit: int) -> Answered | None:
-        """The ground truth built again from ``timed`` and ``keyed`` (as :meth:`answer`
-        takes them: here every interaction of the day's windows), not merged into the
-        stored one; the users whose ground truth differs from the stored one in any
-        (impression, item) pair or grade (:mod:`tracker.rollup.final`). None where
-        :meth:`answer` gives None."""
-        empty = Truth(np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0))
-        built = replace(self, lists=replace(self.lists, truth=empty), matched=None).answer(
-            timed, keyed, relevance, window, limit)
-        if built is None:
-            return None
-        fresh = built.day
-        old, new = self.lists.truth, fresh.lists.truth
-        gained = _changed(old, new, len(fresh.items))
-        rows = np.concatenate((new.rows[gained], old.rows[_changed(new, old, len(fresh.items))]))
-        return Answered(replace(fresh, dirty=self._dirtied(rows), gained=None),
-                        np.unique(self.lists.users[rows]),
-                        fresh.items.take(pa.array(np.unique(new.items[gained]), pa.int64())))
 
     def _dirtied(self, rows: np.ndarray) -> frozenset[int] | None:
         """The chunks to write again once ``rows`` changed (None: all of them)."""
@@ -526,22 +507,6 @@ def merge_truth(old: Truth, new: Truth, n_items: int) -> tuple[Truth, np.ndarray
     merged = Truth(merge(old.rows, new.rows, np.int64), merge(old.items, new.items, np.int32),
                    merge(grades, new.grades, grades.dtype))
     return merged, fresh | raised
-
-
-def _changed(old: Truth, merged: Truth, n_items: int) -> np.ndarray:
-    """Per pair of ``merged``: new, or its grade raised (both sorted by (row, item))."""
-    before = old.rows * max(n_items, 1) + old.items
-    after = merged.rows * max(n_items, 1) + merged.items
-    at = np.minimum(np.searchsorted(before, after), max(before.size - 1, 0))
-    if before.size == 0:
-        return np.ones(after.size, dtype=bool)
-    return (before[at] != after) | (old.grades[at] != merged.grades)
-
-
-def kept_days(conn: sa.Connection, experiment_id: int) -> set[date]:
-    """The days of the experiment that keep a stored state."""
-    return set(conn.execute(sa.select(RollupProvisional.day).distinct().where(
-        RollupProvisional.experiment_id == experiment_id)).scalars())
 
 
 def load(conn: sa.Connection, experiment_id: int, day: date) -> list[bytes] | None:

@@ -29,7 +29,6 @@ from tracker.store.rollup_tables import RollupCheckpoint, RollupUserCovariates
 FORMAT = "covariates/4"
 """The described form of ``rollup_user_covariates`` (``covariates/3``: one Arrow stream of
 every user's, which migration 0021 turns into rows)."""
-_PER_STATEMENT = 5000  # users of one IN list or insert (SQLite: < 32,766 parameters)
 
 
 class Stored:
@@ -63,9 +62,9 @@ class Stored:
             found = self.conn.execute(query).all()
         else:
             wanted, found = pc.unique(users.cast(pa.string())).to_pylist(), []
-            for at in range(0, len(wanted), _PER_STATEMENT):
+            for at in range(0, len(wanted), bulk.IN_LIST_LIMIT):
                 found += self.conn.execute(query.where(
-                    table.user_id.in_(wanted[at:at + _PER_STATEMENT]))).all()
+                    table.user_id.in_(wanted[at:at + bulk.IN_LIST_LIMIT]))).all()
         found.sort()  # by code point, as Arrow sorts
         x = np.frombuffer(b"".join(bytes(d) for _, _, d in found), dtype="<f8").reshape(
             len(found), len(self.names)) if found else np.zeros((0, len(self.names)))
@@ -107,9 +106,9 @@ def save(conn: sa.Connection, info: ExperimentInfo, covariates: UserCovariates,
         conn.execute(sa.delete(table).where(mine))
         first = None
     else:
-        for at in range(0, len(users), _PER_STATEMENT):
+        for at in range(0, len(users), bulk.IN_LIST_LIMIT):
             conn.execute(sa.delete(table).where(
-                mine, table.user_id.in_(users[at:at + _PER_STATEMENT])))
+                mine, table.user_id.in_(users[at:at + bulk.IN_LIST_LIMIT])))
     bulk.insert_rows(conn, table.__table__, ("experiment_id", "user_id", "first_exposure",
                                              "data"),
                      list(zip(repeat(info.id), users, covariates.first.tolist(),

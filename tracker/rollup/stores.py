@@ -28,10 +28,10 @@ from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.exposure import Exposure
 from tracker.rollup.outcomes import Layout
 from tracker.store import bulk, results
+from tracker.store.bulk import IN_LIST_LIMIT
 from tracker.store.experiments import ExperimentInfo
 from tracker.store.rollup_tables import RollupCheckpoint, RollupFirstSeen, RollupUserTotals
 
-_USERS_PER_STATEMENT = 5000  # bound parameters of one IN list or insert (SQLite: < 32,766)
 FIRST_SEEN = "first_seen/1"
 """The format of a day's first-seen users: one ``user_id`` string column."""
 
@@ -39,8 +39,8 @@ FIRST_SEEN = "first_seen/1"
 class Store(Protocol):
     """An engine's per-user state (module docstring)."""
 
-    def units(self, day: date, cumulative: bool) -> UnitTotals | None:
-        """A day's unit totals, daily or cumulative (None: none stored)."""
+    def units(self, day: date) -> UnitTotals | None:
+        """A day's daily unit totals (None: none stored)."""
 
     def exposure(self, day: date, cumulative: bool) -> dict[int, Exposure]:
         """A day's exposure by cell (:data:`~tracker.rollup.cells.WHOLE`: the catalog)."""
@@ -174,8 +174,8 @@ class DatabaseStore:
         self._stored = list(self.layout.names)  # the checkpoint's columns, once read
         self._keep: list[int] | None = None
 
-    def units(self, day: date, cumulative: bool) -> UnitTotals | None:
-        parts = results.units(self.conn, self.info.id, day, cumulative)
+    def units(self, day: date) -> UnitTotals | None:
+        parts = results.units(self.conn, self.info.id, day, False)
         return UnitTotals.decode(parts, self.layout) if parts else None
 
     def exposure(self, day: date, cumulative: bool) -> dict[int, Exposure]:
@@ -206,9 +206,9 @@ class DatabaseStore:
             found = self.conn.execute(query).all()
         else:
             wanted, found = users.cast(pa.string()).to_pylist(), []
-            for at in range(0, len(wanted), _USERS_PER_STATEMENT):
+            for at in range(0, len(wanted), IN_LIST_LIMIT):
                 found += self.conn.execute(query.where(table.user_id.in_(
-                    wanted[at:at + _USERS_PER_STATEMENT]))).all()
+                    wanted[at:at + IN_LIST_LIMIT]))).all()
         found.sort()  # by code point, as Arrow sorts (never the database's collation)
         return decode_users(found, len(self._stored), self._keep)
 
@@ -222,9 +222,9 @@ class DatabaseStore:
             self.conn.execute(sa.delete(table).where(mine))
         else:
             users = pc.unique(rows.users).cast(pa.string()).to_pylist()
-            for at in range(0, len(users), _USERS_PER_STATEMENT):
+            for at in range(0, len(users), IN_LIST_LIMIT):
                 self.conn.execute(sa.delete(table).where(
-                    mine, table.user_id.in_(users[at:at + _USERS_PER_STATEMENT])))
+                    mine, table.user_id.in_(users[at:at + IN_LIST_LIMIT])))
         bulk.insert_rows(self.conn, table.__table__, ("experiment_id", "user_id", "data"),
                          [(self.info.id, user, data) for user, data in encode_users(rows)])
         self._describe(day=day, sums=sums, columns=json.dumps(

@@ -16,6 +16,7 @@ class RollupSummary:
     days_recomputed: list[date] = field(default_factory=list)
     users_recomputed: int = 0  # in days recomputed for some of their users only
     days_in_part: int = 0  # of the days recomputed, those recomputed for some users only
+    days_final_as_stored: int = 0  # of them, those final since, published from their rows
     cumulative_from: date | None = None
     impressions_read: int = 0
     truth_pairs_read: int = 0
@@ -33,6 +34,7 @@ class RollupSummary:
             "experiment": self.experiment, "full": self.full,
             "days_recomputed": [d.isoformat() for d in self.days_recomputed],
             "days_in_part": self.days_in_part, "users_recomputed": self.users_recomputed,
+            "days_final_as_stored": self.days_final_as_stored,
             "cumulative_from": self.cumulative_from.isoformat() if self.cumulative_from
             else None,
             "impressions_read": self.impressions_read,
@@ -54,6 +56,9 @@ class RollupSummary:
             if self.days_in_part:
                 days += (f", {self.days_in_part} of them for {self.users_recomputed} "
                          "user(s) only")
+            if self.days_final_as_stored:
+                days += (f", {self.days_final_as_stored} final since, from their stored "
+                         "rows")
         else:
             days = "nothing new"
         return (f"{self.experiment}: {days}; {self.new_impressions} new impressions, "

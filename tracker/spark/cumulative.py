@@ -42,8 +42,8 @@ class DirectoryStore:
         self.directory, self.cutoffs = directory, list(info.cutoffs)
         self.layout = Layout.for_cutoffs(self.cutoffs)
 
-    def units(self, day: date, cumulative: bool) -> UnitTotals | None:
-        return self.directory.units(day, cumulative, self.layout)
+    def units(self, day: date) -> UnitTotals | None:
+        return self.directory.units(day, False, self.layout)
 
     def exposure(self, day: date, cumulative: bool) -> dict[int, Exposure]:
         return self.directory.exposure(day, cumulative, self.cutoffs)

@@ -30,6 +30,10 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
+IN_LIST_LIMIT = 5000
+"""Values in one ``IN`` list or rows in one statement's parameters, at the most: SQLite
+binds fewer than 32,766 parameters a statement."""
+
 _PG_SCALARS = {
     sa.String: "text", sa.Text: "text", sa.BigInteger: "int8", sa.Integer: "int4",
     sa.Double: "float8", sa.Float: "float8", sa.LargeBinary: "bytea",

@@ -26,6 +26,7 @@ from datetime import date
 
 import sqlalchemy as sa
 
+from tracker.store.bulk import IN_LIST_LIMIT
 from tracker.store.experiments import ExperimentInfo, list_experiments
 from tracker.store.log_expiry import LogExpiry
 from tracker.store.models import Arm, CatalogItem, Experiment, Impression, Interaction
@@ -34,13 +35,13 @@ from tracker.store.rollup_tables import (
     SOURCE_DATABASE,
     RollupDay,
     RollupExposure,
+    RollupProvisional,
     RollupState,
     RollupUnits,
 )
 from tracker.store.types import stored_micros
 
 _HOUR = 3_600 * 1_000_000
-_DAYS_PER_STATEMENT = 500
 
 
 def _hour(column) -> sa.ColumnElement:
@@ -163,21 +164,31 @@ def rolled_up_days(conn: sa.Connection) -> dict[int, set[date]]:
 
 def mark_for_recompute(conn: sa.Connection, experiment_id: int, days: Iterable[date],
                        now_us: int) -> int:
-    """Make the next rollup recompute ``days`` of the experiment (its rule: a day whose
-    ``computed_at < closes_at <= now``): ``closes_at`` is brought down to ``now_us`` if
-    later, ``computed_at`` to a microsecond before it. Until then the days read as
-    provisional. Returns the days marked (those rolled up)."""
+    """Make the next rollup recompute ``days`` of the experiment from the logs: their
+    stored per-user rows go (daily units and exposure, a provisional day's kept state: they
+    hold the erased user), and they are due (the rule: ``computed_at < closes_at <= now``):
+    ``closes_at`` is brought down to ``now_us`` if later, ``computed_at`` to a microsecond
+    before it. A due day without stored rows is recomputed whole (one with them is final as
+    it stands: :mod:`tracker.rollup.plan`). Until then the days read as provisional.
+    Returns the days marked (those rolled up)."""
     closes = stored_micros(RollupDay.closes_at)
     capped = sa.case((closes > now_us, sa.literal(now_us, sa.BigInteger)), else_=closes)
     days = sorted(set(days))
     marked = 0
-    for at in range(0, len(days), _DAYS_PER_STATEMENT):
+    for at in range(0, len(days), IN_LIST_LIMIT):
+        chunk = days[at:at + IN_LIST_LIMIT]
         marked += conn.execute(
             sa.update(RollupDay)
-            .where(RollupDay.experiment_id == experiment_id,
-                   RollupDay.day.in_(days[at:at + _DAYS_PER_STATEMENT]))
+            .where(RollupDay.experiment_id == experiment_id, RollupDay.day.in_(chunk))
             .values({RollupDay.closes_at: capped, RollupDay.computed_at: capped - 1})
         ).rowcount
+        for table in (RollupUnits, RollupExposure):
+            conn.execute(sa.delete(table).where(
+                table.experiment_id == experiment_id, table.cumulative.is_(False),
+                table.day.in_(chunk)))
+        conn.execute(sa.delete(RollupProvisional).where(
+            RollupProvisional.experiment_id == experiment_id,
+            RollupProvisional.day.in_(chunk)))
     return marked
 
 

@@ -13,6 +13,7 @@ from datetime import date, datetime, timedelta
 
 import sqlalchemy as sa
 
+from tracker.store.bulk import IN_LIST_LIMIT
 from tracker.store.db import binary_rows
 from tracker.store.models import Impression, Interaction
 from tracker.store.rollup_tables import (
@@ -249,6 +250,27 @@ def known_days(conn: sa.Connection, experiment_id: int) -> list[tuple[date, int,
                         .where(RollupDay.experiment_id == experiment_id)
                         .order_by(RollupDay.day)).all()
     return [(r[0], int(r[1]), int(r[2])) for r in rows]
+
+
+def day_status(conn: sa.Connection, experiment_id: int, day: date) -> tuple[int, int] | None:
+    """(impressions, closes_at micros) of a day rolled up (None: not rolled up)."""
+    row = conn.execute(sa.select(RollupDay.impressions, stored_micros(RollupDay.closes_at))
+                       .where(RollupDay.experiment_id == experiment_id,
+                              RollupDay.day == day)).one_or_none()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
+def days_with_units(conn: sa.Connection, experiment_id: int, days: Iterable[date]
+                    ) -> set[date]:
+    """Those of ``days`` whose daily units are stored (a day marked for recompute has
+    none: :func:`~tracker.store.lifecycle.mark_for_recompute`)."""
+    days = sorted(set(days))
+    found: set[date] = set()
+    for at in range(0, len(days), IN_LIST_LIMIT):
+        found.update(conn.execute(sa.select(RollupUnits.day).distinct().where(
+            RollupUnits.experiment_id == experiment_id, RollupUnits.cumulative.is_(False),
+            RollupUnits.day.in_(days[at:at + IN_LIST_LIMIT]))).scalars())
+    return found
 
 
 def delete_day_state(conn: sa.Connection, experiment_id: int, day: date) -> None:

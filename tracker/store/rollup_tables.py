@@ -38,8 +38,8 @@
 - ``rollup_provisional``: per experiment and provisional day, its impressions encoded with
   their ground truth (the ``provisional-*`` formats, one row per part: the lists of a read
   chunk written once, its ground truth rewritten when it changes), so that later
-  interactions score again only the users they change; dropped once the day is computed
-  final, from it (:mod:`tracker.rollup.provisional`, :mod:`tracker.rollup.final`).
+  interactions score again only the users they change; dropped once the day is final
+  (:mod:`tracker.rollup.provisional`) or marked for recompute (an erasure).
 - ``rollup_user_covariates``, ``rollup_covariate_sums``: CUPED's per-user pre-exposure
   covariates of an experiment (one row per user), and per day, view, arm, metric and k the
   sums of the covariates the adjustment reads (plain columns, like ``rollup_metric``).
