@@ -24,7 +24,7 @@ from tests.rollup.scenario import assert_same_tables, create, dump, make_logs
 from tests.rollup.test_rollup import _batches, _check_against_reference
 from tracker import Tracker
 from tracker.errors import StaleState
-from tracker.rollup import provisional, state
+from tracker.rollup import engine, provisional, state
 from tracker.rollup.columnar import PAIR_LIMIT, EncodedLists
 from tracker.rollup.popularity import Popularity
 from tracker.rollup.provisional import ProvisionalDay
@@ -199,6 +199,92 @@ def test_an_erasure_drops_a_provisional_days_stored_rows_and_the_day_is_read_aga
     incremental = dump(tracker.engine)
     tracker.rollup("home", full=True, now=EARLY)
     assert dump(tracker.engine) == incremental
+
+
+def test_a_row_given_the_id_of_one_erased_during_a_run_is_counted(tracker, monkeypatch):
+    """An erasure deletes the newest interaction while a rollup runs, after the run read
+    its ids: the run records its watermarks at most at the highest id left, so the next
+    row logged (SQLite hands it the erased row's id) is new to the next run, and the day
+    it answers, final as it stands afterwards, holds it as one full rollup does."""
+    create(tracker)
+    day_1, day_2 = T0, T0 + timedelta(days=1)
+
+    def imp(key, arm, user, items, at):
+        return {"impression_id": key, "experiment": "home", "arm": arm, "user_id": user,
+                "items": items, "served_at": at}
+
+    def event(key, user, item, kind, at):
+        return {"event_id": key, "user_id": user, "item_id": item, "event": kind,
+                "occurred_at": at}
+
+    tracker.log_impressions([
+        imp("a1", "control", "a", ["i1", "i2", "i3"], day_1),
+        imp("u1", "treatment", "U", ["i1", "i2", "i3"], day_1 + timedelta(hours=1)),
+        imp("v2", "control", "v", ["i1", "i2", "i3"], day_2),
+        imp("w2", "treatment", "w", ["i4", "i5", "i6"], day_2 + timedelta(minutes=5))])
+    tracker.log_interactions([event("e-a", "a", "i2", "click", day_1 + timedelta(minutes=9)),
+                              event("e-w", "w", "i4", "click", day_2 + timedelta(minutes=9))])
+    tracker.log_interactions([event("e-U", "U", "i1", "click", day_1 + timedelta(hours=1,
+                                                                                minutes=5))])
+    racing_now, later = day_2 + timedelta(hours=2), day_2 + timedelta(days=3)
+    computing = engine._Run._compute_days
+    erasing: list[threading.Thread] = []
+
+    def erased_meanwhile(self, *args, **kwargs):  # the run has read its ids
+        thread = threading.Thread(target=tracker.delete_user, args=("U",),
+                                  kwargs={"now": racing_now})
+        thread.start()  # deletes U's rows at once, then waits for the run's lock to mark
+        erasing.append(thread)
+        for _ in range(400):
+            with tracker.engine.connect() as conn:
+                if not conn.execute(sa.text(
+                        "SELECT count(*) FROM interaction WHERE user_id = 'U'")).scalar():
+                    break
+            time.sleep(0.025)
+        return computing(self, *args, **kwargs)
+
+    monkeypatch.setattr(engine._Run, "_compute_days", erased_meanwhile)
+    tracker.rollup("home", now=racing_now)
+    monkeypatch.setattr(engine._Run, "_compute_days", computing)
+    erasing[0].join(30)
+    with tracker.engine.connect() as conn:
+        marks, top = conn.execute(sa.text("SELECT interactions_seen FROM rollup_state")
+                                  ).scalar(), conn.execute(sa.text(
+                                      "SELECT max(id) FROM interaction")).scalar()
+    assert marks <= top
+    tracker.log_interactions([event("e-v", "v", "i1", "purchase",
+                                    day_2 + timedelta(minutes=30))])
+    tracker.rollup("home", now=racing_now)
+    (summary,) = tracker.rollup("home", now=later)
+    assert summary.days_final_as_stored >= 1
+    incremental = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=later)
+    assert dump(tracker.engine) == incremental
+
+
+def test_a_run_until_an_earlier_day_still_recomputes_the_days_an_erasure_marked(tracker):
+    """An erasure deletes the stored rows of the days it marks; a run ``until`` an earlier
+    day recomputes them too (the cumulative and exposure-day views after it read them), so
+    its views are those of one full rollup without the user."""
+    create(tracker)
+    imps, events = make_logs(seed=7, days=3, users=10, impressions=60)
+    days = sorted({r["served_at"].date() for r in imps})
+    days_of: dict[str, set] = {}
+    for r in imps:
+        days_of.setdefault(r["user_id"], set()).add(r["served_at"].date())
+    gone = next(u for u, d in sorted(days_of.items()) if days[0] in d and days[-1] in d)
+    later = max(r["served_at"] for r in imps) + timedelta(days=3)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=later)
+    tracker.delete_user(gone, now=later)
+    (summary,) = tracker.rollup("home", until=days[0], now=later)
+    assert days[-1] in summary.days_recomputed
+    until = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=later)
+    rebuilt = dump(tracker.engine)
+    for table in ("rollup_metric", "rollup_health", "rollup_exposure_day"):
+        assert until[table] == rebuilt[table], table
 
 
 def test_a_late_row_given_an_erased_rows_id_counts_once_the_day_is_final(tracker):

@@ -113,6 +113,9 @@ class Plan:
     # the days final since they were computed, with nothing new: published from their
     # stored rows (:func:`~tracker.rollup.day.finalize_day`), no log read
     final: set[date] = field(default_factory=set)
+    # the days marked for recompute (their stored rows went): recomputed by any run, even
+    # past ``until``, since the views after them would read their rows
+    marked: set[date] = field(default_factory=set)
 
     def whole(self, days) -> None:
         for day in days:
@@ -141,7 +144,7 @@ class Plan:
         """The plan for the days up to ``last`` only (None: every day)."""
         if last is None:
             return self
-        return self._of({d for d in self.touched if d <= last})
+        return self._of({d for d in self.touched if d <= last} | self.marked)
 
     def only(self, days: set[date]) -> Plan:
         """The plan for ``days`` only (e.g. those the retention horizon leaves)."""
@@ -151,7 +154,8 @@ class Plan:
         return Plan({d: u for d, u in self.days.items() if d in days}, self.holding,
                     self.new, {d: i for d, i in self.impressions.items() if d in days},
                     self.rescore & days, {d: t for d, t in self.timed.items() if d in days},
-                    {d: k for d, k in self.kept.items() if d in days}, self.final & days)
+                    {d: k for d, k in self.kept.items() if d in days}, self.final & days,
+                    self.marked & days)
 
     @property
     def touched(self) -> set[date]:
@@ -187,7 +191,8 @@ def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
         return plan
     closed = {k.day for k in known if k.computed_at < k.closes_at <= now_us}
     kept = results.days_with_units(conn, info.id, closed)
-    plan.whole(closed - kept)  # marked for recompute: their stored rows went
+    plan.marked = closed - kept  # marked for recompute: their stored rows went
+    plan.whole(plan.marked)
     raw = set(plan.days)  # days whose lists changed, or marked
     changed = queries.changed_hours(conn, ids.interactions_after, ids.interactions_through)
     timed = sorted({hour for experiment, hour in changed if experiment is None})

@@ -96,11 +96,22 @@ def reset_state(conn: sa.Connection, experiment_id: int, *, declaration: bool,
 def save_state(conn: sa.Connection, experiment_id: int, state: StateRow, now: datetime) -> bool:
     """Record the watermarks of ``state`` if the stored generation is still
     ``state.generation`` (no catalog declaration since the run began); False (nothing
-    written) otherwise."""
+    written) otherwise.
+
+    Each watermark is recorded at most at the highest id stored now: rows deleted since the
+    run read its ids (an erasure, an expiry, a deleted experiment, all of which lower the
+    stored marks as they go, but not a run's still to be recorded) would otherwise leave it
+    above the highest id, and SQLite, whose tables have no AUTOINCREMENT, hands the highest
+    id + 1 to the next row: a row under the mark that no run would ever read. The ids in
+    between were deleted, so the lower mark loses nothing."""
+    seen = {}
+    for name, table, value in (("impressions_seen", Impression, state.impressions_seen),
+                               ("interactions_seen", Interaction, state.interactions_seen)):
+        top = conn.execute(sa.select(sa.func.max(table.id))).scalar() or 0
+        seen[name] = value if value is None else min(value, int(top))
     done = conn.execute(sa.update(RollupState).where(
         RollupState.experiment_id == experiment_id, RollupState.generation == state.generation,
-    ).values(impressions_seen=state.impressions_seen,
-             interactions_seen=state.interactions_seen, updated_at=now,
+    ).values(updated_at=now, **seen,
              **({"source": state.source} if state.source is not None else {})))
     return done.rowcount == 1
 
