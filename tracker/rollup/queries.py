@@ -123,24 +123,6 @@ def changed_hours(conn: sa.Connection, after: int, through: int) -> list[tuple[i
     return [(None, int(h)) for h in rows] + [(int(e), int(h)) for e, h in named]
 
 
-def answered_users(conn: sa.Connection, experiment_id: int, start: int, end: int,
-                   window_us: int, after: int, through: int) -> list[str]:
-    """The users of the experiment's impressions served in ``[start, end)`` that an
-    interaction with an id in ``(after, through]`` naming no impression answers (the same
-    user, within ``[served_at, served_at + window]``): the users whose outcomes of that day
-    the new interactions change. (The plan finds them in numpy from
-    :func:`day_impressions` and :func:`new_window_interactions` instead: this one join made
-    SQLite probe the interactions' index once per impression of the day.)"""
-    return list(conn.execute(sa.text(
-        "SELECT DISTINCT imp.user_id FROM impression imp JOIN interaction it "
-        "ON it.user_id = imp.user_id AND it.occurred_at >= imp.served_at "
-        "AND it.occurred_at <= imp.served_at + :window "
-        f"WHERE {_day_filter()} AND it.id > :after AND it.id <= :through "
-        "AND it.impression_key IS NULL"),
-        {"experiment": experiment_id, "start": start, "end": end, "window": window_us,
-         "after": after, "through": through}).scalars())
-
-
 def day_id_range(conn: sa.Connection, experiment_id: int, start: int, end: int
                  ) -> tuple[int, int] | None:
     """The lowest and highest id of the experiment's impressions served in ``[start,
