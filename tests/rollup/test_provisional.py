@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import fresh_database, migrated
 from tests.helpers import T0
-from tests.rollup.scenario import assert_same_tables, create, dump, make_logs
+from tests.rollup.scenario import WINDOW, assert_same_tables, create, dump, make_logs
 from tests.rollup.test_rollup import _batches, _check_against_reference
 from tracker import Tracker
 from tracker.errors import StaleState
@@ -93,6 +93,32 @@ def test_a_day_final_since_is_published_from_its_stored_rows_and_its_state_dropp
     final = dump(tracker.engine)
     tracker.rollup("home", full=True, now=later)
     assert dump(tracker.engine) == final
+
+
+def test_a_day_final_under_the_grace_it_was_computed_with_stays_provisional_under_a_longer(
+        tracker, settings):
+    """The grace raised after a day was computed: at a clock past its old closing but
+    before its new one, the day is published from its stored rows still provisional, keeps
+    its state, and equals one full rollup with the new grace."""
+    create(tracker)
+    imps, events = make_logs(seed=42, days=1, users=6, impressions=30)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=EARLY)
+    closes = max(r["served_at"] for r in imps) + WINDOW + timedelta(hours=1)  # grace: 1 h
+    now = closes + timedelta(hours=2)  # a grace of 6 h closes it 3 hours later
+    with Tracker(settings=replace(settings, rollup_grace_seconds=6 * 3600)) as longer:
+        (summary,) = longer.rollup("home", now=now)
+        days = {r["served_at"].date() for r in imps}
+        assert summary.days_final_as_stored == len(days) and summary.impressions_read == 0
+        table = longer.metric_table("home")
+        last = max(days)  # its last list's windows close past ``now`` with the new grace
+        assert table[table["day"] == last]["provisional"].all()
+        assert not table[table["day"] != last]["provisional"].any()
+        assert _kept_days(longer.engine) == [str(last)]
+        incremental = dump(longer.engine)
+        longer.rollup("home", full=True, now=now)
+        assert dump(longer.engine) == incremental
 
 
 def test_a_late_click_on_a_day_final_since_is_scored_from_its_state_and_the_state_dropped(

@@ -169,31 +169,33 @@ def finalize_day(run: RunContext, day: date) -> DayResult | None:
     """A day final since it was computed, that nothing new touches (``Plan.final``): its
     rows the report reads, final now, from its stored units and exposure, without reading
     a log (every row that could answer it was taken into account when it was computed:
-    :mod:`tracker.rollup.plan`); a provisional day's kept state dropped. None when its
-    rows are not stored (it is then recomputed from the logs)."""
+    :mod:`tracker.rollup.plan`); a provisional day's kept state dropped. When its windows
+    close is computed again from the day's last list (one step down an index) with the
+    settings of now: a grace raised since keeps the day provisional. None when its rows are
+    not stored, or its lists are not those it was computed from (it is then recomputed
+    from the logs)."""
     info = run.info
     with transaction(run.engine, write=True) as conn:
         stored = results.units(conn, info.id, day, False)
         exposed = cells.coded(results.exposure(conn, info.id, day, False))
-        status = results.day_status(conn, info.id, day)
-        if stored is None or cells.WHOLE not in exposed or status is None:
+        computed = results.day_impressions(conn, info.id, day)
+        extent = queries.day_extent(conn, info.id, *day_bounds(day, info.timezone),
+                                    longest=False)
+        if stored is None or cells.WHOLE not in exposed or extent.impressions != computed:
             return None
-        provisional.drop(conn, info.id, day)
-    impressions, closing = status
+        if closes_at(run, extent) <= to_micros(run.clock):
+            provisional.drop(conn, info.id, day)
     exposures = {cell: Exposure.decode(data, run.cutoffs)
                  for cell, data in exposed.items() if cell != cells.WHOLE}
-    return day_result(run, day, queries.DayExtent(impressions, None, None, None, 0),
-                      UnitTotals.decode(stored, run.layout), exposures,
-                      Exposure.decode(exposed[cells.WHOLE], []).items, closing)
+    return day_result(run, day, extent, UnitTotals.decode(stored, run.layout), exposures,
+                      Exposure.decode(exposed[cells.WHOLE], []).items)
 
 
 def day_result(run: RunContext, day: date, extent: queries.DayExtent, totals: UnitTotals,
-               exposures: dict[int, Exposure], catalog: np.ndarray,
-               closing: int | None = None) -> DayResult:
-    """The day's rows the report reads and its status, computed now (``closing``: when
-    its windows close, by default from ``extent``)."""
+               exposures: dict[int, Exposure], catalog: np.ndarray) -> DayResult:
+    """The day's rows the report reads and its status, computed now."""
     now_us = to_micros(run.clock)
-    closing = closes_at(run, extent) if closing is None else closing
+    closing = closes_at(run, extent)
     view = View(run.info, day, False, now_us < closing)
     stats = stats_rows(view, totals, run.layout, exposures,
                        catalog_size(catalog, run.declared))

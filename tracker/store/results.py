@@ -263,12 +263,11 @@ def known_days(conn: sa.Connection, experiment_id: int) -> list[tuple[date, int,
     return [(r[0], int(r[1]), int(r[2])) for r in rows]
 
 
-def day_status(conn: sa.Connection, experiment_id: int, day: date) -> tuple[int, int] | None:
-    """(impressions, closes_at micros) of a day rolled up (None: not rolled up)."""
-    row = conn.execute(sa.select(RollupDay.impressions, stored_micros(RollupDay.closes_at))
-                       .where(RollupDay.experiment_id == experiment_id,
-                              RollupDay.day == day)).one_or_none()
-    return None if row is None else (int(row[0]), int(row[1]))
+def day_impressions(conn: sa.Connection, experiment_id: int, day: date) -> int | None:
+    """The impressions a rolled-up day was computed from (None: not rolled up)."""
+    found = conn.execute(sa.select(RollupDay.impressions).where(
+        RollupDay.experiment_id == experiment_id, RollupDay.day == day)).scalar()
+    return None if found is None else int(found)
 
 
 def days_with_units(conn: sa.Connection, experiment_id: int, days: Iterable[date]
