@@ -446,3 +446,24 @@ def test_expiry_refuses_while_older_impressions_are_not_rolled_up(tracker):
     preview = (tracker.rollup(now=NOW), tracker.expire_logs(timedelta(days=1), now=NOW,
                                                             dry_run=True))[1]
     assert preview.dry_run and preview.impressions == count(tracker.engine, "impression")
+
+
+def test_expiry_refuses_while_a_day_an_erasure_marked_waits_for_its_rollup(tracker):
+    """An erasure deletes the stored rows of the days it marks, which the next rollup
+    recomputes from the logs: an expiry whose cutoff could reach one of them first is
+    refused (its logs would go, and nothing could recompute it), and goes ahead once the
+    rollup ran, whose tables then equal a full rollup of the remaining logs."""
+    imps, _ = _logged(tracker)
+    tracker.rollup(now=NOW)
+    gone = imps[0]["user_id"]
+    erased = tracker.delete_user(gone, now=NOW)
+    assert erased.experiments[0].days_marked
+    cutoff = NOW - (T0 + timedelta(days=2))  # past the first days
+    with pytest.raises(ExpiredLogs, match="run `tracker rollup` first"):
+        tracker.expire_logs(cutoff, now=NOW)
+    assert count(tracker.engine, "log_expiry") == 0  # nothing recorded, nothing deleted
+    tracker.rollup(now=NOW)
+    incremental = dump(tracker.engine)
+    tracker.rollup(full=True, now=NOW)
+    assert dump(tracker.engine) == incremental
+    assert tracker.expire_logs(cutoff, now=NOW).impressions > 0

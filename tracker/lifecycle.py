@@ -282,7 +282,8 @@ def expire_logs(engine: sa.Engine, settings: Settings, older_than: timedelta, *,
         raise ExpiredLogs(
             f"{', '.join(repr(k) for k in pending[:5])} hold impressions older than the "
             f"cutoff ({from_micros(before_us).isoformat()}) that the rollup has not taken "
-            "into account: run `tracker rollup` first (nothing was deleted)")
+            "into account, or days an erasure marked that it has not recomputed yet: run "
+            "`tracker rollup` first (nothing was deleted)")
     if dry_run:
         return LogExpiry(from_micros(before_us), counts.impressions, counts.interactions,
                          dry_run=True)

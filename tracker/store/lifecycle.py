@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 
 import sqlalchemy as sa
 
@@ -39,7 +39,7 @@ from tracker.store.rollup_tables import (
     RollupState,
     RollupUnits,
 )
-from tracker.store.types import stored_micros
+from tracker.store.types import from_micros, stored_micros
 
 _HOUR = 3_600 * 1_000_000
 
@@ -215,16 +215,27 @@ def _elsewhere(experiment_id) -> sa.ColumnElement[bool]:
 
 def not_rolled_up_before(conn: sa.Connection, before_us: int) -> list[str]:
     """Keys of the experiments holding impressions served before ``before_us`` that their
-    rollup has not taken into account yet (never run, reset, or above its watermark; not
-    those rolled up from a lake)."""
+    rollup has not taken into account yet (never run, reset, or above its watermark), or
+    a day an erasure marked for recompute that may lie before it (its stored rows went
+    with the erasure: it must be recomputed before its logs expire); not those rolled up
+    from a lake."""
     seen = (sa.select(RollupState.impressions_seen)
             .where(RollupState.experiment_id == Experiment.id).scalar_subquery())
     pending = sa.exists().where(
         Impression.experiment_id == Experiment.id,
         stored_micros(Impression.served_at) < before_us,
-        sa.or_(seen.is_(None), Impression.id > seen), sa.not_(_elsewhere(Experiment.id)))
-    return list(conn.execute(sa.select(Experiment.key).where(pending)
-                             .order_by(Experiment.key)).scalars())
+        sa.or_(seen.is_(None), Impression.id > seen))
+    # the day in any time zone: a calendar day after the cutoff's UTC date is safe
+    last = from_micros(before_us).date() + timedelta(days=1)
+    marked = sa.exists().where(
+        RollupDay.experiment_id == Experiment.id, RollupDay.day <= last,
+        stored_micros(RollupDay.computed_at) < stored_micros(RollupDay.closes_at),
+        sa.not_(sa.exists().where(RollupUnits.experiment_id == RollupDay.experiment_id,
+                                  RollupUnits.day == RollupDay.day,
+                                  RollupUnits.cumulative.is_(False))))
+    return list(conn.execute(sa.select(Experiment.key).where(
+        sa.or_(pending, marked), sa.not_(_elsewhere(Experiment.id)))
+        .order_by(Experiment.key)).scalars())
 
 
 @dataclass(frozen=True)
