@@ -185,10 +185,16 @@ def finalize_day(run: RunContext, day: date) -> DayResult | None:
             return None
         if closes_at(run, extent) <= to_micros(run.clock):
             provisional.drop(conn, info.id, day)
-    exposures = {cell: Exposure.decode(data, run.cutoffs)
-                 for cell, data in exposed.items() if cell != cells.WHOLE}
-    return day_result(run, day, extent, UnitTotals.decode(stored, run.layout), exposures,
-                      Exposure.decode(exposed[cells.WHOLE], []).items)
+    return day_result(run, day, extent, *stored_day(run, stored, exposed))
+
+
+def stored_day(run: RunContext, stored: list[bytes], exposed: dict[int, bytes]
+               ) -> tuple[UnitTotals, dict[int, Exposure], np.ndarray]:
+    """A day's stored units, its cells' exposure and its catalog's items, decoded."""
+    return (UnitTotals.decode(stored, run.layout),
+            {cell: Exposure.decode(data, run.cutoffs) for cell, data in exposed.items()
+             if cell != cells.WHOLE},
+            Exposure.decode(exposed[cells.WHOLE], []).items)
 
 
 def day_result(run: RunContext, day: date, extent: queries.DayExtent, totals: UnitTotals,

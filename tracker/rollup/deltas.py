@@ -188,24 +188,25 @@ class ViewSums:
             return
         if covariates is None:
             raise ValueError("CUPED's sums move with the users' covariates: none given")
-        for rows, sign in ((old, -1), (new, 1)):
-            found = covariate_rows(rows, covariates)
-            for cell in np.unique(rows.cells).tolist():
-                acc = self.cuped.setdefault(cell, ExactSums(self.width))
-                for weights in cell_terms(rows, covariates, self.layout, cell, found=found):
-                    acc.add(covariate_terms(*weights), sign)
+        self._add_cuped(old, covariates, -1)
+        self._add_cuped(new, covariates, 1)
 
     def recovariate(self, rows: UnitTotals, old: UserCovariates, new: UserCovariates) -> None:
         """CUPED's sums moved from some users' ``old`` covariates to their ``new`` ones
         (``rows``: every row those users have in the view)."""
         if self.cuped is None:
             return
-        for covariates, sign in ((old, -1), (new, 1)):
-            found = covariate_rows(rows, covariates)
-            for cell in np.unique(rows.cells).tolist():
-                acc = self.cuped.setdefault(cell, ExactSums(self.width))
-                for weights in cell_terms(rows, covariates, self.layout, cell, found=found):
-                    acc.add(covariate_terms(*weights), sign)
+        self._add_cuped(rows, old, -1)
+        self._add_cuped(rows, new, 1)
+
+    def _add_cuped(self, rows: UnitTotals, covariates: UserCovariates, sign: int) -> None:
+        """CUPED's terms of ``rows`` with ``covariates``, added (``sign`` 1) or retracted
+        (-1) exactly."""
+        found = covariate_rows(rows, covariates)
+        for cell in np.unique(rows.cells).tolist():
+            acc = self.cuped.setdefault(cell, ExactSums(self.width))
+            for weights in cell_terms(rows, covariates, self.layout, cell, found=found):
+                acc.add(covariate_terms(*weights), sign)
 
     def cuped_table(self, codes: list[int]) -> pa.Table | None:
         """CUPED's sums of ``codes`` (zeros for a cell without users), None when off."""

@@ -29,9 +29,15 @@ import pyarrow.compute as pc
 
 from tracker.rollup import cells, provisional, queries
 from tracker.rollup.aggregate import UnitTotals
-from tracker.rollup.day import DayScorer, DayScores, RunContext, closes_at, store_day
+from tracker.rollup.day import (
+    DayScorer,
+    DayScores,
+    RunContext,
+    closes_at,
+    store_day,
+    stored_day,
+)
 from tracker.rollup.days import day_bounds
-from tracker.rollup.exposure import Exposure
 from tracker.rollup.plan import WHOLE_DAY_SHARE, Ids
 from tracker.rollup.published import DayResult
 from tracker.rollup.summary import RollupSummary
@@ -59,16 +65,13 @@ def recompute_users(run: RunContext, day: date, users: frozenset[str], ids: Ids,
             conn, start, end, run.window_us) <= run.settings.rollup_chunk_cells
     if not extent.impressions or stored is None or cells.WHOLE not in exposed:
         return None
-    before = UnitTotals.decode(stored, run.layout)
+    before, exposures, catalog = stored_day(run, stored, exposed)
     if len(users) > WHOLE_DAY_SHARE * _distinct(before.users):
         return None
     only = queries.impressions_in(impressions) if impressions is not None else \
         queries.changed_users(ids.interactions_after, ids.interactions_through, start, end,
                               run.window_us)
     scores = DayScorer(run, day, extent, day_wide, users=only).score(summary)
-    exposures = {cell: Exposure.decode(data, run.cutoffs)
-                 for cell, data in exposed.items() if cell != cells.WHOLE}
-    catalog = Exposure.decode(exposed[cells.WHOLE], []).items
     merged = DayScores(replaced(before, scores.totals, owned=True), exposures,
                        _union(catalog, scores.catalog))
     result = store_day(run, day, extent, merged)
@@ -101,7 +104,7 @@ def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
     with ThreadPoolExecutor(max_workers=1) as aside:
         # the stored units and exposure decoded (Arrow, numpy copies) while the new
         # interactions are merged and the changed users scored
-        before = aside.submit(_decoded, run, stored, exposed)
+        before = aside.submit(stored_day, run, stored, exposed)
         answered = kept.answer(timed, keyed, info.relevance, run.window_us, run.pair_limit)
         if answered is None:  # too heavy to keep: read from the logs, the state dropped
             before.cancel()
@@ -117,15 +120,6 @@ def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
     summary.days_in_part += 1
     summary.users_recomputed += int(answered.changed_users.size)
     return result
-
-
-def _decoded(run: RunContext, stored: list[bytes], exposed: dict[int, bytes]
-             ) -> tuple[UnitTotals, dict[int, Exposure], np.ndarray]:
-    """A day's stored units, its cells' exposure and its catalog's items, decoded."""
-    return (UnitTotals.decode(stored, run.layout),
-            {cell: Exposure.decode(data, run.cutoffs) for cell, data in exposed.items()
-             if cell != cells.WHOLE},
-            Exposure.decode(exposed[cells.WHOLE], []).items)
 
 
 def replaced(stored: UnitTotals, changed: UnitTotals, *, owned: bool = False) -> UnitTotals:
