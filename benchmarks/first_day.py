@@ -7,9 +7,9 @@ engine's steps and of the CUPED covariates' parts.
     .venv/bin/python benchmarks/first_day.py --db postgresql --nightly    # a timed rollup
     TRACKER_TREE=/other/worktree .venv/bin/python benchmarks/first_day.py --db sqlite  # its code
 
-``--nightly`` runs at 00:30 after the day (its windows still open: provisional, its state
-kept), else at the machine's clock (final). The rows live in the schema ``bench_first_day``
-(PostgreSQL) or ``$TMPDIR/bench_first_day.db`` (SQLite) until ``--drop``. Spans overlap
+``--nightly`` runs at 00:30 after the day (its windows still open: provisional), else at
+the machine's clock (final). The rows live in the schema ``bench_first_day`` (PostgreSQL)
+or ``$TMPDIR/bench_first_day.db`` (SQLite) until ``--drop``. Spans overlap
 (a step holds its parts) and are summed over calls, each with the CPU seconds of the
 thread that ran it (a step in a thread pool: its threads'); the CPU seconds of the whole
 process (every thread) and, on PostgreSQL, of the server's processes serving the bench
@@ -55,8 +55,6 @@ SPANS = [  # (module, attribute, label): the wall time of each call is summed
     ("tracker.rollup.columnar", "exposures", "    exposure"),
     ("tracker.rollup.day", "DayFold.add", "  chunks folded"),
     ("tracker.rollup.day", "DayScorer.own_pairs", "  the day's own pairs"),
-    ("tracker.rollup.day", "DayScorer._kept", "  provisional state encoded"),
-    ("tracker.rollup.day", "provisional.save", "  provisional state written"),
     ("tracker.rollup.engine", "_Run._commit", "last transaction"),
     ("tracker.rollup.engine", "covariates.ahead", "CUPED covariates read ahead (thread)"),
     ("tracker.rollup.engine", "covariates.refresh", "  CUPED covariates of new users"),

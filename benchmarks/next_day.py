@@ -50,22 +50,18 @@ FIRST = bench.NEW_DAY - timedelta(days=1)
 HISTORY = Path(tempfile.gettempdir()) / (NAME + ".history")  # how many days were generated
 SPANS = [  # (module, attribute, label): the wall time of each call is summed
     ("tracker.rollup.engine", "_Run._plan", "plan"),
-    ("tracker.rollup.plan", "_DayImpressions.state", "  a day's state (or its impressions)"),
+    ("tracker.rollup.plan", "_DayImpressions.of", "  a day's impressions"),
     ("tracker.rollup.plan", "_answered", "  the users new interactions answer"),
     ("tracker.rollup.plan", "_named", "  the users new interactions name"),
     ("tracker.rollup.plan", "_audience_days", "  the days whose audience interacted"),
     ("tracker.rollup.queries", "changed_hours", "  the hours of the new interactions"),
     ("tracker.rollup.engine", "_Run._compute_days", "days (read, score, write)"),
     ("tracker.rollup.engine", "recompute_day", "  days read whole"),
-    ("tracker.rollup.engine", "rescore_users", "  days from their state"),
     ("tracker.rollup.engine", "finalize_day", "  days final as stored"),
     ("tracker.rollup.partial", "results.units", "    stored units read"),
-    ("tracker.rollup.partial", "provisional.new_interactions", "    new interactions read"),
-    ("tracker.rollup.provisional", "ProvisionalDay.answer", "    merged into the truth"),
-    ("tracker.rollup.provisional", "ProvisionalDay.totals_of", "    changed users scored"),
-    ("tracker.rollup.day", "provisional.save", "  provisional state written"),
-    # days recomputed for some users or rescored from their state: trees before store_day
-    # only wrote their state here; store_day also makes their report rows (aside)
+    ("tracker.rollup.engine", "recompute_users", "  days in part"),
+    # trees before store_day only wrote their state here; store_day also makes their
+    # report rows (aside)
     ("tracker.rollup.partial", "write_state", "  days in part: state written"),
     ("tracker.rollup.partial", "store_day", "  days in part: state written, rows made"),
     ("tracker.rollup.engine", "_Run._commit", "last transaction"),

@@ -307,7 +307,7 @@ def test_a_user_erased_while_a_rollup_computes_days_for_the_first_time_leaves_no
     assert erased.is_set() and not rollup.is_alive()
     tracker.rollup(now=NOW)
     incremental = dump(tracker.engine)
-    for table in ("rollup_units", *KEYED, "rollup_first_seen", "rollup_provisional"):
+    for table in ("rollup_units", *KEYED, "rollup_first_seen"):
         assert user not in _blob_users(tracker.engine, table), table
     tracker.rollup("home", full=True, now=NOW)
     assert dump(tracker.engine) == incremental

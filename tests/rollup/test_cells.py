@@ -113,12 +113,12 @@ def test_cells_name_their_rows_in_the_reports_tables_and_back():
 
 
 def _to_before_cells(engine: sa.Engine) -> int:
-    """Rewrite every stored unit part and provisional day's lists as a release before cells
-    wrote them (``units/1``, ``provisional-lists/1``: the cell named ``arm_id``)."""
-    old = {state.UNITS: "units/1", state.PROVISIONAL_LISTS: "provisional-lists/1"}
+    """Rewrite every stored unit part as a release before cells wrote it (``units/1``: the
+    cell named ``arm_id``)."""
+    old = {state.UNITS: "units/1"}
     rewritten = 0
     with engine.begin() as conn:
-        for table in ("rollup_units", "rollup_provisional"):
+        for table in ("rollup_units",):
             keys = [c for c in sa.inspect(conn).get_pk_constraint(table)["constrained_columns"]]
             rows = conn.execute(sa.text(f"SELECT {', '.join(keys)}, data FROM {table}")).all()
             for *key, data in rows:
@@ -139,9 +139,9 @@ def _to_before_cells(engine: sa.Engine) -> int:
 
 
 def test_state_stored_before_cells_reads_on_and_ends_in_the_tables_of_a_full_rollup(tracker):
-    """A database rolled up by the release before cells (its units and a provisional day's
-    lists in the older formats) rolls up on: a later batch's incremental run reads them and
-    ends in the tables of one ``--full`` rollup."""
+    """A database rolled up by the release before cells (its units in the older format)
+    rolls up on: a later batch's incremental run reads them and ends in the tables of one
+    ``--full`` rollup."""
     create(tracker)
     imps, events = make_logs(7, days=3, users=10, impressions=50)
     events.sort(key=lambda r: r["occurred_at"])
@@ -150,13 +150,10 @@ def test_state_stored_before_cells_reads_on_and_ends_in_the_tables_of_a_full_rol
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
     tracker.log_interactions(events[:half], on_invalid="all_or_nothing")
     tracker.rollup("home", now=now)
-    with tracker.engine.connect() as conn:
-        kept = conn.execute(sa.text("SELECT COUNT(*) FROM rollup_provisional")).scalar_one()
-    assert kept > 0  # a provisional day's lists are among what is rewritten
-    assert _to_before_cells(tracker.engine) > kept
+    assert _to_before_cells(tracker.engine) > 0
     tracker.log_interactions(events[half:], on_invalid="all_or_nothing")
     tracker.rollup("home", now=now)
-    tracker.rollup("home", now=now + timedelta(days=2))  # every day final: from the state
+    tracker.rollup("home", now=now + timedelta(days=2))  # every day final
     incremental, units = dump(tracker.engine, without=("rollup_units",)), _units(tracker)
     assert any(fmt == "units/1" for fmt, _ in units.values())  # some are read, not rewritten
     tracker.rollup("home", full=True, now=now + timedelta(days=2))
@@ -185,9 +182,7 @@ def _units(tracker) -> dict:
             for key, parts in out.items()}
 
 
-@pytest.mark.parametrize("fmt", ["units/0", "provisional-lists/0"])
-def test_a_format_older_than_the_one_before_is_still_refused(fmt):
-    data = state.write(pa.table({"arm_id": [1]}), fmt)
-    current = state.UNITS if fmt.startswith("units") else state.PROVISIONAL_LISTS
-    with pytest.raises(StaleState, match=fmt):
-        state.read(data, current)
+def test_a_format_older_than_the_one_before_is_still_refused():
+    data = state.write(pa.table({"arm_id": [1]}), "units/0")
+    with pytest.raises(StaleState, match="units/0"):
+        state.read(data, state.UNITS)

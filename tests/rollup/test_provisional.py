@@ -1,6 +1,7 @@
-"""A provisional day keeps its encoded impressions and ground truth: new interactions that
-answer it are scored from that state (no impression read again), only for the users they
-change, and end in the tables of one full rollup; the state goes when the day is final."""
+"""Provisional days: new interactions that answer one recompute only the users they change
+(their lists read again), a day whose windows closed since is final as it stands (no log
+read), an erasure sends its days back to the logs; every path ends in the tables of one
+full rollup."""
 
 from __future__ import annotations
 
@@ -11,9 +12,6 @@ from dataclasses import replace
 from datetime import timedelta
 from itertools import zip_longest
 
-import numpy as np
-import pyarrow as pa
-import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -23,21 +21,10 @@ from tests.helpers import T0
 from tests.rollup.scenario import WINDOW, assert_same_tables, create, dump, make_logs
 from tests.rollup.test_rollup import _batches, _check_against_reference
 from tracker import Tracker
-from tracker.errors import StaleState
-from tracker.rollup import engine, provisional, state
-from tracker.rollup.columnar import PAIR_LIMIT, EncodedLists
-from tracker.rollup.popularity import Popularity
-from tracker.rollup.provisional import ProvisionalDay
-from tracker.rollup.truth import Truth
+from tracker.rollup import engine
 from tracker.store import results
 
 EARLY = T0  # before every impression: every day stays provisional
-
-
-def _kept_days(engine: sa.Engine) -> list:
-    with engine.connect() as conn:
-        return sorted({str(day) for (day,) in conn.execute(sa.text(
-            "SELECT day FROM rollup_provisional"))})
 
 
 def _late_click(imps):
@@ -51,18 +38,22 @@ def _late_click(imps):
     return last_day, on_last, late
 
 
-def test_a_late_click_on_a_provisional_day_reads_no_impression_again(tracker):
+def _lists_of(user: str, on_day: list[dict]) -> int:
+    return sum(r["user_id"] == user for r in on_day)
+
+
+def test_a_late_click_on_a_provisional_day_reads_only_the_lists_of_the_user_it_answers(
+        tracker):
     create(tracker)
     imps, events = make_logs(seed=41, days=3, users=8, impressions=60)
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
     tracker.log_interactions(events, on_invalid="all_or_nothing")
     tracker.rollup("home", now=EARLY)
-    assert _kept_days(tracker.engine) == sorted({str(r["served_at"].date()) for r in imps})
-    last_day, _, late = _late_click(imps)
+    last_day, on_last, late = _late_click(imps)
     tracker.log_interactions([late])
     (summary,) = tracker.rollup("home", now=EARLY)
     assert summary.days_recomputed == [last_day]
-    assert summary.impressions_read == 0  # scored from the stored state
+    assert summary.impressions_read == _lists_of(late["user_id"], on_last) < len(on_last)
     assert (summary.days_in_part, summary.users_recomputed) == (1, 1)
     _check_against_reference(tracker, imps, events + [late])
     incremental = dump(tracker.engine)
@@ -70,8 +61,7 @@ def test_a_late_click_on_a_provisional_day_reads_no_impression_again(tracker):
     assert dump(tracker.engine) == incremental
 
 
-def test_a_day_final_since_is_published_from_its_stored_rows_and_its_state_dropped(
-        tracker):
+def test_a_day_final_since_is_published_from_its_stored_rows(tracker):
     """Windows closed since the days were computed, nothing new: the days are final as
     they stand, published from their stored rows without reading a log, and they equal
     one full rollup."""
@@ -80,14 +70,12 @@ def test_a_day_final_since_is_published_from_its_stored_rows_and_its_state_dropp
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
     tracker.log_interactions(events, on_invalid="all_or_nothing")
     tracker.rollup("home", now=EARLY)
-    assert _kept_days(tracker.engine)
     later = max(r["served_at"] for r in imps) + timedelta(days=2)
     (summary,) = tracker.rollup("home", now=later)  # every window closed
     days = sorted({r["served_at"].date() for r in imps})
     assert summary.days_recomputed == days
     assert summary.days_final_as_stored == len(days)
     assert (summary.impressions_read, summary.truth_pairs_read) == (0, 0)  # no log read
-    assert _kept_days(tracker.engine) == []
     assert not tracker.metric_table("home")["provisional"].any()
     _check_against_reference(tracker, imps, events)
     final = dump(tracker.engine)
@@ -98,8 +86,8 @@ def test_a_day_final_since_is_published_from_its_stored_rows_and_its_state_dropp
 def test_a_day_final_under_the_grace_it_was_computed_with_stays_provisional_under_a_longer(
         tracker, settings):
     """The grace raised after a day was computed: at a clock past its old closing but
-    before its new one, the day is published from its stored rows still provisional, keeps
-    its state, and equals one full rollup with the new grace."""
+    before its new one, the day is published from its stored rows still provisional, and
+    equals one full rollup with the new grace."""
     create(tracker)
     imps, events = make_logs(seed=42, days=1, users=6, impressions=30)
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
@@ -115,29 +103,26 @@ def test_a_day_final_under_the_grace_it_was_computed_with_stays_provisional_unde
         last = max(days)  # its last list's windows close past ``now`` with the new grace
         assert table[table["day"] == last]["provisional"].all()
         assert not table[table["day"] != last]["provisional"].any()
-        assert _kept_days(longer.engine) == [str(last)]
         incremental = dump(longer.engine)
         longer.rollup("home", full=True, now=now)
         assert dump(longer.engine) == incremental
 
 
-def test_a_late_click_on_a_day_final_since_is_scored_from_its_state_and_the_state_dropped(
-        tracker):
-    """A day whose windows closed since its state was kept, answered by a late click: its
-    changed user is scored from the state a last time, the state is not kept, and the day
-    equals one full rollup's."""
+def test_a_late_click_on_a_day_final_since_recomputes_the_user_it_answers(tracker):
+    """A day computed provisional whose windows closed since, answered by a late click:
+    its changed user's lists are read again, the other days are final as they stand, and
+    the day equals one full rollup's."""
     create(tracker)
     imps, events = make_logs(seed=43, days=2, users=6, impressions=30)
-    last_day, _, late = _late_click(imps)
+    last_day, on_last, late = _late_click(imps)
     tracker.log_impressions(imps, on_invalid="all_or_nothing")
     tracker.log_interactions(events, on_invalid="all_or_nothing")
     tracker.rollup("home", now=EARLY)
     tracker.log_interactions([late])
     later = max(r["served_at"] for r in imps) + timedelta(days=2)
     (summary,) = tracker.rollup("home", now=later)
-    assert summary.impressions_read == 0  # the late day from its state, the others as stored
+    assert summary.impressions_read == _lists_of(late["user_id"], on_last)
     assert (summary.days_in_part, summary.users_recomputed) == (1, 1)
-    assert _kept_days(tracker.engine) == []
     _check_against_reference(tracker, imps, events + [late])
     final = dump(tracker.engine)
     tracker.rollup("home", full=True, now=later)
@@ -201,7 +186,7 @@ def test_no_row_commits_below_the_ids_a_run_takes_into_account(tracker):
 
 def test_an_erasure_drops_a_provisional_days_stored_rows_and_the_day_is_read_again(tracker):
     """A user erased after a provisional rollup: the days their rows entered lose their
-    stored per-user rows and kept state at once (they hold the user), and the next run
+    stored per-user rows at once (they hold the user), and the next run
     recomputes them from the logs, as one full rollup does."""
     create(tracker)
     imps, events = make_logs(seed=47, days=2, users=6, impressions=30)
@@ -212,10 +197,9 @@ def test_an_erasure_drops_a_provisional_days_stored_rows_and_the_day_is_read_aga
     erased = tracker.delete_user(gone, now=EARLY)
     (marked,) = [p.days_marked for p in erased.experiments]
     with tracker.engine.connect() as conn:
-        for table in ("rollup_units", "rollup_provisional"):
+        for table in ("rollup_units", "rollup_exposure"):
             stored = {str(d) for (d,) in conn.execute(sa.text(
-                f"SELECT DISTINCT day FROM {table} WHERE cumulative IS NOT TRUE"
-                if table == "rollup_units" else f"SELECT DISTINCT day FROM {table}"))}
+                f"SELECT DISTINCT day FROM {table} WHERE cumulative IS NOT TRUE"))}
             assert not stored & {str(d) for d in marked}, table
     (summary,) = tracker.rollup("home", now=EARLY)
     assert set(marked) <= set(summary.days_recomputed)
@@ -336,23 +320,9 @@ def test_a_late_row_given_an_erased_rows_id_counts_once_the_day_is_final(tracker
     assert dump(tracker.engine) == incremental
 
 
-def _parts(engine: sa.Engine) -> dict[tuple, bytes]:
-    with engine.connect() as conn:
-        return {(str(day), part): bytes(data) for day, part, data in conn.execute(sa.text(
-            "SELECT day, part, data FROM rollup_provisional"))}
-
-
-@pytest.mark.parametrize("share", [
-    pytest.param(provisional.GAINED_SHARE, id="a-few-gained-pairs-add-one-part"),
-    pytest.param(0.0, id="past-the-share-the-changed-chunks-truth-is-rewritten"),
-])
-def test_a_day_read_in_chunks_keeps_one_part_per_chunk_and_rewrites_the_changed_ones(
-        settings, monkeypatch, share):
+def test_a_late_click_on_a_day_read_in_chunks_reads_only_its_users_lists(settings):
     """A day of several read chunks (1,000 impressions each): a late click of a user served
-    once adds one part after the chunks' holding its pair (a few pairs gained), or changes
-    the ground truth part of that impression's chunk only; nothing else changes (the item
-    it adds was known: no items part either); the end equals one full rollup."""
-    monkeypatch.setattr(provisional, "GAINED_SHARE", share)
+    once recomputes that user alone, one list read, and the day equals one full rollup."""
     imps, events = make_logs(seed=47, days=1, users=300, impressions=2_500)
     solo = dict(imps[0], impression_id="home-imp-solo", user_id="solo")
     imps.insert(0, solo)
@@ -362,23 +332,11 @@ def test_a_day_read_in_chunks_keeps_one_part_per_chunk_and_rewrites_the_changed_
         create(tracker)
         tracker.log_impressions(imps, on_invalid="all_or_nothing")
         tracker.log_interactions(events, on_invalid="all_or_nothing")
-        tracker.rollup("home", now=EARLY)
-        before = _parts(tracker.engine)
-        day = str(solo["served_at"].date())
-        parts = {part for d, part in before if d == day}
-        assert parts == set(range(len(parts))) and len(parts) >= 2 + 2 * 2  # 2+ chunks
+        (first,) = tracker.rollup("home", now=EARLY)
+        assert first.impressions_read == len(imps)
         tracker.log_interactions([late])
         (summary,) = tracker.rollup("home", now=EARLY)
-        assert (summary.impressions_read, summary.users_recomputed) == (0, 1)
-        after = _parts(tracker.engine)
-        changed = {key for key in after if before.get(key) != after[key]}
-        ((changed_day, part),) = changed  # the item was known: no items part
-        assert changed_day == day and part >= 3
-        if share:  # one more part, after the chunks'
-            assert part == len(parts) and set(before) < set(after)
-            assert state.format_of(after[changed_day, part]) == state.PROVISIONAL_GAINED
-        else:  # one chunk's ground truth
-            assert part % 2 == 1 and set(before) == set(after)
+        assert (summary.impressions_read, summary.users_recomputed) == (1, 1)
         incremental = dump(tracker.engine)
         tracker.rollup("home", full=True, now=EARLY)
         assert_same_tables(dump(tracker.engine), incremental)
@@ -409,7 +367,7 @@ def test_any_split_with_provisional_days_ends_in_the_tables_of_one_full_rollup(
         tmp_path, seed, imp_cuts, evt_cuts, hours):
     """Interactions arrive in batches while days are provisional (``now`` anywhere from
     before the first impression to after the last window): each rollup between them may
-    score days from their stored state; the end equals one full rollup."""
+    recompute days for some of their users; the end equals one full rollup."""
     imps, events = make_logs(seed, days=3, users=8, impressions=40)
     imps.sort(key=lambda r: r["served_at"])
     events.sort(key=lambda r: r["occurred_at"])
@@ -434,8 +392,8 @@ def test_any_split_with_provisional_days_ends_in_the_tables_of_one_full_rollup(
 def test_days_turning_final_between_batches_end_in_the_tables_of_one_full_rollup(
         tmp_path, seed, evt_cuts, hours, step):
     """The clock moves ``step`` hours between rollups: days computed provisional turn final
-    on the way (as they stand, or scored from their state a last time); the end equals one
-    full rollup."""
+    on the way (as they stand, or recomputed for the users a late click answers); the end
+    equals one full rollup."""
     imps, events = make_logs(seed, days=3, users=8, impressions=40)
     events.sort(key=lambda r: r["occurred_at"])
     with fresh_database(tmp_path) as url, Tracker(migrated(url)) as tracker:
@@ -450,239 +408,3 @@ def test_days_turning_final_between_batches_end_in_the_tables_of_one_full_rollup
         incremental = dump(tracker.engine)
         tracker.rollup("home", full=True, now=now)
         assert_same_tables(dump(tracker.engine), incremental)
-
-
-def _day() -> ProvisionalDay:
-    """Two chunks: impressions 7 (u1) and 9 (u2), then 11 (u2)."""
-    first = EncodedLists(np.array([7, 9]), np.array([0, 1]), np.array([1, 2]),
-                         np.array([100, 200]), np.array([0, 1, 2, 1]), np.array([3, 1]),
-                         np.array([[1.0, 2.0], [0.0, 1.0]]), np.array([True, False]),
-                         Truth(np.array([0, 0, 1]), np.array([0, 2, 1]),
-                               np.array([1.0, 3.0, 2.0])))
-    second = EncodedLists(np.array([11]), np.array([1]), np.array([2]), np.array([300]),
-                          np.array([2, 0]), np.array([2]), np.array([[2.0, 2.0]]),
-                          np.array([True]), Truth(np.array([0]), np.array([0]),
-                                                  np.array([1.0])))
-    popularity = Popularity(pa.array(["a", "c"]), np.array([2, 5]), 9)
-    return ProvisionalDay.of([first, second], pa.array(["u1", "u2"]),
-                             pa.array(["a", "b", "c"]), popularity)
-
-
-def _stored(parts: provisional.Parts, over: dict[int, bytes] | None = None) -> list[bytes]:
-    """The parts a table holds after ``parts`` are written over ``over``."""
-    rows = {} if parts.whole or over is None else dict(over)
-    if parts.drop_from is not None:
-        rows = {part: data for part, data in rows.items() if part < parts.drop_from}
-    rows.update({part: bytes(data) for part, data in parts.data.items()})
-    return [rows[part] for part in sorted(rows)]
-
-
-def test_the_stored_state_round_trips():
-    day = _day()
-    parts = day.encode([2, 5])
-    assert parts.whole and sorted(parts.data) == [0, 1, 2, 3, 4, 5]  # users, items, 2 x 2
-    back = ProvisionalDay.decode(_stored(parts), [2, 5])
-    assert back.users.to_pylist() == ["u1", "u2"]
-    assert back.items.to_pylist() == ["a", "b", "c"]
-    assert back.ln_users.tolist() == pytest.approx([np.log(2), 0.0, np.log(5), 0.0])
-    assert back.n_users == 9
-    assert back.chunks.tolist() == [0, 0, 1]
-    for name in ("ids", "users", "cells", "served_at", "items", "lengths", "overlap",
-                 "has_baseline"):
-        assert np.array_equal(getattr(back.lists, name), getattr(day.lists, name)), name
-    assert back.lists.truth.rows.tolist() == [0, 0, 1, 2]
-    assert back.lists.truth.items.tolist() == [0, 2, 1, 0]
-    assert back.lists.truth.grades.tolist() == [1.0, 3.0, 2.0, 1.0]
-    assert back.lists.users.dtype == back.lists.items.dtype == np.int32
-
-
-def test_new_ground_truth_rewrites_only_the_truth_of_its_chunks(monkeypatch):
-    monkeypatch.setattr(provisional, "GAINED_SHARE", 0.0)  # never a gained part
-    day = _day()
-    stored = {part: bytes(data) for part, data in day.encode([2, 5]).data.items()}
-    back = ProvisionalDay.decode(_stored(provisional.Parts(stored, True)), [2, 5])
-    # u1 clicks "a" within the window of impression 7 (chunk 0): already graded 1, now 3
-    timed = pa.table({"user": ["u1"], "item": ["a"], "event": ["purchase"],
-                      "at": pa.array([150], pa.int64())})
-    keyed = pa.table({"impression": pa.array([], pa.int64()), "item": pa.array([], pa.string()),
-                      "event": pa.array([], pa.string())})
-    answered = back.answer(timed, keyed, {"purchase": 3.0}, window=100, limit=PAIR_LIMIT)
-    assert answered.changed_users.tolist() == [0]
-    parts = answered.day.encode([2, 5])
-    assert not parts.whole and sorted(parts.data) == [3]  # chunk 0's truth only
-    again = ProvisionalDay.decode(_stored(parts, stored), [2, 5])
-    truth = again.lists.truth
-    assert list(zip(truth.rows.tolist(), truth.items.tolist(), truth.grades.tolist(),
-                    strict=True)) == [(0, 0, 3.0), (0, 2, 3.0), (1, 1, 2.0), (2, 0, 1.0)]
-    # a new item: the items part too
-    timed = pa.table({"user": ["u2"], "item": ["z"], "event": ["click"],
-                      "at": pa.array([300], pa.int64())})
-    grown = again.answer(timed, keyed, None, window=100, limit=PAIR_LIMIT).day.encode([2, 5])
-    assert sorted(grown.data) == [1, 3, 5]  # items; u2's impressions 9 and 11: both chunks
-
-
-_NOTHING_KEYED = pa.table({"impression": pa.array([], pa.int64()),
-                           "item": pa.array([], pa.string()), "event": pa.array([], pa.string())})
-
-
-def _answered(day: ProvisionalDay, user: str, item: str, at: int) -> ProvisionalDay:
-    timed = pa.table({"user": [user], "item": [item], "event": ["purchase"],
-                      "at": pa.array([at], pa.int64())})
-    return day.answer(timed, _NOTHING_KEYED, {"purchase": 3.0}, window=100,
-                      limit=PAIR_LIMIT).day
-
-
-def _truth(day: ProvisionalDay) -> list[tuple]:
-    truth = day.lists.truth
-    return list(zip(truth.rows.tolist(), truth.items.tolist(), truth.grades.tolist(),
-                    strict=True))
-
-
-def test_a_few_gained_pairs_are_one_more_part_read_back_merged_until_they_are_many():
-    stored = _stored(_day().encode([2, 5]))
-    back = ProvisionalDay.decode(stored, [2, 5])
-    rows = dict(enumerate(stored))
-    raised = _answered(back, "u1", "a", 150)  # (7, a): grade 1 raised to 3, 1 pair of 4
-    parts = raised.encode([2, 5])
-    assert sorted(parts.data) == [6] and parts.drop_from is None  # after 2 chunks' parts
-    assert state.format_of(parts.data[6]) == state.PROVISIONAL_GAINED
-    again = ProvisionalDay.decode(_stored(parts, rows), [2, 5])
-    assert _truth(again) == _truth(raised) != _truth(back)
-    assert again.gained_parts == 1
-    rows = dict(enumerate(_stored(parts, rows)))
-    grown = _answered(again, "u2", "z", 350)  # a new item, on impression 11 only
-    parts = grown.encode([2, 5])
-    assert sorted(parts.data) == [1, 7]  # the items, and a second gained part
-    third = ProvisionalDay.decode(_stored(parts, rows), [2, 5])
-    assert _truth(third) == _truth(grown)
-    assert third.items.to_pylist() == ["a", "b", "c", "z"] and third.gained_parts == 2
-    rows = dict(enumerate(_stored(parts, rows)))
-    many = _answered(third, "u1", "b", 150)  # 1 pair of 6 gained, but as many parts ...
-    parts = replace(many, gained_parts=provisional.MAX_GAINED_PARTS).encode([2, 5])
-    # ... held as allowed: every chunk's truth is written again and the gained dropped
-    assert sorted(parts.data) == [3, 5] and parts.drop_from == 6
-    last = _stored(parts, rows)
-    assert len(last) == 6
-    assert _truth(ProvisionalDay.decode(last, [2, 5])) == _truth(many)
-
-
-def _gained_part(rows, items, lists=3) -> bytes:
-    return bytes(state.write(pa.table({
-        "row": pa.array(rows, pa.int32()), "item": pa.array(items, pa.int32()),
-        "grade": pa.array([1.0] * len(rows), pa.float64())}),
-        state.PROVISIONAL_GAINED, lists=str(lists)))
-
-
-@pytest.mark.parametrize("part", [
-    pytest.param(_gained_part([0], [1], lists=4), id="written-for-another-number-of-lists"),
-    pytest.param(_gained_part([3], [0]), id="a-row-beyond-the-days-lists"),
-    pytest.param(_gained_part([0], [3]), id="an-item-code-the-state-lacks"),
-    pytest.param(_gained_part([1, 0], [0, 0]), id="pairs-out-of-order"),
-])
-def test_a_stale_gained_part_asks_for_a_full_rollup(part):
-    parts = _stored(_day().encode([2, 5]))
-    assert ProvisionalDay.decode(parts + [_gained_part([0], [1])], [2, 5]).gained_parts == 1
-    with pytest.raises(StaleState, match="full"):
-        ProvisionalDay.decode(parts + [part], [2, 5])
-
-
-def test_a_chunk_missing_before_gained_parts_asks_for_a_full_rollup():
-    parts = _stored(_day().encode([2, 5]))
-    with pytest.raises(StaleState, match="full"):  # a gained part read as a chunk's
-        ProvisionalDay.decode(parts[:-1] + [_gained_part([0], [1])], [2, 5])
-
-
-@pytest.mark.parametrize("cutoffs, message", [
-    pytest.param([2, 10], "overlap@10", id="a-cutoff-added-since-asks-for-a-full-rollup"),
-])
-def test_state_missing_a_column_asks_for_a_full_rollup(cutoffs, message):
-    parts = _stored(_day().encode([2, 5]))
-    with pytest.raises(StaleState, match=message):
-        ProvisionalDay.decode(parts, cutoffs)
-
-
-def test_another_format_version_asks_for_a_full_rollup():
-    parts = _stored(_day().encode([2, 5]))
-    table = state.read(parts[2], state.PROVISIONAL_LISTS)
-    parts[2] = bytes(state.write(table, "provisional-lists/0"))
-    with pytest.raises(StaleState, match="provisional-lists/2"):
-        ProvisionalDay.decode(parts, [2, 5])
-
-
-def test_a_state_missing_a_chunk_asks_for_a_full_rollup():
-    parts = _stored(_day().encode([2, 5]))
-    with pytest.raises(StaleState, match="2 chunks"):
-        ProvisionalDay.decode(parts[:-2], [2, 5])
-
-
-def test_a_state_in_the_one_stream_layout_is_not_read_and_its_day_read_whole(tracker):
-    """A day kept as ``provisional/1`` (one stream of the whole day, part 0, and its items,
-    part 1) is recomputed from the raw logs, which replaces (here: drops) the state."""
-    create(tracker)
-    imps, events = make_logs(seed=46, days=1, users=6, impressions=30)
-    tracker.log_impressions(imps, on_invalid="all_or_nothing")
-    tracker.log_interactions(events, on_invalid="all_or_nothing")
-    tracker.rollup("home", now=EARLY)
-    with tracker.engine.begin() as conn:
-        days = [day for (day,) in conn.execute(sa.text(
-            "SELECT DISTINCT day FROM rollup_provisional"))]
-        conn.execute(sa.text("DELETE FROM rollup_provisional"))
-        old = state.write(pa.table({"chunk": pa.array([0], pa.int32())}), "provisional/1",
-                          n_users="3")
-        items = state.write(pa.table({"item_id": ["a"], "ln_users": [0.0]}),
-                            "provisional-items/1")
-        for day in days:
-            for part, data in enumerate((old, items)):
-                conn.execute(sa.text("INSERT INTO rollup_provisional (experiment_id, day, "
-                                     "part, data) VALUES (1, :day, :part, :data)"),
-                             {"day": day, "part": part, "data": bytes(data)})
-    last_day, on_last, late = _late_click(imps)
-    tracker.log_interactions([late])
-    (summary,) = tracker.rollup("home", now=EARLY)
-    assert summary.days_recomputed == [last_day]
-    assert summary.impressions_read > 0  # from the raw logs, not the old state
-    _check_against_reference(tracker, imps, events + [late])
-    with tracker.engine.connect() as conn:
-        found = conn.execute(sa.text("SELECT data FROM rollup_provisional WHERE day = :day"),
-                             {"day": last_day}).scalars().all()
-    assert "provisional/1" not in {state.format_of(data) for data in found}  # replaced
-    incremental = dump(tracker.engine)
-    tracker.rollup("home", full=True, now=EARLY)
-    assert dump(tracker.engine) == incremental
-
-
-def test_new_interactions_change_only_the_users_they_answer():
-    day = _day()
-    timed = pa.table({"user": ["u2", "u9"], "item": ["z", "a"], "event": ["click", "click"],
-                      "at": pa.array([250, 150], pa.int64())})
-    keyed = pa.table({"impression": pa.array([7], pa.int64()), "item": ["a"],
-                      "event": ["click"]})
-    answered = day.answer(timed, keyed, None, window=100, limit=PAIR_LIMIT)
-    assert answered.changed_users.tolist() == [1]  # u2: z is new; a already graded on 7
-    assert answered.new_items.to_pylist() == ["z"]
-    assert answered.day.items.to_pylist() == ["a", "b", "c", "z"]
-    truth = answered.day.lists.truth
-    assert list(zip(truth.rows.tolist(), truth.items.tolist(), strict=True)) == \
-        [(0, 0), (0, 2), (1, 1), (1, 3), (2, 0)]
-
-
-@settings(max_examples=100, deadline=None)
-@given(old=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4), st.integers(1, 3))),
-       new=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4), st.integers(1, 3))))
-def test_new_ground_truth_merged_into_the_stored_one_is_the_highest_grade_of_both(old, new):
-    def truth(triples):
-        table = np.array(triples, dtype=np.int64).reshape(-1, 3)
-        return Truth.highest(table[:, 0], table[:, 1], table[:, 2].astype(np.float64), 5)
-
-    a, b = truth(old), truth(new)
-    a = Truth(a.rows, a.items.astype(np.int32), a.grades)  # as a decoded state holds it
-    merged, gained = provisional.merge_truth(a, b, 5)
-    expected = truth(old + new)
-    np.testing.assert_array_equal(merged.rows, expected.rows)
-    np.testing.assert_array_equal(merged.items, expected.items)
-    np.testing.assert_array_equal(merged.grades, expected.grades)
-    stored = {(r, i): g for r, i, g in zip(a.rows.tolist(), a.items.tolist(),
-                                           a.grades.tolist(), strict=True)}
-    assert gained.tolist() == [g > stored.get((r, i), 0.0) for r, i, g in
-                               zip(b.rows.tolist(), b.items.tolist(), b.grades.tolist(),
-                                   strict=True)]

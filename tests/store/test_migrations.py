@@ -319,6 +319,8 @@ def test_0015_stores_the_provisional_state_uncompressed_and_the_rest_with_lz4(db
         lz4 = "lz4" in conn.execute(sa.text(
             "SELECT enumvals FROM pg_settings WHERE name = 'default_toast_compression'"
         )).scalar()
+    assert not sa.inspect(engine).has_table("rollup_provisional")  # 0023 drops it
+    schema.downgrade(engine, "0022")  # and gives it back, empty, stored as 0015 did
     assert _storage(engine, "rollup_provisional") == ("e", "")
     schema.downgrade(engine, "0017")  # 0018 drops rollup_pairs; its downgrade restores it
     assert _storage(engine, "rollup_pairs") == ("x", "l" if lz4 else "")
@@ -326,4 +328,24 @@ def test_0015_stores_the_provisional_state_uncompressed_and_the_rest_with_lz4(db
     schema.downgrade(engine, "0014")
     assert _storage(engine, "rollup_provisional") == ("x", "")
     assert _storage(engine, "rollup_pairs") == ("x", "")
+    engine.dispose()
+
+
+def test_0023_drops_the_provisional_state_and_its_downgrade_gives_the_table_back_empty(
+        tracker, db_url):
+    """Upgrade drops ``rollup_provisional`` (derived data: a day without a row is read
+    from the logs); the downgrade creates it again, empty, with its key, so the release
+    before runs on it; nothing else changes either way."""
+    make_experiment(tracker)
+    engine = create_engine(db_url)
+    assert not sa.inspect(engine).has_table("rollup_provisional")
+    schema.downgrade(engine, "0022")
+    inspector = sa.inspect(engine)
+    assert inspector.get_pk_constraint("rollup_provisional")["constrained_columns"] == \
+        ["experiment_id", "day", "part"]
+    assert count(engine, "rollup_provisional") == 0
+    assert count(engine, "experiment") == 1
+    assert schema.upgrade(engine) == SCHEMA_REVISION
+    assert not sa.inspect(engine).has_table("rollup_provisional")
+    assert count(engine, "experiment") == 1
     engine.dispose()

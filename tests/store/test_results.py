@@ -7,22 +7,18 @@ from __future__ import annotations
 import random
 from datetime import date, timedelta
 
-import pyarrow as pa
 import pytest
 import sqlalchemy as sa
 
 from tests.conftest import BACKEND
-from tracker.rollup import provisional, state
 from tracker.store import results
 from tracker.store.db import binary_rows, transaction
-from tracker.store.rollup_tables import RollupProvisional, RollupUnits
+from tracker.store.rollup_tables import RollupUnits
 
 DAY = date(2026, 11, 1)
 EXPERIMENT = 7  # the state tables hold no foreign key: any id
 
 BLOBS = [bytes(range(256)) * 3, b"", b"\x00'\"\\", random.Random(5).randbytes(300_000)]
-USERS = bytes(state.write(pa.table({"user_id": ["u1", "u\x00"]}), state.PROVISIONAL_USERS,
-                          chunks="1"))  # a provisional state's first part
 
 
 def _write(engine: sa.Engine) -> None:
@@ -33,9 +29,6 @@ def _write(engine: sa.Engine) -> None:
                                 [({"arm_id": 3}, BLOBS[0]), ({"arm_id": 0}, BLOBS[1])])
         results.insert_popularity(conn, EXPERIMENT, DAY + timedelta(days=1), 5, BLOBS[0])
         results.insert_popularity(conn, EXPERIMENT, DAY, 7, BLOBS[3])  # replaces it
-        for part, data in enumerate([USERS, *BLOBS]):
-            conn.execute(sa.insert(RollupProvisional).values(
-                experiment_id=EXPERIMENT, day=DAY, part=part, data=data))
 
 
 def test_every_stored_state_reader_gives_back_the_bytes_written(engine):
@@ -49,8 +42,6 @@ def test_every_stored_state_reader_gives_back_the_bytes_written(engine):
         assert results.popularity(conn, EXPERIMENT) == (DAY, 7, BLOBS[3])
         assert results.popularity_period(conn, EXPERIMENT) == (DAY, 7)
         assert results.popularity(conn, EXPERIMENT + 1) is None
-        assert provisional.load(conn, EXPERIMENT, DAY) == [USERS, *BLOBS]
-        assert provisional.load(conn, EXPERIMENT, DAY + timedelta(days=1)) is None
 
 
 def test_binary_rows_give_the_values_of_sqlalchemys_rows(engine):
@@ -85,5 +76,5 @@ def test_the_stored_state_is_read_in_postgresqls_binary_result_format(engine, mo
     monkeypatch.setattr(psycopg.Connection, "cursor", recorded)
     with transaction(engine) as conn:
         assert results.units(conn, EXPERIMENT, DAY, False) == BLOBS
-        assert provisional.load(conn, EXPERIMENT, DAY) == [USERS, *BLOBS]
+        assert results.popularity(conn, EXPERIMENT) == (DAY, 7, BLOBS[3])
     assert sum(c.format == psycopg.pq.Format.BINARY for c in made) == 2

@@ -14,9 +14,9 @@ The modules, in the order a run uses them:
 - ``engine``: one run per experiment: plan, days, last transaction (``summary``: what it did).
 - ``plan``: which days, and which users of a day, new rows changed (``queries``: the SQL).
 - ``day``: one day read, scored and written, whole (or, final since with nothing new,
-  published from its stored rows); ``partial``: for some of its users only,
-  over the stored rows of the others, read again or (a provisional day) scored from its
-  stored encoded state (``provisional``); ``pipeline``: read-ahead and scoring threads;
+  published from its stored rows); ``partial``: for some of its users only, their lists
+  read again, over the stored rows of the others; ``pipeline``: read-ahead and scoring
+  threads;
   every day scored against the experiment's item popularity, which the plan resolves.
 - ``columnar``: one chunk, from Arrow tables to per-user totals (``codes``: ids to integer
   codes; ``truth``: its ground truth, compacted for a heavy user; ``outcomes``: the metric

@@ -63,8 +63,7 @@ class ChunkResult:
     catalog: np.ndarray  # item codes: served anywhere in a list or in a ground truth
     impressions: int
     truth_pairs: int
-    encoded: EncodedLists | None = None  # kept for a provisional day
-    compacted: bool = False  # some list's ground truth was compacted (truth.compact_truth)
+    users: np.ndarray  # per list, its user's code
 
 
 @dataclass(frozen=True)
@@ -354,8 +353,7 @@ def _named(lists: pa.Table, keyed: pa.Table, keyed_items: np.ndarray,
 
 @dataclass(frozen=True)
 class EncodedLists:
-    """A chunk's scoring inputs in the day's codes, nothing left to read or hash: what a
-    provisional day keeps to score its impressions again (:mod:`tracker.rollup.provisional`).
+    """A chunk's scoring inputs in the day's codes, nothing left to read or hash.
     ``truth.rows`` index these lists."""
 
     ids: np.ndarray  # impression ids
@@ -368,7 +366,7 @@ class EncodedLists:
     has_baseline: np.ndarray
     truth: Truth
     # per list, relevant items compacted out of ``truth`` (truth.compact_truth); None:
-    # none (a provisional day never keeps lists with some: later clicks could not merge)
+    # none
     unlisted: np.ndarray | None = None
 
     @property
@@ -400,10 +398,8 @@ def score_encoded(lists: EncodedLists, ln_users: np.ndarray, n_users: int, layou
 def score_chunk(lists: pa.Table, interactions: Interactions, keyed: pa.Table,
                 popularity: Popularity, relevance: Mapping[str, float] | None, window: int,
                 cutoffs: Sequence[int], layout: Layout, items: Vocabulary,
-                users: Vocabulary, keep: bool = False,
-                pair_limit: int = PAIR_LIMIT) -> ChunkResult:
-    """Per-user totals, item exposure per cell and the catalog items of one chunk (and,
-    with ``keep``, its :class:`EncodedLists`, unless its ground truth was compacted).
+                users: Vocabulary, pair_limit: int = PAIR_LIMIT) -> ChunkResult:
+    """Per-user totals, item exposure per cell and the catalog items of one chunk.
 
     ``interactions`` may hold other users' too (a whole day's, read once): only the chunk's
     users' are used. ``keyed``: the interactions naming one of the chunk's impressions.
@@ -435,8 +431,7 @@ def score_chunk(lists: pa.Table, interactions: Interactions, keyed: pa.Table,
         (ground.dropped_items,) if ground.dropped_items.size else ())))
     return ChunkResult(unit_totals_of_codes(imp_user, cells, values, defined),
                        exposures(served, cells, cutoffs), catalog, lists.num_rows,
-                       ground.pairs, encoded if keep else None,
-                       compacted=ground.unlisted is not None)
+                       ground.pairs, imp_user)
 
 
 def exposures(items: np.ndarray, cells: np.ndarray,

@@ -9,9 +9,8 @@ score, write.
 - **Score** each chunk (:func:`tracker.rollup.columnar.score_chunk`) while the next is read
   (:class:`tracker.rollup.pipeline.ChunkPipeline`), folding the chunks' per-user totals,
   exposure and catalog as they come, in the day's codes.
-- **Write** the day's state (daily units, exposure; while the day is provisional, its
-  encoded impressions and ground truth: :mod:`tracker.rollup.provisional`) in one
-  transaction, and hand back the rows the report reads, which the run publishes at its end.
+- **Write** the day's state (daily units, exposure) in one transaction, and hand back the
+  rows the report reads, which the run publishes at its end.
 """
 
 from __future__ import annotations
@@ -26,11 +25,11 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from tracker.config import Settings
-from tracker.rollup import cells, provisional, queries
+from tracker.rollup import cells, queries
 from tracker.rollup.aggregate import CodedSums, UnitTotals, health, totals_of_coded
 from tracker.rollup.cells import Cells
 from tracker.rollup.codes import Vocabulary, distinct, take
-from tracker.rollup.columnar import ChunkResult, EncodedLists, Interactions, score_chunk
+from tracker.rollup.columnar import ChunkResult, Interactions, score_chunk
 from tracker.rollup.days import day_bounds, in_range
 from tracker.rollup.exposure import Exposure, catalog_size
 from tracker.rollup.first_exposures import FirstExposures
@@ -79,13 +78,9 @@ class RunContext:
     @property
     def pair_limit(self) -> int:
         """(impression, interaction) pairs attribution makes at once: the memory bound
-        split between the chunks in flight, as their lists are (:meth:`DayScorer._rows`)."""
-        return pair_limit(self.settings)
-
-
-def pair_limit(settings: Settings) -> int:
-    """:attr:`RunContext.pair_limit` of ``settings``, at least :data:`MIN_PAIR_LIMIT`."""
-    return max(MIN_PAIR_LIMIT, settings.rollup_chunk_cells // IN_FLIGHT)
+        split between the chunks in flight, as their lists are (:meth:`DayScorer._rows`),
+        at least :data:`MIN_PAIR_LIMIT`."""
+        return max(MIN_PAIR_LIMIT, self.settings.rollup_chunk_cells // IN_FLIGHT)
 
 
 MIN_PAIR_LIMIT = 10_000
@@ -105,13 +100,11 @@ class ChunkTables:
 
 @dataclass(frozen=True)
 class DayScores:
-    """A day's per-user totals, exposure per cell and catalog items; a provisional day's
-    encoded state."""
+    """A day's per-user totals, exposure per cell and catalog items."""
 
     totals: UnitTotals
     exposures: dict[int, Exposure]
     catalog: np.ndarray  # item ids (served, or in a ground truth)
-    kept: provisional.Parts | None = None  # a provisional day's encoded state
 
 
 def recompute_day(run: RunContext, day: date, summary: RollupSummary) -> DayResult:
@@ -129,10 +122,8 @@ def recompute_day(run: RunContext, day: date, summary: RollupSummary) -> DayResu
     if not extent.impressions:
         with transaction(run.engine, write=True) as conn:
             results.delete_day_state(conn, run.info.id, day)
-            provisional.drop(conn, run.info.id, day)
         return DayResult.empty()
-    keep = to_micros(run.clock) < closes_at(run, extent)
-    scores = DayScorer(run, day, extent, day_wide, keep=keep).score(summary)
+    scores = DayScorer(run, day, extent, day_wide).score(summary)
     return store_day(run, day, extent, scores)
 
 
@@ -140,7 +131,7 @@ def store_day(run: RunContext, day: date, extent: queries.DayExtent,
               scores: DayScores) -> DayResult:
     """The day's state written (:func:`write_state`, one transaction) while its units are
     encoded and the rows the report reads computed in a thread (numpy and Arrow, while
-    the provisional state is written first: mostly the database's work); those rows."""
+    the exposure is written first: mostly the database's work); those rows."""
     def aside_of_the_write() -> DayResult:
         scores.totals.encode(run.layout)  # once: write_state takes these parts
         return day_result(run, day, extent, scores.totals, scores.exposures, scores.catalog)
@@ -154,10 +145,9 @@ def store_day(run: RunContext, day: date, extent: queries.DayExtent,
 
 
 def write_state(conn: sa.Connection, run: RunContext, day: date, scores: DayScores) -> None:
-    """Replace the day's units, exposure and provisional state."""
+    """Replace the day's units and exposure."""
     info, cutoffs = run.info, run.cutoffs
     results.delete_day_state(conn, info.id, day)
-    provisional.save(conn, info.id, day, scores.kept)  # none: the day is final, or partial
     catalog = Exposure.of(scores.catalog, np.zeros((scores.catalog.size, 0)))
     results.insert_exposure(conn, info.id, day, False, cells.keyed(
         {cell: e.encode(cutoffs) for cell, e in scores.exposures.items()}
@@ -169,13 +159,12 @@ def finalize_day(run: RunContext, day: date) -> DayResult | None:
     """A day final since it was computed, that nothing new touches (``Plan.final``): its
     rows the report reads, final now, from its stored units and exposure, without reading
     a log (every row that could answer it was taken into account when it was computed:
-    :mod:`tracker.rollup.plan`); a provisional day's kept state dropped. When its windows
-    close is computed again from the day's last list (one step down an index) with the
-    settings of now: a grace raised since keeps the day provisional. None when its rows are
-    not stored, or its lists are not those it was computed from (it is then recomputed
-    from the logs)."""
+    :mod:`tracker.rollup.plan`). When its windows close is computed again from the day's
+    last list (one step down an index) with the settings of now: a grace raised since keeps
+    the day provisional. None when its rows are not stored, or its lists are not those it
+    was computed from (it is then recomputed from the logs)."""
     info = run.info
-    with transaction(run.engine, write=True) as conn:
+    with transaction(run.engine) as conn:
         stored = results.units(conn, info.id, day, False)
         exposed = cells.coded(results.exposure(conn, info.id, day, False))
         computed = results.day_impressions(conn, info.id, day)
@@ -183,8 +172,6 @@ def finalize_day(run: RunContext, day: date) -> DayResult | None:
                                     longest=False)
         if stored is None or cells.WHOLE not in exposed or extent.impressions != computed:
             return None
-        if closes_at(run, extent) <= to_micros(run.clock):
-            provisional.drop(conn, info.id, day)
     return day_result(run, day, extent, *stored_day(run, stored, exposed))
 
 
@@ -221,10 +208,9 @@ class DayScorer:
     :class:`ChunkPipeline`); user and item codes are the day's, shared by its chunks."""
 
     def __init__(self, run: RunContext, day: date, extent: queries.DayExtent,
-                 day_wide: bool, users: str | None = None, keep: bool = False) -> None:
+                 day_wide: bool, users: str | None = None) -> None:
         self.run, self.day, self.extent, self.day_wide = run, day, extent, day_wide
         self.only = users  # an SQL condition on the users to read (None: every user)
-        self.keep = keep and users is None  # keep the encoded day (a provisional one)
         self.start, self.end = day_bounds(day, run.info.timezone)
         self.users, self.items = Vocabulary(), Vocabulary()
         self._whole_day = None
@@ -262,12 +248,10 @@ class DayScorer:
         result = score_chunk(tables.lists, interactions, tables.keyed,
                              run.popularity, run.info.relevance,
                              run.window_us, run.cutoffs, run.layout, self.items, self.users,
-                             keep=self.keep, pair_limit=run.pair_limit)
-        if self.firsts is not None:  # the users' codes: those the chunk kept, if it did
+                             pair_limit=run.pair_limit)
+        if self.firsts is not None:  # the users' codes
             lists = tables.lists
-            users = result.encoded.users if result.encoded is not None else \
-                self.users.encode([lists["user"]])[0]
-            self.firsts.add(lists["id"].to_numpy(), users, lists["served"].to_numpy())
+            self.firsts.add(lists["id"].to_numpy(), result.users, lists["served"].to_numpy())
         return result
 
     def _rows(self) -> int:
@@ -303,26 +287,12 @@ class DayScorer:
                     fold.add(result)
             if self.firsts is not None:  # for the covariates' thread, as soon as known
                 self.run.firsts.add(self.firsts, self.users.ids)
-            # a provisional day's state encoded beside the day's totals (numpy and Arrow,
-            # which release the GIL: the day's end uses both cores)
-            kept = pipeline.side(lambda: self._kept(fold)) if self.keep and fold.encoded \
-                else None
             totals = fold.totals(self.users.ids, len(self.run.layout))
             exposures = fold.exposures(self.items.ids, len(self.run.cutoffs))
             catalog = fold.catalog(self.items.ids)
-            kept = kept.result() if kept is not None else None
         summary.impressions_read += fold.impressions
         summary.truth_pairs_read += fold.truth_pairs
-        return DayScores(totals, exposures, catalog, kept)
-
-
-    def _kept(self, fold: DayFold) -> provisional.Parts:
-        """The day's state to store (the kept chunks let go once joined)."""
-        encoded, fold.encoded = fold.encoded, []
-        day = provisional.ProvisionalDay.of(encoded, self.users.ids, self.items.ids,
-                                            self.run.popularity)
-        del encoded
-        return day.encode(self.run.cutoffs)
+        return DayScores(totals, exposures, catalog)
 
 
 class DayFold:
@@ -333,22 +303,13 @@ class DayFold:
         self.sums: CodedSums | None = None
         self.exposed: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
         self.catalogs: list[np.ndarray] = []
-        self.encoded: list[EncodedLists] = []  # kept chunks, in chunk order
         self.impressions = self.truth_pairs = 0
-        # a chunk's ground truth was compacted: the day keeps no state (a later click on
-        # an item compacted away could not be merged), its changes are read from the logs
-        self.compacted = False
 
     def add(self, result: ChunkResult) -> None:
         if self.sums is None:
             self.sums = CodedSums(result.totals.sums.shape[1])
         self.sums.add(result.totals)
         self.catalogs.append(result.catalog)
-        self.compacted |= result.compacted
-        if self.compacted:
-            self.encoded = []
-        elif result.encoded is not None:
-            self.encoded.append(provisional.compact(result.encoded))
         for cell, counts in result.exposures.items():
             self.exposed.setdefault(cell, []).append(counts)
         self.impressions += result.impressions

@@ -19,9 +19,8 @@ One run, per experiment:
    while scored: :mod:`tracker.rollup.pipeline`); its per-user units and exposure (what the
    cumulative pass reads) are replaced in one write transaction, its cell-level rows (what
    the report reads: a few per cell and metric) are kept for the end. A day only new ground
-   truth changed is recomputed for the users it changes: from its stored encoded state
-   while it is provisional (:mod:`tracker.rollup.provisional`), else by reading those
-   users' impressions again (:mod:`tracker.rollup.partial`).
+   truth changed is recomputed for the users it changes, by reading those users'
+   impressions again (:mod:`tracker.rollup.partial`).
 3. **One last transaction** publishes those daily rows (:mod:`tracker.rollup.published`),
    recomputes the cumulative rows of every day from the first touched one on from the
    unit-day rows (:mod:`tracker.rollup.cumulative`) and the exposure-day rows
@@ -56,16 +55,16 @@ import sqlalchemy as sa
 from threadpoolctl import threadpool_limits
 
 from tracker.config import Settings
-from tracker.rollup import covariates, provisional, queries, retention, sources
+from tracker.rollup import covariates, queries, retention, sources
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cumulative import recompute_cumulative
-from tracker.rollup.day import RunContext, finalize_day, pair_limit, recompute_day
+from tracker.rollup.day import RunContext, finalize_day, recompute_day
 from tracker.rollup.days import day_bounds
 from tracker.rollup.exposure_days import publish_exposure_days
 from tracker.rollup.first_exposures import FirstExposures
 from tracker.rollup.job import Done, run_each, targets
 from tracker.rollup.lock import HeldLock
-from tracker.rollup.partial import recompute_users, rescore_users
+from tracker.rollup.partial import recompute_users
 from tracker.rollup.plan import Ids, KnownDay, Plan, PopularityPlan, plan_popularity, plan_run
 from tracker.rollup.published import DayResult, publish_daily
 from tracker.rollup.stores import DatabaseStore
@@ -200,7 +199,7 @@ class _Run:
             after = watermarks or (0, 0)
             ids = Ids(after[0], top_impression, after[1], top_interaction)
             plan = plan_run(conn, self.info, ids, watermarks is None, known,
-                            to_micros(self.clock), pair_limit(self.settings))
+                            to_micros(self.clock))
             popularity = plan_popularity(conn, self.engine, self.info, plan, ids,
                                          watermarks is None,
                                          self.settings.rollup_popularity_days)
@@ -215,7 +214,6 @@ class _Run:
                 generation = results.reset_state(conn, self.info.id, declaration=False,
                                                  source=sources.DATABASE)
                 results.clear_state(conn, self.info.id)
-                provisional.drop(conn, self.info.id)
         else:
             generation = stored.generation
         return _Start(plan, ids, results.StateRow(top_impression, top_interaction, generation,
@@ -307,19 +305,16 @@ class _Run:
 
 def _one_day(run: RunContext, plan: Plan, day: date, ids: Ids, summary: RollupSummary
              ) -> DayResult:
-    """One day of the plan: final as stored, or recomputed for its changed users (from a
-    provisional day's kept state, else from the logs), or whole."""
+    """One day of the plan: final as stored, or recomputed for its changed users, or
+    whole."""
     if day in plan.final:
         result = finalize_day(run, day)
         if result is not None:
             summary.days_final_as_stored += 1
             return result
-    # popped: a day's state is not held while the days after it are computed
-    partial = rescore_users(run, day, ids, summary, plan.timed.pop(day, None),
-                            plan.kept.pop(day, None)) if day in plan.rescore else None
     users = plan.days.get(day)
-    if partial is None and users is not None:
-        partial = recompute_users(run, day, users, ids, summary, plan.impressions.get(day))
+    partial = recompute_users(run, day, users, ids, summary, plan.impressions.get(day)) \
+        if users is not None else None
     return partial or recompute_day(run, day, summary)
 
 

@@ -97,7 +97,7 @@ class FirstExposures:
     def of(cls, plan: Plan, ids: Ids) -> FirstExposures | None:
         """For a run that reads one day whole (None for several: the covariates read the
         first exposures themselves, beside the days)."""
-        whole = [d for d, users in plan.days.items() if users is None and d not in plan.rescore]
+        whole = [d for d, users in plan.days.items() if users is None]
         return cls(ids, len(whole)) if len(whole) == 1 else None
 
     def day(self) -> DayFirsts:

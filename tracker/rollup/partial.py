@@ -13,37 +13,29 @@ over one row per user. Every user's rows are still a function of the raw logs, n
 delta: a run killed after writing the day and run again recomputes the same users from the
 same rows.
 
-A provisional day that kept its encoded impressions (:mod:`tracker.rollup.provisional`) is
-not read again at all: :func:`rescore_users` merges the new interactions into that state and
-scores from it the users whose ground truth changed, however many they are.
+The same holds while the day is provisional: the next day's interactions that answer its
+last lists change a few of its users, and those are read again (a benchmark showed that
+keeping a provisional day's encoded lists to score them from did not pay: writing the state
+of every new day cost more than reading the answered users' lists again).
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracker.rollup import cells, provisional, queries
+from tracker.rollup import cells, queries
 from tracker.rollup.aggregate import UnitTotals
-from tracker.rollup.day import (
-    DayScorer,
-    DayScores,
-    RunContext,
-    closes_at,
-    store_day,
-    stored_day,
-)
+from tracker.rollup.day import DayScorer, DayScores, RunContext, store_day, stored_day
 from tracker.rollup.days import day_bounds
 from tracker.rollup.plan import WHOLE_DAY_SHARE, Ids
 from tracker.rollup.published import DayResult
 from tracker.rollup.summary import RollupSummary
 from tracker.store import results
 from tracker.store.db import transaction
-from tracker.store.types import to_micros
 
 
 def recompute_users(run: RunContext, day: date, users: frozenset[str], ids: Ids,
@@ -77,48 +69,6 @@ def recompute_users(run: RunContext, day: date, users: frozenset[str], ids: Ids,
     result = store_day(run, day, extent, merged)
     summary.days_in_part += 1
     summary.users_recomputed += _distinct(scores.totals.users)
-    return result
-
-
-def rescore_users(run: RunContext, day: date, ids: Ids, summary: RollupSummary,
-                  timed: pa.Table | None = None,
-                  kept: provisional.ProvisionalDay | None = None) -> DayResult | None:
-    """Merge the new interactions of ``ids`` into a provisional day's stored state and
-    score again the users whose ground truth they change
-    (:mod:`tracker.rollup.provisional`); None when the day has no stored state (it is then
-    recomputed from the raw logs). ``timed``: those that may answer by time, and ``kept``
-    the day's state, when the plan read them already."""
-    info = run.info
-    with transaction(run.engine) as conn:
-        queries.tune(conn)
-        if kept is None:
-            parts = provisional.load(conn, info.id, day)
-            kept = provisional.ProvisionalDay.decode(parts, run.cutoffs) if parts else None
-        stored = results.units(conn, info.id, day, False) if kept else None
-        exposed = cells.coded(results.exposure(conn, info.id, day, False)) if kept else {}
-    if kept is None or stored is None or cells.WHOLE not in exposed:
-        return None
-    timed, keyed = provisional.new_interactions(run.reader, info, day, ids.interactions_after,
-                                                ids.interactions_through, run.window_us,
-                                                timed)
-    with ThreadPoolExecutor(max_workers=1) as aside:
-        # the stored units and exposure decoded (Arrow, numpy copies) while the new
-        # interactions are merged and the changed users scored
-        before = aside.submit(stored_day, run, stored, exposed)
-        answered = kept.answer(timed, keyed, info.relevance, run.window_us, run.pair_limit)
-        if answered is None:  # too heavy to keep: read from the logs, the state dropped
-            before.cancel()
-            return None
-        changed = answered.day.totals_of(answered.changed_users, run.layout, run.cutoffs)
-        totals, exposures, catalog = before.result()
-    catalog = _union(catalog, np.asarray(answered.new_items.to_numpy(zero_copy_only=False),
-                                         dtype=object))
-    final = closes_at(run, answered.day.extent) <= to_micros(run.clock)
-    merged = DayScores(replaced(totals, changed, owned=True), exposures, catalog,
-                       kept=None if final else answered.day.encode(run.cutoffs))
-    result = store_day(run, day, answered.day.extent, merged)
-    summary.days_in_part += 1
-    summary.users_recomputed += int(answered.changed_users.size)
     return result
 
 

@@ -28,9 +28,8 @@ The watermarks are the highest impression and interaction ids already taken into
   stored rows left and is recomputed whole.
 
 A day touched only through its ground truth (new interactions answering or naming its
-impressions: no new impression of it, no change in the popularity) is in ``Plan.rescore``:
-while provisional it is scored again from its stored state
-(:mod:`tracker.rollup.provisional`), else for its changed users from the logs.
+impressions: no new impression of it, no change in the popularity) is recomputed for its
+changed users, from the logs (:mod:`tracker.rollup.partial`).
 
 Only days that hold impressions are ever touched, found from the distinct hours of the
 impressions (a full run: all of them; else the new ones, and the days computed before):
@@ -41,7 +40,7 @@ outside the range :mod:`tracker.rollup.days` can place are counted and left out.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import date
 
 import numpy as np
@@ -49,9 +48,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
-from tracker.rollup import provisional, queries
+from tracker.rollup import queries
 from tracker.rollup.codes import encode
-from tracker.rollup.columnar import PAIR_LIMIT, answered
+from tracker.rollup.columnar import answered
 from tracker.rollup.days import (
     HOUR,
     day_bounds,
@@ -61,7 +60,6 @@ from tracker.rollup.days import (
     in_range,
 )
 from tracker.rollup.popularity import Popularity, Reference
-from tracker.rollup.provisional import ProvisionalDay
 from tracker.store import lifecycle, results
 from tracker.store.arrow import ArrowReader
 from tracker.store.experiments import ExperimentInfo
@@ -103,13 +101,6 @@ class Plan:
     new: NewRows = NewRows()
     # per day recomputed for some users: the ids of every impression of those users
     impressions: dict[date, np.ndarray] = field(default_factory=dict)
-    # the days only new ground truth changed: a provisional one is scored again from its
-    # stored state (:mod:`tracker.rollup.provisional`)
-    rescore: set[date] = field(default_factory=set)
-    # per day of ``rescore``: the new interactions that may answer it by time, as read
-    # (:func:`~tracker.rollup.queries.new_window_interactions`)
-    timed: dict[date, pa.Table] = field(default_factory=dict)
-    kept: dict[date, ProvisionalDay] = field(default_factory=dict)  # their stored state
     # the days final since they were computed, with nothing new: published from their
     # stored rows (:func:`~tracker.rollup.day.finalize_day`), no log read
     final: set[date] = field(default_factory=set)
@@ -122,11 +113,9 @@ class Plan:
             self.days[day] = None
 
     def everything(self) -> None:
-        """Every day holding lists recomputed whole, from the logs (none from a kept
-        state: it holds the popularity it was scored with)."""
+        """Every day holding lists recomputed whole, from the logs."""
         self.whole(self.holding)
-        self.impressions, self.rescore, self.timed, self.kept = {}, set(), {}, {}
-        self.final = set()
+        self.impressions, self.final = {}, set()
 
     @property
     def first_day(self) -> date | None:
@@ -153,9 +142,7 @@ class Plan:
     def _of(self, days: set[date]) -> Plan:
         return Plan({d: u for d, u in self.days.items() if d in days}, self.holding,
                     self.new, {d: i for d, i in self.impressions.items() if d in days},
-                    self.rescore & days, {d: t for d, t in self.timed.items() if d in days},
-                    {d: k for d, k in self.kept.items() if d in days}, self.final & days,
-                    self.marked & days)
+                    self.final & days, self.marked & days)
 
     @property
     def touched(self) -> set[date]:
@@ -179,9 +166,8 @@ class Ids:
 
 
 def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
-             known: list[KnownDay], now_us: int, pair_limit: int = PAIR_LIMIT) -> Plan:
-    """The plan of a run over the rows of ``ids`` (``rebuild``: every day, whole);
-    ``pair_limit``: the attribution pairs of a kept day's new interactions it holds."""
+             known: list[KnownDay], now_us: int) -> Plan:
+    """The plan of a run over the rows of ``ids`` (``rebuild``: every day, whole)."""
     plan = Plan(new=_new_rows(conn, info, ids))
     fresh = days_of_hours(queries.served_hours(conn, info.id, ids.impressions_after,
                                                ids.impressions_through), info.timezone)
@@ -193,19 +179,13 @@ def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
     kept = results.days_with_units(conn, info.id, closed)
     plan.marked = closed - kept  # marked for recompute: their stored rows went
     plan.whole(plan.marked)
-    raw = set(plan.days)  # days whose lists changed, or marked
     changed = queries.changed_hours(conn, ids.interactions_after, ids.interactions_through)
     timed = sorted({hour for experiment, hour in changed if experiment is None})
     named = sorted({hour for experiment, hour in changed if experiment == info.id})
     with _DayImpressions(conn, info) as served:
-        _answered(served, ids, plan, holding, timed, pair_limit)
+        _answered(served, ids, plan, holding, timed)
         _named(conn, info, ids, plan, named)
-        plan.rescore = set(plan.days) - raw
-        plan.timed = {d: t for d, t in plan.timed.items() if d in plan.rescore}
-        plan.kept = {d: k for d, k in served.kept.items() if d in plan.rescore}
         for day, users in list(plan.days.items()):
-            if day in plan.kept:  # scored from its state: no impression of it is read
-                continue
             if users is not None and served.most_users(day, users):
                 plan.whole([day])
             elif users is not None:
@@ -225,15 +205,13 @@ def _new_rows(conn: sa.Connection, info: ExperimentInfo, ids: Ids) -> NewRows:
 
 class _DayImpressions:
     """The ``id, user, served`` of the impressions of the days the plan looks into, read
-    once and kept for the plan: from a provisional day's stored state (kept too, for its
-    rescoring), else from the raw logs (by id range:
-    :func:`~tracker.rollup.queries.day_impressions`)."""
+    once from the raw logs (by id range: :func:`~tracker.rollup.queries.day_impressions`)
+    and kept for the plan."""
 
     def __init__(self, conn: sa.Connection, info: ExperimentInfo) -> None:
         self.conn, self.info = conn, info
         self._reader: ArrowReader | None = None
         self._tables: dict[date, pa.Table] = {}
-        self.kept: dict[date, ProvisionalDay] = {}
 
     def __enter__(self) -> _DayImpressions:
         return self
@@ -248,24 +226,10 @@ class _DayImpressions:
             self._reader = ArrowReader(self.conn.engine)
         return self._reader
 
-    def state(self, day: date) -> ProvisionalDay | None:
-        """The day's stored state (decoded once), None when it keeps none: its impressions
-        are then read from the logs, once, for :meth:`of`."""
-        if day not in self.kept and day not in self._tables:
-            stored = provisional.load(self.conn, self.info.id, day)
-            if stored is None:
-                self._tables[day] = self._read(day)
-            else:
-                self.kept[day] = ProvisionalDay.decode(stored, list(self.info.cutoffs))
-        return self.kept.get(day)
-
     def of(self, day: date) -> pa.Table:
-        """The day's ``id, user, served`` (of its state's lists when it keeps one: the
-        plan reads a kept day's codes instead, and builds this table only if asked)."""
+        """The day's ``id, user, served``, read once."""
         if day not in self._tables:
-            kept = self.state(day)
-            if kept is not None:
-                self._tables[day] = kept.impressions()
+            self._tables[day] = self._read(day)
         return self._tables[day]
 
     def _read(self, day: date) -> pa.Table:
@@ -287,7 +251,7 @@ class _DayImpressions:
 
 
 def _answered(served: _DayImpressions, ids: Ids, plan: Plan, holding: set[date],
-              hours: list[int], pair_limit: int) -> None:
+              hours: list[int]) -> None:
     """The users of each day whose impressions the new interactions naming none answer.
 
     An interaction in the hour ``h`` may answer impressions served in ``[h - window, h +
@@ -296,8 +260,7 @@ def _answered(served: _DayImpressions, ids: Ids, plan: Plan, holding: set[date],
     matched in numpy (:func:`~tracker.rollup.columnar.answered`: which impressions are
     answered, never every (impression, interaction) pair: one heavy user's are billions):
     a join in the database made SQLite probe the interactions' index once per impression
-    of the day. A kept day's pairs are kept for its rescoring when there are at most
-    ``pair_limit``."""
+    of the day."""
     info = served.info
     window = int(info.attribution_window.total_seconds() * 1_000_000)
     zone = info.timezone
@@ -307,27 +270,14 @@ def _answered(served: _DayImpressions, ids: Ids, plan: Plan, holding: set[date],
     for day in sorted(holding & candidates):
         if day in plan.days and plan.days[day] is None:
             continue  # recomputed whole anyway
-        # the new interactions read (the database's work) while the day's impressions or
-        # its stored state are (the state's decoding: the client's)
+        # the new interactions read while the day's impressions are
         with ThreadPoolExecutor(max_workers=1) as aside:
             reading = aside.submit(queries.new_window_interactions, served.reader,
                                    *day_bounds(day, zone), window, ids.interactions_after,
                                    ids.interactions_through)
-            kept = served.state(day)
-            table = served.of(day) if kept is None else None
+            table = served.of(day)
             new = reading.result()
-        if not (table.num_rows if kept is None else kept.lists.size):
-            continue
-        plan.timed[day] = new
-        if kept is not None:  # its codes, and the pairs kept for its rescoring
-            matched = kept.pairs(new, window, pair_limit)
-            if matched is None:  # too many to keep: the rescoring finds them too many
-                rows = kept.answered(new, window)
-            else:
-                rows = matched[0]
-                served.kept[day] = replace(kept, matched=matched)
-            codes = provisional.distinct_codes(kept.lists.users[rows], len(kept.users))
-            plan.users(day, kept.users.take(pa.array(codes, pa.int64())).to_pylist())
+        if not table.num_rows:
             continue
         (imp_users, it_users), _ = encode([table["user"], new["user"]])
         rows = np.flatnonzero(answered(imp_users, table["served"].to_numpy(), it_users,

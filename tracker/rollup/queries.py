@@ -154,8 +154,7 @@ def new_window_interactions(reader: ArrowReader, start: int, end: int, window_us
     """``user, item, event, at`` of the interactions with ids in ``(after, through]`` that
     may answer impressions served in ``[start, end)`` by time (naming none, occurred in
     ``[start, end + window)``), through the primary key (``+`` keeps SQLite off the time
-    index): which users they answer (:mod:`tracker.rollup.plan`), and what a provisional
-    day's ground truth gains (:mod:`tracker.rollup.provisional`)."""
+    index): which users they answer (:mod:`tracker.rollup.plan`)."""
     postgresql = reader.engine.dialect.name == "postgresql"
     plus = "" if postgresql else "+"
     unkeyed = "it.impression_key IS NULL" if postgresql else "+it.impression_key IS NULL"
@@ -165,23 +164,6 @@ def new_window_interactions(reader: ArrowReader, start: int, end: int, window_us
         f"AND {plus}it.occurred_at >= {int(start)} "
         f"AND {plus}it.occurred_at < {int(end) + int(window_us)} AND {unkeyed}",
         NEW_WINDOW)
-
-
-def new_keyed_interactions(reader: ArrowReader, experiment_id: int, start: int, end: int,
-                           after: int, through: int) -> pa.Table:
-    """The interactions with ids in ``(after, through]`` that name one of the experiment's
-    impressions served in ``[start, end)``: ``impression`` (its id), ``item``, ``event``."""
-    postgresql = reader.engine.dialect.name == "postgresql"
-    # SQLite: the new interactions by primary key, each probing the impressions' key (its
-    # planner would rather walk the day's impressions and probe the interactions' key
-    # index once each: 3-6 s at 300,000 a day, against 0.1 s); "+" keeps it off the others
-    join, plus = ("JOIN", "") if postgresql else ("CROSS JOIN", "+")
-    return reader.read(
-        "SELECT imp.id, it.item_id, it.event_type FROM interaction it "
-        f"{join} impression imp ON imp.impression_key = it.impression_key "
-        f"WHERE it.id > {int(after)} AND it.id <= {int(through)} "
-        f"AND {plus}it.impression_key IS NOT NULL "
-        f"AND {_day_literals(experiment_id, start, end, listed=not postgresql)}", KEYED)
 
 
 _LISTED = "imp.id IN ("

@@ -1,11 +1,11 @@
 """The rollup's stored state as self-describing Arrow IPC streams.
 
 Every state the rollup keeps between runs (``rollup_units``, ``rollup_popularity``,
-``rollup_exposure``, the provisional days') is one Arrow IPC stream per stored value: named,
-typed columns and the format's name and version in the schema metadata
-(``tracker.format = "units/1"``). The layout lives in the data, never in code: a reader
-looks columns up by name, so a reorder reads the same values, and columns it does not need
-(a metric dropped since) are ignored. A column it needs and does not find (a metric or a
+``rollup_exposure``, ...) is one Arrow IPC stream per stored value: named, typed columns
+and the format's name and version in the schema metadata (``tracker.format = "units/1"``).
+The layout lives in the data, never in code: a reader looks columns up by name, so a
+reorder reads the same values, and columns it does not need (a metric dropped since) are
+ignored. A column it needs and does not find (a metric or a
 cutoff added since the state was written), or another format or version, raises
 :class:`~tracker.errors.StaleState`, which tells the user to run ``tracker rollup --full``:
 stored state is never read by position, so it is never misread silently.
@@ -21,26 +21,6 @@ The formats (columns in the order written; readers do not rely on it):
 - ``popularity/3``: ``item_id`` (string), ``users`` (int64); metadata ``tracker.n_users``:
   the experiment's reference period (:mod:`tracker.rollup.popularity`; ``popularity/2``
   counted a window before each day, by the experiment's audience: not read as this one).
-- ``provisional-users/1``, ``provisional-items/2``, ``provisional-lists/2`` and
-  ``provisional-truth/1``: a provisional day's scoring inputs, one stream per part
-  (:mod:`tracker.rollup.provisional`). Users: ``user_id`` (string; the row number is the
-  code), metadata ``tracker.chunks`` (the read chunks). Items: ``item_id`` (string; the row
-  number is the code) and ``ln_users`` (float64: ln of the item's users in the
-  experiment's popularity, 0 if none), metadata ``tracker.n_users`` (of that popularity).
-  Lists, one
-  stream per read chunk, one row per impression in the order they were scored: ``id``,
-  ``cell``, ``served_at`` (int64), ``user`` (int32, a user code), ``items``
-  (list<int32>: the served list as item codes), ``has_baseline`` (bool) and per cutoff
-  ``overlap@<k>`` (int8, int16 past 127: |R_k ∩ B_k|). Truth, one stream per read chunk,
-  row for row with its lists: ``truth_items`` (list<int32>, item codes) and
-  ``truth_grades`` (list<float64>). Gained, after the chunks' parts, zero or more: the
-  (impression, item) pairs later interactions added or raised, ``row`` (int32: the
-  impression's row in the day, chunk after chunk), ``item`` (int32, an item code) and
-  ``grade`` (float64), sorted by (row, item), metadata ``tracker.lists`` (the day's
-  impressions); a reader merges them into the chunks' truth, the highest grade per pair.
-  (``provisional-lists/1`` named the cell ``arm_id``: read as this one;
-  ``provisional/1`` and ``provisional-items/1`` held the
-  whole day in one stream: such a state is not read, its day is recomputed.)
 - ``exposure/1``: ``item_id`` (string, sorted, unique) and per cutoff ``top@<k>`` (int64:
   lists holding the item in their top k); the catalog row has no ``top@`` column.
 """
@@ -59,14 +39,8 @@ FORMAT = b"tracker.format"
 UNITS = "units/2"  # 2: ``cell`` (1: ``arm_id``, the same codes)
 POPULARITY = "popularity/3"  # 3: the reference period (2: a window before each day)
 EXPOSURE = "exposure/1"
-PROVISIONAL_USERS = "provisional-users/1"
-PROVISIONAL_ITEMS = "provisional-items/2"  # 2: per part of a day in chunks (1: one stream)
-PROVISIONAL_LISTS = "provisional-lists/2"  # 2: ``cell`` (1: ``arm_id``)
-PROVISIONAL_TRUTH = "provisional-truth/1"
-PROVISIONAL_GAINED = "provisional-gained/1"
 
-EARLIER = {UNITS: ("units/1", {"arm_id": "cell"}),
-           PROVISIONAL_LISTS: ("provisional-lists/1", {"arm_id": "cell"})}
+EARLIER = {UNITS: ("units/1", {"arm_id": "cell"})}
 """Earlier versions a reader still reads, by the current format: the earlier one's name and
 its columns renamed since (the values are the same)."""
 

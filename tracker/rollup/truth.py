@@ -2,7 +2,7 @@
 answer the list (:class:`Truth`), where each item sits in the list (:func:`first_positions`),
 and its compaction to what the metrics read when a list's relevant items are too many to
 keep (:func:`compact_truth`: one heavy user's day). :mod:`tracker.rollup.columnar` builds it
-from the attribution pairs; a provisional day keeps it (:mod:`tracker.rollup.provisional`).
+from the attribution pairs.
 """
 
 from __future__ import annotations
@@ -140,10 +140,10 @@ def compact_truth(truth: Truth, served: np.ndarray, keep: int, n_items: int) -> 
     kept[dropped] = False
     return GroundTruth(Truth(truth.rows[kept], truth.items[kept], truth.grades[kept]),
                        np.bincount(truth.rows[dropped], minlength=n_lists),
-                       distinct_codes(truth.items[dropped], n_items), int(truth.rows.size))
+                       _distinct_codes(truth.items[dropped], n_items), int(truth.rows.size))
 
 
-def distinct_codes(codes: np.ndarray, size: int) -> np.ndarray:
+def _distinct_codes(codes: np.ndarray, size: int) -> np.ndarray:
     """The distinct values of ``codes`` (each below ``size``), sorted: marked, not sorted."""
     marked = np.zeros(size, dtype=bool)
     marked[codes] = True

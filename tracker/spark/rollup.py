@@ -69,7 +69,6 @@ from tracker.rollup.exposure import Exposure
 from tracker.rollup.exposure_days import publish_exposure_days
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.popularity import Reference
-from tracker.rollup.provisional import drop as drop_provisional
 from tracker.rollup.published import DayResult, publish_daily
 from tracker.rollup.queries import DayExtent
 from tracker.rollup.stores import DatabaseStore
@@ -258,7 +257,6 @@ class _Run:
             if rebuild:  # the default engine's state, if it kept any: not this source's
                 results.clear_state(conn, self.info.id)
                 results.delete_popularity(conn, self.info.id)
-                drop_provisional(conn, self.info.id)
                 DatabaseStore(conn, self.info).delete_first_seen(None)
             recent = {d: r.totals for d, r in daily.items() if r.totals is not None}
             kept = DirectoryStore(self.store, self.info)  # the shared passes, state here

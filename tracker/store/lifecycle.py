@@ -35,7 +35,6 @@ from tracker.store.rollup_tables import (
     SOURCE_DATABASE,
     RollupDay,
     RollupExposure,
-    RollupProvisional,
     RollupState,
     RollupUnits,
 )
@@ -165,11 +164,11 @@ def rolled_up_days(conn: sa.Connection) -> dict[int, set[date]]:
 def mark_for_recompute(conn: sa.Connection, experiment_id: int, days: Iterable[date],
                        now_us: int) -> int:
     """Make the next rollup recompute ``days`` of the experiment from the logs: their
-    stored per-user rows go (daily units and exposure, a provisional day's kept state: they
-    hold the erased user), and they are due (the rule: ``computed_at < closes_at <= now``):
-    ``closes_at`` is brought down to ``now_us`` if later, ``computed_at`` to a microsecond
-    before it. A due day without stored rows is recomputed whole (one with them is final as
-    it stands: :mod:`tracker.rollup.plan`). Until then the days read as provisional.
+    stored per-user rows go (daily units and exposure: they hold the erased user), and they
+    are due (the rule: ``computed_at < closes_at <= now``): ``closes_at`` is brought down
+    to ``now_us`` if later, ``computed_at`` to a microsecond before it. A due day without
+    stored rows is recomputed whole (one with them is final as it stands:
+    :mod:`tracker.rollup.plan`). Until then the days read as provisional.
     Returns the days marked (those rolled up)."""
     closes = stored_micros(RollupDay.closes_at)
     capped = sa.case((closes > now_us, sa.literal(now_us, sa.BigInteger)), else_=closes)
@@ -186,9 +185,6 @@ def mark_for_recompute(conn: sa.Connection, experiment_id: int, days: Iterable[d
             conn.execute(sa.delete(table).where(
                 table.experiment_id == experiment_id, table.cumulative.is_(False),
                 table.day.in_(chunk)))
-        conn.execute(sa.delete(RollupProvisional).where(
-            RollupProvisional.experiment_id == experiment_id,
-            RollupProvisional.day.in_(chunk)))
     return marked
 
 

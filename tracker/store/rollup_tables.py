@@ -35,11 +35,6 @@
   sufficient statistics of one calendar day split by days since each user's first exposure
   (the ``exposure_day`` view adds them up over calendar days;
   :mod:`tracker.rollup.exposure_days`).
-- ``rollup_provisional``: per experiment and provisional day, its impressions encoded with
-  their ground truth (the ``provisional-*`` formats, one row per part: the lists of a read
-  chunk written once, its ground truth rewritten when it changes), so that later
-  interactions score again only the users they change; dropped once the day is final
-  (:mod:`tracker.rollup.provisional`) or marked for recompute (an erasure).
 - ``rollup_user_covariates``, ``rollup_covariate_sums``: CUPED's per-user pre-exposure
   covariates of an experiment (one row per user), and per day, view, arm, metric and k the
   sums of the covariates the adjustment reads (plain columns, like ``rollup_metric``).
@@ -251,22 +246,6 @@ class RollupExposureDay(Base):
     )
 
 
-class RollupProvisional(Base):
-    """A provisional day's scoring inputs, kept until the day is final
-    (:mod:`tracker.rollup.provisional`): part 0 its users (``provisional-users/1``), part 1
-    its item vocabulary (``provisional-items/2``), then per read chunk its encoded lists
-    (``provisional-lists/2``) and their ground truth (``provisional-truth/1``). PostgreSQL
-    stores ``data`` as it is (``STORAGE EXTERNAL``, migration 0015): pglz saved under 1% of
-    it and made its writes several times slower."""
-
-    __tablename__ = "rollup_provisional"
-
-    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
-    day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
-    part: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
-    data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream
-
-
 class RollupCheckpoint(Base):
     """What describes an experiment's per-user state. The cumulative pass's checkpoint
     (:mod:`tracker.rollup.cumulative`; NULL: none yet): the day through which it holds each
@@ -307,5 +286,4 @@ ROLLUP_TABLES = (
     RollupPopularity.__table__, RollupExposure.__table__, RollupMetric.__table__,
     RollupHealth.__table__, RollupFirstSeen.__table__, RollupExposureDay.__table__,
     RollupUserCovariates.__table__, RollupCovariateSums.__table__,
-    RollupProvisional.__table__,
 )
