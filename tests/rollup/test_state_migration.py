@@ -381,3 +381,66 @@ def test_0022_drops_the_rows_of_days_an_erasure_marked_and_the_next_run_reads_th
         t.rollup("home", full=True, now=provisional_now)
     assert_same_tables(dump(engine), incremental, rel=0)
     engine.dispose()
+
+
+def _first_days(engine: sa.Engine) -> dict[tuple[int, str], str]:
+    with engine.connect() as conn:
+        return {(int(e), u): str(d)[:10] for e, u, d in conn.execute(sa.text(
+            "SELECT experiment_id, user_id, day FROM rollup_first_seen"))}
+
+
+def test_0024_keys_first_days_by_user_both_ways_and_an_unconverted_experiment_is_rebuilt(
+        empty_url):
+    """Upgrade turns each day's stream of first-seen users into one row per user with that
+    day, and downgrade writes one stream per rolled-up day again (empty for a day without
+    a new user), so each direction reads the other's. An experiment whose streams miss a
+    rolled-up day (computed before 0012) loses its exposure-day rows instead, and the next
+    run that touches it rebuilds them from its first day, as one full rollup would."""
+    engine = create_engine(empty_url)
+    schema.upgrade(engine)
+    with Tracker(empty_url) as t:
+        logs = {}
+        for key, seed in (("home", 3), ("other", 4)):
+            create(t, key)
+            logs[key] = make_logs(seed, key=key)
+        imps, events = logs["home"]
+        t.log_impressions(imps, on_invalid="all_or_nothing")
+        t.log_interactions(events, on_invalid="all_or_nothing")
+        other, other_events = logs["other"]
+        other.sort(key=lambda r: r["served_at"])
+        t.log_impressions(other[:-1], on_invalid="all_or_nothing")
+        t.log_interactions(other_events, on_invalid="all_or_nothing")
+        t.rollup(now=NOW)
+        ids = {key: t.experiment(key).id for key in logs}
+    keyed = _first_days(engine)
+    assert {e for e, _ in keyed} == set(ids.values())
+    schema.downgrade(engine, "0023")
+    with engine.connect() as conn:
+        streams = {(int(e), str(d)[:10]): set(pa.ipc.open_stream(pa.py_buffer(bytes(data)))
+                                               .read_all()["user_id"].to_pylist())
+                   for e, d, data in conn.execute(sa.text(
+                       "SELECT experiment_id, day, data FROM rollup_first_seen"))}
+        days = {(int(e), str(d)[:10]) for e, d in conn.execute(sa.text(
+            "SELECT experiment_id, day FROM rollup_day"))}
+    assert streams.keys() == days
+    for (experiment, day), users in streams.items():
+        assert users == {u for (e, u), d in keyed.items() if e == experiment and d == day}
+    first_other = min(d for e, d in days if e == ids["other"])
+    with engine.begin() as conn:  # "other"'s first day as before 0012: no stream
+        conn.execute(sa.text("DELETE FROM rollup_first_seen WHERE experiment_id = :e AND "
+                             "day = :d"), {"e": ids["other"], "d": first_other})
+    schema.upgrade(engine)
+    assert _first_days(engine) == {k: d for k, d in keyed.items() if k[0] == ids["home"]}
+    with engine.connect() as conn:
+        kept = dict(conn.execute(sa.text("SELECT experiment_id, count(*) FROM "
+                                         "rollup_exposure_day GROUP BY experiment_id")).all())
+    assert ids["other"] not in kept and kept[ids["home"]] > 0
+    with Tracker(empty_url) as t:
+        t.log_impressions(other[-1:], on_invalid="all_or_nothing")  # touches its last day
+        (summary,) = t.rollup("other", now=NOW)
+        assert summary.days_recomputed and min(summary.days_recomputed) > date.fromisoformat(
+            first_other)  # only the last day's lists read again, the view from day one
+        incremental = dump(engine)
+        t.rollup("other", full=True, now=NOW)
+    assert_same_tables(dump(engine), incremental, rel=0)
+    engine.dispose()
