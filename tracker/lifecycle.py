@@ -51,7 +51,6 @@ from tracker.rollup.days import HOUR, day_of, days_between, days_of_hours, in_ra
 from tracker.rollup.lock import rollup_lock
 from tracker.rollup.popularity import Reference
 from tracker.rollup.retention import first_recomputable_day
-from tracker.rollup.stores import DatabaseStore
 from tracker.store import lifecycle as store
 from tracker.store import results
 from tracker.store.db import transaction
@@ -227,7 +226,6 @@ def delete_user(engine: sa.Engine, settings: Settings, user_id: str, *,
                 if plan.stale:  # counted again by the next rollup
                     results.delete_popularity(conn, info.id)
                 covariates.forget(conn, info, user_id)  # their first exposure goes too
-                DatabaseStore(conn, info).forget_first_seen(user_id)  # and their first day
         impressions = removed.impressions.get(info.id, 0)
         if impressions or plan.marked:
             parts.append(ErasedFrom(info.key, impressions, tuple(sorted(plan.marked))))

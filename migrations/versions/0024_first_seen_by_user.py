@@ -9,12 +9,9 @@ Upgrade: every ``first_seen/1`` stream becomes its users' rows, each with the st
 An experiment whose streams do not cover every one of its rolled-up days (a day computed
 before revision 0012, or a stream in another format) loses its exposure-day rows instead:
 the next run that touches it rebuilds them, and its users' first days, from the stored
-daily units of its first day on, as the release before did for such an experiment. An
-experiment the Spark engine holds (``rollup_state.source``) keeps its first days in its
-state directory and is left as it is.
+daily units of its first day on, as the release before did for such an experiment.
 Downgrade: one stream per rolled-up day again (empty for a day that saw no new user), as
-revision 0023 reads them, for every experiment with rows; one without (the Spark engine's,
-or one the upgrade left to rebuild) gets no stream, so that revision rebuilds it too.
+revision 0023 reads them.
 
 Spelled out here, not imported: a migration describes its own revision's formats.
 
@@ -54,12 +51,8 @@ def _users(data: bytes) -> list[str] | None:
 
 
 def _days(conn: sa.Connection) -> dict[int, set]:
-    """The rolled-up days of every experiment but those the Spark engine holds."""
     out: dict[int, set] = {}
-    for experiment, day in conn.execute(sa.text(
-            "SELECT d.experiment_id, d.day FROM rollup_day d WHERE NOT EXISTS (SELECT 1 "
-            "FROM rollup_state s WHERE s.experiment_id = d.experiment_id AND "
-            "s.source LIKE 'spark:%')")):
+    for experiment, day in conn.execute(sa.text("SELECT experiment_id, day FROM rollup_day")):
         out.setdefault(int(experiment), set()).add(str(day)[:10])
     return out
 
@@ -118,10 +111,8 @@ def downgrade() -> None:
     )
     rows = []
     for experiment, days in _days(conn).items():
-        if experiment not in firsts:  # rebuilt by revision 0023's next run
-            continue
         for day in sorted(days):
-            users = sorted(firsts[experiment].get(day, []))
+            users = sorted(firsts.get(experiment, {}).get(day, []))
             stream = pa.table({"user_id": pa.array(users, pa.string())}) \
                 .replace_schema_metadata({FORMAT: FIRST_SEEN})
             sink = pa.BufferOutputStream()

@@ -258,13 +258,15 @@ class DatabaseStore:
         cuped.settle(self.conn, self.info, covariates)
 
     def first_seen_whole(self, before: date, days: set[date]) -> bool:
-        """The first days are written with the exposure-day rows, in one transaction: an
-        experiment with days before ``before`` and none of those rows is one whose first
-        days migration 0024 could not convert (it deleted the rows: a day rolled up before
-        revision 0012 had none)."""
-        return not days or self.conn.execute(sa.select(sa.exists().where(
-            RollupExposureDay.experiment_id == self.info.id,
-            RollupExposureDay.day < before))).scalar_one()
+        """Every computed day's users are written with its exposure-day rows (one
+        transaction): a day before ``before`` with none of those rows is one a migration
+        could not convert (``rollup_first_seen`` before 0024 lacked it)."""
+        if not days:
+            return True
+        return self.conn.execute(sa.select(sa.func.count(sa.distinct(RollupExposureDay.day)))
+                                 .where(RollupExposureDay.experiment_id == self.info.id,
+                                        RollupExposureDay.day < before)).scalar_one() \
+            == len(days)
 
     def first_days(self, users: pa.Array, before: date) -> np.ndarray:
         table, wanted = RollupFirstSeen, users.cast(pa.string()).to_pylist()
@@ -281,11 +283,6 @@ class DatabaseStore:
                          ("experiment_id", "user_id", "day"),
                          [(self.info.id, user, day) for day, users in firsts.items()
                           for user in users.cast(pa.string()).to_pylist()])
-
-    def forget_first_seen(self, user: str) -> None:
-        """Drop one user's first day (an erasure)."""
-        self.conn.execute(sa.delete(RollupFirstSeen).where(
-            RollupFirstSeen.experiment_id == self.info.id, RollupFirstSeen.user_id == user))
 
     def delete_first_seen(self, since: date | None) -> None:
         table = RollupFirstSeen

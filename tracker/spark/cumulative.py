@@ -45,8 +45,6 @@ class DirectoryStore:
     def __init__(self, directory: StateDir, info: ExperimentInfo) -> None:
         self.directory, self.cutoffs = directory, list(info.cutoffs)
         self.layout = Layout.for_cutoffs(self.cutoffs)
-        # the first days before a day, read once (first_days)
-        self._firsts: tuple[date, pa.Array, np.ndarray] | None = None
 
     def units(self, day: date) -> UnitTotals | None:
         return self.directory.units(day, False, self.layout)
@@ -121,18 +119,13 @@ class DirectoryStore:
         return set(self._first_seen(before)) == days
 
     def first_days(self, users: pa.Array, before: date) -> np.ndarray:
-        """From every day's file before ``before``, read once per run (this store is not
-        keyed by user)."""
-        if self._firsts is None or self._firsts[0] != before:
-            stored = self._first_seen(before)
-            self._firsts = (before, pa.concat_arrays(list(stored.values())) if stored
-                            else pa.array([], pa.string()),
-                            np.concatenate([np.full(len(u), d.toordinal(), np.int64)
-                                            for d, u in stored.items()]) if stored
-                            else np.empty(0, np.int64))
-        _, known, days = self._firsts
-        if not len(known):
+        """From every day's file before ``before`` (this store is not keyed by user)."""
+        stored = self._first_seen(before)
+        if not stored:
             return np.full(len(users), -1, dtype=np.int64)
+        known = pa.concat_arrays(list(stored.values()))
+        days = np.concatenate([np.full(len(u), d.toordinal(), np.int64)
+                               for d, u in stored.items()])
         index = pc.index_in(users.cast(pa.string()), value_set=known)
         found = index.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
         return np.where(found >= 0, days[np.maximum(found, 0)], -1)
