@@ -76,7 +76,7 @@ ROLLUP_TABLES = {
     "rollup_user_covariates": "experiment_id, user_id",
     "rollup_covariate_sums": "experiment_id, day, cumulative, arm_id, metric, k",
     "rollup_day": "experiment_id, day",
-    "rollup_first_seen": "experiment_id, user_id",
+    "rollup_first_seen": "experiment_id, day",
     "rollup_popularity": "experiment_id, day",
     "rollup_exposure_day": "experiment_id, day, exposure_day, arm_id, metric, k",
 }

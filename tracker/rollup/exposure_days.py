@@ -11,24 +11,24 @@ describe a cell's lists of a calendar day and have no exposure-day value.
 
 Stored in the run's last transaction (:func:`publish_exposure_days`, after the daily rows):
 
-- each user's first day, in the engine's store (:mod:`tracker.rollup.stores`:
-  ``rollup_first_seen``, one row per user, or a Spark state directory);
+- the users first seen on each day (``first_seen/1``: one ``user_id`` string column,
+  self-describing as the formats of :mod:`tracker.rollup.state`), in the engine's store
+  (:mod:`tracker.rollup.stores`: ``rollup_first_seen``, or a Spark state directory);
 - ``rollup_exposure_day``: per calendar day, the cells' statistics of every exposure day the
   day holds; :func:`tracker.store.computed.exposure_day_table` adds them up over days.
 
-A run that recomputed days from D on rebuilds both from D on (a late impression on an early
-day can move a user's first day, hence every later day of theirs), from the stored daily
-unit rows and the first days before D of the users those days hold, looked up by user: the
-work follows the days from D on, as the cumulative pass does, never the raw logs nor every
-user seen. When the store lacks the first days of some day before D (a database whose
-streams migration 0024 could not convert, a state directory missing a day) both are
-rebuilt from the first day. One code for both engines.
+A run that recomputed days from D on rebuilds both tables from D on (a late impression on an
+early day can move a user's first day, hence every later day of theirs), from the stored
+daily unit rows and the first-seen users of the days before D: the work follows the days
+from D on, as the cumulative pass does, never the raw logs. When the days before D lack
+their first-seen users (a database upgraded to the schema that added them, a state written
+in another format) both are rebuilt from the first day. One code for both engines.
 Incremental runs and ``--full`` give the same rows (tests check it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import date
 
 import numpy as np
@@ -46,45 +46,29 @@ from tracker.store.rollup_tables import RollupExposureDay
 
 
 class FirstSeen:
-    """The users met so far with the ordinal of their first day (grows day by day); a
-    user it has not met is looked up in ``earlier`` (per user of an array of distinct ones,
-    the ordinal of their first day before the days it is given, else -1)."""
+    """The users seen so far with the ordinal of their first day (grows day by day)."""
 
-    def __init__(self, earlier: Callable[[pa.Array], np.ndarray] | None = None) -> None:
+    def __init__(self) -> None:
         self._users: list[pa.Array] = []
         self._first: list[np.ndarray] = []
         self._known = pa.array([], type=pa.string())
         self._days = np.empty(0, dtype=np.int64)
-        self._earlier = earlier
 
     def add(self, day: date, users: pa.Array) -> None:
         """Record ``users`` (distinct, none seen before) as first seen on ``day``."""
-        self._met(users, np.full(len(users), day.toordinal(), dtype=np.int64))
-
-    def _met(self, users: pa.Array, first: np.ndarray) -> None:
         self._users.append(users)
-        self._first.append(first)
+        self._first.append(np.full(len(users), day.toordinal(), dtype=np.int64))
         self._known = None
-
-    def _index(self, users: pa.Array) -> pa.Array:
-        if self._known is None:
-            self._known = pa.concat_arrays(self._users) if self._users else pa.array(
-                [], type=pa.string())
-            self._days = np.concatenate(self._first) if self._first else np.empty(0, np.int64)
-        return pc.index_in(users, value_set=self._known)
 
     def offsets(self, day: date, users: pa.Array) -> tuple[np.ndarray, pa.Array]:
         """Per entry of ``users`` (a day's unit rows), the days since its user's first day
         (0 for users not seen before), and the distinct users not seen before (in order of
         first appearance)."""
-        index = self._index(users)
-        if self._earlier is not None and index.null_count:
-            unmet = pc.unique(users.filter(pc.is_null(index)))
-            first = self._earlier(unmet)
-            if (first >= 0).any():
-                seen = first >= 0
-                self._met(unmet.filter(pa.array(seen)), first[seen])
-                index = self._index(users)
+        if self._known is None:
+            self._known = pa.concat_arrays(self._users) if self._users else pa.array(
+                [], type=pa.string())
+            self._days = np.concatenate(self._first) if self._first else np.empty(0, np.int64)
+        index = pc.index_in(users, value_set=self._known)
         new = pc.is_null(index).to_numpy(zero_copy_only=False)
         found = index.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
         first = np.where(new, day.toordinal(), self._days[found] if self._days.size else 0)
@@ -105,13 +89,14 @@ def publish_exposure_days(conn: sa.Connection, info: ExperimentInfo, since: date
     if since is None:
         return
     days = results.known_days(conn, info.id)
-    earlier = {d for d, _, _ in days if d < since}
-    if not store.first_seen_whole(since, earlier):
-        since, earlier = (days[0][0] if days else since), set()  # from day one
+    stored = store.first_seen(since)
+    if set(stored) != {d for d, _, _ in days if d < since}:  # state missing: from day one
+        since, stored = (days[0][0] if days else since), {}
     _delete_rows(conn, info.id, since)
     store.delete_first_seen(since)
-    seen = FirstSeen((lambda users: store.first_days(users, since)) if earlier else None)
-    firsts: dict[date, pa.Array] = {}
+    seen = FirstSeen()
+    for day, users in sorted(stored.items()):
+        seen.add(day, users)
     layout = Layout.for_cutoffs(list(info.cutoffs))
     for day, closes, computed in (d for d in days if d[0] >= since):
         totals = recent.get(day)
@@ -119,13 +104,12 @@ def publish_exposure_days(conn: sa.Connection, info: ExperimentInfo, since: date
         totals = UnitTotals.empty(len(layout)) if totals is None else totals
         offsets, new = seen.offsets(day, totals.users.cast(pa.string()))
         seen.add(day, new)
-        firsts[day] = new
+        store.write_first_seen(day, new)
         rows = day_rows(info, totals, offsets, layout)
         for row in rows:
             row.update(experiment_id=info.id, day=day, provisional=computed < closes)
         if rows:
             conn.execute(sa.insert(RollupExposureDay), rows)
-    store.write_first_seen(firsts)
 
 
 def day_rows(info: ExperimentInfo, totals: UnitTotals, offsets: np.ndarray,

@@ -1,7 +1,7 @@
 """Where a rollup keeps the per-user state it reads again in later runs: each day's daily
 unit totals and exposure (written when the day is computed), the cumulative exposure of
-every day and the cumulative pass's checkpoint (:mod:`tracker.rollup.cumulative`), and each
-user's first day (:mod:`tracker.rollup.exposure_days`).
+every day and the cumulative pass's checkpoint (:mod:`tracker.rollup.cumulative`), and the
+users first seen on each day (:mod:`tracker.rollup.exposure_days`).
 
 The passes over that state are one code for both engines; they differ only in the
 :class:`Store`: the database's tables (:class:`DatabaseStore`, the default engine) or a
@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from tracker.errors import StaleState
-from tracker.rollup import cells
+from tracker.rollup import cells, state
 from tracker.rollup import covariates as cuped
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.exposure import Exposure
@@ -30,12 +30,10 @@ from tracker.rollup.outcomes import Layout
 from tracker.store import bulk, results
 from tracker.store.bulk import IN_LIST_LIMIT
 from tracker.store.experiments import ExperimentInfo
-from tracker.store.rollup_tables import (
-    RollupCheckpoint,
-    RollupExposureDay,
-    RollupFirstSeen,
-    RollupUserTotals,
-)
+from tracker.store.rollup_tables import RollupCheckpoint, RollupFirstSeen, RollupUserTotals
+
+FIRST_SEEN = "first_seen/1"
+"""The format of a day's first-seen users: one ``user_id`` string column."""
 
 
 class Store(Protocol):
@@ -72,19 +70,16 @@ class Store(Protocol):
     def settle(self, covariates: cuped.UserCovariates | None) -> None:
         """The cumulative pass is over: ``covariates`` are the experiment's users'."""
 
-    def first_seen_whole(self, before: date, days: set[date]) -> bool:
-        """Whether it holds the first day of every user first seen on ``days`` (the
-        experiment's days before ``before``); if not, the pass starts from the first day."""
+    def first_seen(self, before: date) -> dict[date, pa.Array]:
+        """The users first seen on each day before ``before`` (a day the store cannot read
+        is left out, and the pass starts from the first day; or it raises
+        :class:`~tracker.errors.StaleState`)."""
 
-    def first_days(self, users: pa.Array, before: date) -> np.ndarray:
-        """Per user of ``users`` (distinct strings), the ordinal of their first day when it
-        is before ``before``, else -1."""
-
-    def write_first_seen(self, firsts: dict[date, pa.Array]) -> None:
-        """The users first seen on each day of ``firsts`` (none: an empty array)."""
+    def write_first_seen(self, day: date, users: pa.Array) -> None:
+        """The users first seen on ``day``."""
 
     def delete_first_seen(self, since: date | None) -> None:
-        """Forget the users first seen on ``since`` or later (None: all)."""
+        """Forget the first-seen users of ``since`` and every later day (None: all)."""
 
 
 USER_TOTALS = "user-totals/1"
@@ -164,10 +159,14 @@ def decode_exposure(data: bytes, cell: int, cutoffs: list[int]) -> Exposure:
     return Exposure.decode(data, [] if cell == cells.WHOLE else cutoffs)
 
 
+def first_seen_table(users: pa.Array) -> pa.Table:
+    """A day's first-seen users as the ``first_seen/1`` table."""
+    return pa.table({"user_id": users.cast(pa.string())})
+
+
 class DatabaseStore:
     """The default engine's :class:`Store`: ``rollup_units``, ``rollup_exposure``,
-    ``rollup_checkpoint`` and ``rollup_user_totals``, ``rollup_first_seen`` (one row per
-    user: a run reads and writes the rows of the users its days hold)."""
+    ``rollup_first_seen``."""
 
     def __init__(self, conn: sa.Connection, info: ExperimentInfo) -> None:
         self.conn, self.info = conn, info
@@ -257,32 +256,18 @@ class DatabaseStore:
     def settle(self, covariates: cuped.UserCovariates | None) -> None:
         cuped.settle(self.conn, self.info, covariates)
 
-    def first_seen_whole(self, before: date, days: set[date]) -> bool:
-        """Every computed day's users are written with its exposure-day rows (one
-        transaction): a day before ``before`` with none of those rows is one a migration
-        could not convert (``rollup_first_seen`` before 0024 lacked it)."""
-        if not days:
-            return True
-        return self.conn.execute(sa.select(sa.func.count(sa.distinct(RollupExposureDay.day)))
-                                 .where(RollupExposureDay.experiment_id == self.info.id,
-                                        RollupExposureDay.day < before)).scalar_one() \
-            == len(days)
+    def first_seen(self, before: date) -> dict[date, pa.Array]:
+        rows = self.conn.execute(sa.select(RollupFirstSeen.day, RollupFirstSeen.data).where(
+            RollupFirstSeen.experiment_id == self.info.id, RollupFirstSeen.day < before))
+        # another format raises StaleState (``tracker rollup --full``): rebuilding from the
+        # first day would rewrite days whose daily units expired logs took with them
+        return {day: state.read(bytes(data), FIRST_SEEN)["user_id"].combine_chunks()
+                for day, data in rows}
 
-    def first_days(self, users: pa.Array, before: date) -> np.ndarray:
-        table, wanted = RollupFirstSeen, users.cast(pa.string()).to_pylist()
-        found: dict[str, int] = {}
-        for at in range(0, len(wanted), IN_LIST_LIMIT):
-            found.update((user, day.toordinal()) for user, day in self.conn.execute(
-                sa.select(table.user_id, table.day).where(
-                    table.experiment_id == self.info.id, table.day < before,
-                    table.user_id.in_(wanted[at:at + IN_LIST_LIMIT]))))
-        return np.fromiter((found.get(user, -1) for user in wanted), np.int64, len(wanted))
-
-    def write_first_seen(self, firsts: dict[date, pa.Array]) -> None:
-        bulk.insert_rows(self.conn, RollupFirstSeen.__table__,
-                         ("experiment_id", "user_id", "day"),
-                         [(self.info.id, user, day) for day, users in firsts.items()
-                          for user in users.cast(pa.string()).to_pylist()])
+    def write_first_seen(self, day: date, users: pa.Array) -> None:
+        self.conn.execute(sa.insert(RollupFirstSeen).values(
+            experiment_id=self.info.id, day=day,
+            data=state.write(first_seen_table(users), FIRST_SEEN)))
 
     def delete_first_seen(self, since: date | None) -> None:
         table = RollupFirstSeen

@@ -16,9 +16,7 @@ import uuid
 from datetime import date
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tracker.rollup import covariates as cuped
@@ -27,7 +25,7 @@ from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.deltas import rows_of
 from tracker.rollup.exposure import Exposure
 from tracker.rollup.outcomes import Layout
-from tracker.rollup.stores import Checkpoint, stored_columns
+from tracker.rollup.stores import FIRST_SEEN, Checkpoint, first_seen_table, stored_columns
 from tracker.spark.state import StateDir
 from tracker.store.experiments import ExperimentInfo
 
@@ -35,8 +33,6 @@ CHECKPOINT = "spark-checkpoint/1"
 """The format of ``checkpoint/checkpoint.json``."""
 FOLDER = "first_seen"
 """The state directory's folder of first-seen users, one Parquet file per day."""
-FIRST_SEEN = "first_seen/1"
-"""The format of a day's first-seen users: one ``user_id`` string column."""
 
 
 class DirectoryStore:
@@ -115,39 +111,20 @@ class DirectoryStore:
         """Nothing: the run saves its covariates after the database commit
         (:func:`tracker.spark.covariates.save`)."""
 
-    def first_seen_whole(self, before: date, days: set[date]) -> bool:
-        return set(self._first_seen(before)) == days
-
-    def first_days(self, users: pa.Array, before: date) -> np.ndarray:
-        """From every day's file before ``before`` (this store is not keyed by user)."""
-        stored = self._first_seen(before)
-        if not stored:
-            return np.full(len(users), -1, dtype=np.int64)
-        known = pa.concat_arrays(list(stored.values()))
-        days = np.concatenate([np.full(len(u), d.toordinal(), np.int64)
-                               for d, u in stored.items()])
-        index = pc.index_in(users.cast(pa.string()), value_set=known)
-        found = index.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-        return np.where(found >= 0, days[np.maximum(found, 0)], -1)
-
-    def _first_seen(self, before: date) -> dict[date, pa.Array]:
-        """The users first seen on each day before ``before`` (a file of another format
-        left out: the pass then starts from the first day, rebuilt from the lake)."""
+    def first_seen(self, before: date) -> dict[date, pa.Array]:
         out = {}
         for day, path in self._first_seen_files().items():
             table = pq.read_table(path) if day < before else None
             if table is not None and (table.schema.metadata or {}).get(state.FORMAT) == \
-                    FIRST_SEEN.encode():
+                    FIRST_SEEN.encode():  # another format: left out, rebuilt from the lake
                 out[day] = table["user_id"].combine_chunks().cast(pa.string())
         return out
 
-    def write_first_seen(self, firsts: dict[date, pa.Array]) -> None:
+    def write_first_seen(self, day: date, users: pa.Array) -> None:
         folder = self.directory.root / FOLDER
         folder.mkdir(parents=True, exist_ok=True)
-        for day, users in firsts.items():
-            table = state.read(state.write(pa.table({"user_id": users.cast(pa.string())}),
-                                           FIRST_SEEN), FIRST_SEEN)
-            pq.write_table(table, folder / f"{day.isoformat()}.parquet")
+        table = state.read(state.write(first_seen_table(users), FIRST_SEEN), FIRST_SEEN)
+        pq.write_table(table, folder / f"{day.isoformat()}.parquet")
 
     def delete_first_seen(self, since: date | None) -> None:
         for day, path in self._first_seen_files().items():

@@ -36,7 +36,7 @@ binds fewer than 32,766 parameters a statement."""
 
 _PG_SCALARS = {
     sa.String: "text", sa.Text: "text", sa.BigInteger: "int8", sa.Integer: "int4",
-    sa.Double: "float8", sa.Float: "float8", sa.LargeBinary: "bytea", sa.Date: "date",
+    sa.Double: "float8", sa.Float: "float8", sa.LargeBinary: "bytea",
 }
 
 
@@ -174,10 +174,6 @@ def insert_rows(conn: sa.Connection, table: sa.Table, columns: Sequence[str],
         with raw.cursor() as cur:
             _copy_rows(cur, table, columns, table.name, rows)
         return
-    dates = [i for i, name in enumerate(columns) if isinstance(table.c[name].type, sa.Date)]
-    if dates:  # stored as SQLAlchemy stores them on SQLite: ISO strings
-        rows = [tuple(v.isoformat() if i in dates else v for i, v in enumerate(row))
-                for row in rows]
     cur = raw.cursor()
     try:
         cur.executemany(f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES "

@@ -30,8 +30,8 @@
   catalog).
 - ``rollup_metric``: the arm-day sufficient statistics, daily and cumulative.
 - ``rollup_health``: users, impressions and crossover users per arm (arm 0: the experiment).
-- ``rollup_first_seen``: per experiment and user, the day of the user's first unit row in
-  the experiment (one row per user); ``rollup_exposure_day``: the arm
+- ``rollup_first_seen``: per experiment and day, the users whose first unit row in the
+  experiment is that day (Arrow IPC, ``first_seen/1``); ``rollup_exposure_day``: the arm
   sufficient statistics of one calendar day split by days since each user's first exposure
   (the ``exposure_day`` view adds them up over calendar days;
   :mod:`tracker.rollup.exposure_days`).
@@ -212,16 +212,11 @@ class RollupHealth(Base):
 
 
 class RollupFirstSeen(Base):
-    """A user's first day in an experiment (the first with a unit row of theirs), one row
-    per user (:mod:`tracker.rollup.exposure_days`)."""
-
     __tablename__ = "rollup_first_seen"
 
     experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
-    user_id: Mapped[str] = mapped_column(sa.Text, primary_key=True)
-    day: Mapped[date] = mapped_column(sa.Date)
-
-    __table_args__ = (sa.Index(None, "experiment_id", "day"),)
+    day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
+    data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream, "first_seen/1"
 
 
 class RollupExposureDay(Base):
