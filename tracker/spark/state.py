@@ -149,11 +149,3 @@ class StateDir:
             out[cell] = decode_exposure(state.write(table, state.EXPOSURE), cell, cutoffs)
         return out
 
-    def drop_day(self, day: date) -> None:
-        """Forget a day's daily state (it holds no impressions any more)."""
-        path = self._units_path(day, False)
-        if path.exists():
-            path.unlink()
-        folder = self._exposure_dir(day, False)
-        if folder.exists():
-            shutil.rmtree(folder)
