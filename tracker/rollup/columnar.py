@@ -366,7 +366,7 @@ class EncodedLists:
     has_baseline: np.ndarray
     truth: Truth
     # per list, relevant items compacted out of ``truth`` (truth.compact_truth); None:
-    # none
+    # none was compacted
     unlisted: np.ndarray | None = None
 
     @property
