@@ -16,8 +16,8 @@ The modules, in the order a run uses them:
 - ``day``: one day read, scored and written, whole (or, final since with nothing new,
   published from its stored rows); ``partial``: for some of its users only, their lists
   read again, over the stored rows of the others; ``pipeline``: read-ahead and scoring
-  threads;
-  every day scored against the experiment's item popularity, which the plan resolves.
+  threads; every day scored against the experiment's item popularity, which the plan
+  resolves.
 - ``columnar``: one chunk, from Arrow tables to per-user totals (``codes``: ids to integer
   codes; ``truth``: its ground truth, compacted for a heavy user; ``outcomes``: the metric
   kernels of ``tracker.metrics`` per impression).

@@ -5,10 +5,10 @@ Every state the rollup keeps between runs (``rollup_units``, ``rollup_popularity
 and the format's name and version in the schema metadata (``tracker.format = "units/1"``).
 The layout lives in the data, never in code: a reader looks columns up by name, so a
 reorder reads the same values, and columns it does not need (a metric dropped since) are
-ignored. A column it needs and does not find (a metric or a
-cutoff added since the state was written), or another format or version, raises
-:class:`~tracker.errors.StaleState`, which tells the user to run ``tracker rollup --full``:
-stored state is never read by position, so it is never misread silently.
+ignored. A column it needs and does not find (a metric or a cutoff added since the state
+was written), or another format or version, raises :class:`~tracker.errors.StaleState`,
+which tells the user to run ``tracker rollup --full``: stored state is never read by
+position, so it is never misread silently.
 
 The formats (columns in the order written; readers do not rely on it):
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracker.rollup.codes import distinct
+
 BLOCK_CELLS = 4_000_000  # bound on the temporary (rows x positions) arrays
 _PACKED_LIMIT = 2**62  # a packed key (pair and grade, or user and time) stays below this
 
@@ -140,14 +142,7 @@ def compact_truth(truth: Truth, served: np.ndarray, keep: int, n_items: int) -> 
     kept[dropped] = False
     return GroundTruth(Truth(truth.rows[kept], truth.items[kept], truth.grades[kept]),
                        np.bincount(truth.rows[dropped], minlength=n_lists),
-                       _distinct_codes(truth.items[dropped], n_items), int(truth.rows.size))
-
-
-def _distinct_codes(codes: np.ndarray, size: int) -> np.ndarray:
-    """The distinct values of ``codes`` (each below ``size``), sorted: marked, not sorted."""
-    marked = np.zeros(size, dtype=bool)
-    marked[codes] = True
-    return np.flatnonzero(marked)
+                       distinct(truth.items[dropped]), int(truth.rows.size))
 
 
 def _ranks_in_runs(values: np.ndarray) -> np.ndarray:
