@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from itertools import repeat
+from operator import itemgetter
 
 import numpy as np
 import pyarrow as pa
@@ -61,11 +62,9 @@ class Stored:
         if users is None:
             found = self.conn.execute(query).all()
         else:
-            wanted, found = pc.unique(users.cast(pa.string())).to_pylist(), []
-            for at in range(0, len(wanted), bulk.IN_LIST_LIMIT):
-                found += self.conn.execute(query.where(
-                    table.user_id.in_(wanted[at:at + bulk.IN_LIST_LIMIT]))).all()
-        found.sort()  # by code point, as Arrow sorts
+            found = self.conn.execute(query.where(bulk.one_of(
+                self.conn, table.user_id, pc.unique(users.cast(pa.string())).to_pylist()))).all()
+        found.sort(key=itemgetter(0))  # by code point, as Arrow sorts (the ids are distinct)
         x = np.frombuffer(b"".join(bytes(d) for _, _, d in found), dtype="<f8").reshape(
             len(found), len(self.names)) if found else np.zeros((0, len(self.names)))
         return UserCovariates(pa.array([u for u, _, _ in found], type=pa.string()),
@@ -106,9 +105,7 @@ def save(conn: sa.Connection, info: ExperimentInfo, covariates: UserCovariates,
         conn.execute(sa.delete(table).where(mine))
         first = None
     else:
-        for at in range(0, len(users), bulk.IN_LIST_LIMIT):
-            conn.execute(sa.delete(table).where(
-                mine, table.user_id.in_(users[at:at + bulk.IN_LIST_LIMIT])))
+        conn.execute(sa.delete(table).where(mine, bulk.one_of(conn, table.user_id, users)))
     bulk.insert_rows(conn, table.__table__, ("experiment_id", "user_id", "first_exposure",
                                              "data"),
                      list(zip(repeat(info.id), users, covariates.first.tolist(),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import date
+from operator import itemgetter
 from typing import Protocol
 
 import numpy as np
@@ -28,7 +29,6 @@ from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.exposure import Exposure
 from tracker.rollup.outcomes import Layout
 from tracker.store import bulk, results
-from tracker.store.bulk import IN_LIST_LIMIT
 from tracker.store.experiments import ExperimentInfo
 from tracker.store.rollup_tables import RollupCheckpoint, RollupFirstSeen, RollupUserTotals
 
@@ -205,11 +205,11 @@ class DatabaseStore:
         if users is None:
             found = self.conn.execute(query).all()
         else:
-            wanted, found = users.cast(pa.string()).to_pylist(), []
-            for at in range(0, len(wanted), IN_LIST_LIMIT):
-                found += self.conn.execute(query.where(table.user_id.in_(
-                    wanted[at:at + IN_LIST_LIMIT]))).all()
-        found.sort()  # by code point, as Arrow sorts (never the database's collation)
+            found = self.conn.execute(query.where(bulk.one_of(
+                self.conn, table.user_id, users.cast(pa.string()).to_pylist()))).all()
+        # by code point, as Arrow sorts (never the database's collation); by the id alone:
+        # comparing SQLAlchemy's rows cost 2 s for 200,000 of them
+        found.sort(key=itemgetter(0))
         return decode_users(found, len(self._stored), self._keep)
 
     def write_checkpoint(self, day: date, sums: bytes, rows: UnitTotals,
@@ -221,10 +221,8 @@ class DatabaseStore:
         if everyone:
             self.conn.execute(sa.delete(table).where(mine))
         else:
-            users = pc.unique(rows.users).cast(pa.string()).to_pylist()
-            for at in range(0, len(users), IN_LIST_LIMIT):
-                self.conn.execute(sa.delete(table).where(
-                    mine, table.user_id.in_(users[at:at + IN_LIST_LIMIT])))
+            self.conn.execute(sa.delete(table).where(mine, bulk.one_of(
+                self.conn, table.user_id, pc.unique(rows.users).cast(pa.string()).to_pylist())))
         bulk.insert_rows(self.conn, table.__table__, ("experiment_id", "user_id", "data"),
                          [(self.info.id, user, data) for user, data in encode_users(rows)])
         self._describe(day=day, sums=sums, columns=json.dumps(

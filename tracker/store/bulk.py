@@ -34,6 +34,23 @@ IN_LIST_LIMIT = 5000
 """Values in one ``IN`` list or rows in one statement's parameters, at the most: SQLite
 binds fewer than 32,766 parameters a statement."""
 
+
+def one_of(conn: sa.Connection, column: sa.ColumnElement, values: Sequence[str]
+           ) -> sa.ColumnElement[bool]:
+    """A condition selecting the rows whose text ``column`` is one of ``values``, the
+    values bound as one parameter whatever their number, so one statement reads them all:
+    ``= ANY(array)`` on PostgreSQL, ``IN`` the elements of a JSON array (``json_each``,
+    probing the primary key) on SQLite. Chunked ``IN`` lists, one parameter a value, cost
+    SQLAlchemy ~4 us a value to render, and PostgreSQL one plan and, when the planner
+    scans the experiment's rows rather than probe the index, one scan a chunk: 20 scans
+    of 300,000 rows to find 100,000 users, measured 4.4 s against 0.6 s."""
+    values = list(values)
+    if conn.dialect.name == "postgresql":
+        return column == sa.any_(sa.literal(values, postgresql.ARRAY(sa.Text)))
+    listed = sa.func.json_each(sa.literal(json.dumps(values), sa.Text))
+    return column.in_(sa.select(sa.literal_column("value")).select_from(listed))
+
+
 _PG_SCALARS = {
     sa.String: "text", sa.Text: "text", sa.BigInteger: "int8", sa.Integer: "int4",
     sa.Double: "float8", sa.Float: "float8", sa.LargeBinary: "bytea",
