@@ -467,3 +467,18 @@ def test_expiry_refuses_while_a_day_an_erasure_marked_waits_for_its_rollup(track
     tracker.rollup(full=True, now=NOW)
     assert dump(tracker.engine) == incremental
     assert tracker.expire_logs(cutoff, now=NOW).impressions > 0
+
+
+def test_expiry_refuses_an_experiment_not_rolled_up_beside_one_that_is(tracker):
+    # each experiment's impressions are checked against its own watermark, not another's:
+    # 'late' was logged first (lower ids) and never rolled up, 'early' after it and rolled up
+    _logged(tracker, "late", seed=5, users="late-")
+    _logged(tracker, "early", seed=3)
+    tracker.rollup("early", now=NOW)
+    with pytest.raises(ExpiredLogs, match="'late'"):
+        tracker.expire_logs(timedelta(days=1), now=NOW)
+    assert count(tracker.engine, "log_expiry") == 0
+    with tracker.engine.connect() as conn:
+        assert conn.execute(sa.text(
+            "SELECT count(*) FROM impression i JOIN experiment e ON e.id = i.experiment_id "
+            "WHERE e.key = 'late'")).scalar() > 0

@@ -215,8 +215,10 @@ def not_rolled_up_before(conn: sa.Connection, before_us: int) -> list[str]:
     a day an erasure marked for recompute that may lie before it (its stored rows went
     with the erasure: it must be recomputed before its logs expire); not those rolled up
     from a lake."""
+    # the impression's own experiment's watermark (correlated to the impression: through
+    # ``Experiment`` it would read every experiment's, and take one)
     seen = (sa.select(RollupState.impressions_seen)
-            .where(RollupState.experiment_id == Experiment.id).scalar_subquery())
+            .where(RollupState.experiment_id == Impression.experiment_id).scalar_subquery())
     pending = sa.exists().where(
         Impression.experiment_id == Experiment.id,
         stored_micros(Impression.served_at) < before_us,
