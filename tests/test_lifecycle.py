@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import UTC, date, datetime, timedelta
 
@@ -467,6 +468,111 @@ def test_expiry_refuses_while_a_day_an_erasure_marked_waits_for_its_rollup(track
     tracker.rollup(full=True, now=NOW)
     assert dump(tracker.engine) == incremental
     assert tracker.expire_logs(cutoff, now=NOW).impressions > 0
+
+
+def _by_arm(tracker, key: str, table: str, since: date, cumulative: bool) -> list[tuple]:
+    """``table``'s rows of ``key`` (its arms by name) from ``since`` on, of one view."""
+    with tracker.engine.connect() as conn:
+        rows = conn.execute(sa.text(
+            f"SELECT a.key AS arm, t.* FROM {table} t JOIN arm a ON a.id = t.arm_id "
+            "JOIN experiment e ON e.id = t.experiment_id WHERE e.key = :key "
+            "AND t.day >= :since AND t.cumulative = :cumulative"),
+            {"key": key, "since": since, "cumulative": cumulative}).mappings().all()
+    return sorted(tuple((k, v) for k, v in sorted(r.items())
+                        if k not in ("experiment_id", "arm_id", "computed_at", "id"))
+                  for r in rows)
+
+
+def _stored_users(tracker, key: str, prefix: str = "") -> dict[str, set]:
+    """Each per-user state table's users of ``key`` (``prefix`` taken off), with their
+    stored bytes where the table is keyed by user (a checkpoint row's records with their
+    cell, an arm id, as the arm's key)."""
+    with tracker.engine.connect() as conn:
+        experiment = conn.execute(sa.text("SELECT id FROM experiment WHERE key = :key"),
+                                  {"key": key}).scalar()
+        arms = dict(conn.execute(sa.text("SELECT id, key FROM arm WHERE experiment_id = :id"),
+                                 {"id": experiment}).all())
+        columns = conn.execute(sa.text("SELECT columns FROM rollup_checkpoint WHERE "
+                                       "experiment_id = :id"), {"id": experiment}).scalar()
+        size = 16 + 16 * len(json.loads(columns)["columns"])  # cell, impressions, 2 x float
+
+        def named(data: bytes) -> tuple:
+            return tuple((arms[int.from_bytes(data[at:at + 8], "little")],
+                          data[at + 8:at + size]) for at in range(0, len(data), size))
+
+        found = {table: {(u.removeprefix(prefix),
+                          named(bytes(d)) if table == "rollup_user_totals" else bytes(d))
+                         for u, d in conn.execute(sa.text(
+                             f"SELECT user_id, data FROM {table} WHERE experiment_id = :id"),
+                             {"id": experiment})} for table in KEYED}
+        seen = set()
+        for (data,) in conn.execute(sa.text(
+                "SELECT data FROM rollup_first_seen WHERE experiment_id = :id"),
+                {"id": experiment}):
+            column = pa.ipc.open_stream(pa.py_buffer(bytes(data))).read_all()["user_id"]
+            seen |= {str(v).removeprefix(prefix) for v in column.to_pylist()}
+    return {**found, "rollup_first_seen": seen}
+
+
+def _users_of(stored: dict[str, set]) -> set[str]:
+    return {row if isinstance(row, str) else row[0] for rows in stored.values() for row in rows}
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["all-days-expired", "one-day-kept"])
+def test_erasing_a_user_whose_days_expired_leaves_no_trace_and_later_days_without_them(
+        tracker, late):
+    # the user's totals stay in the cumulative checkpoint after their days' logs expired
+    # (the next pass starts from it): an erasure takes them out of it, and of the first-seen
+    # users, so the days after it are those of an experiment that never served the user.
+    # ``twin`` is that experiment: the same logs (users prefixed), without the user.
+    day = [T0.date() + timedelta(days=n) for n in range(7)]
+    imps, events = make_logs(3, days=4, history=20)  # from noon on day 0 to noon on day 4
+    solo = [{"impression_id": f"solo-{n}", "experiment": "home", "arm": "control",
+             "user_id": "solo", "items": ["i1", "i2", "i3"], "served_at": at}
+            for n, at in enumerate([T0 + timedelta(hours=1)] +
+                                   ([T0 + timedelta(days=2, hours=1)] if late else []))]
+    clicks = [{"event_id": f"solo-{r['impression_id']}", "user_id": "solo", "item_id": "i2",
+               "event": "click", "occurred_at": r["served_at"] + timedelta(minutes=5)}
+              for r in solo]
+    for key, prefix, extra in (("home", "", (solo, clicks)), ("twin", "t-", ([], []))):
+        create(tracker, key)
+        rows = [dict(r, user_id=prefix + r["user_id"], experiment=key,
+                     impression_id=f"{key}-{r['impression_id']}") for r in imps + extra[0]]
+        assert not tracker.log_impressions(rows).rejected
+        assert not tracker.log_interactions(
+            [dict(e, user_id=prefix + e["user_id"], event_id=f"{key}-{e['event_id']}",
+                  **({} if "impression_id" not in e else
+                     {"impression_id": f"{key}-{e['impression_id']}"}))
+             for e in events + extra[1]]).rejected
+    # one-day-kept: the last day's windows are still open at the first rollup, so the
+    # checkpoint is the day before, and that day's cumulative rows counted the user
+    first = max(r["served_at"] for r in imps) + timedelta(minutes=1) if late else NOW
+    tracker.rollup(now=first)
+    tracker.expire_logs(NOW - (T0 + timedelta(days=1)), now=NOW)  # day 3 on recomputable
+    assert "solo" in _users_of(_stored_users(tracker, "home"))
+    tracker.delete_user("solo", now=NOW)
+    assert "solo" not in _users_of(_stored_users(tracker, "home"))
+    more, _ = make_logs(11, days=1, start=T0 + timedelta(days=5))  # users seen before too
+    for key, prefix in (("home", ""), ("twin", "t-")):
+        assert not tracker.log_impressions(
+            [dict(r, user_id=prefix + r["user_id"], experiment=key,
+                  impression_id=f"{key}-more-{r['impression_id']}") for r in more]).rejected
+    tracker.rollup(now=NOW)
+    assert "solo" not in _users_of(_stored_users(tracker, "home")) | \
+        _blob_users(tracker.engine, "rollup_units")
+    assert _stored_users(tracker, "home") == _stored_users(tracker, "twin", "t-")
+    # the daily rows of the recomputable days, and the cumulative ones after the
+    # checkpoint, bit for bit; not the set-level metrics of the cumulative view, which add
+    # up the items served since the first day, an aggregate of lists whose logs expired
+    # (the expired days' results stay, and hold no user's id)
+    kept = day[3] if late else day[4]  # the checkpoint when the user was erased
+    for table in ("rollup_metric", "rollup_health", "rollup_covariate_sums"):
+        assert _by_arm(tracker, "home", table, day[2], False) == \
+            _by_arm(tracker, "twin", table, day[2], False), table
+        home, twin = (
+            [row for row in _by_arm(tracker, key, table, kept + timedelta(days=1), True)
+             if ("kind", "set") not in row] for key in ("home", "twin"))
+        assert home and home == twin, table
 
 
 def test_expiry_refuses_an_experiment_not_rolled_up_beside_one_that_is(tracker):

@@ -22,11 +22,17 @@ in one transaction; then each experiment whose stored results those rows entered
 days marked for recomputation, under its rollup lock: a rollup that read the rows before
 they went finishes first, then its days are marked again. The next rollup recomputes those
 days and the cumulative ones after them, so the per-user state (unit totals) is rebuilt
-without the user. A user's interaction counts in the item popularity (surprisal) of every
-experiment whose reference period it occurred in (the ``TRACKER_ROLLUP_POPULARITY_DAYS``
-days before its first day: :mod:`tracker.rollup.popularity`), so an erasure may drop the
-stored popularity of experiments the user never saw, and their next rollup counts it again
-(and recomputes every day if it changed).
+without the user. The per-user state that outlives expired logs (the cumulative
+checkpoint's totals, the first-seen users, CUPED's covariates) drops the user at once, the
+checkpoint's sums are computed again from the remaining users' totals, and the days after it
+are recomputed. What days before the retention horizon published stays as computed, and so
+do the cumulative set-level metrics, which add up the items served since the first day
+(aggregates that hold no user's id). A user's interaction counts in the item popularity
+(surprisal) of every experiment whose reference period it occurred in (the
+``TRACKER_ROLLUP_POPULARITY_DAYS`` days before its first day:
+:mod:`tracker.rollup.popularity`), so an erasure may drop the stored popularity of
+experiments the user never saw, and their next rollup counts it again (and recomputes every
+day if it changed).
 
 **Retention** (:func:`expire_logs`): raw rows dated before the cutoff are deleted and the
 cutoff recorded; days whose inputs reach before it keep their results and are never
@@ -51,6 +57,7 @@ from tracker.rollup.days import HOUR, day_of, days_between, days_of_hours, in_ra
 from tracker.rollup.lock import rollup_lock
 from tracker.rollup.popularity import Reference
 from tracker.rollup.retention import first_recomputable_day
+from tracker.rollup.stores import DatabaseStore
 from tracker.store import lifecycle as store
 from tracker.store import results
 from tracker.store.db import transaction
@@ -215,12 +222,17 @@ def delete_user(engine: sa.Engine, settings: Settings, user_id: str, *,
         # time. Under the experiment's lock it has finished, and what it published is read
         # and marked in the same transaction.
         plan = _plan(info, footprint, None, first)
-        if plan.marked or footprint.occurred:
+        if plan.marked or footprint.occurred or info.id in footprint.kept:
             with _waiting_lock(engine, info), transaction(engine, write=True) as conn:
                 rolled_up = store.rolled_up_days(conn).get(info.id, set())
                 period = results.popularity_period(conn, info.id)
                 plan = _plan(info, footprint, rolled_up, first,
                              None if period is None else Reference(*period))
+                kept = DatabaseStore(conn, info).forget(user_id)
+                if kept is not None:  # the days after the checkpoint, whose cumulative
+                    plan = _Plan(plan.marked | {  # rows counted the user, are recomputed
+                        d for d in rolled_up if d > kept and (first is None or d >= first)},
+                        plan.stale)
                 if plan.marked:
                     store.mark_for_recompute(conn, info.id, plan.marked, now_us)
                 if plan.stale:  # counted again by the next rollup

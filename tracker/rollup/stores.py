@@ -228,6 +228,32 @@ class DatabaseStore:
         self._describe(day=day, sums=sums, columns=json.dumps(
             {"format": USER_TOTALS, "columns": list(self.layout.names)}))
 
+    def forget(self, user: str) -> date | None:
+        """Take an erased user out of the per-user state a later run reads (their own rows
+        go with :func:`tracker.rollup.engine.run_rollup` only when the days that hold them
+        are recomputed, and days before the retention horizon never are): their checkpoint
+        row goes, and the checkpoint's sums, which counted it, are left to the next pass to
+        compute once from the remaining users' totals (exact sums: a rebuild's); and their
+        id leaves the first-seen users. Returns the checkpoint's day when it held the user
+        (the cumulative rows of the days after it were moved from sums that counted them),
+        else None."""
+        table = RollupUserTotals
+        for day, data in self.conn.execute(sa.select(RollupFirstSeen.day, RollupFirstSeen.data)
+                                           .where(RollupFirstSeen.experiment_id == self.info.id)
+                                           ).all():
+            seen = state.read(bytes(data), FIRST_SEEN)["user_id"].combine_chunks()
+            kept = seen.filter(pc.not_equal(seen, user))
+            if len(kept) < len(seen):
+                self.conn.execute(sa.update(RollupFirstSeen).where(
+                    RollupFirstSeen.experiment_id == self.info.id, RollupFirstSeen.day == day)
+                    .values(data=state.write(first_seen_table(kept), FIRST_SEEN)))
+        if not self.conn.execute(sa.delete(table).where(
+                table.experiment_id == self.info.id, table.user_id == user)).rowcount:
+            return None
+        self._describe(sums=None)
+        return self.conn.execute(sa.select(RollupCheckpoint.day).where(
+            RollupCheckpoint.experiment_id == self.info.id)).scalar()
+
     def drop_checkpoint(self) -> None:
         self.conn.execute(sa.delete(RollupUserTotals).where(
             RollupUserTotals.experiment_id == self.info.id))

@@ -37,6 +37,8 @@ from tracker.store.rollup_tables import (
     RollupExposure,
     RollupState,
     RollupUnits,
+    RollupUserCovariates,
+    RollupUserTotals,
 )
 from tracker.store.types import from_micros, stored_micros
 
@@ -106,11 +108,14 @@ def delete_experiment(conn: sa.Connection, experiment_id: int) -> dict[str, int]
 class UserFootprint:
     """Where a user's rows lie, as UTC hours (micros, floored): ``served``: experiment id ->
     hours of their impressions; ``occurred``: hours of their interactions; ``named``:
-    experiment id -> serving hours of the impressions their interactions name."""
+    experiment id -> serving hours of the impressions their interactions name; ``kept``:
+    experiments whose rollup keeps per-user state of theirs (a checkpoint's totals, CUPED's
+    covariates), which outlives expired logs."""
 
     served: dict[int, set[int]]
     occurred: set[int]
     named: dict[int, set[int]]
+    kept: set[int]
 
 
 def user_footprint(conn: sa.Connection, user_id: str) -> UserFootprint:
@@ -128,7 +133,10 @@ def user_footprint(conn: sa.Connection, user_id: str) -> UserFootprint:
             .join(Interaction, Interaction.impression_key == Impression.impression_key)
             .where(Interaction.user_id == user_id)):
         named.setdefault(int(experiment_id), set()).add(int(hour))
-    return UserFootprint(served, occurred, named)
+    kept = set(conn.execute(sa.select(Experiment.id).where(sa.or_(*(  # primary key probes
+        sa.exists().where(table.experiment_id == Experiment.id, table.user_id == user_id)
+        for table in (RollupUserTotals, RollupUserCovariates))))).scalars())
+    return UserFootprint(served, occurred, named, kept)
 
 
 @dataclass(frozen=True)
