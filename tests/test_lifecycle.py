@@ -588,3 +588,72 @@ def test_expiry_refuses_an_experiment_not_rolled_up_beside_one_that_is(tracker):
         assert conn.execute(sa.text(
             "SELECT count(*) FROM impression i JOIN experiment e ON e.id = i.experiment_id "
             "WHERE e.key = 'late'")).scalar() > 0
+
+
+@pytest.mark.parametrize("case", ["final", "reopening", "erasure"])
+def test_a_late_list_on_a_day_the_checkpoint_counted_after_expiry_reaches_the_later_days(
+        tracker, case):
+    # expired logs keep a pass from replaying the days before the checkpoint, so it starts
+    # from the checkpoint; a day it counted that late lists change moves its users' totals
+    # there by the change. final: on a final day before the checkpoint's; reopening: on the
+    # checkpoint's own day, whose windows the late lists open again (the checkpoint cannot
+    # move back); erasure: a user of the late lists' day erased before the rollup, whose
+    # marks set that day aside too. ``twin`` had the late lists from the start (and never
+    # served the erased user).
+    day = [T0.date() + timedelta(days=n) for n in range(7)]
+    imps, events = make_logs(3, days=4, history=20)  # from noon on day 0 to noon on day 4
+    on = day[4] if case == "reopening" else day[3]
+    late_at = datetime.combine(on, datetime.min.time(), tzinfo=UTC) + \
+        timedelta(hours=23 if case == "reopening" else 9)
+    late = [{"impression_id": f"late-{n}", "experiment": "home", "arm": arm, "user_id": user,
+             "items": ["i1", "i2", "i3", "i4"], "served_at": late_at + timedelta(minutes=n)}
+            for n, (user, arm) in enumerate([("u1", "treatment"), ("newbie", "control")])]
+    clicks = [{"event_id": f"late-click-{n}", "user_id": r["user_id"], "item_id": "i2",
+               "event": "click", "occurred_at": r["served_at"] + timedelta(minutes=5)}
+              for n, r in enumerate(late)]
+    gone = min({r["user_id"] for r in imps if r["served_at"].date() == on} - {"u1"}) \
+        if case == "erasure" else None
+    first = datetime.combine(day[5], datetime.min.time(), tzinfo=UTC) \
+        if case == "reopening" else NOW  # day 4's windows closed, the late lists' not
+
+    def log(key: str, prefix: str, lists: list[dict], events: list[dict]) -> None:
+        assert not tracker.log_impressions(
+            [dict(r, user_id=prefix + r["user_id"], experiment=key,
+                  impression_id=f"{key}-{r['impression_id']}") for r in lists]).rejected
+        assert not tracker.log_interactions(
+            [dict(e, user_id=prefix + e["user_id"], event_id=f"{key}-{e['event_id']}",
+                  **({} if "impression_id" not in e else
+                     {"impression_id": f"{key}-{e['impression_id']}"})) for e in events]
+        ).rejected
+
+    for key in ("home", "twin"):
+        create(tracker, key)
+    log("home", "", imps, events)
+    log("twin", "t-", [r for r in imps if r["user_id"] != gone] + late,
+        [e for e in events if e["user_id"] != gone] + clicks)
+    tracker.rollup(now=first)
+    tracker.expire_logs(first - (T0 + timedelta(days=1)), now=first)  # day 2 on recomputable
+    log("home", "", late, clicks)  # on a day the checkpoint (day 4) counted
+    if gone is not None:
+        tracker.delete_user(gone, now=first)
+    (summary,) = tracker.rollup("home", now=first + timedelta(hours=1))
+    assert summary.days_recomputed == [on]
+    more, _ = make_logs(11, days=1, start=T0 + timedelta(days=5))  # users seen before too
+    for key, prefix in (("home", ""), ("twin", "t-")):
+        log(key, prefix, [r for r in more if r["user_id"] != gone], [])
+    tracker.rollup(now=NOW)
+    for table in ("rollup_metric", "rollup_health", "rollup_covariate_sums"):
+        assert _by_arm(tracker, "home", table, day[2], False) == \
+            _by_arm(tracker, "twin", table, day[2], False), table
+        # the user-level cumulative rows after the checkpoint: the late lists' users moved
+        # by their day's change (the totals less the old rows plus the new: floating-point,
+        # so to the last bits), not the set-level ones (items served since the first day)
+        home, twin = (
+            [row for row in _by_arm(tracker, key, table, day[5], True)
+             if ("kind", "set") not in row] for key in ("home", "twin"))
+        assert home and [[(k, pytest.approx(v, rel=1e-12, abs=1e-12)
+                           if isinstance(v, float) else v) for k, v in row] for row in home] \
+            == [list(row) for row in twin], table
+    with tracker.engine.connect() as conn:  # the day's old units, set aside, went
+        assert not conn.execute(sa.text(
+            "SELECT count(*) FROM rollup_units WHERE cumulative")).scalar()

@@ -216,6 +216,10 @@ def _write_users(conn: sa.Connection, experiment_id: int, day, table: pa.Table) 
 def downgrade() -> None:
     conn = op.get_bind()
     _covariates_down(conn)
+    # units a later release set aside for its next cumulative pass (``cumulative`` true: a
+    # run stopped before its last transaction): the release before reads such rows as its
+    # checkpoint, written below
+    conn.execute(sa.text("DELETE FROM rollup_units WHERE cumulative = :t"), {"t": True})
     for experiment_id, day, columns in conn.execute(sa.text(
             "SELECT experiment_id, day, columns FROM rollup_checkpoint "
             "WHERE day IS NOT NULL")).all():

@@ -333,6 +333,37 @@ def test_0020_names_the_default_engines_results_and_a_spark_one_rebuilds_after_d
     engine.dispose()
 
 
+def test_0021_downgrade_drops_units_set_aside_for_a_cumulative_pass_that_never_came(
+        empty_url):
+    """A run stopped before its last transaction leaves the units the checkpoint counted of
+    a day it recomputed set aside (``cumulative`` true): the release before 0021 would read
+    them as its checkpoint, which the downgrade writes there, on the checkpoint's day."""
+    engine = create_engine(empty_url)
+    schema.upgrade(engine)
+    with Tracker(empty_url) as t:
+        create(t)
+        imps, events = make_logs(3)
+        t.log_impressions(imps, on_invalid="all_or_nothing")
+        t.log_interactions(events, on_invalid="all_or_nothing")
+        t.rollup("home", now=NOW)
+    with engine.begin() as conn:
+        (day,) = conn.execute(sa.text("SELECT day FROM rollup_checkpoint")).one()
+        conn.execute(sa.text(  # as results.delete_day_state sets the day's units aside
+            "UPDATE rollup_units SET cumulative = :t WHERE day = :d"), {"t": True, "d": day})
+    schema.downgrade(engine, "0020")
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT day, cumulative FROM rollup_units "
+                                    "WHERE cumulative = :t"), {"t": True}).all()
+    assert {(str(d), bool(c)) for d, c in rows} == {(str(day), True)}
+    cumulative = [table for key, (_, table) in _stored_streams(engine).items()
+                  if key[3] in ("1", "True")]
+    # the checkpoint's: every user through its day, not the day's own set aside
+    assert {u for t in cumulative for u in t["user_id"].to_pylist()} == \
+        {r["user_id"] for r in imps} != {r["user_id"] for r in imps
+                                         if r["served_at"].date() == day}
+    engine.dispose()
+
+
 def test_0022_drops_the_rows_of_days_an_erasure_marked_and_the_next_run_reads_them_again(
         empty_url):
     """A day the release before marked for recompute (an erasure: ``computed_at`` one

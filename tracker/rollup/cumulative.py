@@ -21,7 +21,11 @@ It is a function of the days, whatever runs computed them: a late list that turn
 day provisional again moves it back. A run that recomputes from the checkpoint's day or
 before (late lists on an old day, an erasure, a new popularity, changed covariates) starts
 from nothing and adds the daily rows from the first day: rare, and it reads daily rows,
-not the logs.
+not the logs. When expired logs took the daily rows of the first days, it starts from the
+checkpoint instead, and the users of its days recomputed since move by their change: a day
+at or before the checkpoint's sets aside the rows the checkpoint counted when it is
+recomputed (:func:`tracker.store.results.delete_day_state`), and the pass moves those users'
+totals by the new rows less those (:meth:`Running.revise`).
 """
 
 from __future__ import annotations
@@ -43,12 +47,11 @@ from tracker.rollup.deltas import ViewSums, health_moved, rows_of
 from tracker.rollup.exposure import Exposure, catalog_size
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.published import View, insert_stats, stats_rows_of
-from tracker.rollup.retention import first_recomputable_day
 from tracker.rollup.stored_covariates import RunCovariates
-from tracker.rollup.stores import Checkpoint, DatabaseStore, Store
+from tracker.rollup.stores import Checkpoint, DatabaseStore, Store, encode_users
 from tracker.rollup.summary import Progress
 from tracker.rollup.user_covariates import UserCovariates
-from tracker.store import lifecycle, results
+from tracker.store import results
 from tracker.store.experiments import ExperimentInfo
 
 log = logging.getLogger(__name__)
@@ -102,13 +105,20 @@ def cumulative_from(conn: sa.Connection, info: ExperimentInfo, since: date, now_
     if not days:
         return since
     keep = _checkpoint(days, now_us)
-    frozen = _frozen(conn, info, days[0][0])
+    horizon = store.horizon()
+    frozen = horizon is not None and days[0][0] < horizon
     found, since = _base(None if restart and not frozen else store.checkpoint(), since,
                          keep, frozen)
+    if found is not None and (keep is None or keep < found.day):  # frozen: see _base
+        keep = found.day
+    counted = store.take_counted(None if found is None else found.day)
     results.delete_cumulative(conn, info.id, since)
     store.delete_cumulative(since)
     cuped.delete_cumulative(conn, info.id, since)
     running = Running.start(store, layout, covariates, found, moved)
+    if found is not None:  # days in it recomputed since: their users move by the change
+        running.revise([(counted[day], (recent or {}).get(day) if day in (recent or {})
+                         else store.units(day)) for day in sorted(counted)], keep)
     before = [d for d, _, _ in days if d < since]
     running.exposure = store.exposure(before[-1], True) if before else {}
     running.provisional = any(computed < closes for day, closes, computed in days
@@ -132,30 +142,27 @@ def cumulative_from(conn: sa.Connection, info: ExperimentInfo, since: date, now_
     return since
 
 
-def _frozen(conn: sa.Connection, info: ExperimentInfo, first: date) -> bool:
-    """Whether expired logs took daily rows of the experiment's first days (days before
-    the retention horizon: :mod:`tracker.rollup.retention`)."""
-    cutoff = lifecycle.expired_before(conn)
-    return cutoff is not None and first < first_recomputable_day(cutoff, info.timezone)
-
-
 def _base(found: Checkpoint | None, since: date, keep: date | None, frozen: bool
           ) -> tuple[Checkpoint | None, date]:
     """Where the pass starts: the stored checkpoint when it lies before ``since`` and not
     after ``keep`` (the day the checkpoint is to be), else nothing (every day from the
-    first), and the first day it rewrites. When the checkpoint lies at or after ``since``
-    but ``frozen`` daily rows make a pass from the first day impossible, it starts from the
-    checkpoint and rewrites the days after it only (the days up to it keep their cumulative
-    rows, as days before the retention horizon keep theirs)."""
-    if found is None or keep is None or found.day > keep:
+    first), and the first day it rewrites. When ``frozen`` daily rows make a pass from the
+    first day impossible, it starts from the checkpoint whatever ``keep`` (which the caller
+    then raises to the checkpoint's day: it cannot move back) and rewrites the days after it
+    only (the days up to it keep their cumulative rows, as days before the retention
+    horizon keep theirs; the users of those recomputed move in the checkpoint:
+    :meth:`Running.revise`)."""
+    if found is None:
         return None, since
-    if found.day < since:
-        return found, since
     if frozen:
-        log.warning("cumulative rows through %s kept: the daily rows before the retention "
-                    "horizon that a pass from the first day reads have expired", found.day)
-        return found, found.day + timedelta(days=1)
-    return None, since
+        if found.day >= since:
+            log.warning("cumulative rows through %s kept: the daily rows before the "
+                        "retention horizon that a pass from the first day reads have "
+                        "expired", found.day)
+        return found, max(since, found.day + timedelta(days=1))
+    if keep is None or found.day > keep or found.day >= since:
+        return None, since
+    return found, since
 
 
 def _checkpoint(days: list[tuple[date, int, int]], now_us: int) -> date | None:
@@ -236,6 +243,30 @@ class Running:
             self.kept = (day, self.sums.encode(), rows_of(self.rows, self.moved)
                          if self.stored else self.rows)
 
+    def revise(self, changes: list[tuple[UnitTotals, UnitTotals | None]],
+               keep: date | None) -> None:
+        """Days in the base recomputed since it was stored, as (the rows it counted, the
+        rows now) each: the users whose rows changed move to their totals less the old rows
+        plus the new (a pass from the first day would add the days again, which the
+        expired logs that made it start from the base do not allow; floating-point sums, so
+        a user's totals may differ from such a pass in their last bits). A user gone from a
+        day was erased, and left the base with the erasure
+        (:meth:`~tracker.rollup.stores.DatabaseStore.forget`). On ``keep``'s day, the base's
+        own, what the checkpoint keeps is set aside."""
+        columns = len(self.layout)
+        for old, new in changes:
+            users = _changed(old, new)
+            if not len(users):
+                continue
+            current = self._current(users)
+            revised = _nonzero(UnitTotals.added(
+                [current, _negated(rows_of(old, users)), rows_of(new, users)], columns))
+            self.sums.move(current, revised, _of(self.covariates, revised))
+            self.moved = _union(self.moved, users)
+            self.rows = self.rows.replacing_users(revised)
+            if keep == self.day:
+                self.kept = (self.day, self.sums.encode(), rows_of(self.rows, self.moved))
+
     def view(self, codes: list[int]) -> tuple[list[CellStats], HealthCounts, pa.Table | None]:
         """The view through the last day added: its cells' statistics, health and CUPED's
         sums. Through the keep, the exact sums rounded once; after it, those plus the
@@ -306,6 +337,27 @@ def _of(covariates: cuped.UserCovariates | None, totals: UnitTotals
         ) -> cuped.UserCovariates | None:
     """The covariates of the users of ``totals`` (looked up among few, not every user)."""
     return None if covariates is None else covariates.subset(pc.unique(totals.users))
+
+
+def _changed(old: UnitTotals, new: UnitTotals | None) -> pa.Array:
+    """The users of ``new`` whose rows are not those of ``old`` (byte for byte)."""
+    before = dict(encode_users(old))
+    return pa.array([user for user, data in ([] if new is None else encode_users(new))
+                     if before.get(user) != data], type=pa.string())
+
+
+def _negated(totals: UnitTotals) -> UnitTotals:
+    return UnitTotals(totals.users, totals.cells, -totals.impressions, -totals.sums,
+                      -totals.counts)
+
+
+def _nonzero(totals: UnitTotals) -> UnitTotals:
+    """The rows of ``totals`` that hold impressions."""
+    rows = np.flatnonzero(totals.impressions != 0)
+    if rows.size == totals.size:
+        return totals
+    return UnitTotals(totals.users.take(pa.array(rows, type=pa.int64())), totals.cells[rows],
+                      totals.impressions[rows], totals.sums[rows], totals.counts[rows])
 
 
 def _union(a: pa.Array, b: pa.Array) -> pa.Array:

@@ -28,7 +28,8 @@ from tracker.rollup import covariates as cuped
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.exposure import Exposure
 from tracker.rollup.outcomes import Layout
-from tracker.store import bulk, results
+from tracker.rollup.retention import first_recomputable_day
+from tracker.store import bulk, lifecycle, results
 from tracker.store.experiments import ExperimentInfo
 from tracker.store.rollup_tables import RollupCheckpoint, RollupFirstSeen, RollupUserTotals
 
@@ -41,6 +42,15 @@ class Store(Protocol):
 
     def units(self, day: date) -> UnitTotals | None:
         """A day's daily unit totals (None: none stored)."""
+
+    def horizon(self) -> date | None:
+        """The first day whose daily unit totals the store holds when expired logs took
+        those of the days before (None: it holds every day's)."""
+
+    def take_counted(self, through: date | None) -> dict[date, UnitTotals]:
+        """The daily unit totals the checkpoint counted of days recomputed since, set aside
+        when the days were (:func:`tracker.store.results.delete_day_state`), of the days
+        through ``through`` (None: of none); every one goes."""
 
     def exposure(self, day: date, cumulative: bool) -> dict[int, Exposure]:
         """A day's exposure by cell (:data:`~tracker.rollup.cells.WHOLE`: the catalog)."""
@@ -177,6 +187,14 @@ class DatabaseStore:
     def units(self, day: date) -> UnitTotals | None:
         parts = results.units(self.conn, self.info.id, day, False)
         return UnitTotals.decode(parts, self.layout) if parts else None
+
+    def horizon(self) -> date | None:
+        cutoff = lifecycle.expired_before(self.conn)  # the retention horizon
+        return None if cutoff is None else first_recomputable_day(cutoff, self.info.timezone)
+
+    def take_counted(self, through: date | None) -> dict[date, UnitTotals]:
+        return {day: UnitTotals.decode(parts, self.layout) for day, parts in
+                results.take_counted_units(self.conn, self.info.id, through).items()}
 
     def exposure(self, day: date, cumulative: bool) -> dict[int, Exposure]:
         stored = cells.coded(results.exposure(self.conn, self.info.id, day, cumulative))

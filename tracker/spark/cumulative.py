@@ -45,6 +45,15 @@ class DirectoryStore:
     def units(self, day: date) -> UnitTotals | None:
         return self.directory.units(day, False, self.layout)
 
+    def horizon(self) -> date | None:
+        """None: the database's expired logs leave a state directory's units alone."""
+        return None
+
+    def take_counted(self, through: date | None) -> dict[date, UnitTotals]:
+        """None: a day's units are replaced whole here (after expired logs, a final day
+        recomputed moves its daily view only)."""
+        return {}
+
     def exposure(self, day: date, cumulative: bool) -> dict[int, Exposure]:
         return self.directory.exposure(day, cumulative, self.cutoffs)
 

@@ -26,6 +26,7 @@ from datetime import date, timedelta
 
 import sqlalchemy as sa
 
+from tracker.store import results
 from tracker.store.bulk import IN_LIST_LIMIT
 from tracker.store.experiments import ExperimentInfo, list_experiments
 from tracker.store.log_expiry import LogExpiry
@@ -172,7 +173,9 @@ def rolled_up_days(conn: sa.Connection) -> dict[int, set[date]]:
 def mark_for_recompute(conn: sa.Connection, experiment_id: int, days: Iterable[date],
                        now_us: int) -> int:
     """Make the next rollup recompute ``days`` of the experiment from the logs: their
-    stored per-user rows go (daily units and exposure: they hold the erased user), and they
+    stored per-user rows go (daily units and exposure: they hold the erased user; units the
+    cumulative checkpoint counted are set aside for its next pass, which drops them:
+    :func:`~tracker.store.results.delete_day_state`), and they
     are due (the rule: ``computed_at < closes_at <= now``): ``closes_at`` is brought down
     to ``now_us`` if later, ``computed_at`` to a microsecond before it. A due day without
     stored rows is recomputed whole (one with them is final as it stands:
@@ -189,10 +192,8 @@ def mark_for_recompute(conn: sa.Connection, experiment_id: int, days: Iterable[d
             .where(RollupDay.experiment_id == experiment_id, RollupDay.day.in_(chunk))
             .values({RollupDay.closes_at: capped, RollupDay.computed_at: capped - 1})
         ).rowcount
-        for table in (RollupUnits, RollupExposure):
-            conn.execute(sa.delete(table).where(
-                table.experiment_id == experiment_id, table.cumulative.is_(False),
-                table.day.in_(chunk)))
+    for day in days:
+        results.delete_day_state(conn, experiment_id, day)
     return marked
 
 

@@ -284,7 +284,19 @@ def days_with_units(conn: sa.Connection, experiment_id: int, days: Iterable[date
 
 
 def delete_day_state(conn: sa.Connection, experiment_id: int, day: date) -> None:
-    """Remove one day's daily units and exposure (what the cumulative pass reads)."""
+    """Remove one day's daily units and exposure (what the cumulative pass reads). Units
+    the cumulative checkpoint counted (of a day at or before its day) are set aside
+    instead, as the day's *counted* units (``cumulative`` true), unless some already are (a
+    run that stopped before its last transaction set them aside): the cumulative pass reads
+    them (:func:`counted_units`) and drops them."""
+    units = (RollupUnits.experiment_id == experiment_id, RollupUnits.day == day)
+    if not conn.execute(sa.select(sa.exists().where(
+            *units, RollupUnits.cumulative.is_(True)))).scalar():
+        counted = sa.select(RollupCheckpoint.day).where(
+            RollupCheckpoint.experiment_id == experiment_id).scalar_subquery()
+        conn.execute(sa.update(RollupUnits).where(
+            *units, RollupUnits.cumulative.is_(False), RollupUnits.day <= counted)
+            .values(cumulative=True))
     for table in (RollupUnits, RollupExposure):
         conn.execute(sa.delete(table).where(table.experiment_id == experiment_id,
                                             table.day == day, table.cumulative.is_(False)))
@@ -315,6 +327,21 @@ def delete_cumulative_state(conn: sa.Connection, experiment_id: int, since: date
     for table in (RollupUnits, RollupExposure):
         conn.execute(sa.delete(table).where(table.experiment_id == experiment_id,
                                             table.day >= since, table.cumulative.is_(True)))
+
+
+def take_counted_units(conn: sa.Connection, experiment_id: int, through: date | None
+                       ) -> dict[date, list[bytes]]:
+    """The encoded parts of each day's counted units (:func:`delete_day_state`) through
+    ``through`` (None: none are read); every day's go."""
+    mine = (RollupUnits.experiment_id == experiment_id, RollupUnits.cumulative.is_(True))
+    found: dict[date, list[bytes]] = {}
+    if through is not None:
+        for day, data in binary_rows(conn, sa.select(RollupUnits.day, RollupUnits.data)
+                                     .where(*mine, RollupUnits.day <= through)
+                                     .order_by(RollupUnits.day, RollupUnits.part)):
+            found.setdefault(day, []).append(bytes(data))
+    conn.execute(sa.delete(RollupUnits).where(*mine))
+    return found
 
 
 def insert_day(conn: sa.Connection, **values) -> None:

@@ -82,6 +82,11 @@ class RollupDay(Base):
 
 
 class RollupUnits(Base):
+    """A day's per-user unit totals, in parts: the daily ones (``cumulative`` false), and,
+    from a recompute of a day the cumulative checkpoint counted to the run's cumulative
+    pass, the ones it counted (``cumulative`` true:
+    :func:`tracker.store.results.delete_day_state`)."""
+
     __tablename__ = "rollup_units"
 
     experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
