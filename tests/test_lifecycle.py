@@ -657,3 +657,20 @@ def test_a_late_list_on_a_day_the_checkpoint_counted_after_expiry_reaches_the_la
     with tracker.engine.connect() as conn:  # the day's old units, set aside, went
         assert not conn.execute(sa.text(
             "SELECT count(*) FROM rollup_units WHERE cumulative")).scalar()
+
+
+def test_an_erasure_keeps_a_popularity_whose_reference_period_expired_in_part(tracker):
+    # the stored popularity is never counted again from partial logs: an erasure of a user
+    # with interactions in the part of its period that is left does not drop it
+    imps, events = _logged(tracker, days=3)
+    tracker.rollup(now=NOW)
+    cutoff = datetime.combine(T0.date() - timedelta(days=2), datetime.min.time(), tzinfo=UTC)
+    first = datetime.combine(T0.date(), datetime.min.time(), tzinfo=UTC)
+    assert any(e["occurred_at"] < cutoff for e in events)  # some of the history expires
+    user = next(e["user_id"] for e in events if cutoff <= e["occurred_at"] < first and
+                any(r["user_id"] == e["user_id"] for r in imps))
+    tracker.expire_logs(NOW - cutoff, now=NOW)
+    before = dump(tracker.engine)["rollup_popularity"]
+    tracker.delete_user(user, now=NOW)
+    tracker.rollup(now=NOW)
+    assert dump(tracker.engine)["rollup_popularity"] == before

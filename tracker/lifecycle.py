@@ -32,7 +32,8 @@ do the cumulative set-level metrics, which add up the items served since the fir
 ``TRACKER_ROLLUP_POPULARITY_DAYS`` days before its first day:
 :mod:`tracker.rollup.popularity`), so an erasure may drop the stored popularity of
 experiments the user never saw, and their next rollup counts it again (and recomputes every
-day if it changed).
+day if it changed); not when logs of its period expired, since it is never counted again
+from partial logs (it keeps the user's interactions as counts of distinct users).
 
 **Retention** (:func:`expire_logs`): raw rows dated before the cutoff are deleted and the
 cutoff recorded; days whose inputs reach before it keep their results and are never
@@ -226,8 +227,11 @@ def delete_user(engine: sa.Engine, settings: Settings, user_id: str, *,
             with _waiting_lock(engine, info), transaction(engine, write=True) as conn:
                 rolled_up = store.rolled_up_days(conn).get(info.id, set())
                 period = results.popularity_period(conn, info.id)
-                plan = _plan(info, footprint, rolled_up, first,
-                             None if period is None else Reference(*period))
+                reference = None if period is None else Reference(*period)
+                if reference is not None and cutoff is not None and \
+                        reference.bounds(info.timezone)[0] < cutoff:
+                    reference = None  # its logs expired in part: never counted again
+                plan = _plan(info, footprint, rolled_up, first, reference)
                 kept = DatabaseStore(conn, info).forget(user_id)
                 if kept is not None:  # the days after the checkpoint, whose cumulative
                     plan = _Plan(plan.marked | {  # rows counted the user, are recomputed
