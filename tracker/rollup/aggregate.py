@@ -148,10 +148,13 @@ class UnitTotals:
             return self
         keep = np.flatnonzero(~pc.is_in(self.users, value_set=new.users).to_numpy(
             zero_copy_only=False))
-        kept = UnitTotals(self.users.take(pa.array(keep)), self.cells[keep],
-                          self.impressions[keep], _rows(self.sums, keep),
-                          _rows(self.counts, keep))
-        return UnitTotals.added([kept, new], self.sums.shape[1])
+        return UnitTotals.added([self.take(keep), new], self.sums.shape[1])
+
+    def take(self, rows: np.ndarray) -> UnitTotals:
+        """The rows at positions ``rows`` (int64), in that order."""
+        return UnitTotals(self.users.take(pa.array(rows, type=pa.int64())), self.cells[rows],
+                          self.impressions[rows], _rows(self.sums, rows),
+                          _rows(self.counts, rows))
 
     def reduce(self) -> UnitTotals:
         """Add up rows of the same (user, cell); rows come out sorted by (user, cell)."""

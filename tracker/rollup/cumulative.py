@@ -354,10 +354,7 @@ def _negated(totals: UnitTotals) -> UnitTotals:
 def _nonzero(totals: UnitTotals) -> UnitTotals:
     """The rows of ``totals`` that hold impressions."""
     rows = np.flatnonzero(totals.impressions != 0)
-    if rows.size == totals.size:
-        return totals
-    return UnitTotals(totals.users.take(pa.array(rows, type=pa.int64())), totals.cells[rows],
-                      totals.impressions[rows], totals.sums[rows], totals.counts[rows])
+    return totals if rows.size == totals.size else totals.take(rows)
 
 
 def _union(a: pa.Array, b: pa.Array) -> pa.Array:

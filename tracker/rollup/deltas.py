@@ -110,8 +110,7 @@ def rows_of(totals: UnitTotals, users: pa.Array) -> UnitTotals:
     stay adjacent): the old or new rows of changed users."""
     rows = np.flatnonzero(pc.is_in(totals.users, value_set=users).to_numpy(
         zero_copy_only=False))
-    return UnitTotals(totals.users.take(pa.array(rows, type=pa.int64())), totals.cells[rows],
-                      totals.impressions[rows], totals.sums[rows], totals.counts[rows])
+    return totals.take(rows)
 
 
 def add_totals(acc: CellSums, totals: UnitTotals, sign: int = 1) -> None:
