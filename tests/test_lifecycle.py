@@ -514,6 +514,22 @@ def _stored_users(tracker, key: str, prefix: str = "") -> dict[str, set]:
     return {**found, "rollup_first_seen": seen}
 
 
+def _log_as(tracker, key: str, prefix: str, lists: list[dict], events: list[dict],
+            batch: str = "") -> None:
+    """``lists`` and ``events`` logged into ``key``, their users' ids prefixed and their
+    ids made the key's and the ``batch``'s (two batches of the scenario share ids)."""
+    def own(record: dict, field: str) -> dict:
+        return {field: f"{key}-{batch}{record[field]}"} if field in record else {}
+
+    for result in (
+            tracker.log_impressions([dict(r, user_id=prefix + r["user_id"], experiment=key,
+                                          **own(r, "impression_id")) for r in lists]),
+            tracker.log_interactions([dict(e, user_id=prefix + e["user_id"],
+                                           **own(e, "event_id"), **own(e, "impression_id"))
+                                      for e in events])):
+        assert not result.rejected and not result.conflicts  # every record stored
+
+
 def _users_of(stored: dict[str, set]) -> set[str]:
     return {row if isinstance(row, str) else row[0] for rows in stored.values() for row in rows}
 
@@ -536,14 +552,7 @@ def test_erasing_a_user_whose_days_expired_leaves_no_trace_and_later_days_withou
               for r in solo]
     for key, prefix, extra in (("home", "", (solo, clicks)), ("twin", "t-", ([], []))):
         create(tracker, key)
-        rows = [dict(r, user_id=prefix + r["user_id"], experiment=key,
-                     impression_id=f"{key}-{r['impression_id']}") for r in imps + extra[0]]
-        assert not tracker.log_impressions(rows).rejected
-        assert not tracker.log_interactions(
-            [dict(e, user_id=prefix + e["user_id"], event_id=f"{key}-{e['event_id']}",
-                  **({} if "impression_id" not in e else
-                     {"impression_id": f"{key}-{e['impression_id']}"}))
-             for e in events + extra[1]]).rejected
+        _log_as(tracker, key, prefix, imps + extra[0], events + extra[1])
     # one-day-kept: the last day's windows are still open at the first rollup, so the
     # checkpoint is the day before, and that day's cumulative rows counted the user
     first = max(r["served_at"] for r in imps) + timedelta(minutes=1) if late else NOW
@@ -554,9 +563,7 @@ def test_erasing_a_user_whose_days_expired_leaves_no_trace_and_later_days_withou
     assert "solo" not in _users_of(_stored_users(tracker, "home"))
     more, _ = make_logs(11, days=1, start=T0 + timedelta(days=5))  # users seen before too
     for key, prefix in (("home", ""), ("twin", "t-")):
-        assert not tracker.log_impressions(
-            [dict(r, user_id=prefix + r["user_id"], experiment=key,
-                  impression_id=f"{key}-more-{r['impression_id']}") for r in more]).rejected
+        _log_as(tracker, key, prefix, more, [], batch="more-")
     tracker.rollup(now=NOW)
     assert "solo" not in _users_of(_stored_users(tracker, "home")) | \
         _blob_users(tracker.engine, "rollup_units")
@@ -616,31 +623,21 @@ def test_a_late_list_on_a_day_the_checkpoint_counted_after_expiry_reaches_the_la
     first = datetime.combine(day[5], datetime.min.time(), tzinfo=UTC) \
         if case == "reopening" else NOW  # day 4's windows closed, the late lists' not
 
-    def log(key: str, prefix: str, lists: list[dict], events: list[dict]) -> None:
-        assert not tracker.log_impressions(
-            [dict(r, user_id=prefix + r["user_id"], experiment=key,
-                  impression_id=f"{key}-{r['impression_id']}") for r in lists]).rejected
-        assert not tracker.log_interactions(
-            [dict(e, user_id=prefix + e["user_id"], event_id=f"{key}-{e['event_id']}",
-                  **({} if "impression_id" not in e else
-                     {"impression_id": f"{key}-{e['impression_id']}"})) for e in events]
-        ).rejected
-
     for key in ("home", "twin"):
         create(tracker, key)
-    log("home", "", imps, events)
-    log("twin", "t-", [r for r in imps if r["user_id"] != gone] + late,
-        [e for e in events if e["user_id"] != gone] + clicks)
+    _log_as(tracker, "home", "", imps, events)
+    _log_as(tracker, "twin", "t-", [r for r in imps if r["user_id"] != gone] + late,
+            [e for e in events if e["user_id"] != gone] + clicks)
     tracker.rollup(now=first)
     tracker.expire_logs(first - (T0 + timedelta(days=1)), now=first)  # day 2 on recomputable
-    log("home", "", late, clicks)  # on a day the checkpoint (day 4) counted
+    _log_as(tracker, "home", "", late, clicks)  # on a day the checkpoint (day 4) counted
     if gone is not None:
         tracker.delete_user(gone, now=first)
     (summary,) = tracker.rollup("home", now=first + timedelta(hours=1))
     assert summary.days_recomputed == [on]
     more, _ = make_logs(11, days=1, start=T0 + timedelta(days=5))  # users seen before too
     for key, prefix in (("home", ""), ("twin", "t-")):
-        log(key, prefix, [r for r in more if r["user_id"] != gone], [])
+        _log_as(tracker, key, prefix, [r for r in more if r["user_id"] != gone], [], batch="more-")
     tracker.rollup(now=NOW)
     for table in ("rollup_metric", "rollup_health", "rollup_covariate_sums"):
         assert _by_arm(tracker, "home", table, day[2], False) == \
