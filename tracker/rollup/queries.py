@@ -126,9 +126,12 @@ def changed_hours(conn: sa.Connection, after: int, through: int) -> list[tuple[i
 def day_id_range(conn: sa.Connection, experiment_id: int, start: int, end: int
                  ) -> tuple[int, int] | None:
     """The lowest and highest id of the experiment's impressions served in ``[start,
-    end)`` (from the (experiment, served_at) index alone), None when it has none."""
+    end)`` (through the (experiment, served_at) index), None when it has none. ``id + 0``:
+    PostgreSQL would otherwise answer ``min(id)`` by walking the primary key from the
+    first impression ever logged to the first of the day, a read that grows with the
+    history (0.05 s on day 3 of the nightly benchmark, 0.7-0.9 s on day 30)."""
     low, high = conn.execute(sa.text(
-        f"SELECT min(imp.id), max(imp.id) FROM impression imp WHERE {_day_filter()}"),
+        f"SELECT min(imp.id + 0), max(imp.id + 0) FROM impression imp WHERE {_day_filter()}"),
         {"experiment": experiment_id, "start": start, "end": end}).one()
     return None if low is None else (int(low), int(high))
 
