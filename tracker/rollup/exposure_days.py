@@ -68,11 +68,17 @@ class FirstSeen:
             self._known = pa.concat_arrays(self._users) if self._users else pa.array(
                 [], type=pa.string())
             self._days = np.concatenate(self._first) if self._first else np.empty(0, np.int64)
-        index = pc.index_in(users, value_set=self._known)
-        new = pc.is_null(index).to_numpy(zero_copy_only=False)
-        found = index.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-        first = np.where(new, day.toordinal(), self._days[found] if self._days.size else 0)
-        return day.toordinal() - first, pc.unique(users.filter(pa.array(new)))
+        # the day's few users hashed, every user seen probed (not every user seen hashed)
+        distinct = pc.unique(users)
+        first = np.full(len(distinct), day.toordinal(), dtype=np.int64)
+        seen = np.zeros(len(distinct), dtype=bool)
+        if len(self._known):
+            at = pc.index_in(self._known, value_set=distinct)
+            known = pc.is_valid(at).to_numpy(zero_copy_only=False)
+            places = at.filter(pa.array(known)).to_numpy(zero_copy_only=False)
+            first[places], seen[places] = self._days[known], True
+        rows = pc.index_in(users, value_set=distinct).to_numpy(zero_copy_only=False)
+        return day.toordinal() - first[rows], distinct.filter(pa.array(~seen))
 
 
 def publish_exposure_days(conn: sa.Connection, info: ExperimentInfo, since: date | None,
@@ -121,9 +127,7 @@ def day_rows(info: ExperimentInfo, totals: UnitTotals, offsets: np.ndarray,
     for offset in np.unique(offsets):
         pick = np.flatnonzero(offsets == offset)  # a user's rows stay adjacent
         # every row (a first day): the day's own totals, whose statistics are known
-        part = totals if pick.size == totals.size else UnitTotals(
-            totals.users.take(pa.array(pick)), totals.cells[pick], totals.impressions[pick],
-            totals.sums[pick], totals.counts[pick])
+        part = totals if pick.size == totals.size else totals.take(pick)
         for row in metric_rows(cell_stats(part, codes), layout):
             del row["kind"]
             rows.append(dict(row, exposure_day=int(offset)))
