@@ -23,6 +23,7 @@ peak RSS, and the ratio of the night's total CPU to the 3rd night's.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import multiprocessing
 import os
 import resource
@@ -31,6 +32,8 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
+
+import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -46,26 +49,33 @@ SPANS = next_day.SPANS + [
 ]
 
 
-def _child(url: str, now, queue, spans: bool) -> None:
+def _child(url: str, now, queue, spans: bool, profile: str | None) -> None:
     wall_spans: dict[str, float] = {}
     cpu_spans: dict[str, float] = {}
     if spans:
         first_day.instrument(wall_spans, SPANS, cpu_spans)
+    profiler = cProfile.Profile() if profile else None
     with Tracker(url) as t:
         wall, cpu = time.perf_counter(), time.process_time()
+        if profiler is not None:
+            profiler.enable()
         (summary,) = t.rollup("bench", now=now)
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(profile)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     queue.put((wall, cpu, peak, len(summary.days_recomputed), wall_spans, cpu_spans))
 
 
-def night(url: str, kind: str, now, spans: bool = False) -> tuple:
+def night(url: str, kind: str, now, spans: bool = False, profile: str | None = None) -> tuple:
     """One rollup in a fresh process: wall, its CPU, the server's CPU (PostgreSQL), peak
     RSS in MiB, the days it recomputed, and (``spans``) the wall and calling-thread CPU
-    seconds of the engine's steps."""
+    seconds of the engine's steps; ``profile``: a file for the calling thread's cProfile
+    statistics."""
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    process = context.Process(target=_child, args=(url, now, queue, spans))
+    process = context.Process(target=_child, args=(url, now, queue, spans, profile))
     server = first_day.ServerCpu(url.rsplit("/", 1)[1].split("?")[0]) \
         if kind == "postgresql" else None
     if server is not None:
@@ -93,6 +103,16 @@ def history(url: str, days: list, args) -> None:
                            args.users, args.active)
 
 
+def vacuum(url: str) -> None:
+    """``VACUUM ANALYZE`` of the whole database (dead rows reclaimed, planner statistics)."""
+    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as connection:
+            connection.execute(sa.text("VACUUM ANALYZE"))
+    finally:
+        engine.dispose()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", choices=["sqlite", "postgresql"], required=True)
@@ -105,6 +125,14 @@ def main() -> None:
                         help="days of another experiment's logs before the first night: "
                              "the product's history (surprisal's reference period, CUPED's "
                              "pre-period)")
+    parser.add_argument("--vacuum", action="store_true",
+                        help="PostgreSQL: VACUUM ANALYZE the database before each night's "
+                             "rollup, outside its measured CPU, as autovacuum does on a "
+                             "production server in the day between two runs (this machine's "
+                             "server runs with autovacuum off)")
+    parser.add_argument("--profile", metavar="DIR",
+                        help="write the calling thread's cProfile statistics of the 3rd and "
+                             "the last night to DIR (night-3.prof, night-N.prof)")
     parser.add_argument("--spans", action="store_true",
                         help="print where the 3rd and the last night spent their time")
     args = parser.parse_args()
@@ -129,8 +157,12 @@ def main() -> None:
                 day = first + timedelta(days=n)
                 bench.generate_day(url, experiment, arms, day, args.impressions, args.users,
                                    args.active)
+                if args.vacuum and args.db == "postgresql":
+                    vacuum(url)
                 wall, cpu, server, peak, days, wall_spans, cpu_spans = night(
-                    url, args.db, bench.nightly(day), args.spans)
+                    url, args.db, bench.nightly(day), args.spans,
+                    f"{args.profile}/night-{n + 1}.prof"
+                    if args.profile and n in (2, args.nights - 1) else None)
                 if n in (2, args.nights - 1):
                     shown_spans[n + 1] = (wall_spans, cpu_spans)
                 totals.append(cpu + (server or 0.0))
