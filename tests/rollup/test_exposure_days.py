@@ -4,16 +4,20 @@ since each user's first exposure, against a direct pandas computation from the r
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 import sqlalchemy as sa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.helpers import T0
 from tests.rollup import reference
 from tests.rollup.scenario import CUTOFFS, RELEVANCE, WINDOW, create, dump, make_logs
 from tracker.errors import ValidationError
+from tracker.rollup.exposure_days import FirstSeen
 
 NOW = datetime(2026, 11, 20, tzinfo=UTC)  # long after the logs: every day final
 STATS = ["users", "sum", "sum_sq", "impressions", "ratio_sum"]
@@ -139,3 +143,22 @@ def test_an_experiment_not_rolled_up_has_an_empty_exposure_day_view(tracker):
     create(tracker)
     table = tracker.metric_table("home", view="exposure_day")
     assert table.empty and list(table.columns)[0] == "exposure_day"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 12), max_size=15), min_size=1, max_size=6))
+def test_first_seen_gives_each_row_the_days_since_its_users_first_day(days):
+    """:class:`FirstSeen` against a dict of first days: each unit row's offset, and the
+    users new on a day in the order they first appear in its rows (repeats within a day,
+    users returning after days away, days with no one)."""
+    seen, first = FirstSeen(), {}
+    for n, ids in enumerate(days):
+        day = date(2026, 9, 1) + timedelta(days=2 * n)
+        users = pa.array([f"u{i}" for i in ids], type=pa.string())
+        offsets, new = seen.offsets(day, users)
+        expected_new = list(dict.fromkeys(u for u in users.to_pylist() if u not in first))
+        assert new.to_pylist() == expected_new
+        for user in expected_new:
+            first[user] = day
+        assert offsets.tolist() == [(day - first[u]).days for u in users.to_pylist()]
+        seen.add(day, new)
