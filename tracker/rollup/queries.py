@@ -108,11 +108,13 @@ def changed_hours(conn: sa.Connection, after: int, through: int) -> list[tuple[i
     """For interactions with ids in ``(after, through]``: the distinct hours (UTC micros,
     floored) of their times (experiment None), and of their named impressions' serving
     times (with the impression's experiment); times outside the range the rollup takes are
-    left out."""
+    left out. Through the primary key: "+ 0" keeps SQLite off the ``occurred_at`` index,
+    whose range here (every time the rollup takes) is every interaction ever logged (0.07 s
+    on night 3 of the sparse nightly benchmark, 0.24 s on night 30)."""
     params = {"after": after, "through": through, **_range_params()}
     rows = conn.execute(sa.text(
         f"SELECT DISTINCT {_hour_of('it.occurred_at')} FROM interaction it "
-        f"WHERE it.id > :after AND it.id <= :through AND {_taken('it.occurred_at')}"
+        f"WHERE it.id > :after AND it.id <= :through AND {_taken('(it.occurred_at + 0)')}"
     ), params).scalars().all()
     named = conn.execute(sa.text(
         f"SELECT DISTINCT imp.experiment_id, {_hour_of('imp.served_at')} "
