@@ -138,6 +138,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.nights < 3:
         parser.error("--nights must be at least 3 (the ratio is to the 3rd night)")
+    if args.vacuum and args.db != "postgresql":
+        parser.error("--vacuum is for --db postgresql (SQLite keeps no dead rows to reclaim)")
+    if args.profile:  # made before the first night: a child that cannot write its file
+        Path(args.profile).mkdir(parents=True, exist_ok=True)  # would leave us waiting
     print(f"nightly benchmark ({args.db}): {args.nights} nights of {args.impressions:,} "
           f"impressions x 10 items, {args.users:,} users (1 in {args.active} active a day), "
           f"3 arms, k = 5, 10, 20; {os.cpu_count()} CPUs", flush=True)
@@ -157,7 +161,7 @@ def main() -> None:
                 day = first + timedelta(days=n)
                 bench.generate_day(url, experiment, arms, day, args.impressions, args.users,
                                    args.active)
-                if args.vacuum and args.db == "postgresql":
+                if args.vacuum:
                     vacuum(url)
                 wall, cpu, server, peak, days, wall_spans, cpu_spans = night(
                     url, args.db, bench.nightly(day), args.spans,
