@@ -28,6 +28,13 @@ CUPED narrows the same comparisons; θ is fitted once over all arms of the metri
 
 Power, MDE and days to target (:mod:`tracker.stats.decision`) follow the interval mode
 (always-valid when sequential) and a model of arrivals (:func:`fit_arrivals`).
+
+Per slice of a segment dimension (:mod:`tracker.stats.slices`: exploratory, never the
+decision)::
+
+    verdicts = slice_verdicts({name: compare(t, c) for name, (t, c) in slices.items()})
+    checks = slice_srm(users_per_arm_by_slice, weights)         # Holm across the slices
+    differs = heterogeneity({name: (moments(t), moments(c)) for ...})  # Cochran's Q
 """
 
 from tracker.stats.arrivals import Arrivals, fit_arrivals
@@ -92,6 +99,15 @@ from tracker.stats.sequential import (
     non_inferiority_sequential_of,
     sequential_critical,
 )
+from tracker.stats.slices import (
+    DimensionKind,
+    Heterogeneity,
+    SliceSrm,
+    SliceVerdict,
+    heterogeneity,
+    slice_srm,
+    slice_verdicts,
+)
 from tracker.stats.srm import SrmResult, log_bayes_factor, sequential_srm, srm_test
 from tracker.stats.sufficient import ArmStats, MeanStats, RatioStats
 from tracker.stats.trend import (
@@ -132,10 +148,12 @@ __all__ = [
     "non_inferiority_adjusted",
     "CrossoverHealth",
     "Decided",
+    "DimensionKind",
     "Decision",
     "Effect",
     "GuardrailResult",
     "Health",
+    "Heterogeneity",
     "HealthChecklist",
     "HealthItem",
     "IntervalKind",
@@ -146,6 +164,8 @@ __all__ = [
     "PrimaryResult",
     "RatioStats",
     "Reason",
+    "SliceSrm",
+    "SliceVerdict",
     "SrmResult",
     "Trend",
     "TrendDirection",
@@ -163,6 +183,7 @@ __all__ = [
     "decide",
     "fit_adjustment",
     "health_checklist",
+    "heterogeneity",
     "holm",
     "log_bayes_factor",
     "mean_estimate",
@@ -174,6 +195,8 @@ __all__ = [
     "power_two_sample",
     "ratio_estimate",
     "sequential_srm",
+    "slice_srm",
+    "slice_verdicts",
     "srm_test",
     "trend_test",
     "users_for_effect",
