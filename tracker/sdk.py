@@ -26,7 +26,7 @@ from tracker.ingest.validate import (
 from tracker.rollup.retention import recomputable
 from tracker.store import experiments as registry
 from tracker.store.db import create_engine, require_current_schema, transaction
-from tracker.store.experiments import AnalysisPlan, ExperimentInfo, PlanRecord
+from tracker.store.experiments import AnalysisPlan, ExperimentInfo, PlanRecord, Segment
 from tracker.store.models import ID_LENGTH
 from tracker.store.types import from_micros
 
@@ -72,6 +72,7 @@ class Tracker:
         primary: Sequence[str] = (), guardrails: Mapping[str, float] | None = None,
         exist_ok: bool = False, cuped_days: int = 14, intervals: str = "fixed_horizon",
         cuped: bool = True, correction: str = "holm", target_effect: float = 0.05,
+        segments: Sequence[str | Segment] = (), max_levels: int | None = None,
     ) -> ExperimentInfo:
         """Register an experiment and its arms.
 
@@ -84,6 +85,11 @@ class Tracker:
         loss in [0, 1) (0.05 = 5 %). Every other metric is secondary; none given: the
         report's defaults apply. ``cuped_days``: the days of each user's history before
         their first exposure that CUPED's covariates cover (0 turns the adjustment off).
+        ``segments``: the dimensions results are sliced by, ``"NAME"`` or ``"NAME:user"`` (a
+        user's value at their first exposure: the built-in ``cohort`` and ``activity``, or a
+        key of the impressions' ``context``) or ``"NAME:list"`` (each served list's own
+        context value, e.g. ``"surface:list"``); values beyond the ``max_levels`` (default
+        20) most frequent fold into ``(other)``.
 
         The analysis plan, pinned on the experiment and used by the report, the experiments
         list and the dashboard: ``intervals`` ("fixed_horizon", or "sequential" for
@@ -108,7 +114,8 @@ class Tracker:
             unknown_events=unknown_events, max_items=self.settings.max_items,
             now_us=write.now_micros(), cuped_days=cuped_days,
             plan=check_plan(AnalysisPlan(), intervals=intervals, cuped=cuped,
-                            correction=correction, target_effect=target_effect))
+                            correction=correction, target_effect=target_effect),
+            segments=segments, max_levels=max_levels)
         roles = check_roles(primary=primary, guardrails=guardrails or {},
                             cutoffs=fields["cutoffs"])
         fields["roles"] = roles.to_dict() if roles is not None else None
@@ -127,7 +134,8 @@ class Tracker:
         description: str | None = None, ends_at: datetime | str | None = None,
         cuped_days: int | None = None, intervals: str | None = None,
         cuped: bool | None = None, correction: str | None = None,
-        target_effect: float | None = None,
+        target_effect: float | None = None, segments: Sequence[str | Segment] | None = None,
+        max_levels: int | None = None,
     ) -> ExperimentInfo:
         """Change the settings of experiment ``key`` that are safe to change; None leaves one
         as it is. ``primary`` / ``guardrails`` replace that role's metrics (``[]`` / ``{}``
@@ -136,7 +144,10 @@ class Tracker:
         :class:`~tracker.errors.ExpiredLogs` (nothing changes) when expired logs make some
         of them impossible to recompute. ``intervals``, ``cuped``, ``correction``,
         ``target_effect`` and ``ends_at`` change the analysis plan; each change is recorded
-        with its time (:meth:`plan_history`). Arms, window,
+        with its time (:meth:`plan_history`). ``segments`` replaces the declared dimensions
+        (``[]``: none; as :meth:`create_experiment` takes them), ``max_levels`` alone sets
+        the levels of those declared; a change makes the next rollup recompute every day,
+        refused like a new ``cuped_days`` when expired logs forbid it. Arms, window,
         relevance, cutoffs and time zone are not offered: they decide what the stored
         results mean. Raises ValidationError (nothing changes) or NotFound.
         """
@@ -147,11 +158,13 @@ class Tracker:
                                               ends_at=ends_at, cuped_days=cuped_days,
                                               intervals=intervals, cuped=cuped,
                                               correction=correction,
-                                              target_effect=target_effect)
-            if "cuped_days" in values:  # the next rollup would rebuild every day
+                                              target_effect=target_effect,
+                                              segments=segments, max_levels=max_levels)
+            if "cuped_days" in values or "segments" in values:  # the next rollup rebuilds
+                asks = f"a new cuped_days ({values['cuped_days']})" if "cuped_days" in values \
+                    else "new segments"
                 recomputable(conn, info, set(), rebuild=True,
-                             because=f"the rebuild a new cuped_days "
-                                     f"({values['cuped_days']}) asks for")
+                             because=f"the rebuild {asks} asks for")
             registry.update_experiment(conn, key, values,
                                        now=from_micros(write.now_micros()))
             return registry.get_experiment(conn, key)

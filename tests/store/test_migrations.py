@@ -139,7 +139,7 @@ def _tables(engine) -> set[str]:
 
 @pytest.mark.parametrize(("revision", "drops"), [
     pytest.param("base", True, id="down-to-base-drops-every-table"),
-    pytest.param("-1", False, id="one-step-down-past-0022-drops-no-table"),
+    pytest.param("-1", False, id="one-step-down-past-0024-drops-no-table"),
     # 0021's checkpoint tables go back into rollup_units: dropped, their rows kept there
     pytest.param("0020", True, id="down-past-0021-drops-the-checkpoint-tables"),
     pytest.param("0017", True, id="down-past-0018-drops-0021s-tables-only"),
@@ -170,10 +170,10 @@ def test_tables_dropped_by_a_downgrade_are_predicted_exactly_and_nothing_changes
     engine.dispose()
 
 
-@pytest.mark.parametrize("revision", ["0010", "0006"])
+@pytest.mark.parametrize("revision", ["0023", "0010", "0006"])
 def test_a_downgrade_that_drops_a_column_of_experiment_keeps_its_arms(tracker, db_url, revision):
-    # 0011 (cuped_days) and 0007 (roles) drop a column of ``experiment``: a table copy on
-    # SQLite would delete the arms through their ON DELETE CASCADE foreign key
+    # 0024 (segments), 0011 (cuped_days) and 0007 (roles) drop a column of ``experiment``: a
+    # table copy on SQLite would delete the arms through their ON DELETE CASCADE foreign key
     make_experiment(tracker)
     engine = create_engine(db_url)
     schema.downgrade(engine, revision)

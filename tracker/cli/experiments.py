@@ -25,6 +25,10 @@ CUPED_HELP = "Analysis plan: adjust comparisons for pre-exposure behaviour (CUPE
 CORRECTION_HELP = "Analysis plan: multiple-comparison correction over the primary metrics."
 TARGET_HELP = ("Analysis plan: the relative effect each primary must be able to detect "
                "(0.05 = 5%).")
+SEGMENT_HELP = ("A dimension to slice results by (repeat): NAME or NAME:user, the user's "
+                "value at first exposure (built in: cohort, activity; else a context key), "
+                "or NAME:list, each served list's own context value (e.g. surface:list).")
+LEVELS_HELP = "Slices per dimension: values beyond the most frequent fold into (other)."
 
 
 def _plan_options(create: bool):
@@ -81,15 +85,19 @@ def experiments() -> None:
 @click.option("--ends-at", metavar="ISO",
               help="Planned end (analysis plan), e.g. 2026-12-01T00:00:00Z.")
 @_plan_options(create=True)
+@click.option("--segment", "segments", multiple=True, metavar="NAME[:user|:list]",
+              help=SEGMENT_HELP)
+@click.option("--max-levels", type=int, default=20, show_default=True, help=LEVELS_HELP)
 @click.option("--exist-ok", is_flag=True,
               help="Succeed without changes when EXPERIMENT already exists (for scripts).")
 def experiments_create(key, arms, control, window, relevance, unknown_events, name,
                        description, timezone, cutoffs, status, primary, guardrails,
                        cuped_days, ends_at, intervals, cuped, correction, target_effect,
-                       exist_ok) -> None:
+                       segments, max_levels, exist_ok) -> None:
     """Register EXPERIMENT (its key) with its arms and, optionally, its metric roles (the other
-    metrics are secondary) and its analysis plan (interval mode, CUPED, correction, target
-    effect, planned end), which the report, the list and the dashboard decide by."""
+    metrics are secondary), its analysis plan (interval mode, CUPED, correction, target
+    effect, planned end), which the report, the list and the dashboard decide by, and the
+    dimensions its results are sliced by (--segment)."""
     from datetime import UTC, datetime
 
     from tracker.sdk import Tracker
@@ -115,7 +123,8 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
                                   attribution_window="--window", relevance="--relevance",
                                   timezone="--timezone", cutoffs="--cutoffs", name="--name",
                                   cuped_days="--cuped-days", ends_at="--ends-at",
-                                  target_effect="--target-effect"):
+                                  target_effect="--target-effect", segments="--segment",
+                                  max_levels="--max-levels"):
         existed = exist_ok and any(e.key == key for e in t.experiments(include_archived=True))
         # with --exist-ok a stored experiment that defines something else (arms, split,
         # window, relevance, ...) is still an error naming the differences
@@ -126,7 +135,8 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
             unknown_events=unknown_events, status=status, primary=primary,
             guardrails=parse_pairs(guardrails, "--guardrail", GUARDRAIL_FORM),
             exist_ok=exist_ok, cuped_days=cuped_days, ends_at=end, intervals=intervals,
-            cuped=cuped, correction=correction, target_effect=target_effect)
+            cuped=cuped, correction=correction, target_effect=target_effect,
+            segments=segments, max_levels=max_levels)
         if existed:
             click.echo(f"experiment {key!r} already exists; left unchanged")
             return
@@ -149,35 +159,51 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
               help="New CUPED pre-exposure window in days (0: no adjustment); the next "
                    "rollup recomputes every day.")
 @_plan_options(create=False)
+@click.option("--segment", "segments", multiple=True, metavar="NAME[:user|:list]",
+              help=SEGMENT_HELP + " Replaces the declared dimensions; the next rollup "
+                   "recomputes every day.")
+@click.option("--clear-segments", is_flag=True, help="Remove every declared dimension.")
+@click.option("--max-levels", type=int,
+              help=LEVELS_HELP + " Alone: for the dimensions already declared.")
 def experiments_update(key, primary, guardrails, clear_roles, name, description,
                        ends_at, cuped_days, intervals, cuped, correction,
-                       target_effect) -> None:
-    """Change EXPERIMENT's metric roles, name, description, planned end or analysis plan
-    (each change of the plan is recorded with its time: `experiments show`). Options left
-    out stay as they are; arms, window, relevance, cutoffs and time zone cannot change."""
+                       target_effect, segments, clear_segments, max_levels) -> None:
+    """Change EXPERIMENT's metric roles, name, description, planned end, analysis plan
+    (each change of the plan is recorded with its time: `experiments show`) or dimensions.
+    Options left out stay as they are; arms, window, relevance, cutoffs and time zone
+    cannot change."""
     from tracker.sdk import Tracker
 
     if clear_roles and (primary or guardrails):
         raise click.UsageError("give --clear-roles or --primary/--guardrail, not both")
+    if clear_segments and (segments or max_levels is not None):
+        raise click.UsageError("give --clear-segments or --segment/--max-levels, not both")
     if clear_roles:
         primary_list, guardrail_map = [], {}
     else:
         primary_list = list(primary) if primary else None
         guardrail_map = (parse_pairs(guardrails, "--guardrail", GUARDRAIL_FORM)
                          if guardrails else None)
+    declared = [] if clear_segments else (list(segments) if segments else None)
     with Tracker() as t, options_for(cuped_days="--cuped-days", ends_at="--ends-at",
-                                     target_effect="--target-effect"):
+                                     target_effect="--target-effect", segments="--segment",
+                                     max_levels="--max-levels"):
         updated = t.update_experiment(key, primary=primary_list, guardrails=guardrail_map,
                                       name=name, description=description, ends_at=ends_at,
                                       cuped_days=cuped_days, intervals=intervals, cuped=cuped,
-                                      correction=correction, target_effect=target_effect)
+                                      correction=correction, target_effect=target_effect,
+                                      segments=declared, max_levels=max_levels)
     click.echo(f"updated experiment {key!r}; roles: {_roles_text(updated.roles)}; "
-               f"plan: {_plan_text(updated)}")
+               f"plan: {_plan_text(updated)}; segments: {_segments_text(updated.segments)}")
 
 
 def _plan_text(info) -> str:
     end = info.planned_end.isoformat() if info.planned_end else "none"
     return f"{info.plan.describe()}, planned end {end}"
+
+
+def _segments_text(segments) -> str:
+    return ", ".join(s.describe() for s in segments) if segments else "none"
 
 
 def _roles_text(roles) -> str:
@@ -231,6 +257,8 @@ def experiments_show(key: str, fmt: str) -> None:
             value = _roles_text(found.roles)
         elif name == "plan":
             value = _plan_text(found)
+        elif name == "segments":
+            value = _segments_text(found.segments)
         elif name == "attribution_window_seconds":  # as given: 24h
             name, value = "attribution_window", format_duration(found.attribution_window)
         elif isinstance(value, dict):

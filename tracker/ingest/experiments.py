@@ -19,11 +19,15 @@ import numpy as np
 from tracker.errors import ValidationError
 from tracker.metrics.registry import parse_metric
 from tracker.store.experiments import (
+    BUILT_IN_SEGMENTS,
     CORRECTIONS,
+    DEFAULT_MAX_LEVELS,
     INTERVAL_MODES,
+    SEGMENT_KINDS,
     AnalysisPlan,
     ExperimentInfo,
     Roles,
+    Segment,
 )
 from tracker.store.models import EXPERIMENT_STATUSES, KEY_LENGTH, UNKNOWN_EVENT_POLICIES
 from tracker.store.types import to_micros
@@ -37,7 +41,8 @@ def experiment_fields(*, key: str, arms: Mapping[str, float], control: str | Non
                       description: str, status: str, starts_at: datetime | None,
                       ends_at: datetime | None, timezone: str, cutoffs: Any,
                       unknown_events: str, max_items: int, now_us: int,
-                      cuped_days: Any = 14, plan: AnalysisPlan | None = None) -> dict[str, Any]:
+                      cuped_days: Any = 14, plan: AnalysisPlan | None = None,
+                      segments: Any = (), max_levels: Any = None) -> dict[str, Any]:
     """Checked column values for a new experiment; raises ValidationError naming the field."""
     if not _is_key(key):
         _fail("key", f"{key!r} is not a valid experiment key: 1-{KEY_LENGTH} characters of "
@@ -66,6 +71,8 @@ def experiment_fields(*, key: str, arms: Mapping[str, float], control: str | Non
         "unknown_events": unknown_events, "timezone": timezone, "cutoffs": cutoff_list,
         "cuped_days": cuped, "created_at": now_us, "arms": {a: float(w) for a, w in arms.items()},
         "plan": check_plan(plan or AnalysisPlan()).to_dict(),
+        "segments": [segment.to_dict()
+                     for segment in check_segments(segments, max_levels=max_levels)],
     }
 
 
@@ -183,6 +190,65 @@ def check_plan(plan: Any, **changes: Any) -> AnalysisPlan:
 
 # ---------------------------------------------------------------------------- roles
 
+MAX_SEGMENTS = 5
+"""Dimensions per experiment: each adds its slices' rows to every view of the rollup."""
+MAX_LEVELS = 100
+_SEGMENT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+
+def check_segments(segments: Any, *, max_levels: Any = None) -> tuple[Segment, ...]:
+    """The declared dimensions, checked: each a :class:`Segment` or its ``NAME[:user|:list]``
+    text (``"device"``, ``"surface:list"``; ``max_levels`` sets their levels, default
+    :data:`~tracker.store.experiments.DEFAULT_MAX_LEVELS`). A name once, at most
+    :data:`MAX_SEGMENTS`; a built-in dimension (``cohort``, ``activity``) describes the user
+    and cannot be a list dimension; any other name is a context key of 1-64 letters,
+    digits, ``_`` or ``-``."""
+    if isinstance(segments, (str, bytes, Segment)) or not isinstance(segments, Iterable):
+        _fail("segments", f"expected a list of dimensions (e.g. ['device', 'surface:list']), "
+                          f"got {segments!r}")
+    levels = DEFAULT_MAX_LEVELS if max_levels is None else _check_levels(max_levels)
+    out: list[Segment] = []
+    for given in segments:
+        segment = _segment(given, levels)
+        if any(s.name == segment.name for s in out):
+            _fail("segments", f"{segment.name!r} is declared twice")
+        out.append(segment)
+    if len(out) > MAX_SEGMENTS:
+        _fail("segments", f"{len(out)} dimensions declared; at most {MAX_SEGMENTS} (each "
+                          "adds its slices to every result the rollup keeps)")
+    return tuple(out)
+
+
+def _check_levels(levels: Any) -> int:
+    if isinstance(levels, bool) or not isinstance(levels, (int, np.integer)) or \
+            not 1 <= levels <= MAX_LEVELS:
+        _fail("max_levels", f"{levels!r}: expected a whole number of slices from 1 to "
+                            f"{MAX_LEVELS} (the values beyond the most frequent fold into "
+                            "'(other)')")
+    return int(levels)
+
+
+def _segment(given: Any, levels: int) -> Segment:
+    if isinstance(given, Segment):
+        name, kind, levels = given.name, given.kind, _check_levels(given.max_levels)
+    elif isinstance(given, str):
+        name, _, kind = given.partition(":")
+        kind = kind or "user"
+    else:
+        _fail("segments", f"{given!r}: a dimension is NAME, NAME:user or NAME:list")
+    if not isinstance(name, str) or not _SEGMENT_NAME_RE.match(name):
+        _fail("segments", f"{given!r}: a dimension's name is a built-in dimension "
+                          f"({', '.join(BUILT_IN_SEGMENTS)}) or a context key of 1-64 "
+                          "letters, digits, '_' or '-' (starting with a letter or digit)")
+    if kind not in SEGMENT_KINDS:
+        _fail("segments", f"{given!r}: the kind after ':' is 'user' (the user's value at "
+                          "first exposure) or 'list' (each served list's own value)")
+    if name in BUILT_IN_SEGMENTS and kind != "user":
+        _fail("segments", f"{name!r} is built in and describes the user at first exposure "
+                          f"({BUILT_IN_SEGMENTS[name]}): it cannot be a list dimension")
+    return Segment(name, kind, levels)
+
+
 def check_role_metric(name: Any, field: str, cutoffs: Sequence[int]) -> str:
     """The canonical name of a metric given a role: a metric of the registry
     (:func:`tracker.metrics.registry.parse_metric`), written ``METRIC@K`` for those with a
@@ -243,14 +309,17 @@ def experiment_update_fields(info: ExperimentInfo, *, primary: Iterable[str] | N
                              ends_at: datetime | str | None,
                              cuped_days: Any = None, intervals: str | None = None,
                              cuped: bool | None = None, correction: str | None = None,
-                             target_effect: float | None = None) -> dict[str, Any]:
+                             target_effect: float | None = None, segments: Any = None,
+                             max_levels: Any = None) -> dict[str, Any]:
     """Checked column values that change experiment ``info``; None leaves a setting as it
     is. ``primary`` and ``guardrails`` each replace that role's list (``[]`` / ``{}`` empties
     it; both empty: no roles). A new ``cuped_days`` makes the next rollup recompute every
     day (the covariates change). Arms, window, relevance, cutoffs and time zone are not
     offered: changing them would change what the stored results mean. ``intervals``,
     ``cuped``, ``correction`` and ``target_effect`` change the analysis plan (``"plan"``,
-    returned only when it differs)."""
+    returned only when it differs). ``segments`` replaces the declared dimensions (``[]``:
+    none); ``max_levels`` alone sets the levels of those declared (returned, as
+    ``"segments"``, only when they differ: the next rollup then recomputes every day)."""
     values: dict[str, Any] = {}
     plan = check_plan(info.plan, intervals=intervals, cuped=cuped, correction=correction,
                       target_effect=target_effect)
@@ -278,6 +347,14 @@ def experiment_update_fields(info: ExperimentInfo, *, primary: Iterable[str] | N
         values["ends_at"] = _check_end(info, ends_at)
     if cuped_days is not None and check_cuped_days(cuped_days) != info.cuped_days:
         values["cuped_days"] = check_cuped_days(cuped_days)
+    if segments is not None or max_levels is not None:
+        declared = check_segments(info.segments if segments is None else segments,
+                                  max_levels=max_levels)
+        if segments is None:  # the levels of those declared
+            declared = tuple(Segment(s.name, s.kind, _check_levels(max_levels))
+                             for s in declared)
+        if declared != info.segments:
+            values["segments"] = [segment.to_dict() for segment in declared]
     return values
 
 

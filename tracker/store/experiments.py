@@ -99,6 +99,47 @@ class AnalysisPlan:
                 f"target effect {self.target_effect:.1%}")
 
 
+SEGMENT_KINDS = ("user", "list")
+BUILT_IN_SEGMENTS = {
+    "cohort": "new to the product at first exposure (no pre-period interactions) or returning",
+    "activity": "tercile of pre-period engagement (CUPED's covariates)",
+}
+"""The user dimensions every experiment may declare by name; any other name is a key of
+the impressions' ``context``."""
+DEFAULT_MAX_LEVELS = 20
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A dimension results are sliced by. ``kind``: ``"user"`` (a user's slice is their
+    value at their first exposure: slices partition the users) or ``"list"`` (a served
+    list's own value: a user counts in every slice they were served in). ``name``: one of
+    :data:`BUILT_IN_SEGMENTS` (user dimensions), or a key of the impressions' ``context``.
+    Values beyond the ``max_levels`` most frequent fold into ``(other)``; a list without
+    the key is ``(none)``. :func:`tracker.ingest.experiments.check_segments` checks them."""
+
+    name: str
+    kind: str = "user"
+    max_levels: int = DEFAULT_MAX_LEVELS
+
+    @property
+    def built_in(self) -> bool:
+        return self.name in BUILT_IN_SEGMENTS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "max_levels": self.max_levels}
+
+    @classmethod
+    def from_dict(cls, document: dict[str, Any]) -> Segment:
+        return cls(str(document["name"]), str(document.get("kind", "user")),
+                   int(document.get("max_levels", DEFAULT_MAX_LEVELS)))
+
+    def describe(self) -> str:
+        """``device (user dimension, context key, top 20 levels)``."""
+        source = "built in" if self.built_in else "context key"
+        return f"{self.name} ({self.kind} dimension, {source}, top {self.max_levels} levels)"
+
+
 @dataclass(frozen=True)
 class PlanRecord:
     """One entry of an experiment's plan history: the plan and planned end from ``changed_at``
@@ -118,7 +159,8 @@ class ExperimentInfo:
     """An experiment as stored. ``relevance`` maps event types to grades (None: any event is
     grade 1); ``cutoffs`` are the k values the rollup reports; ``roles`` the declared metric
     roles (None: none declared, the report's defaults apply); ``cuped_days`` the days of
-    pre-exposure history CUPED's covariates cover (0: no adjustment)."""
+    pre-exposure history CUPED's covariates cover (0: no adjustment); ``segments`` the
+    declared dimensions results are sliced by, in the order declared."""
 
     id: int
     key: str
@@ -138,6 +180,7 @@ class ExperimentInfo:
     roles: Roles | None = None
     cuped_days: int = 14
     plan: AnalysisPlan = field(default_factory=AnalysisPlan)
+    segments: tuple[Segment, ...] = ()
 
     @property
     def planned_end(self) -> datetime | None:
@@ -166,6 +209,7 @@ class ExperimentInfo:
             "created_at": self.created_at.isoformat(),
             "roles": self.roles.to_dict() if self.roles is not None else None,
             "cuped_days": self.cuped_days, "plan": self.plan.to_dict(),
+            "segments": [segment.to_dict() for segment in self.segments],
         }
 
 
@@ -176,6 +220,8 @@ def insert_experiment(conn: sa.Connection, *, arms: dict[str, float], **fields: 
         raise AlreadyExists(f"experiment {fields['key']!r} already exists")
     if fields.get("roles", 0) is None:
         fields["roles"] = sa.null()  # SQL NULL, as for experiments stored before roles existed
+    if not fields.get("segments", 0):
+        fields["segments"] = sa.null()  # none declared: NULL, as before segments existed
     fields.setdefault("plan", AnalysisPlan().to_dict())
     experiment_id = conn.execute(
         sa.insert(Experiment).values(**fields).returning(Experiment.id)).scalar_one()
@@ -212,12 +258,14 @@ def plan_history(conn: sa.Connection, key: str) -> list[PlanRecord]:
 def update_experiment(conn: sa.Connection, key: str, values: dict[str, Any],
                       now: datetime | None = None) -> None:
     """Change the given columns of experiment ``key`` (values already validated; a
-    ``"roles"`` of None clears the roles; a new ``"cuped_days"`` resets the rollup state, so
-    the next run recomputes every day with the new covariates; a new ``"plan"`` or
+    ``"roles"`` of None clears the roles; a new ``"cuped_days"`` or ``"segments"`` resets
+    the rollup state, so the next run recomputes every day with the new covariates or
+    slices; a new ``"plan"`` or
     ``"ends_at"`` is recorded in the plan history at ``now``). Raises NotFound for an
     unknown key."""
-    if "roles" in values and values["roles"] is None:
-        values = {**values, "roles": sa.null()}
+    for name in ("roles", "segments"):
+        if name in values and not values[name]:
+            values = {**values, name: sa.null()}
     if not values:
         get_experiment(conn, key)  # still say so when the key is unknown
         return
@@ -225,7 +273,7 @@ def update_experiment(conn: sa.Connection, key: str, values: dict[str, Any],
     if changed.rowcount == 0:
         get_experiment(conn, key)
         return
-    if "cuped_days" in values:
+    if "cuped_days" in values or "segments" in values:
         results.reset_state(conn, get_experiment(conn, key).id, declaration=True)
     if "plan" in values or "ends_at" in values:
         if now is None:
@@ -255,6 +303,7 @@ def _load(conn: sa.Connection, where) -> list[ExperimentInfo]:
             cutoffs=tuple(e.cutoffs), created_at=e.created_at,
             roles=Roles.from_dict(e.roles) if e.roles is not None else None,
             cuped_days=e.cuped_days, plan=AnalysisPlan.from_dict(e.plan),
+            segments=tuple(Segment.from_dict(d) for d in e.segments or ()),
         )
         for e in rows
     ]

@@ -46,6 +46,10 @@ class Experiment(Base):
     # the pinned analysis plan {"intervals", "cuped", "correction", "target_effect"}; NULL:
     # the defaults (tracker.store.experiments.AnalysisPlan). The planned end is ends_at.
     plan: Mapped[dict[str, Any] | None] = mapped_column(JSON_DOC)
+    # the declared dimensions results are sliced by, in order: [{"name", "kind": "user" |
+    # "list", "max_levels"}]; NULL: none (tracker.store.experiments.Segment, checked by
+    # tracker.ingest.experiments.check_segments)
+    segments: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON_DOC)
 
     __table_args__ = (
         sa.CheckConstraint(one_of("status", EXPERIMENT_STATUSES), name="status"),

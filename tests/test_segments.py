@@ -1,0 +1,156 @@
+"""Declared segment dimensions (issue 33, the declarations): checked once, stored on the
+experiment, shown, changed by `experiments update` (a change makes the next rollup recompute
+every day, refused when expired logs forbid it). Both databases."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from tests.helpers import T0
+from tests.rollup.scenario import create, make_logs
+from tests.rollup.test_rollup import NOW
+from tracker.cli import main
+from tracker.errors import ExpiredLogs, ValidationError
+from tracker.ingest.experiments import MAX_SEGMENTS, check_segments
+from tracker.store.experiments import DEFAULT_MAX_LEVELS, Segment
+
+
+def test_dimensions_are_stored_in_the_order_declared_with_their_kind_and_levels(tracker):
+    create(tracker, segments=["device", "surface:list", "cohort:user", "activity"],
+           max_levels=8)
+    info = tracker.experiment("home")
+    assert info.segments == (Segment("device", "user", 8), Segment("surface", "list", 8),
+                             Segment("cohort", "user", 8), Segment("activity", "user", 8))
+    assert [s.built_in for s in info.segments] == [False, False, True, True]
+    assert info.to_dict()["segments"][1] == {"name": "surface", "kind": "list",
+                                             "max_levels": 8}
+    create(tracker, "plain")
+    assert tracker.experiment("plain").segments == ()
+
+
+def test_an_experiment_stored_before_segments_reads_as_none_declared(tracker):
+    create(tracker)
+    with tracker.engine.begin() as conn:  # NULL: as every row before migration 0024
+        conn.execute(sa.text("UPDATE experiment SET segments = NULL"))
+    assert tracker.experiment("home").segments == ()
+
+
+@pytest.mark.parametrize(("segments", "levels", "field", "says"), [
+    pytest.param(["cohort:list"], None, "segments", "cannot be a list dimension",
+                 id="built-in-as-list"),
+    pytest.param(["device:session"], None, "segments", "'user'", id="unknown-kind"),
+    pytest.param(["dev.ice"], None, "segments", "context key of 1-64", id="dotted-name"),
+    pytest.param([""], None, "segments", "context key", id="empty-name"),
+    pytest.param(["x" * 65], None, "segments", "1-64", id="name-too-long"),
+    pytest.param(["device", "device:list"], None, "segments", "declared twice",
+                 id="declared-twice"),
+    pytest.param([f"d{n}" for n in range(MAX_SEGMENTS + 1)], None, "segments",
+                 f"at most {MAX_SEGMENTS}", id="too-many"),
+    pytest.param("device", None, "segments", "a list of dimensions", id="a-bare-string"),
+    pytest.param([3], None, "segments", "NAME:list", id="not-text"),
+    pytest.param(["device"], 0, "max_levels", "from 1 to 100", id="no-levels"),
+    pytest.param(["device"], 101, "max_levels", "from 1 to 100", id="too-many-levels"),
+    pytest.param(["device"], True, "max_levels", "whole number", id="levels-a-bool"),
+    pytest.param(["device"], 2.5, "max_levels", "whole number", id="levels-a-fraction"),
+])
+def test_a_bad_declaration_is_refused_naming_the_field_and_nothing_is_stored(
+        tracker, segments, levels, field, says):
+    with pytest.raises(ValidationError, match=says) as caught:
+        create(tracker, segments=segments, max_levels=levels)
+    assert caught.value.field == field
+    assert tracker.experiments(include_archived=True) == []
+    create(tracker, segments=["device"])
+    with pytest.raises(ValidationError, match=says):
+        tracker.update_experiment("home", segments=segments, max_levels=levels)
+    assert tracker.experiment("home").segments == (Segment("device"),)
+
+
+def test_segment_objects_are_checked_like_their_text():
+    assert check_segments([Segment("surface", "list", 5), "device"]) == (
+        Segment("surface", "list", 5), Segment("device", "user", DEFAULT_MAX_LEVELS))
+    with pytest.raises(ValidationError, match="cannot be a list dimension"):
+        check_segments([Segment("activity", "list")])
+    with pytest.raises(ValidationError, match="from 1 to 100"):
+        check_segments([Segment("device", "user", 0)])
+
+
+def _logged(tracker, days: int = 3) -> None:
+    imps, events = make_logs(5, days=days, key="home")
+    tracker.log_impressions(imps)
+    tracker.log_interactions(events)
+
+
+def test_a_change_of_the_dimensions_makes_the_next_rollup_recompute_every_day(tracker):
+    create(tracker, segments=["device"])
+    _logged(tracker)
+    first = tracker.rollup(now=NOW)[0]
+    assert tracker.rollup(now=NOW)[0].days_recomputed == []  # nothing new: nothing moves
+    tracker.update_experiment("home", segments=["device"])  # the same: no change
+    assert tracker.rollup(now=NOW)[0].days_recomputed == []
+    tracker.update_experiment("home", max_levels=5)  # the levels of those declared
+    assert tracker.experiment("home").segments == (Segment("device", "user", 5),)
+    assert tracker.rollup(now=NOW)[0].days_recomputed == first.days_recomputed
+    tracker.update_experiment("home", segments=["device", "surface:list"])
+    assert tracker.rollup(now=NOW)[0].days_recomputed == first.days_recomputed
+    tracker.update_experiment("home", segments=[])
+    assert tracker.experiment("home").segments == ()
+    assert tracker.rollup(now=NOW)[0].days_recomputed == first.days_recomputed
+
+
+def test_a_change_of_the_dimensions_that_needs_expired_logs_is_refused_before_it_is_stored(
+        tracker):
+    create(tracker, segments=["device"])
+    _logged(tracker)
+    tracker.rollup(now=NOW)
+    tracker.expire_logs(NOW - (T0 + timedelta(days=1)), now=NOW)
+    with pytest.raises(ExpiredLogs, match="new segments"):
+        tracker.update_experiment("home", segments=["country:list"])
+    with pytest.raises(ExpiredLogs, match="new segments"):
+        tracker.update_experiment("home", max_levels=3)
+    assert tracker.experiment("home").segments == (Segment("device"),)  # not stored
+    assert tracker.rollup(now=NOW)[0].days_recomputed == []  # and the rollup still runs
+
+
+def _cli(db_url: str, *args: str):
+    return CliRunner().invoke(main, list(args), env={"TRACKER_DATABASE_URL": db_url})
+
+
+def test_the_cli_declares_shows_changes_and_clears_dimensions(tracker, db_url):
+    made = _cli(db_url, "experiments", "create", "home", "--arm", "control", "--arm",
+                "treatment", "--segment", "device", "--segment", "surface:list",
+                "--max-levels", "12")
+    assert made.exit_code == 0, made.output
+    shown = _cli(db_url, "experiments", "show", "home")
+    assert "device (user dimension, context key, top 12 levels)" in shown.output
+    assert "surface (list dimension, context key, top 12 levels)" in shown.output
+    as_json = json.loads(_cli(db_url, "experiments", "show", "home", "--format",
+                              "json").output)
+    assert as_json["segments"] == [{"name": "device", "kind": "user", "max_levels": 12},
+                                   {"name": "surface", "kind": "list", "max_levels": 12}]
+    changed = _cli(db_url, "experiments", "update", "home", "--segment", "cohort")
+    assert changed.exit_code == 0 and "cohort (user dimension, built in, top 20 levels)" \
+        in changed.output, changed.output
+    cleared = _cli(db_url, "experiments", "update", "home", "--clear-segments")
+    assert cleared.exit_code == 0 and "segments: none" in cleared.output
+    assert tracker.experiment("home").segments == ()
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    pytest.param(["create", "x", "--arm", "a", "--arm", "b", "--segment", "cohort:list"],
+                 "Invalid value for --segment", id="create-built-in-as-list"),
+    pytest.param(["create", "x", "--arm", "a", "--arm", "b", "--segment", "d", "--max-levels", "0"],
+                 "Invalid value for --max-levels", id="create-no-levels"),
+    pytest.param(["update", "home", "--clear-segments", "--segment", "d"],
+                 "not both", id="update-clear-and-declare"),
+])
+def test_the_cli_refuses_a_bad_declaration_in_one_line(tracker, db_url, args, says):
+    create(tracker)
+    refused = _cli(db_url, "experiments", *args)
+    assert refused.exit_code == 2 and says in refused.output, refused.output
+    assert "Traceback" not in refused.output
+    assert [e.key for e in tracker.experiments(include_archived=True)] == ["home"]
