@@ -89,7 +89,8 @@ class Tracker:
         user's value at their first exposure: the built-in ``cohort`` and ``activity``, or a
         key of the impressions' ``context``) or ``"NAME:list"`` (each served list's own
         context value, e.g. ``"surface:list"``); values beyond the ``max_levels`` (default
-        20) most frequent fold into ``(other)``.
+        20) most frequent fold into ``(other)``. They are stored and shown; the rollup does
+        not slice results by them yet (issue 33's next stage).
 
         The analysis plan, pinned on the experiment and used by the report, the experiments
         list and the dashboard: ``intervals`` ("fixed_horizon", or "sequential" for
