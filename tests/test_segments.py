@@ -52,6 +52,10 @@ def test_an_experiment_stored_before_segments_reads_as_none_declared(tracker):
     pytest.param([f"d{n}" for n in range(MAX_SEGMENTS + 1)], None, "segments",
                  f"at most {MAX_SEGMENTS}", id="too-many"),
     pytest.param("device", None, "segments", "a list of dimensions", id="a-bare-string"),
+    pytest.param({"surface": "list"}, None, "segments", "a list of dimensions", id="a-dict"),
+    pytest.param({"device", "surface"}, None, "segments", "a list of dimensions",
+                 id="a-set-has-no-order"),
+    pytest.param(["device\n"], None, "segments", "context key", id="trailing-newline"),
     pytest.param([3], None, "segments", "NAME:list", id="not-text"),
     pytest.param(["device"], 0, "max_levels", "from 1 to 100", id="no-levels"),
     pytest.param(["device"], 101, "max_levels", "from 1 to 100", id="too-many-levels"),
@@ -75,8 +79,11 @@ def test_segment_objects_are_checked_like_their_text():
         Segment("surface", "list", 5), Segment("device", "user", DEFAULT_MAX_LEVELS))
     with pytest.raises(ValidationError, match="cannot be a list dimension"):
         check_segments([Segment("activity", "list")])
-    with pytest.raises(ValidationError, match="from 1 to 100"):
+    with pytest.raises(ValidationError, match="from 1 to 100") as caught:
         check_segments([Segment("device", "user", 0)])
+    assert caught.value.field == "segments"  # the levels came with the segment
+    with pytest.raises(ValidationError, match="'user'"):
+        check_segments([Segment("device", "session")])
 
 
 def _logged(tracker, days: int = 3) -> None:
@@ -102,6 +109,26 @@ def test_a_change_of_the_dimensions_makes_the_next_rollup_recompute_every_day(tr
     assert tracker.rollup(now=NOW)[0].days_recomputed == first.days_recomputed
 
 
+def test_a_reorder_is_stored_without_a_recompute_and_a_redeclared_name_keeps_its_levels(
+        tracker):
+    create(tracker, segments=["device", "surface:list"], max_levels=12)
+    _logged(tracker)
+    tracker.rollup(now=NOW)
+    tracker.update_experiment("home", segments=["surface:list", "device"])
+    assert [s.name for s in tracker.experiment("home").segments] == ["surface", "device"]
+    assert tracker.rollup(now=NOW)[0].days_recomputed == []
+    tracker.update_experiment("home", segments=["device", "country:list"])
+    assert tracker.experiment("home").segments == (Segment("device", "user", 12),
+                                                   Segment("country", "list", 20))
+
+
+def test_levels_alone_on_an_experiment_without_dimensions_are_refused(tracker):
+    create(tracker)
+    with pytest.raises(ValidationError, match="declares no dimension") as caught:
+        tracker.update_experiment("home", max_levels=7)
+    assert caught.value.field == "max_levels"
+
+
 def test_a_change_of_the_dimensions_that_needs_expired_logs_is_refused_before_it_is_stored(
         tracker):
     create(tracker, segments=["device"])
@@ -114,6 +141,7 @@ def test_a_change_of_the_dimensions_that_needs_expired_logs_is_refused_before_it
         tracker.update_experiment("home", max_levels=3)
     assert tracker.experiment("home").segments == (Segment("device"),)  # not stored
     assert tracker.rollup(now=NOW)[0].days_recomputed == []  # and the rollup still runs
+    tracker.update_experiment("home", segments=["device"])  # no change: allowed
 
 
 def _cli(db_url: str, *args: str):

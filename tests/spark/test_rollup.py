@@ -182,3 +182,21 @@ def test_the_databases_expired_logs_leave_a_spark_experiments_cumulative_pass_al
     incremental = report_rows(tracker.engine)
     _spark_rollup(spark, tracker, lake, state=tmp_path / "scratch", full=True)
     assert_same_rows(incremental, report_rows(tracker.engine))
+
+
+def test_a_change_of_the_dimensions_rebuilds_the_spark_state_and_a_reorder_does_not(
+        spark, tracker, tmp_path):
+    create(tracker, segments=["device"])
+    imps, events = make_logs(seed=7, days=3, users=10, impressions=60)
+    lake, state = tmp_path / "lake", tmp_path / "state"
+    write_lake(lake, imps, events, name="first")
+    [first] = _spark_rollup(spark, tracker, lake, state=state)
+    assert first.full and first.days_recomputed
+    [same] = _spark_rollup(spark, tracker, lake, state=state)
+    assert not same.full and same.days_recomputed == []
+    tracker.update_experiment("home", segments=["device", "surface:list"])
+    [changed] = _spark_rollup(spark, tracker, lake, state=state)
+    assert changed.full and changed.days_recomputed == first.days_recomputed
+    tracker.update_experiment("home", segments=["surface:list", "device"])  # the order only
+    [reordered] = _spark_rollup(spark, tracker, lake, state=state)
+    assert not reordered.full and reordered.days_recomputed == []

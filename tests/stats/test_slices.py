@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from tracker.stats import MeanStats, Reason, compare, moments
+from tracker.stats import MeanStats, Reason, compare, compare_sequential, moments
 from tracker.stats.estimates import Moments
 from tracker.stats.slices import (
     DimensionKind,
@@ -56,6 +56,12 @@ def test_slice_verdicts_refuse_comparisons_at_different_levels() -> None:
                         "b": compare(_binary(50, 20), _binary(50, 25), level=0.9)})
 
 
+def test_slice_verdicts_refuse_fixed_horizon_and_sequential_comparisons_in_one_family() -> None:
+    with pytest.raises(ValueError, match="one interval kind"):
+        slice_verdicts({"a": compare(_binary(500, 200), _binary(500, 250)),
+                        "b": compare_sequential(_binary(500, 200), _binary(500, 250))})
+
+
 def test_slice_srm_adjusts_by_holm_across_the_slices_with_users() -> None:
     multitest = pytest.importorskip("statsmodels.stats.multitest")
     users = {"ios": [5_000, 5_050], "web": [1_000, 1_180], "tv": [0, 0], "mac": [700, 760]}
@@ -71,6 +77,7 @@ def test_slice_srm_adjusts_by_holm_across_the_slices_with_users() -> None:
     text = describe_srm(checks, DimensionKind.USER)
     assert "checked in 3 slices" in text and "Holm" in text and "mismatch in web" in text
     assert "move users" in describe_srm(checks, DimensionKind.LIST)
+    assert "move users" in describe_srm(checks, "list")  # a Segment's kind is text
 
 
 def test_slice_srm_uses_the_experiments_own_split() -> None:
@@ -143,14 +150,19 @@ def test_a_list_dimension_gets_no_heterogeneity_test_and_says_why() -> None:
     found = heterogeneity(arms, kind=DimensionKind.LIST)
     assert found.reason is HeterogeneityReason.SHARED_USERS and found.p_value is None
     assert not found.differs and "share users" in found.describe()
+    assert heterogeneity(arms, kind="list") == found  # a Segment's kind is text
+    with pytest.raises(ValueError, match="bogus"):
+        heterogeneity(arms, kind="bogus")
 
 
 def test_slices_without_a_usable_log_ratio_are_left_out() -> None:
     good = (moments(_binary(1_000, 300)), moments(_binary(1_000, 250)))
     zero = (moments(_binary(1_000, 10)), moments(_binary(1_000, 0)))  # control mean 0
     one_user = (moments(_binary(1, 1)), moments(_binary(1, 1)))  # no variance
-    found = heterogeneity({"a": good, "b": zero, "c": one_user, "d": good})
-    assert found.slices == ("a", "d") and found.left_out == ("b", "c") and found.df == 1
+    infinite = (Moments(5, math.inf, 1.0, Reason.OK), moments(_binary(1_000, 250)))
+    found = heterogeneity({"a": good, "b": zero, "c": one_user, "d": good, "e": infinite})
+    assert found.slices == ("a", "d") and found.left_out == ("b", "c", "e") and found.df == 1
+    assert math.isfinite(found.statistic)
     alone = heterogeneity({"a": good, "b": zero})
     assert alone.reason is HeterogeneityReason.TOO_FEW_SLICES and alone.statistic is None
     assert alone.left_out == ("b",) and "fewer than two" in alone.describe()

@@ -98,9 +98,8 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
                        cuped_days, ends_at, intervals, cuped, correction, target_effect,
                        segments, max_levels, exist_ok) -> None:
     """Register EXPERIMENT (its key) with its arms and, optionally, its metric roles (the other
-    metrics are secondary), its analysis plan (interval mode, CUPED, correction, target
-    effect, planned end), which the report, the list and the dashboard decide by, and the
-    dimensions its results are sliced by (--segment)."""
+    metrics are secondary) and its analysis plan (interval mode, CUPED, correction, target
+    effect, planned end), which the report, the list and the dashboard decide by."""
     from datetime import UTC, datetime
 
     from tracker.sdk import Tracker
@@ -172,10 +171,9 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
 def experiments_update(key, primary, guardrails, clear_roles, name, description,
                        ends_at, cuped_days, intervals, cuped, correction,
                        target_effect, segments, clear_segments, max_levels) -> None:
-    """Change EXPERIMENT's metric roles, name, description, planned end, analysis plan
-    (each change of the plan is recorded with its time: `experiments show`) or dimensions.
-    Options left out stay as they are; arms, window, relevance, cutoffs and time zone
-    cannot change."""
+    """Change EXPERIMENT's metric roles, name, description, planned end or analysis plan
+    (each change of the plan is recorded with its time: `experiments show`). Options left
+    out stay as they are; arms, window, relevance, cutoffs and time zone cannot change."""
     from tracker.sdk import Tracker
 
     if clear_roles and (primary or guardrails):

@@ -193,7 +193,7 @@ def check_plan(plan: Any, **changes: Any) -> AnalysisPlan:
 MAX_SEGMENTS = 5
 """Dimensions per experiment: each adds its slices' rows to every view of the rollup."""
 MAX_LEVELS = 100
-_SEGMENT_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+_SEGMENT_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
 def check_segments(segments: Any, *, max_levels: Any = None) -> tuple[Segment, ...]:
@@ -203,7 +203,7 @@ def check_segments(segments: Any, *, max_levels: Any = None) -> tuple[Segment, .
     :data:`MAX_SEGMENTS`; a built-in dimension (``cohort``, ``activity``) describes the user
     and cannot be a list dimension; any other name is a context key of 1-64 letters,
     digits, ``_`` or ``-``."""
-    if isinstance(segments, (str, bytes, Segment)) or not isinstance(segments, Iterable):
+    if not isinstance(segments, (list, tuple)):  # ordered: a set's order is the hash seed's
         _fail("segments", f"expected a list of dimensions (e.g. ['device', 'surface:list']), "
                           f"got {segments!r}")
     levels = DEFAULT_MAX_LEVELS if max_levels is None else _check_levels(max_levels)
@@ -230,13 +230,17 @@ def _check_levels(levels: Any) -> int:
 
 def _segment(given: Any, levels: int) -> Segment:
     if isinstance(given, Segment):
-        name, kind, levels = given.name, given.kind, _check_levels(given.max_levels)
+        name, kind = given.name, given.kind
+        try:
+            levels = _check_levels(given.max_levels)
+        except ValidationError as error:
+            _fail("segments", f"{given!r}: {error.reason}")
     elif isinstance(given, str):
         name, _, kind = given.partition(":")
         kind = kind or "user"
     else:
         _fail("segments", f"{given!r}: a dimension is NAME, NAME:user or NAME:list")
-    if not isinstance(name, str) or not _SEGMENT_NAME_RE.match(name):
+    if not isinstance(name, str) or not _SEGMENT_NAME_RE.fullmatch(name):
         _fail("segments", f"{given!r}: a dimension's name is a built-in dimension "
                           f"({', '.join(BUILT_IN_SEGMENTS)}) or a context key of 1-64 "
                           "letters, digits, '_' or '-' (starting with a letter or digit)")
@@ -246,7 +250,7 @@ def _segment(given: Any, levels: int) -> Segment:
     if name in BUILT_IN_SEGMENTS and kind != "user":
         _fail("segments", f"{name!r} is built in and describes the user at first exposure "
                           f"({BUILT_IN_SEGMENTS[name]}): it cannot be a list dimension")
-    return Segment(name, kind, levels)
+    return Segment(str(name), str(kind), levels)
 
 
 def check_role_metric(name: Any, field: str, cutoffs: Sequence[int]) -> str:
@@ -348,14 +352,36 @@ def experiment_update_fields(info: ExperimentInfo, *, primary: Iterable[str] | N
     if cuped_days is not None and check_cuped_days(cuped_days) != info.cuped_days:
         values["cuped_days"] = check_cuped_days(cuped_days)
     if segments is not None or max_levels is not None:
-        declared = check_segments(info.segments if segments is None else segments,
-                                  max_levels=max_levels)
-        if segments is None:  # the levels of those declared
-            declared = tuple(Segment(s.name, s.kind, _check_levels(max_levels))
-                             for s in declared)
-        if declared != info.segments:
-            values["segments"] = [segment.to_dict() for segment in declared]
+        values.update(_segments_update(info, segments, max_levels))
     return values
+
+
+def _segments_update(info: ExperimentInfo, segments: Any, max_levels: Any) -> dict[str, Any]:
+    """``{"segments": ...}`` when the declared dimensions change (else ``{}``): ``segments``
+    replaces them (a name declared before keeps its levels unless ``max_levels`` or a
+    :class:`Segment` gives others); ``max_levels`` alone sets the levels of those declared.
+    The same dimensions in another order are stored in that order under
+    ``"segments_order"``: no rollup needs to recompute for them."""
+    if segments is None:
+        if not info.segments:
+            _fail("max_levels", "the experiment declares no dimension to set the levels of; "
+                                "declare them with segments (--segment)")
+        declared = tuple(Segment(s.name, s.kind, _check_levels(max_levels))
+                         for s in info.segments)
+    else:
+        declared = check_segments(segments, max_levels=max_levels)
+        if max_levels is None:
+            before = {s.name: s.max_levels for s in info.segments}
+            declared = tuple(
+                s if isinstance(given, Segment) or s.name not in before
+                else Segment(s.name, s.kind, before[s.name])
+                for s, given in zip(declared, segments, strict=True))
+    if declared == info.segments:
+        return {}
+    stored = [segment.to_dict() for segment in declared]
+    if set(declared) == set(info.segments):
+        return {"segments_order": stored}
+    return {"segments": stored}
 
 
 def _check_end(info: ExperimentInfo, ends_at: datetime | str) -> int:

@@ -215,7 +215,11 @@ class _Run:
                 "relevance": info.relevance, "timezone": info.timezone,
                 "popularity_days": self.settings.rollup_popularity_days,
                 "cuped_days": info.cuped_days,
-                "catalog": sorted(self._declared_list())}
+                "catalog": sorted(self._declared_list()),
+                # only when declared (the manifests written before segments stay valid), in
+                # name order (a reorder changes no result)
+                **({"segments": sorted((s.to_dict() for s in info.segments),
+                                       key=lambda d: d["name"])} if info.segments else {})}
 
     def _declared_list(self) -> list[str]:
         with transaction(self.engine) as conn:

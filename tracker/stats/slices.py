@@ -90,6 +90,10 @@ def slice_verdicts(comparisons: Mapping[str, Comparison]) -> tuple[SliceVerdict,
     levels = {c.level for c in comparisons.values()}
     if len(levels) > 1:
         raise ValueError(f"the slices' comparisons must share one level, got {sorted(levels)}")
+    kinds = {c.interval_kind for c in comparisons.values()}
+    if len(kinds) > 1:
+        raise ValueError("the slices' comparisons must be of one interval kind (fixed-horizon "
+                         f"or sequential), got {sorted(k.value for k in kinds)}")
     tested = [name for name, c in comparisons.items() if c.p_value is not None]
     adjusted = dict(zip(tested, benjamini_hochberg(
         [comparisons[name].p_value for name in tested]).tolist(), strict=True))
@@ -103,7 +107,8 @@ def slice_verdicts(comparisons: Mapping[str, Comparison]) -> tuple[SliceVerdict,
 class SliceSrm:
     """One slice's sample-ratio check: ``result`` against the experiment's weights, its
     p-value adjusted by Holm across the checked slices (``adjusted_p``, None for a slice
-    without users), ``flagged`` when that is below the threshold."""
+    without users), ``flagged`` when that is below the threshold. ``result.flagged`` is the
+    slice's own, unadjusted check: read ``flagged``."""
 
     slice: str
     result: SrmResult
@@ -138,6 +143,7 @@ def describe_srm(checks: Sequence[SliceSrm], kind: DimensionKind) -> str:
     >>> describe_srm(slice_srm({"ios": [50, 52], "web": [400, 600]}, [1, 1]), DimensionKind.USER)
     'sample ratio checked in 2 slices, p-values Holm-adjusted across them: mismatch in web'
     """
+    kind = DimensionKind(kind)
     checked = [c for c in checks if c.adjusted_p is not None]
     flagged = [c.slice for c in checks if c.flagged]
     text = (f"sample ratio checked in {len(checked)} slice{'s' * (len(checked) != 1)}, "
@@ -154,8 +160,8 @@ class HeterogeneityReason(StrEnum):
     OK = "ok"
     #: The dimension describes lists: its slices share users, and Q needs independent slices.
     SHARED_USERS = "shared_users"
-    #: Fewer than two slices have a log ratio with a variance (each arm's mean > 0, ≥ 2 users
-    #: each, a variance > 0).
+    #: Fewer than two slices have a log ratio with a variance (each arm's mean finite and > 0,
+    #: ≥ 2 users each, a variance > 0).
     TOO_FEW_SLICES = "too_few_slices"
 
 
@@ -191,7 +197,8 @@ class Heterogeneity:
             return ("no heterogeneity test: the slices of a list dimension share users, "
                     "so their lifts are not independent")
         if self.reason is HeterogeneityReason.TOO_FEW_SLICES:
-            return "no heterogeneity test: fewer than two slices have a lift with a variance"
+            return ("no heterogeneity test: fewer than two slices have a positive mean in both "
+                    "arms with a variance (the test compares lifts as log ratios)")
         verdict = "the lift differs across slices" if self.differs else \
             "no evidence that the lift differs across slices"
         return (f"{verdict} (Cochran Q = {self.statistic:.1f}, {self.df} df, "
@@ -222,7 +229,7 @@ def heterogeneity(arms: Mapping[str, tuple[Moments, Moments]], *,
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
-    if kind is DimensionKind.LIST:
+    if DimensionKind(kind) is DimensionKind.LIST:
         return _missing((), (), alpha, HeterogeneityReason.SHARED_USERS)
     used, left, y, v = [], [], [], []
     for name, (treatment, control) in arms.items():
@@ -248,7 +255,7 @@ def heterogeneity(arms: Mapping[str, tuple[Moments, Moments]], *,
 def _log_ratio(treatment: Moments, control: Moments) -> tuple[float, float] | None:
     """log(T / C) and its delta-method variance, None when either is not defined."""
     for m in (treatment, control):
-        if m.estimate is None or m.variance is None or not m.estimate > 0:
+        if m.estimate is None or m.variance is None or not 0 < m.estimate < math.inf:
             return None
     variance = (treatment.variance / treatment.estimate ** 2
                 + control.variance / control.estimate ** 2)

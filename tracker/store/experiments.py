@@ -260,9 +260,16 @@ def update_experiment(conn: sa.Connection, key: str, values: dict[str, Any],
     """Change the given columns of experiment ``key`` (values already validated; a
     ``"roles"`` of None clears the roles; a new ``"cuped_days"`` or ``"segments"`` resets
     the rollup state, so the next run recomputes every day with the new covariates or
-    slices; a new ``"plan"`` or
+    slices (``"segments_order"``: the same dimensions in another order, stored without a
+    reset); a new ``"plan"`` or
     ``"ends_at"`` is recorded in the plan history at ``now``). Raises NotFound for an
     unknown key."""
+    if "segments_order" in values:  # the same dimensions in another order: no reset
+        values = {**{k: v for k, v in values.items() if k != "segments_order"},
+                  "segments": values["segments_order"]}
+        reorder = True
+    else:
+        reorder = False
     for name in ("roles", "segments"):
         if name in values and not values[name]:
             values = {**values, name: sa.null()}
@@ -273,7 +280,7 @@ def update_experiment(conn: sa.Connection, key: str, values: dict[str, Any],
     if changed.rowcount == 0:
         get_experiment(conn, key)
         return
-    if "cuped_days" in values or "segments" in values:
+    if "cuped_days" in values or ("segments" in values and not reorder):
         results.reset_state(conn, get_experiment(conn, key).id, declaration=True)
     if "plan" in values or "ends_at" in values:
         if now is None:
