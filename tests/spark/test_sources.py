@@ -137,3 +137,20 @@ def test_spark_runs_the_one_cumulative_pass_and_keeps_one_checkpoint(spark, trac
     incremental = dump(tracker.engine)
     _spark_rollup(spark, tracker, tmp_path / "lake", state=state, full=True)
     assert_same_tables(dump(tracker.engine), incremental, rel=0)
+
+
+def test_runs_without_a_state_directory_are_one_source_and_each_rebuilds(spark, tracker,
+                                                                         tmp_path):
+    create(tracker)
+    imps, events = make_logs(seed=8, days=2, users=8, impressions=40)
+    write_lake(tmp_path / "lake", imps, events)
+    (first,) = _spark_rollup(spark, tracker, tmp_path / "lake")
+    tables = dump(tracker.engine)
+    (second,) = _spark_rollup(spark, tracker, tmp_path / "lake")
+    # before, each run's temporary folder was another source: every run "took it over"
+    assert first.taken_over is None and second.taken_over is None
+    assert second.full and second.days_recomputed == first.days_recomputed
+    assert _source(tracker.engine) == sources.spark(None)
+    assert_same_tables(dump(tracker.engine), tables, rel=0)
+    (kept,) = _spark_rollup(spark, tracker, tmp_path / "lake", state=tmp_path / "state")
+    assert kept.taken_over is not None and "without a state directory" in kept.taken_over

@@ -7,7 +7,9 @@ keeps to go on incrementally) come from one **source** of logs at a time, named 
 - ``database``: the default engine, from the database's logs; its watermarks are the
   highest impression and interaction ids taken into account;
 - ``spark:<state directory>``: the Spark engine, from a lake; its watermark is the manifest
-  of lake files in that directory.
+  of lake files in that directory; ``spark:(none)`` for runs without a state directory
+  (each rebuilds from its lake: one source, so that one such run does not report taking the
+  experiment over from the last).
 
 A run goes on incrementally only from its own source's watermark. A run of another source
 **takes the experiment over**: it rebuilds every day from its own logs and its summary says
@@ -37,15 +39,21 @@ DATABASE = SOURCE_DATABASE
 _SPARK = "spark:"
 
 
-def spark(state: str | Path) -> str:
-    """The Spark engine's source with its state directory ``state``."""
-    return _SPARK + str(Path(state).resolve())
+_NO_STATE = "(none)"  # never a resolved path: those are absolute
+
+
+def spark(state: str | Path | None) -> str:
+    """The Spark engine's source with its state directory ``state`` (None: runs that keep
+    none, and rebuild each time)."""
+    return _SPARK + (_NO_STATE if state is None else str(Path(state).resolve()))
 
 
 def describe(source: str) -> str:
     """A source for people."""
     if source == DATABASE:
         return "the default engine (the database's logs)"
+    if source == _SPARK + _NO_STATE:
+        return "Spark without a state directory (every such run rebuilds)"
     if source.startswith(_SPARK):
         return f"Spark (state directory {source.removeprefix(_SPARK)})"
     return repr(source)

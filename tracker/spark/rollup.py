@@ -142,7 +142,8 @@ def rollup(spark: SparkSession, impressions: str | Path, interactions: str | Pat
             def run_one(info: ExperimentInfo, lock) -> job.Done:
                 run = _Run(spark, engine, settings, info, lake, files,
                            StateDir(root / info.key), (buckets, user_rows),
-                           now or datetime.now(UTC), named=experiment is not None)
+                           now or datetime.now(UTC), named=experiment is not None,
+                           kept=state is not None)
                 summary = run.run(full, lock)  # "data through": from the lake's logs
                 return job.Done(summary, find=None if summary.skipped is not None
                                 else partial(newest_in_lake, run.frames))
@@ -196,10 +197,11 @@ class _Run:
 
     def __init__(self, spark, engine, settings: Settings, info: ExperimentInfo, lake: Lake,
                  files: tuple[dict, dict], store: StateDir, groups: tuple[int | None, int],
-                 clock: datetime, named: bool = True) -> None:
+                 clock: datetime, named: bool = True, kept: bool = True) -> None:
         self.spark, self.engine, self.settings, self.info = spark, engine, settings, info
         self.lake, self.files, self.store = lake, files, store
-        self.source, self.named = sources.spark(store.root), named
+        # without a state directory (``kept`` False) the state lives in a temporary folder
+        self.source, self.named = sources.spark(store.root if kept else None), named
         self.owner: str | None = None  # the source of the stored results (_ours)
         self.rolled_up = False  # the database holds days of the experiment (_days)
         self.buckets, self.user_rows = groups
