@@ -9,7 +9,7 @@ test on that day's users); then the slope of the lifts over the exposure days wi
 :func:`tracker.stats.trend.exposure_trend` (weights from the users alone, a z test whose
 standard error is user-clustered when the store has the users' cross-day sums and takes the
 days as independent otherwise, which the store's sums allow today; calibrated in
-``benchmarks/README.md``, "Trend of the lift over days since exposure").
+``benchmarks/README.md``, "Statistics calibration").
 
 The JSON field ``trends`` has one entry per primary metric and treatment arm: ``metric``,
 ``arm``, ``days`` (exposure days with a lift), ``slope`` (relative lift per day),

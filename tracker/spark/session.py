@@ -17,8 +17,9 @@ TUNING = {
     "spark.shuffle.spill.compress": "false",
     "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
 }
-"""Settings of the session :func:`session` builds (benchmarks/README.md, "Spark", branch
-h-spark3): the throughput collector (a rollup is a batch job: no pause target to keep),
+"""Settings of the session :func:`session` builds (measured in the history of
+benchmarks/README.md, "Spark (issue 16 speed, branch h-spark3)"): the throughput
+collector (a rollup is a batch job: no pause target to keep),
 shuffle files not compressed (local disks: lz4 costs more CPU than the bytes it saves),
 and Arrow batches of 100,000 rows to the Python workers (a group is concatenated into one
 table anyway). A session brought by spark-submit or a notebook keeps its own settings."""
