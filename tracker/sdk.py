@@ -85,28 +85,22 @@ class Tracker:
         loss in [0, 1) (0.05 = 5 %). Every other metric is secondary; none given: the
         report's defaults apply. ``cuped_days``: the days of each user's history before
         their first exposure that CUPED's covariates cover (0 turns the adjustment off).
-        ``segments``: the dimensions results are sliced by, ``"NAME"`` or ``"NAME:user"`` (a
-        user's value at their first exposure: the built-in ``cohort`` and ``activity``, or a
-        key of the impressions' ``context``) or ``"NAME:list"`` (each served list's own
-        context value, e.g. ``"surface:list"``); values beyond the ``max_levels`` (default
-        20) most frequent fold into ``(other)``. They are stored and shown; the rollup does
-        not slice results by them yet (issue 33's next stage).
+        ``segments`` (``["device", "surface:list"]``) and ``max_levels``: the dimensions to
+        slice results by (:func:`~tracker.ingest.experiments.check_segments`); stored and
+        shown, not yet rolled up (issue 33).
 
         The analysis plan, pinned on the experiment and used by the report, the experiments
         list and the dashboard: ``intervals`` ("fixed_horizon", or "sequential" for
         always-valid intervals under daily looks), ``cuped`` (adjust the comparisons),
         ``correction`` over the primaries ("holm" or "bh"), ``target_effect`` (the relative
-        effect each primary must be able to detect) and ``ends_at`` (the planned end).
-        Every change (:meth:`update_experiment`) is recorded with its time
-        (:meth:`plan_history`).
+        effect each primary must be able to detect) and ``ends_at`` (the planned end). Every
+        change (:meth:`update_experiment`) is recorded with its time (:meth:`plan_history`).
 
         ``exist_ok=True``: when ``key`` is already stored, return it unchanged instead of
         raising AlreadyExists (a script may then run again). It must define the same
-        experiment: arms and their split, control, window, relevance, unknown-event policy,
-        time zone and cutoffs decide what its results mean, so a difference in any of them
-        raises AlreadyExists naming it. What may change after creation (name, description,
-        status, dates, roles: :meth:`update_experiment` and the lifecycle change them) is not
-        compared; the stored values stay.
+        experiment (arms and split, control, window, relevance, unknown-event policy, time
+        zone, cutoffs: a difference raises AlreadyExists naming it); what may change later
+        (name, description, status, dates, roles, segments) is not compared.
         """
         fields = experiment_fields(
             key=key, arms=arms, control=control, attribution_window=attribution_window,
