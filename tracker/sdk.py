@@ -155,9 +155,8 @@ class Tracker:
                                               correction=correction,
                                               target_effect=target_effect,
                                               segments=segments, max_levels=max_levels)
-            if "cuped_days" in values or "segments" in values:  # the next rollup rebuilds
-                asks = f"a new cuped_days ({values['cuped_days']})" if "cuped_days" in values \
-                    else "new segments"
+            asks = registry.rebuild_asked(info, values)  # the next rollup rebuilds
+            if asks is not None:
                 recomputable(conn, info, set(), rebuild=True,
                              because=f"the rebuild {asks} asks for")
             registry.update_experiment(conn, key, values,

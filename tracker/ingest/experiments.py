@@ -360,8 +360,8 @@ def _segments_update(info: ExperimentInfo, segments: Any, max_levels: Any) -> di
     """``{"segments": ...}`` when the declared dimensions change (else ``{}``): ``segments``
     replaces them (a name declared before keeps its levels unless ``max_levels`` or a
     :class:`Segment` gives others); ``max_levels`` alone sets the levels of those declared.
-    The same dimensions in another order are stored in that order under
-    ``"segments_order"``: no rollup needs to recompute for them."""
+    A new order alone is a change too (stored; no rollup recomputes for it:
+    :func:`tracker.store.experiments.rebuild_asked`)."""
     if segments is None:
         if not info.segments:
             _fail("max_levels", "the experiment declares no dimension to set the levels of; "
@@ -378,10 +378,7 @@ def _segments_update(info: ExperimentInfo, segments: Any, max_levels: Any) -> di
                 for s, given in zip(declared, segments, strict=True))
     if declared == info.segments:
         return {}
-    stored = [segment.to_dict() for segment in declared]
-    if set(declared) == set(info.segments):
-        return {"segments_order": stored}
-    return {"segments": stored}
+    return {"segments": [segment.to_dict() for segment in declared]}
 
 
 def _check_end(info: ExperimentInfo, ends_at: datetime | str) -> int:

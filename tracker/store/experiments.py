@@ -255,37 +255,39 @@ def plan_history(conn: sa.Connection, key: str) -> list[PlanRecord]:
                        else None) for at, doc in rows]
 
 
+def rebuild_asked(info: ExperimentInfo, values: dict[str, Any]) -> str | None:
+    """What in ``values`` (checked changes of experiment ``info``) makes the next rollup
+    recompute every day, in words (None: nothing): a new ``cuped_days``, or other
+    dimensions (the same ones in another order change no result)."""
+    if "cuped_days" in values:
+        return f"a new cuped_days ({values['cuped_days']})"
+    if "segments" in values and {Segment.from_dict(d) for d in values["segments"] or ()} \
+            != set(info.segments):
+        return "new segments"
+    return None
+
+
 def update_experiment(conn: sa.Connection, key: str, values: dict[str, Any],
                       now: datetime | None = None) -> None:
     """Change the given columns of experiment ``key`` (values already validated; a
-    ``"roles"`` of None clears the roles; a new ``"cuped_days"`` or ``"segments"`` resets
-    the rollup state, so the next run recomputes every day with the new covariates or
-    slices (``"segments_order"``: the same dimensions in another order, stored without a
-    reset); a new ``"plan"`` or
-    ``"ends_at"`` is recorded in the plan history at ``now``). Raises NotFound for an
-    unknown key."""
-    if "segments_order" in values:  # the same dimensions in another order: no reset
-        values = {**{k: v for k, v in values.items() if k != "segments_order"},
-                  "segments": values["segments_order"]}
-        reorder = True
-    else:
-        reorder = False
+    ``"roles"`` of None clears the roles; a change :func:`rebuild_asked` names resets the
+    rollup state, so the next run recomputes every day with the new covariates or slices;
+    a new ``"plan"`` or ``"ends_at"`` is recorded in the plan history at ``now``). Raises
+    NotFound for an unknown key."""
+    info = get_experiment(conn, key)  # NotFound for an unknown key, changes or not
+    if not values:
+        return
+    rebuild = rebuild_asked(info, values)
     for name in ("roles", "segments"):
         if name in values and not values[name]:
             values = {**values, name: sa.null()}
-    if not values:
-        get_experiment(conn, key)  # still say so when the key is unknown
-        return
-    changed = conn.execute(sa.update(Experiment).where(Experiment.key == key).values(**values))
-    if changed.rowcount == 0:
-        get_experiment(conn, key)
-        return
-    if "cuped_days" in values or ("segments" in values and not reorder):
-        results.reset_state(conn, get_experiment(conn, key).id, declaration=True)
+    conn.execute(sa.update(Experiment).where(Experiment.id == info.id).values(**values))
+    if rebuild is not None:
+        results.reset_state(conn, info.id, declaration=True)
     if "plan" in values or "ends_at" in values:
         if now is None:
             raise ValueError("a change of the plan or the planned end needs its time (now)")
-        _record_plan(conn, get_experiment(conn, key).id, now)
+        _record_plan(conn, info.id, now)
 
 
 def _load(conn: sa.Connection, where) -> list[ExperimentInfo]:
