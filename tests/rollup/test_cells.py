@@ -17,8 +17,17 @@ import sqlalchemy as sa
 from tests.rollup.scenario import assert_same_tables, create, dump, make_logs
 from tracker.errors import StaleState
 from tracker.rollup import state
-from tracker.rollup.aggregate import UnitTotals, cell_stats, health, metric_rows
-from tracker.rollup.cells import KEY, WHOLE, Cells, coded, keyed
+from tracker.rollup.aggregate import UnitTotals, cell_stats, crossover_mask, health, metric_rows
+from tracker.rollup.cells import (
+    ARM_BITS,
+    KEY,
+    WHOLE,
+    Cells,
+    assignment_of,
+    coded,
+    keyed,
+    unsliced,
+)
 from tracker.rollup.columnar import exposures
 from tracker.rollup.outcomes import Layout
 
@@ -77,20 +86,21 @@ def _totals(cells: list[int], users: list[str], seed: int = 1) -> UnitTotals:
 
 
 def test_statistics_health_and_exposure_are_keyed_by_any_cell_code():
-    """Cell codes far from any arm id (as slices' cells will be) group as arms did: the
-    same statistics for the same users under other codes, crossover across cells."""
+    """Cell codes far from any arm id (slices' cells: their arm's id in the low bits) group
+    as arms do: the same statistics for the same users under other codes, crossover across
+    arms."""
     layout = Layout([("ndcg", 5), ("hit_rate", 5)])
     users = ["a", "b", "c", "d", "d"]
     small = _totals([1, 1, 2, 2, 1], users)
-    big = _totals([2**40 + 7, 2**40 + 7, 2**41, 2**41, 2**40 + 7], users)
-    for one, other in zip(cell_stats(small, [1, 2]), cell_stats(big, [2**40 + 7, 2**41]),
-                          strict=True):
-        np.testing.assert_array_equal(one.sum, other.sum)
-        np.testing.assert_array_equal(one.users, other.users)
-    assert health(big).cells == {2**40 + 7: (3, 6, 1), 2**41: (2, 4, 1)}
-    assert health(big).crossover_users == 1  # "d", in both cells
-    rows = metric_rows(cell_stats(big, [2**41]), layout)
-    assert {r[KEY] for r in rows} == {2**41} and [r["users"] for r in rows] == [1, 1]
+    one, two = 1 | 7 << ARM_BITS, 2 | 7 << ARM_BITS  # one slice of arms 1 and 2
+    big = _totals([one, one, two, two, one], users)
+    for a, b in zip(cell_stats(small, [1, 2]), cell_stats(big, [one, two]), strict=True):
+        np.testing.assert_array_equal(a.sum, b.sum)
+        np.testing.assert_array_equal(a.users, b.users)
+    assert health(big).cells == {one: (3, 6, 1), two: (2, 4, 1)}
+    assert health(big).crossover_users == 1  # "d", in both arms
+    rows = metric_rows(cell_stats(big, [two]), layout)
+    assert {r[KEY] for r in rows} == {two} and [r["users"] for r in rows] == [1, 1]
     served = np.array([[0, 1], [1, -1], [2, 0]])
     by_cell = exposures(served, np.array([2**41, 2**41, 5]), [1, 2])
     assert sorted(by_cell) == [5, 2**41]
@@ -98,10 +108,32 @@ def test_statistics_health_and_exposure_are_keyed_by_any_cell_code():
     assert codes.tolist() == [0, 1] and counts.tolist() == [[1, 1], [1, 2]]
 
 
+def test_a_users_slices_of_one_arm_are_no_crossover_and_count_once_for_the_experiment():
+    """A user in arm 1 and in two of arm 1's slices is one user of arm 1, no crossover;
+    a user in a slice of arm 1 and in arm 2 crossed over, in every cell they are in. The
+    experiment's users and impressions are counted once, from the whole arms."""
+    cells = [1, 1 | 3 << ARM_BITS, 1 | 4 << ARM_BITS,  # "a": arm 1, two of its slices
+             1 | 3 << ARM_BITS, 2,  # "b": a slice of arm 1 and arm 2
+             2, 2 | 3 << ARM_BITS]  # "c": arm 2 and a slice of it
+    totals = _totals(cells, ["a", "a", "a", "b", "b", "c", "c"])
+    mask = crossover_mask(totals)
+    assert [u for u, c in zip(totals.users.to_pylist(), mask, strict=True) if c] == \
+        ["b", "b"]  # both of b's rows; none of a's or c's
+    counts = health(totals)
+    assert counts.users == 3 and counts.crossover_users == 1
+    assert counts.impressions == 2 * 3  # rows of arms 1 and 2 whole: 2 impressions each
+    assert counts.cells[1 | 3 << ARM_BITS] == (2, 4, 1)  # "a" and "b", "b" crossed
+    assert assignment_of(np.array(cells)).tolist() == [1, 1, 1, 1, 2, 2, 2]
+    assert unsliced(np.array(cells)).tolist() == [True, False, False, False, True, True,
+                                                  False]
+
+
 def test_cells_name_their_rows_in_the_reports_tables_and_back():
-    assert Cells.code(Cells.stored(17)) == 17 and Cells.stored(WHOLE) == {KEY: 0}
+    whole = {"segment": "", "slice": ""}  # a whole arm's row: in no slice
+    assert Cells.code(Cells.stored(17)) == 17 and Cells.stored(WHOLE) == {KEY: 0, **whole}
     rows = keyed({9: b"x", WHOLE: b"catalog", 3: b"y"})
-    assert [key for key, _ in rows] == [{KEY: 0}, {KEY: 3}, {KEY: 9}]
+    assert [key for key, _ in rows] == [{KEY: 0, **whole}, {KEY: 3, **whole},
+                                        {KEY: 9, **whole}]
     assert coded(rows) == {0: b"catalog", 3: b"y", 9: b"x"}
     lists = pa.table({"id": [1, 2], "arm": pa.array([4, 9], pa.int32()), "user": ["u", "v"]})
     placed = Cells.place(lists)

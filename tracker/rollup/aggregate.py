@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracker.rollup import state
-from tracker.rollup.cells import Cells
+from tracker.rollup.cells import Cells, assignment_of, unsliced
 from tracker.rollup.codes import sorted_codes
 from tracker.rollup.outcomes import Layout
 
@@ -389,19 +389,28 @@ def _same_user_as_previous(totals: UnitTotals) -> np.ndarray:
 
 
 def crossover_mask(totals: UnitTotals) -> np.ndarray:
-    """Rows whose user appears with more than one cell (``totals`` with one row per (user,
+    """Rows whose user appears in more than one arm (``totals`` with one row per (user,
     cell) and the rows of a user adjacent, as :meth:`UnitTotals.reduce` and
-    :func:`unit_totals_of_codes` give them)."""
+    :func:`unit_totals_of_codes` give them). A user's slices of one arm are one arm
+    (:func:`~tracker.rollup.cells.assignment_of`)."""
     if totals.size == 0:
         return np.zeros(0, dtype=bool)
 
     def crossed() -> np.ndarray:
         same = _same_user_as_previous(totals)
-        return np.r_[same, False] | np.r_[False, same]
+        if unsliced(totals.cells).all():  # a row per assignment: a second is another
+            return np.r_[same, False] | np.r_[False, same]
+        starts = np.r_[True, ~same]
+        at = np.flatnonzero(starts)
+        assigned = assignment_of(totals.cells)
+        mixed = np.minimum.reduceat(assigned, at) != np.maximum.reduceat(assigned, at)
+        return mixed[np.cumsum(starts) - 1]
     return totals.derived(("crossover",), crossed)
 
 
 def health(totals: UnitTotals) -> HealthCounts:
+    """Per cell its users, impressions and crossover users; the experiment's distinct
+    users, impressions (its whole arms', counted once) and crossover users."""
     crossed = crossover_mask(totals)
     cells = {}
     for cell in np.unique(totals.cells):
@@ -409,7 +418,8 @@ def health(totals: UnitTotals) -> HealthCounts:
         cells[int(cell)] = (int(rows.sum()), int(totals.impressions[rows].sum()),
                             int((rows & crossed).sum()))
     first = np.r_[True, ~_same_user_as_previous(totals)] if totals.size else crossed
-    return HealthCounts(cells, int(first.sum()), int(totals.impressions.sum()),
+    impressions = totals.impressions[unsliced(totals.cells)].sum()
+    return HealthCounts(cells, int(first.sum()), int(impressions),
                         int((first & crossed).sum()))
 
 

@@ -14,8 +14,11 @@ CUPED sum by cell, as integer **codes**. Only this module knows what a cell is m
   crossed over (seen in two arms), and counts in no cell's statistics.
 
 Code :data:`WHOLE` (0) is the experiment as a whole, in no arm: the health row of the whole
-experiment and the exposure row of the catalog. A cell's code is its arm's id, so the
-codes of stored state written before cells existed are the cells' codes.
+experiment and the exposure row of the catalog. A whole arm's code is its arm's id, so the
+codes of stored state written before cells existed are the cells' codes. A slice's cell
+keeps its arm's id in its low :data:`ARM_BITS` bits (:func:`assignment_of`) and names its slice
+above them, so a user's slices of one arm never make the user a crossover
+(:func:`assignment_of`).
 """
 
 from __future__ import annotations
@@ -24,8 +27,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from tracker.errors import TrackerError
+from tracker.store.rollup_tables import WHOLE_ARM
 
 if TYPE_CHECKING:
     from tracker.store.experiments import ExperimentInfo
@@ -34,6 +41,30 @@ WHOLE = 0
 """The code of the experiment as a whole (no cell's): its health, its catalog."""
 
 T = TypeVar("T")
+
+ARM_BITS = 24
+"""The low bits of a cell's code that hold its arm's id (arm ids stay below 2**24)."""
+
+_ARM_MASK = (1 << ARM_BITS) - 1
+
+
+def assignment_of(codes: np.ndarray) -> np.ndarray:
+    """The assignment (the arm) of each cell code, a user in two of which crossed over
+    (:data:`WHOLE` stays itself).
+
+    >>> assignment_of(np.array([7, 7 | 5 << ARM_BITS, 0])).tolist()
+    [7, 7, 0]
+    """
+    return codes & _ARM_MASK
+
+
+def unsliced(codes: np.ndarray) -> np.ndarray:
+    """Per cell code: whether it is a whole arm (or :data:`WHOLE`), in no slice.
+
+    >>> unsliced(np.array([7, 7 | 5 << ARM_BITS, 0])).tolist()
+    [True, False, True]
+    """
+    return codes <= _ARM_MASK
 
 KEY = "arm_id"
 """The column naming a cell in the tables the report reads."""
@@ -49,6 +80,10 @@ class Cells:
 
     @classmethod
     def of(cls, info: ExperimentInfo) -> Cells:
+        too_high = [arm.key for arm in info.arms if arm.id > _ARM_MASK]
+        if too_high:
+            raise TrackerError(f"arm ids must stay below 2**{ARM_BITS} to name cells; "
+                               f"{', '.join(too_high)} of {info.key!r} do not")
         return cls(tuple(arm.id for arm in info.arms), {arm.key: arm.id for arm in info.arms})
 
     @staticmethod
@@ -65,9 +100,10 @@ class Cells:
         return pc.take(pa.array(list(self.logged.values()), pa.int64()), at)
 
     @staticmethod
-    def stored(code: int) -> dict[str, int]:
-        """The key columns of cell ``code`` (or of :data:`WHOLE`) in the report's tables."""
-        return {KEY: int(code)}
+    def stored(code: int) -> dict[str, int | str]:
+        """The key columns of cell ``code`` (or of :data:`WHOLE`) in the report's tables:
+        its arm, and its slice (none yet: the whole arm's)."""
+        return {KEY: int(code), "segment": WHOLE_ARM, "slice": WHOLE_ARM}
 
     @staticmethod
     def code(row: Mapping) -> int:

@@ -31,6 +31,7 @@ from tracker.store.db import require_current_schema, transaction
 from tracker.store.experiments import get_experiment
 from tracker.store.rollup_tables import (
     COVARIATES,
+    WHOLE_ARM,
     RollupCovariateSums,
     RollupExposureDay,
     covariate_sum_columns,
@@ -109,7 +110,8 @@ def _exposure_day_rows(conn: sa.Connection, experiment_id: int) -> list[tuple]:
                "ratio_sum_sq", "ratio_cross")]
     provisional = sa.func.max(sa.case((table.c.provisional, 1), else_=0))
     return [tuple(row) for row in conn.execute(
-        sa.select(*keys, *summed, provisional).where(table.c.experiment_id == experiment_id)
+        sa.select(*keys, *summed, provisional).where(table.c.experiment_id == experiment_id,
+                                                     table.c.segment == WHOLE_ARM)
         .group_by(*keys).order_by(*keys))]
 
 
@@ -130,7 +132,7 @@ def covariate_table(engine: sa.Engine, experiment: str, cumulative: bool = True,
     with transaction(engine) as conn:
         info = get_experiment(conn, experiment)
         query = query.where(table.c.experiment_id == info.id,
-                            table.c.cumulative.is_(cumulative))
+                            table.c.cumulative.is_(cumulative), table.c.segment == WHOLE_ARM)
         if day is not None:
             query = query.where(table.c.day == day)
         rows = conn.execute(query.order_by(table.c.day, table.c.arm_id, table.c.metric,

@@ -17,6 +17,7 @@ from tracker.store.bulk import IN_LIST_LIMIT
 from tracker.store.db import binary_rows
 from tracker.store.models import Impression, Interaction
 from tracker.store.rollup_tables import (
+    WHOLE_ARM,
     RollupCheckpoint,
     RollupDay,
     RollupExposure,
@@ -381,7 +382,7 @@ def exposure(conn: sa.Connection, experiment_id: int, day: date,
     """The exposure rows of one day: (key columns, encoded exposure)."""
     rows = binary_rows(conn, sa.select(RollupExposure.arm_id, RollupExposure.data).where(
         RollupExposure.experiment_id == experiment_id, RollupExposure.day == day,
-        RollupExposure.cumulative.is_(cumulative)))
+        RollupExposure.cumulative.is_(cumulative), RollupExposure.segment == WHOLE_ARM))
     return [({"arm_id": int(arm)}, bytes(data)) for arm, data in rows]
 
 
@@ -395,20 +396,27 @@ def insert_health(conn: sa.Connection, rows: list[dict]) -> None:
         conn.execute(sa.insert(RollupHealth), rows)
 
 
-def metric_rows(conn: sa.Connection, experiment_id: int, cumulative: bool) -> list[dict]:
-    """Stored arm-day statistics of one experiment, as dicts."""
+def metric_rows(conn: sa.Connection, experiment_id: int, cumulative: bool,
+                segment: str = WHOLE_ARM) -> list[dict]:
+    """Stored cell-day statistics of one experiment, as dicts: the whole arms' (``segment``
+    ``""``), or the slices of one declared dimension."""
     table = RollupMetric.__table__
     result = conn.execute(sa.select(table).where(table.c.experiment_id == experiment_id,
-                                                 table.c.cumulative.is_(cumulative))
-                          .order_by(table.c.day, table.c.arm_id, table.c.metric, table.c.k))
+                                                 table.c.cumulative.is_(cumulative),
+                                                 table.c.segment == segment)
+                          .order_by(table.c.day, table.c.arm_id, table.c.slice,
+                                    table.c.metric, table.c.k))
     return [dict(row._mapping) for row in result]
 
 
-def health_rows(conn: sa.Connection, experiment_id: int, cumulative: bool) -> list[dict]:
+def health_rows(conn: sa.Connection, experiment_id: int, cumulative: bool,
+                segment: str = WHOLE_ARM) -> list[dict]:
+    """Stored health counts per cell and day (as :func:`metric_rows` selects them)."""
     table = RollupHealth.__table__
     result = conn.execute(sa.select(table).where(table.c.experiment_id == experiment_id,
-                                                 table.c.cumulative.is_(cumulative))
-                          .order_by(table.c.day, table.c.arm_id))
+                                                 table.c.cumulative.is_(cumulative),
+                                                 table.c.segment == segment)
+                          .order_by(table.c.day, table.c.arm_id, table.c.slice))
     return [dict(row._mapping) for row in result]
 
 

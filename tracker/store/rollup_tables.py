@@ -39,6 +39,11 @@
   covariates of an experiment (one row per user), and per day, view, arm, metric and k the
   sums of the covariates the adjustment reads (plain columns, like ``rollup_metric``).
 
+``rollup_metric``, ``rollup_health``, ``rollup_exposure``, ``rollup_exposure_day`` and
+``rollup_covariate_sums`` name a cell by ``arm_id`` and its slice: ``segment``, a declared
+dimension (``experiment.segments``), and ``slice``, its value; both ``""`` for the whole
+arm (:data:`WHOLE_ARM`).
+
 The store knows no metric: ``metric`` is a name the rollup chose, ``k`` 0 when none.
 """
 
@@ -53,6 +58,10 @@ from tracker.store.base import Base
 from tracker.store.types import EpochMicros
 
 METRIC_KINDS = ("user", "set")
+
+WHOLE_ARM = ""
+"""``segment`` and ``slice`` of a row about a whole arm (or the whole experiment), in no
+slice of a declared dimension."""
 
 SOURCE_DATABASE = "database"
 """``rollup_state.source`` of results the default engine computed from the database's logs
@@ -122,6 +131,9 @@ class RollupExposure(Base):
     day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
     cumulative: Mapped[bool] = mapped_column(sa.Boolean, primary_key=True)
     arm_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    segment: Mapped[str] = mapped_column(sa.String(64), primary_key=True,
+                                         server_default="")  # "": the whole arm
+    slice: Mapped[str] = mapped_column(sa.Text, primary_key=True, server_default="")
     data: Mapped[bytes] = mapped_column(sa.LargeBinary)  # Arrow IPC stream, "exposure/1"
 
 
@@ -132,6 +144,9 @@ class RollupMetric(Base):
     day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
     cumulative: Mapped[bool] = mapped_column(sa.Boolean, primary_key=True)
     arm_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    segment: Mapped[str] = mapped_column(sa.String(64), primary_key=True,
+                                         server_default="")  # "": the whole arm
+    slice: Mapped[str] = mapped_column(sa.Text, primary_key=True, server_default="")
     metric: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
     k: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
     kind: Mapped[str] = mapped_column(sa.String(8))
@@ -196,6 +211,8 @@ class RollupCovariateSums(Base):
         sa.Column("day", sa.Date, primary_key=True),
         sa.Column("cumulative", sa.Boolean, primary_key=True),
         sa.Column("arm_id", sa.Integer, primary_key=True, autoincrement=False),
+        sa.Column("segment", sa.String(64), primary_key=True, server_default=""),
+        sa.Column("slice", sa.Text, primary_key=True, server_default=""),
         sa.Column("metric", sa.String(64), primary_key=True),
         sa.Column("k", sa.Integer, primary_key=True, autoincrement=False),
         *[sa.Column(column, sa.Double, nullable=False)
@@ -210,6 +227,9 @@ class RollupHealth(Base):
     day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
     cumulative: Mapped[bool] = mapped_column(sa.Boolean, primary_key=True)
     arm_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    segment: Mapped[str] = mapped_column(sa.String(64), primary_key=True,
+                                         server_default="")  # "": the whole arm
+    slice: Mapped[str] = mapped_column(sa.Text, primary_key=True, server_default="")
     users: Mapped[int] = mapped_column(sa.BigInteger)
     impressions: Mapped[int] = mapped_column(sa.BigInteger)
     crossover_users: Mapped[int] = mapped_column(sa.BigInteger)
@@ -234,6 +254,9 @@ class RollupExposureDay(Base):
     day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
     exposure_day: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
     arm_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    segment: Mapped[str] = mapped_column(sa.String(64), primary_key=True,
+                                         server_default="")  # "": the whole arm
+    slice: Mapped[str] = mapped_column(sa.Text, primary_key=True, server_default="")
     metric: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
     k: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
     users: Mapped[int] = mapped_column(sa.BigInteger)
