@@ -343,19 +343,28 @@ class Tracker:
                           now=now)
 
     def metric_table(self, experiment: str, cumulative: bool = False, *,
-                     view: str | None = None):
+                     view: str | None = None, segment: str | None = None):
         """Per (day, arm, metric, k) sufficient statistics and means, as a DataFrame
         (see :func:`tracker.store.computed.metric_table` for the columns). ``view``:
         ``"daily"`` (the default), ``"cumulative"`` (as ``cumulative=True``) or
         ``"exposure_day"``: per (exposure_day, arm, metric, k), day 0 being each user's
-        first exposure day (:func:`tracker.store.computed.exposure_day_table`)."""
-        from tracker.store.computed import metric_view
+        first exposure day (:func:`tracker.store.computed.exposure_day_table`).
+        ``segment``: a declared dimension's slices instead of the whole arms, per (day,
+        arm, slice, metric, k) (daily or cumulative)."""
+        from tracker.store.computed import metric_table, metric_view
 
+        if segment is not None:
+            if view == "exposure_day":
+                raise ValidationError("the exposure_day view has no slices yet",
+                                      field="segment")
+            return metric_table(self.engine, experiment, cumulative or view == "cumulative",
+                                segment=segment)
         return metric_view(self.engine, experiment, view or
                            ("cumulative" if cumulative else "daily"))
 
     def scorecard(self, experiment: str, *, metrics: Iterable[str] = (),
-                  ks: Iterable[int] = (), cumulative: bool = True, **options):
+                  ks: Iterable[int] = (), cumulative: bool = True,
+                  segment: str | None = None, **options):
         """The rows of ``tracker report EXPERIMENT --format json`` as a DataFrame, one per
         (metric, k, arm), with the same fields (``role``, ``group``, ``direction``,
         ``verdict``, ...). ``frame.attrs["decisions"]`` holds the report's decision per
@@ -365,9 +374,20 @@ class Tracker:
         ``metrics`` and ``ks`` filter like ``--metric`` and ``--k``; ``options`` are those of
         :func:`tracker.report.scorecard` (``as_of``, ``level``, ``intervals``, ``primary``,
         ``guardrails``, ``target_effect``, ...); roles default to the experiment's.
-        """
-        from tracker.report import report, select
 
+        ``segment``: one row per (metric, k, arm, slice) of that declared dimension instead
+        (:func:`tracker.report.segment_report`: verdicts adjusted across its slices,
+        exploratory), with ``frame.attrs["srm"]``, ``["heterogeneity"]`` and ``["notes"]``.
+        """
+        from tracker.report import report, segment_report, select
+
+        if segment is not None:
+            found = segment_report(self.engine, experiment, segment, cumulative=cumulative,
+                                   **options)
+            frame = found.to_frame(metrics, ks)
+            frame.attrs.update(srm=found.srm, heterogeneity=found.heterogeneity,
+                               notes=found.notes)
+            return frame
         card = report(self.engine, experiment, cumulative=cumulative, **options)
         frame = select(card, metrics, ks).to_frame()
         frame.attrs.update(decisions=card.decisions, health=card.health)

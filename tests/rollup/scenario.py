@@ -69,16 +69,19 @@ def create(tracker, key: str = "home", **overrides) -> None:
 
 
 ROLLUP_TABLES = {
-    "rollup_metric": "experiment_id, day, cumulative, arm_id, metric, k",
-    "rollup_health": "experiment_id, day, cumulative, arm_id",
+    "rollup_metric": "experiment_id, day, cumulative, arm_id, segment, slice, metric, k",
+    "rollup_health": "experiment_id, day, cumulative, arm_id, segment, slice",
     "rollup_units": "experiment_id, day, cumulative, part",
-    "rollup_exposure": "experiment_id, day, cumulative, arm_id",
+    "rollup_exposure": "experiment_id, day, cumulative, arm_id, segment, slice",
     "rollup_user_covariates": "experiment_id, user_id",
-    "rollup_covariate_sums": "experiment_id, day, cumulative, arm_id, metric, k",
+    "rollup_covariate_sums": "experiment_id, day, cumulative, arm_id, segment, slice, "
+                             "metric, k",
     "rollup_day": "experiment_id, day",
     "rollup_first_seen": "experiment_id, day",
     "rollup_popularity": "experiment_id, day",
-    "rollup_exposure_day": "experiment_id, day, exposure_day, arm_id, metric, k",
+    "rollup_exposure_day": "experiment_id, day, exposure_day, arm_id, segment, slice, "
+                           "metric, k",
+    "rollup_slice_count": "experiment_id, day, segment, slice",
 }
 
 
@@ -94,6 +97,8 @@ def dump(engine: sa.Engine, without: tuple[str, ...] = ()) -> dict[str, list[tup
         for table, order in ROLLUP_TABLES.items():
             if table in without or table not in present:
                 continue
+            columns = {c["name"] for c in sa.inspect(conn).get_columns(table)}
+            order = ", ".join(c for c in order.split(", ") if c in columns)  # older revisions
             rows = conn.execute(sa.text(f"SELECT * FROM {table} ORDER BY {order}")).mappings()
             out[table] = [tuple((k, v) for k, v in sorted(row.items()) if k not in SKIP)
                           for row in rows]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -24,12 +24,11 @@ from tracker.rollup.cells import (
     WHOLE,
     Cells,
     assignment_of,
-    coded,
-    keyed,
     unsliced,
 )
 from tracker.rollup.columnar import exposures
 from tracker.rollup.outcomes import Layout
+from tracker.store.experiments import ArmInfo, ExperimentInfo
 
 ROOT = Path(__file__).resolve().parents[2] / "tracker"
 CORE = sorted((ROOT / "rollup").glob("*.py")) + sorted((ROOT / "spark").glob("*.py"))
@@ -99,8 +98,10 @@ def test_statistics_health_and_exposure_are_keyed_by_any_cell_code():
         np.testing.assert_array_equal(a.users, b.users)
     assert health(big).cells == {one: (3, 6, 1), two: (2, 4, 1)}
     assert health(big).crossover_users == 1  # "d", in both arms
-    rows = metric_rows(cell_stats(big, [two]), layout)
-    assert {r[KEY] for r in rows} == {two} and [r["users"] for r in rows] == [1, 1]
+    named = Cells((1, 2), {}, {7: ("surface", "home")})
+    rows = metric_rows(cell_stats(big, [two]), layout, named)
+    assert [(r[KEY], r["segment"], r["slice"], r["users"]) for r in rows] == \
+        [(2, "surface", "home", 1)] * 2
     served = np.array([[0, 1], [1, -1], [2, 0]])
     by_cell = exposures(served, np.array([2**41, 2**41, 5]), [1, 2])
     assert sorted(by_cell) == [5, 2**41]
@@ -129,19 +130,53 @@ def test_a_users_slices_of_one_arm_are_no_crossover_and_count_once_for_the_exper
 
 
 def test_cells_name_their_rows_in_the_reports_tables_and_back():
+    plain = Cells((3, 9), {"control": 3, "two-tower": 9})
     whole = {"segment": "", "slice": ""}  # a whole arm's row: in no slice
-    assert Cells.code(Cells.stored(17)) == 17 and Cells.stored(WHOLE) == {KEY: 0, **whole}
-    rows = keyed({9: b"x", WHOLE: b"catalog", 3: b"y"})
+    assert plain.code(plain.stored(17)) == 17 and plain.stored(WHOLE) == {KEY: 0, **whole}
+    rows = plain.keyed({9: b"x", WHOLE: b"catalog", 3: b"y"})
     assert [key for key, _ in rows] == [{KEY: 0, **whole}, {KEY: 3, **whole},
                                         {KEY: 9, **whole}]
-    assert coded(rows) == {0: b"catalog", 3: b"y", 9: b"x"}
+    assert plain.coded(rows) == {0: b"catalog", 3: b"y", 9: b"x"}
     lists = pa.table({"id": [1, 2], "arm": pa.array([4, 9], pa.int32()), "user": ["u", "v"]})
-    placed = Cells.place(lists)
+    placed = plain.place(lists)
     assert placed.column_names == ["id", "cell", "user"]
     assert placed["cell"].type == pa.int64() and placed["cell"].to_pylist() == [4, 9]
-    cells = Cells((4, 9), {"control": 4, "two-tower": 9})  # the lake's rows: arm keys
-    assert cells.of_keys(pa.array(["two-tower", "undeclared", "control"])).to_pylist() == \
-        [9, None, 4]
+    assert plain.of_keys(pa.array(["two-tower", "undeclared", "control"])).to_pylist() == \
+        [9, None, 3]
+
+
+def _sliced_info(levels) -> ExperimentInfo:
+    arms = (ArmInfo("control", 0.5, 3), ArmInfo("two-tower", 0.5, 9))
+    return ExperimentInfo(1, "home", "", "", "running", None, None, "control", arms,
+                          timedelta(hours=1), None, "ignore", "UTC", (5,),
+                          datetime(2026, 1, 1, tzinfo=UTC), levels=levels)
+
+
+def test_a_list_falls_in_its_arm_and_in_its_slice_of_each_list_dimension():
+    """Levels keep their slices; other values fold into (other), a missing key is (none);
+    every slice's row names it and comes back to its code."""
+    cells = Cells.of(_sliced_info((("surface", ("search", "home")), ("device", ("ios",)))))
+    lists = pa.table({"id": [1, 2, 3, 4], "arm": pa.array([3, 9, 3, 9], pa.int32()),
+                      "slice:device": ["ios", None, "android", "ios"],
+                      "slice:surface": ["home", "search", "pdp", None]})
+    placed = cells.place(lists)
+    assert placed.column_names == ["id", "cell", "cell:device", "cell:surface"]
+    matrix = Cells.matrix(placed)
+    assert matrix.shape == (4, 3) and matrix[:, 0].tolist() == [3, 9, 3, 9]
+    assert assignment_of(matrix).tolist() == [[3] * 3, [9] * 3, [3] * 3, [9] * 3]
+    named = [[cells.stored(code) for code in row] for row in matrix]
+    assert [[(n["segment"], n["slice"]) for n in row[1:]] for row in named] == [
+        [("device", "ios"), ("surface", "home")],
+        [("device", "(none)"), ("surface", "search")],
+        [("device", "(other)"), ("surface", "(other)")],
+        [("device", "ios"), ("surface", "(none)")]]
+    assert all(cells.code(n) == code for row, codes in zip(named, matrix, strict=True)
+               for n, code in zip(row, codes, strict=True))
+    # the report lists every arm, then each slice of every arm: 2 + 2 x (3 + 4)
+    assert len(cells.codes) == 16 and cells.codes[:2] == (3, 9)
+    assert cells.keys == ("device", "surface")  # by name, whatever the order declared
+    with pytest.raises(StaleState, match="'tablet' of 'device'"):
+        cells.code({KEY: 3, "segment": "device", "slice": "tablet"})
 
 
 def _to_before_cells(engine: sa.Engine) -> int:

@@ -63,11 +63,15 @@ def _level(_ctx, _param, value: float) -> float:
                    "the metric catalogue).")
 @click.option("--k", "only_ks", multiple=True, type=click.IntRange(min=1), metavar="K",
               help="Show only this cutoff (repeatable); metrics without one stay.")
+@click.option("--segment", metavar="DIM", default=None, hidden=True,
+              help="The results per slice of this declared dimension (exploratory: "
+                   "verdicts adjusted across its slices, per-slice sample ratio, "
+                   "heterogeneity of each primary).")
 def report_cmd(experiment: str, day, daily: bool, fmt: str, level: float,
                sequential: bool | None, cuped: bool | None, correction: str | None,
                primary: tuple[str, ...], guardrails: tuple[str, ...],
                only_metrics: tuple[str, ...], only_ks: tuple[int, ...],
-               target_effect: float | None) -> None:
+               target_effect: float | None, segment: str | None) -> None:
     """Scorecard of EXPERIMENT: first the decision per treatment arm (ship, do not ship, keep
     running, no detectable effect) and the health checklist (SRM, sample size, crossover,
     data freshness, rollup, provisional days); then each arm's mean with its interval, lift
@@ -82,6 +86,15 @@ def report_cmd(experiment: str, day, daily: bool, fmt: str, level: float,
 
     margins = parse_pairs(guardrails, "--guardrail", GUARDRAIL_FORM)
     engine, _ = open_engine()
+    if segment is not None:
+        _segment_report(engine, experiment, segment, fmt, only_metrics, only_ks,
+                        cumulative=not daily, as_of=day.date() if day else None,
+                        level=level, cuped=cuped, correction=correction,
+                        intervals=None if sequential is None
+                        else "sequential" if sequential else "fixed_horizon",
+                        primary=primary or None, guardrails=margins or None,
+                        target_effect=target_effect)
+        return
     with options_for(as_of="--day", primary="--primary/--guardrail",
                   target_effect="--target-effect"):
         card = report(engine, experiment, cumulative=not daily,
@@ -105,6 +118,32 @@ def report_cmd(experiment: str, day, daily: bool, fmt: str, level: float,
         click.echo(card.to_csv(), nl=False)
     else:
         click.echo(render_table(card, planned=planned))
+
+
+def _segment_report(engine, experiment: str, segment: str, fmt: str,
+                    only_metrics: tuple[str, ...], only_ks: tuple[int, ...],
+                    **options) -> None:
+    """``tracker report EXPERIMENT --segment DIM``: a block per slice (text), or one row per
+    metric × arm × slice (JSON, CSV)."""
+    from tracker.errors import ValidationError
+    from tracker.report import render_segments, segment_report
+    from tracker.report.card import filter_rows
+    from tracker.report.rows import metric_name
+
+    with options_for(as_of="--day", primary="--primary/--guardrail",
+                     target_effect="--target-effect", segment="--segment"):
+        found = segment_report(engine, experiment, segment, **options)
+    try:
+        rows = filter_rows(found.metrics, only_metrics, only_ks)
+    except ValidationError as error:
+        raise click.BadParameter(error.reason, param_hint=f"--{error.field}") from None
+    if fmt == "json":
+        click.echo(json.dumps(dict(found.to_dict(), metrics=rows), indent=2, default=str))
+    elif fmt == "csv":
+        click.echo(found.to_frame(only_metrics, only_ks).to_csv(index=False), nl=False)
+    else:
+        names = {metric_name(r["metric"], r["k"]) for r in rows}
+        click.echo(render_segments(found, only=tuple(names)))
 
 
 # ---------------------------------------------------------------------------- demo

@@ -88,12 +88,15 @@ from tracker.report.render import (
     format_p,
     render_decisions,
     render_health,
+    render_segments,
     render_table,
     shown_interval,
 )
 from tracker.report.rows import COLUMNS, LOWER_IS_BETTER, METRIC_ORDER, P_FLOOR, ROLE_ORDER
+from tracker.report.segments import SEGMENT_COLUMNS, SegmentReport, segment_report
 
 __all__ = ["COLUMNS", "LOWER_IS_BETTER", "LOWER_MARK", "METRIC_ORDER", "OUTCOME_LABELS",
-           "P_FLOOR", "ROLE_LABELS", "ROLE_ORDER", "Scorecard", "decision_line", "format_p",
-           "render_decisions", "render_health", "render_table", "report", "roles_for",
-           "scorecard", "select", "shown_interval"]
+           "P_FLOOR", "ROLE_LABELS", "ROLE_ORDER", "SEGMENT_COLUMNS", "Scorecard",
+           "SegmentReport", "decision_line", "format_p", "render_decisions", "render_health",
+           "render_segments", "render_table", "report", "roles_for", "scorecard",
+           "segment_report", "select", "shown_interval"]

@@ -87,6 +87,12 @@ def select(card: Scorecard, metrics: Iterable[str] = (), ks: Iterable[int] = ())
     A name missing from the catalogue, or a cutoff the scorecard has no row at, raises
     :class:`~tracker.errors.ValidationError` naming the ones that exist.
     """
+    return replace(card, metrics=filter_rows(card.metrics, metrics, ks))
+
+
+def filter_rows(rows: list[dict[str, Any]], metrics: Iterable[str] = (),
+                ks: Iterable[int] = ()) -> list[dict[str, Any]]:
+    """The metric rows :func:`select` keeps (a slice report's too), checked as it checks."""
     metrics, ks = tuple(metrics), tuple(ks)
     for name in metrics:
         try:
@@ -95,15 +101,13 @@ def select(card: Scorecard, metrics: Iterable[str] = (), ks: Iterable[int] = ())
             hint = (f" (name the metric alone, {name.split('@')[0]!r}, and choose its cutoff "
                     "with k)" if "@" in str(name) else "")
             raise ValidationError(f"{error}{hint}", field="metric") from None
-    present = sorted({r["k"] for r in card.metrics if r["k"] is not None})
+    present = sorted({r["k"] for r in rows if r["k"] is not None})
     for k in ks:
         if present and k not in present:
             raise ValidationError(f"no results at k = {k!r}; this scorecard's cutoffs are "
                                   f"{', '.join(map(str, present))}", field="k")
-    rows = [r for r in card.metrics
-            if (not metrics or r["metric"] in metrics)
+    return [r for r in rows if (not metrics or r["metric"] in metrics)
             and (not ks or r["k"] is None or r["k"] in ks)]
-    return replace(card, metrics=rows)
 
 
 def roles_for(info: ExperimentInfo, primary: Iterable[str] | None = None,

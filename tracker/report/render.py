@@ -5,13 +5,16 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracker.metrics import catalog
 from tracker.report.card import Scorecard
 from tracker.report.rows import P_FLOOR, metric_name
 from tracker.report.trends import trend_notes
 from tracker.table import Column, table_lines
+
+if TYPE_CHECKING:
+    from tracker.report.segments import SegmentReport
 
 
 def format_p(p: float | None) -> str:
@@ -261,3 +264,28 @@ def cuped_line(card: Scorecard) -> str:
 
 
 
+
+
+def render_segments(found: SegmentReport, only: tuple[str, ...] | None = None) -> str:
+    """One dimension's slices for a terminal (``only``: these metric names): what the
+    slices are, the heterogeneity of each primary, then a block per slice (its users per
+    arm and sample-ratio check, then its rows as the scorecard's table shows them)."""
+    view = "cumulative through" if found.cumulative else "day"
+    lines = [f"Experiment {found.experiment} by {found.segment} ({found.kind} dimension) — "
+             + (f"{view} {found.as_of}" if found.as_of else
+                "no rolled-up data yet (run `tracker rollup`)")]
+    lines += found.notes
+    lines += [f"{metric_name(h['metric'], h['k'])}, {h['arm']}: {h['text']}"
+              for h in found.heterogeneity]
+    srm = {row["slice"]: row for row in found.srm}
+    for name in found.slices:
+        check = srm.get(name, {})
+        split = ", ".join(f"{arm} {n}" for arm, n in check.get("users", {}).items())
+        flag = "SAMPLE RATIO MISMATCH (p adj " + format_p(check["p_value_adjusted"]) + ")" \
+            if check.get("flagged") else "sample ratio ok"
+        lines += ["", f"== {found.segment} = {name}: users {split}; {flag} =="]
+        rows = [r for r in found.metrics if r["slice"] == name
+                and (only is None or metric_name(r["metric"], r["k"]) in only)]
+        cells = [_table_cells(r, untrusted=bool(check.get("flagged"))) for r in rows]
+        lines += table_lines(SCORECARD_COLUMNS, cells, rule=True)
+    return "\n".join(lines)

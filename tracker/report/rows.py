@@ -57,6 +57,7 @@ class RowTest:
     guardrail: stats.NonInferiority | None = None
     cuped: Cuped | None = None
     adjusted: tuple[stats.Moments, stats.Moments] | None = None  # the adjusted arms
+    result: stats.Comparison | None = None  # the comparison the row shows
 
 
 @dataclass(frozen=True)
@@ -207,7 +208,7 @@ def _user_level(row: dict[str, Any], r, base, level: float, intervals: str,
             guard = stats.non_inferiority(mean_stats, control_stats, **options)
         row.update(guardrail_margin=margin, guardrail_p_value=finite(guard.p_value),
                    guardrail_ok=guard.non_inferior)
-    return RowTest(row, mean_stats, control_stats, guard, cuped, compared.adjusted)
+    return RowTest(row, mean_stats, control_stats, guard, cuped, compared.adjusted, result)
 
 
 def cuped_inputs(by_arm: dict, covariates: pd.DataFrame | None, metric: str, k: int | None

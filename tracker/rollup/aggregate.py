@@ -478,13 +478,14 @@ def cell_blocks(totals: UnitTotals, cell: int, keep: np.ndarray) -> Iterator[Use
                         np.where(present, counts, 0.0))
 
 
-def metric_rows(stats: list[CellStats], layout: Layout) -> list[dict]:
-    """``rollup_metric`` rows (without experiment, day, cumulative, provisional)."""
+def metric_rows(stats: list[CellStats], layout: Layout, cells: Cells) -> list[dict]:
+    """``rollup_metric`` rows (without experiment, day, cumulative, provisional), their
+    cells named as ``cells`` names them."""
     rows = []
     for stat in stats:
         for j, (metric, k) in enumerate(layout.columns):
             rows.append({
-                **Cells.stored(stat.cell), "metric": metric, "k": k, "kind": "user",
+                **cells.stored(stat.cell), "metric": metric, "k": k, "kind": "user",
                 "users": int(stat.users[j]), "sum": float(stat.sum[j]),
                 "sum_sq": float(stat.sum_sq[j]), "impressions": float(stat.impressions[j]),
                 "impressions_sq": float(stat.impressions_sq[j]),

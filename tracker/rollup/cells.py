@@ -1,37 +1,43 @@
 """Cells: what every per-user and per-group result of the rollup is keyed by.
 
-A **cell** is a group of users whose statistics the report compares: today an arm of the
-experiment; with segments, an arm and the values of the experiment's slices. The rollup
-keys a user's totals by (user, cell), and every statistic, health count, exposure and
-CUPED sum by cell, as integer **codes**. Only this module knows what a cell is made of:
+A **cell** is a group of users whose statistics the report compares: an arm of the
+experiment, or an arm's slice of a declared list dimension (the arm's lists whose
+``context`` holds one value of the dimension's key: :mod:`tracker.rollup.levels`). The
+rollup keys a user's totals by (user, cell), and every statistic, health count, exposure
+and CUPED sum by cell, as integer **codes**. Only this module knows what a cell is made of:
 
-- which cell a served list falls in (:meth:`Cells.place`, :attr:`Cells.logged`: from what
-  the logs hold about the list, today its arm);
+- which cells a served list falls in (:meth:`Cells.place`: its arm, and its slice of the
+  arm in each list dimension; :attr:`Cells.logged`: what the lake holds, arms only);
 - how a cell is named in the tables the report reads (:meth:`Cells.stored`, the key
-  columns of ``rollup_metric``, ``rollup_health``, ``rollup_exposure`` and
-  ``rollup_covariate_sums``; :meth:`Cells.code`, back);
-- which cells a user may be in at once: a user found in two cells of the experiment
-  crossed over (seen in two arms), and counts in no cell's statistics.
+  columns ``arm_id``, ``segment`` and ``slice`` of ``rollup_metric``, ``rollup_health``,
+  ``rollup_exposure``, ``rollup_exposure_day`` and ``rollup_covariate_sums``;
+  :meth:`Cells.code`, back);
+- which cells a user may be in at once: a user found in two arms crossed over, and counts
+  in no cell's statistics; a user's slices of one arm are that arm.
 
 Code :data:`WHOLE` (0) is the experiment as a whole, in no arm: the health row of the whole
 experiment and the exposure row of the catalog. A whole arm's code is its arm's id, so the
 codes of stored state written before cells existed are the cells' codes. A slice's cell
-keeps its arm's id in its low :data:`ARM_BITS` bits (:func:`assignment_of`) and names its slice
-above them, so a user's slices of one arm never make the user a crossover
-(:func:`assignment_of`).
+keeps its arm's id in its low :data:`ARM_BITS` bits (:func:`assignment_of`) and its slice's
+number above them: the dimension's place among the list dimensions by name, times
+:data:`SLICES_PER_DIMENSION`, plus the value's (``(none)``, ``(other)``, then the levels in
+sorted order). The numbers follow the levels, which the rollup keeps beside the results it
+computed with them, and a change of which recomputes every day.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracker.errors import TrackerError
+from tracker.errors import StaleState, TrackerError
+from tracker.rollup.levels import NONE, OTHER
+from tracker.rollup.queries import slice_column
 from tracker.store.rollup_tables import WHOLE_ARM
 
 if TYPE_CHECKING:
@@ -69,14 +75,24 @@ def unsliced(codes: np.ndarray) -> np.ndarray:
 KEY = "arm_id"
 """The column naming a cell in the tables the report reads."""
 
+SLICES_PER_DIMENSION = 128
+"""Slice numbers per list dimension: its levels (at most 100), ``(none)`` and ``(other)``."""
+
+CELL_PREFIX = "cell"
+""":meth:`Cells.place`'s columns: ``cell`` (the whole arm), ``cell:<dimension>`` (a slice)."""
+
 
 @dataclass(frozen=True)
 class Cells:
-    """An experiment's cells, in the order the report lists them."""
+    """An experiment's cells, in the order the report lists them: its arms, then each
+    list dimension's slices of every arm (their levels: ``info.levels``)."""
 
     codes: tuple[int, ...]
     logged: Mapping[str, int]
     """The cell of a served list by the arm key its log row holds (what the lake keeps)."""
+    slices: Mapping[int, tuple[str, str]] = field(default_factory=dict)
+    """(dimension, value) by slice number (a code's bits above :data:`ARM_BITS`)."""
+    levels: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @classmethod
     def of(cls, info: ExperimentInfo) -> Cells:
@@ -84,14 +100,52 @@ class Cells:
         if too_high:
             raise TrackerError(f"arm ids must stay below 2**{ARM_BITS} to name cells; "
                                f"{', '.join(too_high)} of {info.key!r} do not")
-        return cls(tuple(arm.id for arm in info.arms), {arm.key: arm.id for arm in info.arms})
+        arms = tuple(arm.id for arm in info.arms)
+        slices = {}
+        for at, (name, values) in enumerate(sorted(info.levels)):
+            for n, value in enumerate((NONE, OTHER, *sorted(values)), 1):
+                slices[at * SLICES_PER_DIMENSION + n] = (name, value)
+        codes = arms + tuple(arm | number << ARM_BITS for number in slices for arm in arms)
+        return cls(codes, {arm.key: arm.id for arm in info.arms}, slices,
+                   tuple(sorted(info.levels)))
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The context keys of the list dimensions, whose values :meth:`place` reads."""
+        return tuple(name for name, _ in self.levels)
+
+    def place(self, lists: pa.Table) -> pa.Table:
+        """Served lists as the database's log read them (their arm's id in ``arm``, the
+        values of :attr:`keys` in ``slice:<key>``), with the cells each falls in instead:
+        ``cell`` (its arm), and per list dimension ``cell:<key>`` (its slice of the arm)
+        (int64)."""
+        arm = lists["arm"].cast(pa.int64())
+        at = lists.column_names.index("arm")
+        placed = lists.set_column(at, CELL_PREFIX, arm)
+        arms = arm.to_numpy()
+        for d, (name, values) in enumerate(self.levels):
+            column = slice_column(name)
+            number = self._numbers(placed[column], values) + d * SLICES_PER_DIMENSION
+            placed = placed.drop_columns([column]).append_column(
+                f"{CELL_PREFIX}:{name}", pa.array(arms | number << ARM_BITS, pa.int64()))
+        return placed
 
     @staticmethod
-    def place(lists: pa.Table) -> pa.Table:
-        """Served lists as the database's log read them (their arm's id in ``arm``), with
-        the cell each falls in (``cell``, int64) instead."""
-        at = lists.column_names.index("arm")
-        return lists.set_column(at, "cell", lists["arm"].cast(pa.int64()))
+    def _numbers(found: pa.ChunkedArray, values: tuple[str, ...]) -> np.ndarray:
+        """Each list's slice number within its dimension: 1 (none), 2 (other), 3... (its
+        level, in sorted order)."""
+        level = pc.index_in(found, value_set=pa.array(sorted(values), pa.string()))
+        number = pc.fill_null(pc.add(level, 3), 2).to_numpy(zero_copy_only=False)
+        missing = found.is_null().to_numpy(zero_copy_only=False)
+        return np.where(missing, 1, number).astype(np.int64)
+
+    @staticmethod
+    def matrix(lists: pa.Table) -> np.ndarray:
+        """The cells of placed lists (:meth:`place`), a column per cell a list falls in:
+        (lists, 1 + list dimensions), int64."""
+        names = [n for n in lists.column_names
+                 if n == CELL_PREFIX or n.startswith(CELL_PREFIX + ":")]
+        return np.column_stack([lists[n].to_numpy() for n in names]).astype(np.int64)
 
     def of_keys(self, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
         """The cells of served lists from what their lake rows hold (today the arm key;
@@ -99,23 +153,28 @@ class Cells:
         at = pc.index_in(keys, value_set=pa.array(list(self.logged), pa.string()))
         return pc.take(pa.array(list(self.logged.values()), pa.int64()), at)
 
-    @staticmethod
-    def stored(code: int) -> dict[str, int | str]:
+    def stored(self, code: int) -> dict[str, int | str]:
         """The key columns of cell ``code`` (or of :data:`WHOLE`) in the report's tables:
-        its arm, and its slice (none yet: the whole arm's)."""
-        return {KEY: int(code), "segment": WHOLE_ARM, "slice": WHOLE_ARM}
+        its arm, and its slice (``""`` and ``""`` for the whole arm)."""
+        number = int(code) >> ARM_BITS
+        segment, value = self.slices[number] if number else (WHOLE_ARM, WHOLE_ARM)
+        return {KEY: int(code) & _ARM_MASK, "segment": segment, "slice": value}
 
-    @staticmethod
-    def code(row: Mapping) -> int:
+    def code(self, row: Mapping) -> int:
         """The code of the cell a stored row names (:meth:`stored`'s inverse)."""
-        return int(row[KEY])
+        if not row.get("segment"):
+            return int(row[KEY])
+        named = {v: k for k, v in self.slices.items()}
+        number = named.get((row["segment"], row["slice"]))
+        if number is None:
+            raise StaleState(f"a stored row names the slice {row['slice']!r} of "
+                             f"{row['segment']!r}, which the levels do not hold")
+        return int(row[KEY]) | number << ARM_BITS
 
+    def coded(self, rows: Iterable[tuple[Mapping, T]]) -> dict[int, T]:
+        """Stored ``(key columns, value)`` rows by cell code."""
+        return {self.code(key): value for key, value in rows}
 
-def coded(rows: Iterable[tuple[Mapping, T]]) -> dict[int, T]:
-    """Stored ``(key columns, value)`` rows by cell code."""
-    return {Cells.code(key): value for key, value in rows}
-
-
-def keyed(values: Mapping[int, T]) -> list[tuple[dict[str, int], T]]:
-    """``(key columns, value)`` rows of values by cell code, in code order."""
-    return [(Cells.stored(code), value) for code, value in sorted(values.items())]
+    def keyed(self, values: Mapping[int, T]) -> list[tuple[dict[str, int | str], T]]:
+        """``(key columns, value)`` rows of values by cell code, in code order."""
+        return [(self.stored(code), value) for code, value in sorted(values.items())]

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from tracker.metrics import ServedPositions
 from tracker.metrics.batch import pad
 from tracker.rollup.aggregate import CodedTotals, unit_totals_of_codes
+from tracker.rollup.cells import Cells
 from tracker.rollup.codes import Vocabulary, distinct
 from tracker.rollup.outcomes import Layout, impression_values
 from tracker.rollup.popularity import Popularity
@@ -420,8 +421,9 @@ def score_chunk(lists: pa.Table, interactions: Interactions, keyed: pa.Table,
     ground = _ground_truth(lists, imp_user, interactions, it_items, keyed, keyed_items,
                            relevance, window, len(items), served, top, pair_limit)
     truth = ground.truth
-    cells = lists["cell"].to_numpy()
-    encoded = EncodedLists(lists["id"].to_numpy(), imp_user, cells, lists["served"].to_numpy(),
+    placed = Cells.matrix(lists)  # a column per cell a list falls in: its arm, its slices
+    encoded = EncodedLists(lists["id"].to_numpy(), imp_user, placed[:, 0],
+                           lists["served"].to_numpy(),
                            item_codes, lengths, _overlaps(served[:, :top], baseline, cutoffs),
                            lists["baseline"].is_valid().to_numpy(zero_copy_only=False), truth,
                            ground.unlisted)
@@ -429,9 +431,18 @@ def score_chunk(lists: pa.Table, interactions: Interactions, keyed: pa.Table,
                                     popularity.n_users, layout, cutoffs, served)
     catalog = distinct(np.concatenate((item_codes, truth.items) + (
         (ground.dropped_items,) if ground.dropped_items.size else ())))
-    return ChunkResult(unit_totals_of_codes(imp_user, cells, values, defined),
-                       exposures(served, cells, cutoffs), catalog, lists.num_rows,
-                       ground.pairs, imp_user)
+    copies = placed.shape[1]  # each list's values go to each of its cells
+    cells = placed.T.ravel()
+    return ChunkResult(unit_totals_of_codes(np.tile(imp_user, copies), cells,
+                                            _repeated(values, copies),
+                                            _repeated(defined, copies)),
+                       exposures(_repeated(served, copies), cells, cutoffs), catalog,
+                       lists.num_rows, ground.pairs, imp_user)
+
+
+def _repeated(rows: np.ndarray, times: int) -> np.ndarray:
+    """``rows`` stacked ``times`` times (itself once)."""
+    return rows if times == 1 else np.concatenate([rows] * times)
 
 
 def exposures(items: np.ndarray, cells: np.ndarray,
@@ -448,8 +459,10 @@ def exposures(items: np.ndarray, cells: np.ndarray,
     limits = np.asarray(cutoffs)
     band = (np.arange(items.shape[1])[:, None] >= limits[None, :]).sum(axis=1)
     bands = limits.size + 1
-    # dense (cell, item, band) keys, one count: no sort, one pass over the slots
     key = ((cell_index[:, None] * size + items) * bands + band[None, :])[slots]
+    if cell_codes.size * size * bands > DENSE_EXPOSURE_KEYS:  # slices: few items each
+        return _sparse_exposures(key, cell_codes, size, bands)
+    # dense (cell, item, band) keys, one count: no sort, one pass over the slots
     by_band = np.bincount(key, minlength=cell_codes.size * size * bands).reshape(
         cell_codes.size, size, bands)
     present = by_band.sum(axis=2)
@@ -458,3 +471,22 @@ def exposures(items: np.ndarray, cells: np.ndarray,
         codes = np.flatnonzero(present[a])
         out[int(cell)] = (codes, counts[a, codes])
     return out
+
+
+DENSE_EXPOSURE_KEYS = 1 << 22
+"""The most (cell, item, band) keys :func:`exposures` counts in one dense array (32 MiB);
+beyond (many cells: slices), it counts the keys present only."""
+
+
+def _sparse_exposures(key: np.ndarray, cell_codes: np.ndarray, size: int, bands: int
+                      ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """:func:`exposures` from the (cell, item, band) keys present, sorted once."""
+    found, n = np.unique(key, return_counts=True)
+    pairs, pair = np.unique(found // bands, return_inverse=True)  # (cell, item), sorted
+    by_band = np.zeros((pairs.size, bands), dtype=np.int64)
+    by_band[pair, found % bands] = n
+    counts = np.cumsum(by_band, axis=1)[:, :bands - 1]
+    cell_of, item_of = pairs // size, pairs % size
+    starts = np.searchsorted(cell_of, np.arange(cell_codes.size + 1))
+    return {int(cell): (item_of[starts[a]:starts[a + 1]], counts[starts[a]:starts[a + 1]])
+            for a, cell in enumerate(cell_codes)}

@@ -196,8 +196,9 @@ def insert_sums(conn: sa.Connection, info: ExperimentInfo, day: date, cumulative
         return
     sql = dict(covariate_sum_columns())  # name -> SQL column
     rows = sums.rename_columns([sql.get(c, c) for c in sums.column_names]).to_pylist()
+    cells = Cells.of(info)
     for row in rows:
-        row.update(Cells.stored(row.pop("cell")), experiment_id=info.id, day=day,
+        row.update(cells.stored(row.pop("cell")), experiment_id=info.id, day=day,
                    cumulative=cumulative)
     if rows:
         conn.execute(sa.insert(table), rows)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date, datetime
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -66,7 +67,7 @@ class RunContext:
     def layout(self) -> Layout:
         return Layout.for_cutoffs(self.cutoffs)
 
-    @property
+    @cached_property
     def cells(self) -> Cells:
         return Cells.of(self.info)
 
@@ -149,7 +150,7 @@ def write_state(conn: sa.Connection, run: RunContext, day: date, scores: DayScor
     info, cutoffs = run.info, run.cutoffs
     results.delete_day_state(conn, info.id, day)
     catalog = Exposure.of(scores.catalog, np.zeros((scores.catalog.size, 0)))
-    results.insert_exposure(conn, info.id, day, False, cells.keyed(
+    results.insert_exposure(conn, info.id, day, False, run.cells.keyed(
         {cell: e.encode(cutoffs) for cell, e in scores.exposures.items()}
         | {cells.WHOLE: catalog.encode([])}))
     results.insert_units(conn, info.id, day, False, scores.totals.encode(run.layout))
@@ -166,7 +167,7 @@ def finalize_day(run: RunContext, day: date) -> DayResult | None:
     info = run.info
     with transaction(run.engine) as conn:
         stored = results.units(conn, info.id, day, False)
-        exposed = cells.coded(results.exposure(conn, info.id, day, False))
+        exposed = run.cells.coded(results.exposure(conn, info.id, day, False))
         computed = results.day_impressions(conn, info.id, day)
         extent = queries.day_extent(conn, info.id, *day_bounds(day, info.timezone),
                                     longest=False)
@@ -216,13 +217,15 @@ class DayScorer:
         self._whole_day = None
         self.firsts = run.firsts.day() if run.firsts is not None and users is None else None
 
-    def _read(self, query, *args):
-        return query(self.run.reader, self.run.info.id, self.start, self.end, *args)
+    def _read(self, query, *args, **options):
+        return query(self.run.reader, self.run.info.id, self.start, self.end, *args,
+                     **options)
 
     def read_chunk(self, chunk: tuple[int, int]) -> ChunkTables:
         return ChunkTables(
             self.run.cells.place(self._read(queries.served_lists, *chunk,
-                                            max(self.run.cutoffs), self.only)),
+                                            max(self.run.cutoffs), self.only,
+                                            keys=self.run.cells.keys)),
             self._read(queries.keyed_interactions, *chunk, self.only),
             None if self.day_wide else self._read(queries.window_interactions,
                                                   self.run.window_us, chunk, self.only))

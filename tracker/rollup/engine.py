@@ -47,7 +47,7 @@ import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 
 import pyarrow as pa
@@ -55,7 +55,7 @@ import sqlalchemy as sa
 from threadpoolctl import threadpool_limits
 
 from tracker.config import Settings
-from tracker.rollup import covariates, queries, retention, sources
+from tracker.rollup import covariates, levels, queries, retention, sources
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cumulative import recompute_cumulative
 from tracker.rollup.day import RunContext, finalize_day, recompute_day
@@ -135,6 +135,7 @@ class _Run:
     progress: Progress | None
     named: bool = True  # the run names the experiment (else: a run over every experiment)
     seen: results.Seen | None = None  # the rows the run took into account, once planned
+    relevel: bool = False  # the list dimensions' levels changed: every day recomputed
 
     def run(self) -> RollupSummary:
         started = time.perf_counter()
@@ -192,8 +193,8 @@ class _Run:
             stored = results.load_state(conn, self.info.id)
             if not self._ours(conn, None if stored is None else stored.source, summary):
                 return None
-            watermarks = None if self.full or stored is None or summary.taken_over \
-                else stored.watermarks
+            watermarks = None if self.full or self.relevel or stored is None \
+                or summary.taken_over else stored.watermarks
             known = [] if watermarks is None else [KnownDay(*d) for d in
                                                     results.known_days(conn, self.info.id)]
             after = watermarks or (0, 0)
@@ -216,6 +217,12 @@ class _Run:
                 results.clear_state(conn, self.info.id)
         else:
             generation = stored.generation
+        found, changed = levels.refresh(self.engine, self.info, plan.read_whole,
+                                        rebuild=watermarks is None)
+        if changed:  # other slices: every day again, with them
+            self.relevel = True
+            return self._plan(summary)
+        self.info = replace(self.info, levels=tuple(sorted(found.items())))
         return _Start(plan, ids, results.StateRow(top_impression, top_interaction, generation,
                                                   sources.DATABASE),
                       watermarks is None, popularity)
@@ -279,6 +286,7 @@ class _Run:
                 transaction(self.engine, write=True) as conn:
             queries.tune(conn)
             publish_daily(conn, self.info, daily, everything=start.rebuild)
+            results.save_levels(conn, self.info.id, levels.encode(dict(self.info.levels)))
             _store_popularity(conn, self.info, start.popularity)
             publish_exposure_days(conn, self.info, min(daily) if daily else None, recent,
                                   rebuild=start.rebuild)

@@ -95,7 +95,7 @@ def set_values(exposure: Exposure, column: int, catalog: int) -> dict[str, float
 
 
 def set_metric_rows(exposures: dict[int, Exposure], catalog: int, cutoffs: list[int],
-                    users: dict[int, int]) -> list[dict]:
+                    users: dict[int, int], cells: Cells) -> list[dict]:
     """``rollup_metric`` rows of the set-level metrics (coverage, gini, entropy) of every cell
     with users."""
     rows = []
@@ -106,7 +106,7 @@ def set_metric_rows(exposures: dict[int, Exposure], catalog: int, cutoffs: list[
         for j, k in enumerate(cutoffs):
             for metric, value in set_values(exposure, j, catalog).items():
                 rows.append({
-                    **Cells.stored(cell), "metric": metric, "k": k, "kind": "set",
+                    **cells.stored(cell), "metric": metric, "k": k, "kind": "set",
                     "users": cell_users, "sum": value, "sum_sq": value * value,
                     "impressions": 0.0, "impressions_sq": 0.0, "ratio_sum": 0.0,
                     "ratio_sum_sq": 0.0, "ratio_cross": 0.0,

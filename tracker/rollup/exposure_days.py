@@ -122,13 +122,14 @@ def day_rows(info: ExperimentInfo, totals: UnitTotals, offsets: np.ndarray,
              layout: Layout) -> list[dict]:
     """The statistics rows of one day's unit ``totals`` per exposure day (``offsets``: each
     row's days since its user's first exposure), without experiment, day and provisional."""
-    codes = list(Cells.of(info).codes)
+    cells = Cells.of(info)
+    codes = list(cells.codes)
     rows = []
     for offset in np.unique(offsets):
         pick = np.flatnonzero(offsets == offset)  # a user's rows stay adjacent
         # every row (a first day): the day's own totals, whose statistics are known
         part = totals if pick.size == totals.size else totals.take(pick)
-        for row in metric_rows(cell_stats(part, codes), layout):
+        for row in metric_rows(cell_stats(part, codes), layout, cells):
             del row["kind"]
             rows.append(dict(row, exposure_day=int(offset)))
     return rows

@@ -52,7 +52,7 @@ def recompute_users(run: RunContext, day: date, users: frozenset[str], ids: Ids,
         queries.tune(conn)
         extent = queries.day_extent(conn, run.info.id, start, end)
         stored = results.units(conn, run.info.id, day, False)
-        exposed = cells.coded(results.exposure(conn, run.info.id, day, False))
+        exposed = run.cells.coded(results.exposure(conn, run.info.id, day, False))
         day_wide = queries.count_window_interactions(
             conn, start, end, run.window_us) <= run.settings.rollup_chunk_cells
     if not extent.impressions or stored is None or cells.WHOLE not in exposed:

@@ -118,6 +118,11 @@ class Plan:
         self.impressions, self.final = {}, set()
 
     @property
+    def read_whole(self) -> list[date]:
+        """The days recomputed whole, from the logs (their lists read: new, erased)."""
+        return sorted(day for day, users in self.days.items() if users is None)
+
+    @property
     def first_day(self) -> date | None:
         """The experiment's first day: the earliest holding lists."""
         return min(self.holding) if self.holding else None

@@ -77,14 +77,15 @@ def stats_rows_of(view: View, stats: list[CellStats], state: HealthCounts, layou
     """:func:`stats_rows` of a view's cell statistics and health counts (the cumulative
     view's, from its exact sums: :class:`~tracker.rollup.deltas.ViewSums`)."""
     info, base = view.info, view.base
-    codes = list(Cells.of(info).codes)
-    counts = {cell: state.cells.get(cell, (0, 0, 0)) for cell in codes}
-    rows = [dict(base, **row) for row in metric_rows(stats, layout)]
+    cells = Cells.of(info)
+    counts = {cell: state.cells.get(cell, (0, 0, 0)) for cell in cells.codes}
+    rows = [dict(base, **row) for row in metric_rows(stats, layout, cells)]
     rows += [dict(base, **row) for row in set_metric_rows(
-        exposures, catalog, list(info.cutoffs), {cell: n[0] for cell, n in counts.items()})]
-    health_rows = [dict(base, **Cells.stored(cell), users=u, impressions=i, crossover_users=c)
+        exposures, catalog, list(info.cutoffs), {cell: n[0] for cell, n in counts.items()},
+        cells)]
+    health_rows = [dict(base, **cells.stored(cell), users=u, impressions=i, crossover_users=c)
                    for cell, (u, i, c) in counts.items()]
-    health_rows.append(dict(base, **Cells.stored(WHOLE), users=state.users,
+    health_rows.append(dict(base, **cells.stored(WHOLE), users=state.users,
                             impressions=state.impressions,
                             crossover_users=state.crossover_users))
     return StatsRows(rows, health_rows)

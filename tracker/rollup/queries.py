@@ -333,13 +333,42 @@ def _only(users: str | None) -> str:
     return f" AND {users}" if users else ""
 
 
+def context_value(dialect: str, key: str, alias: str = "imp") -> str:
+    """SQL of the text of an impression's ``context`` value at ``key`` (a declared
+    dimension's name: ``[A-Za-z0-9_-]``, safe to inline): a string as itself, a number or
+    a boolean as JSON writes it, NULL when the key is missing or holds null, an object or
+    a list."""
+    if not key.replace("_", "").replace("-", "").isalnum() or not key.isascii():
+        raise ValueError(f"not a dimension's name: {key!r}")
+    if dialect == "postgresql":
+        value = f"{alias}.context -> '{key}'"
+        return (f"CASE WHEN jsonb_typeof({value}) IN ('string', 'number', 'boolean') "
+                f"THEN {alias}.context ->> '{key}' END")
+    path = f"'$.\"{key}\"'"
+    kind = f"json_type({alias}.context, {path})"
+    return (f"CASE {kind} WHEN 'text' THEN json_extract({alias}.context, {path}) "
+            f"WHEN 'integer' THEN CAST(json_extract({alias}.context, {path}) AS TEXT) "
+            f"WHEN 'real' THEN CAST(json_extract({alias}.context, {path}) AS TEXT) "
+            f"WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' END")
+
+
+def slice_column(key: str) -> str:
+    """The column of :func:`served_lists` that holds the lists' values of ``key``."""
+    return f"slice:{key}"
+
+
 def served_lists(reader: ArrowReader, experiment_id: int, start: int, end: int, low: int,
-                 high: int, top: int, users: str | None = None) -> pa.Table:
+                 high: int, top: int, users: str | None = None,
+                 keys: tuple[str, ...] = ()) -> pa.Table:
     """A chunk's impressions (in no set order): ``id, arm, user, served``, ``items`` (the
     whole list), ``baseline`` (null when the impression has none; on PostgreSQL only
-    its first ``top`` items) and ``received``. ``users``: only those of the users it
+    its first ``top`` items) and ``received``, then per context key of ``keys`` its value
+    (:func:`slice_column`, :func:`context_value`). ``users``: only those of the users it
     selects (:func:`changed_users`)."""
-    if reader.engine.dialect.name == "postgresql":
+    dialect = reader.engine.dialect.name
+    values = "".join(f", {context_value(dialect, key)}" for key in keys)
+    schema = pa.schema([*LISTS, *(pa.field(slice_column(k), pa.string()) for k in keys)])
+    if dialect == "postgresql":
         where = _chunk_literals(experiment_id, start, end, low, high)
         # sliced only when longer: building a slice of every array doubled the server's
         # cost of the read (1M lists of 10, every one within the top)
@@ -351,8 +380,19 @@ def served_lists(reader: ArrowReader, experiment_id: int, start: int, end: int, 
         baseline = "imp.baseline_items"
     where += _only(users)
     return reader.read("SELECT imp.id, imp.arm_id, imp.user_id, imp.served_at, "
-                       f"imp.items, {baseline}, imp.received_at FROM impression imp "
-                       f"WHERE {where}", LISTS)
+                       f"imp.items, {baseline}, imp.received_at{values} FROM impression imp "
+                       f"WHERE {where}", schema)
+
+
+def context_counts(conn: sa.Connection, experiment_id: int, start: int, end: int,
+                   key: str) -> list[tuple[str | None, int]]:
+    """The lists served in ``[start, end)`` per value of their ``context`` key ``key``
+    (None: without one)."""
+    value = context_value(conn.dialect.name, key)
+    return [(v, int(n)) for v, n in conn.execute(sa.text(
+        f"SELECT {value} AS v, count(*) AS n FROM impression imp WHERE {_day_filter()} "
+        "GROUP BY 1"),
+        {"experiment": experiment_id, "start": start, "end": end})]
 
 
 def count_window_interactions(conn: sa.Connection, start: int, end: int,

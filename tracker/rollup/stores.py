@@ -26,6 +26,7 @@ from tracker.errors import StaleState
 from tracker.rollup import cells, state
 from tracker.rollup import covariates as cuped
 from tracker.rollup.aggregate import UnitTotals
+from tracker.rollup.cells import Cells
 from tracker.rollup.exposure import Exposure
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.retention import first_recomputable_day
@@ -197,7 +198,8 @@ class DatabaseStore:
                 results.take_counted_units(self.conn, self.info.id, through).items()}
 
     def exposure(self, day: date, cumulative: bool) -> dict[int, Exposure]:
-        stored = cells.coded(results.exposure(self.conn, self.info.id, day, cumulative))
+        stored = Cells.of(self.info).coded(results.exposure(self.conn, self.info.id, day,
+                                                            cumulative))
         return {cell: decode_exposure(data, cell, list(self.info.cutoffs))
                 for cell, data in stored.items()}
 
@@ -288,9 +290,10 @@ class DatabaseStore:
 
     def write_exposure(self, day: date, exposures: dict[int, Exposure]) -> None:
         cutoffs = list(self.info.cutoffs)
-        results.insert_exposure(self.conn, self.info.id, day, True, cells.keyed(
+        named = Cells.of(self.info).keyed(
             {cell: e.encode([] if cell == cells.WHOLE else cutoffs)
-             for cell, e in exposures.items()}))
+             for cell, e in exposures.items()})
+        results.insert_exposure(self.conn, self.info.id, day, True, named)
 
     def delete_cumulative(self, since: date) -> None:
         results.delete_cumulative_state(self.conn, self.info.id, since)

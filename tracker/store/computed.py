@@ -43,12 +43,18 @@ METRIC_COLUMNS = ["day", "arm", "metric", "k", "kind", "users", "mean", "sum", "
 HEALTH_COLUMNS = ["day", "arm", "users", "impressions", "crossover_users", "provisional"]
 
 
-def _arm_frame(engine: sa.Engine, experiment: str, fetch, columns: list[str]) -> pd.DataFrame:
+def _arm_frame(engine: sa.Engine, experiment: str, fetch, columns: list[str],
+               segment: str | None = None) -> pd.DataFrame:
     """``fetch(conn, experiment_id)``'s rows as a frame with the arm keys in ``arm`` and a
-    boolean ``provisional``."""
+    boolean ``provisional`` (``segment``: a dimension the experiment declares, else
+    :class:`~tracker.errors.ValidationError`)."""
     require_current_schema(engine)
     with transaction(engine) as conn:
         info = get_experiment(conn, experiment)
+        if segment is not None and segment not in {s.name for s in info.segments}:
+            declared = ", ".join(s.name for s in info.segments) or "none"
+            raise ValidationError(f"experiment {experiment!r} declares no dimension "
+                                  f"{segment!r} (declared: {declared})", field="segment")
         rows = fetch(conn, info.id)
     frame = pd.DataFrame(rows, columns=columns)
     frame["arm"] = frame["arm_id"].map({arm.id: arm.key for arm in info.arms})
@@ -56,15 +62,27 @@ def _arm_frame(engine: sa.Engine, experiment: str, fetch, columns: list[str]) ->
     return frame
 
 
-def metric_table(engine: sa.Engine, experiment: str, cumulative: bool = False) -> pd.DataFrame:
-    """Arm-day statistics of ``experiment`` (daily, or cumulative from its first day)."""
-    frame = _arm_frame(engine, experiment,
-                       lambda conn, eid: results.metric_rows(conn, eid, cumulative),
-                       [c for c in METRIC_COLUMNS if c not in ("arm", "mean")] + ["arm_id"])
+def _sliced(columns: list[str], segment: str | None) -> list[str]:
+    """``columns`` with ``slice`` after ``arm`` when read for a dimension."""
+    if segment is None:
+        return columns
+    at = columns.index("arm") + 1
+    return [*columns[:at], "slice", *columns[at:]]
+
+
+def metric_table(engine: sa.Engine, experiment: str, cumulative: bool = False,
+                 segment: str | None = None) -> pd.DataFrame:
+    """Arm-day statistics of ``experiment`` (daily, or cumulative from its first day); with
+    ``segment`` (a declared dimension), its slices' instead, their values in ``slice``."""
+    columns = _sliced(METRIC_COLUMNS, segment)
+    frame = _arm_frame(engine, experiment, lambda conn, eid: results.metric_rows(
+                           conn, eid, cumulative, WHOLE_ARM if segment is None else segment),
+                       [c for c in METRIC_COLUMNS if c not in ("arm", "mean")]
+                       + ["arm_id", "segment", "slice"], segment)
     frame["k"] = frame["k"].where(frame["k"] > 0).astype("Int64")
     users = frame["users"].where(frame["users"] > 0)
     frame["mean"] = (frame["sum"] / users).where(frame["kind"] == "user", frame["sum"])
-    return frame[METRIC_COLUMNS].reset_index(drop=True)
+    return frame[columns].reset_index(drop=True)
 
 
 VIEWS = ("daily", "cumulative", "exposure_day")
@@ -116,42 +134,47 @@ def _exposure_day_rows(conn: sa.Connection, experiment_id: int) -> list[tuple]:
 
 
 def covariate_table(engine: sa.Engine, experiment: str, cumulative: bool = True,
-                    day=None) -> pd.DataFrame:
+                    day=None, segment: str | None = None) -> pd.DataFrame:
     """CUPED's covariate sums per (day, arm, metric, k): ``x:<c>`` = Σx_c, ``xx:<a>*<b>`` =
     Σx_a·x_b, ``xy:<c>`` = Σx_c·(user mean), ``xs:<c>`` / ``xm:<c>`` = Σx_c·(user sum) /
     Σx_c·(user impressions), over the users of the matching :func:`metric_table` row;
     ``attrs["covariates"]`` names the covariates (``pre_interactions, pre_graded,
     no_pre_period, pre_metric, no_pre_lists``; ``pre_metric`` is the row's own metric before
     exposure). Empty when the experiment has none (CUPED off, or not rolled up since it was
-    on). ``day``: that day only."""
+    on). ``day``: that day only; ``segment``: the slices of that dimension (``slice``)."""
     require_current_schema(engine)
     table = RollupCovariateSums.__table__
     sums = covariate_sum_columns()
-    query = sa.select(table.c.day, table.c.arm_id, table.c.metric, table.c.k,
+    query = sa.select(table.c.day, table.c.arm_id, table.c.slice, table.c.metric, table.c.k,
                       *[table.c[column].label(name) for name, column in sums])
     with transaction(engine) as conn:
         info = get_experiment(conn, experiment)
         query = query.where(table.c.experiment_id == info.id,
-                            table.c.cumulative.is_(cumulative), table.c.segment == WHOLE_ARM)
+                            table.c.cumulative.is_(cumulative),
+                            table.c.segment == (WHOLE_ARM if segment is None else segment))
         if day is not None:
             query = query.where(table.c.day == day)
-        rows = conn.execute(query.order_by(table.c.day, table.c.arm_id, table.c.metric,
-                                           table.c.k)).all()
-    frame = pd.DataFrame(rows, columns=["day", "arm_id", "metric", "k"]
+        rows = conn.execute(query.order_by(table.c.day, table.c.arm_id, table.c.slice,
+                                           table.c.metric, table.c.k)).all()
+    frame = pd.DataFrame(rows, columns=["day", "arm_id", "slice", "metric", "k"]
                          + [name for name, _ in sums])
     frame.insert(1, "arm", frame.pop("arm_id").map({a.id: a.key for a in info.arms}))
+    if segment is None:
+        frame = frame.drop(columns="slice")
     frame["k"] = frame["k"].where(frame["k"] > 0).astype("Int64")
     frame.attrs["covariates"] = list(COVARIATES) if rows else []
     return frame
 
 
-def health_table(engine: sa.Engine, experiment: str, cumulative: bool = False) -> pd.DataFrame:
-    """Users, impressions and crossover users per arm and day (``arm`` None: all arms)."""
-    frame = _arm_frame(engine, experiment,
-                       lambda conn, eid: results.health_rows(conn, eid, cumulative),
-                       ["day", "arm_id", "users", "impressions", "crossover_users",
-                        "provisional"])
-    return frame[HEALTH_COLUMNS].reset_index(drop=True)
+def health_table(engine: sa.Engine, experiment: str, cumulative: bool = False,
+                 segment: str | None = None) -> pd.DataFrame:
+    """Users, impressions and crossover users per arm and day (``arm`` None: all arms); with
+    ``segment``, per arm, slice and day."""
+    frame = _arm_frame(engine, experiment, lambda conn, eid: results.health_rows(
+                           conn, eid, cumulative, WHOLE_ARM if segment is None else segment),
+                       ["day", "arm_id", "segment", "slice", "users", "impressions",
+                        "crossover_users", "provisional"], segment)
+    return frame[_sliced(HEALTH_COLUMNS, segment)].reset_index(drop=True)
 
 
 def day_table(engine: sa.Engine, experiment: str) -> pd.DataFrame:

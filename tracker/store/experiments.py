@@ -181,6 +181,9 @@ class ExperimentInfo:
     cuped_days: int = 14
     plan: AnalysisPlan = field(default_factory=AnalysisPlan)
     segments: tuple[Segment, ...] = ()
+    # the rollup's, not stored here: per list dimension (by name) the values that keep a
+    # slice, as the running rollup found them (tracker.rollup.levels); () outside a run
+    levels: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def planned_end(self) -> datetime | None:

@@ -24,6 +24,7 @@ from tracker.store.rollup_tables import (
     RollupHealth,
     RollupMetric,
     RollupPopularity,
+    RollupSliceCount,
     RollupState,
     RollupUnits,
     RollupUserTotals,
@@ -224,8 +225,44 @@ def clear_state(conn: sa.Connection, experiment_id: int) -> None:
     reads stay until the rebuild replaces them (:func:`delete_results`). Its popularity
     stays: the rebuild's plan
     decides whether to count it again (its logs may have expired)."""
-    for table in (RollupUnits, RollupExposure, RollupCheckpoint, RollupUserTotals):
+    for table in (RollupUnits, RollupExposure, RollupCheckpoint, RollupUserTotals,
+                  RollupSliceCount):
         conn.execute(sa.delete(table).where(table.experiment_id == experiment_id))
+
+
+def replace_slice_counts(conn: sa.Connection, experiment_id: int, days: Iterable[date],
+                         rows: list[dict]) -> None:
+    """The lists per value of the list dimensions on ``days``: ``rows`` of ``day, segment,
+    slice, lists`` replace what was stored of those days."""
+    days = sorted(set(days))
+    for at in range(0, len(days), IN_LIST_LIMIT):
+        conn.execute(sa.delete(RollupSliceCount).where(
+            RollupSliceCount.experiment_id == experiment_id,
+            RollupSliceCount.day.in_(days[at:at + IN_LIST_LIMIT])))
+    if rows:
+        conn.execute(sa.insert(RollupSliceCount),
+                     [dict(row, experiment_id=experiment_id) for row in rows])
+
+
+def slice_counts(conn: sa.Connection, experiment_id: int) -> list[tuple[str, str, int]]:
+    """``(segment, slice, lists)`` over every day counted, by segment and slice."""
+    table = RollupSliceCount
+    return [(segment, value, int(lists)) for segment, value, lists in conn.execute(
+        sa.select(table.segment, table.slice, sa.func.sum(table.lists))
+        .where(table.experiment_id == experiment_id)
+        .group_by(table.segment, table.slice).order_by(table.segment, table.slice))]
+
+
+def stored_levels(conn: sa.Connection, experiment_id: int) -> str | None:
+    """The levels (JSON) the stored results are sliced by; None: none."""
+    return conn.execute(sa.select(RollupState.levels).where(
+        RollupState.experiment_id == experiment_id)).scalar()
+
+
+def save_levels(conn: sa.Connection, experiment_id: int, levels: str | None) -> None:
+    """Record the levels (JSON; None: none) of the results the transaction publishes."""
+    conn.execute(sa.update(RollupState).where(RollupState.experiment_id == experiment_id)
+                 .values(levels=levels))
 
 
 def delete_results(conn: sa.Connection, experiment_id: int) -> None:
@@ -371,7 +408,7 @@ def units(conn: sa.Connection, experiment_id: int, day: date,
 def insert_exposure(conn: sa.Connection, experiment_id: int, day: date, cumulative: bool,
                     rows: Iterable[tuple[Mapping[str, int], bytes | memoryview]]) -> None:
     """Exposure rows ``(key, encoded exposure)`` of one day, ``key`` the row's key columns
-    (``{"arm_id": ...}``)."""
+    (``{"arm_id": ..., "segment": ..., "slice": ...}``)."""
     conn.execute(sa.insert(RollupExposure), [
         {"experiment_id": experiment_id, "day": day, "cumulative": cumulative, **key,
          "data": data} for key, data in rows])
@@ -380,10 +417,12 @@ def insert_exposure(conn: sa.Connection, experiment_id: int, day: date, cumulati
 def exposure(conn: sa.Connection, experiment_id: int, day: date,
              cumulative: bool) -> list[tuple[dict[str, int], bytes]]:
     """The exposure rows of one day: (key columns, encoded exposure)."""
-    rows = binary_rows(conn, sa.select(RollupExposure.arm_id, RollupExposure.data).where(
+    rows = binary_rows(conn, sa.select(RollupExposure.arm_id, RollupExposure.segment,
+                                       RollupExposure.slice, RollupExposure.data).where(
         RollupExposure.experiment_id == experiment_id, RollupExposure.day == day,
-        RollupExposure.cumulative.is_(cumulative), RollupExposure.segment == WHOLE_ARM))
-    return [({"arm_id": int(arm)}, bytes(data)) for arm, data in rows]
+        RollupExposure.cumulative.is_(cumulative)))
+    return [({"arm_id": int(arm), "segment": segment, "slice": value}, bytes(data))
+            for arm, segment, value, data in rows]
 
 
 def insert_metrics(conn: sa.Connection, rows: list[dict]) -> None:

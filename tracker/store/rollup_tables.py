@@ -35,6 +35,9 @@
   sufficient statistics of one calendar day split by days since each user's first exposure
   (the ``exposure_day`` view adds them up over calendar days;
   :mod:`tracker.rollup.exposure_days`).
+- ``rollup_slice_count``: per day, the lists per value of each declared list dimension,
+  from which the levels its slices keep come (``rollup_state.levels``: those of the
+  stored results).
 - ``rollup_user_covariates``, ``rollup_covariate_sums``: CUPED's per-user pre-exposure
   covariates of an experiment (one row per user), and per day, view, arm, metric and k the
   sums of the covariates the adjustment reads (plain columns, like ``rollup_metric``).
@@ -77,6 +80,9 @@ class RollupState(Base):
     updated_at: Mapped[datetime | None] = mapped_column(EpochMicros)  # of the last run
     generation: Mapped[int] = mapped_column(sa.BigInteger, server_default="0")
     source: Mapped[str | None] = mapped_column(sa.Text)  # tracker.rollup.sources
+    # the levels of the list dimensions the stored results are sliced by (JSON), as the
+    # rollup last published them (tracker.rollup.levels); NULL: none
+    levels: Mapped[str | None] = mapped_column(sa.Text)
 
 
 class RollupDay(Base):
@@ -274,6 +280,21 @@ class RollupExposureDay(Base):
     )
 
 
+class RollupSliceCount(Base):
+    """Lists per value of a declared list dimension on one day (``slice``: the value of
+    the lists' ``context`` key ``segment``, ``(none)`` without one), counted when the day
+    is read whole; the most frequent values over every day are the dimension's levels
+    (:mod:`tracker.rollup.levels`)."""
+
+    __tablename__ = "rollup_slice_count"
+
+    experiment_id: Mapped[int] = mapped_column(sa.Integer, primary_key=True, autoincrement=False)
+    day: Mapped[date] = mapped_column(sa.Date, primary_key=True)
+    segment: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    slice: Mapped[str] = mapped_column(sa.Text, primary_key=True)
+    lists: Mapped[int] = mapped_column(sa.BigInteger)
+
+
 class RollupCheckpoint(Base):
     """What describes an experiment's per-user state. The cumulative pass's checkpoint
     (:mod:`tracker.rollup.cumulative`; NULL: none yet): the day through which it holds each
@@ -314,4 +335,5 @@ ROLLUP_TABLES = (
     RollupPopularity.__table__, RollupExposure.__table__, RollupMetric.__table__,
     RollupHealth.__table__, RollupFirstSeen.__table__, RollupExposureDay.__table__,
     RollupUserCovariates.__table__, RollupCovariateSums.__table__,
+    RollupSliceCount.__table__,
 )

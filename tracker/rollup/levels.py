@@ -1,0 +1,109 @@
+"""The levels of an experiment's list dimensions: which values keep a slice of their own.
+
+A list dimension (a :class:`~tracker.store.experiments.Segment` of kind ``list``) slices
+every served list by the value of its ``context`` key
+(:func:`~tracker.rollup.queries.context_value`). The ``max_levels`` values served in the
+most lists over every day keep a slice each (ties: the smaller value first); the other
+values fold into :data:`OTHER`, and lists without the key are :data:`NONE`.
+
+Counting every day's lists again each night would cost what the history holds, so each
+day's counts are stored (``rollup_slice_count``) when the run reads the day whole (new
+lists, an erasure, a rebuild) and the levels come from their sum. A day keeps the
+:data:`KEPT_PER_DAY` × ``max_levels`` values most served that day and counts the rest as
+:data:`OTHER` (a key with a value per request stays a few rows a day). The levels the
+stored results were computed with are kept beside them (``rollup_state.levels``): a run
+whose counts give other levels recomputes every day, so that no view mixes two sets of
+slices, and any order of the same logs gives the same levels.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import date
+
+import sqlalchemy as sa
+
+from tracker.rollup import queries
+from tracker.rollup.days import day_bounds
+from tracker.store import results
+from tracker.store.db import transaction
+from tracker.store.experiments import ExperimentInfo, Segment
+
+NONE = "(none)"
+"""The slice of the lists without a value for the dimension's key."""
+
+OTHER = "(other)"
+"""The slice of the values beyond the dimension's ``max_levels`` most frequent."""
+
+KEPT_PER_DAY = 10
+"""A day's counts keep this many times ``max_levels`` values; the rest count as OTHER."""
+
+Levels = dict[str, tuple[str, ...]]
+"""Per list dimension (by name), the values that keep a slice, most frequent first."""
+
+
+def list_dimensions(info: ExperimentInfo) -> list[Segment]:
+    """The experiment's list dimensions, by name (the order declared changes nothing)."""
+    return sorted((s for s in info.segments if s.kind == "list"), key=lambda s: s.name)
+
+
+def day_counts(conn: sa.Connection, info: ExperimentInfo, day: date) -> list[dict]:
+    """``rollup_slice_count`` rows of one day (its lists per value of each dimension)."""
+    start, end = day_bounds(day, info.timezone)
+    rows = []
+    for dimension in list_dimensions(info):
+        found = sorted(((NONE if value is None else value, lists) for value, lists in
+                        queries.context_counts(conn, info.id, start, end, dimension.name)),
+                       key=lambda pair: (-pair[1], pair[0]))
+        keep = KEPT_PER_DAY * dimension.max_levels
+        counts = dict(found[:keep])
+        rest = sum(lists for _, lists in found[keep:])
+        if rest:
+            counts[OTHER] = counts.get(OTHER, 0) + rest
+        rows += [{"day": day, "segment": dimension.name, "slice": value, "lists": lists}
+                 for value, lists in counts.items()]
+    return rows
+
+
+def levels_of(counts: Iterable[tuple[str, str, int]], dimensions: list[Segment]) -> Levels:
+    """The levels of ``dimensions`` from ``(segment, value, lists)`` counts.
+
+    >>> levels_of([("surface", "home", 9), ("surface", "search", 9), ("surface", "pdp", 2),
+    ...            ("surface", NONE, 50)], [Segment("surface", "list", 2)])
+    {'surface': ('home', 'search')}
+    """
+    out: Levels = {}
+    for dimension in dimensions:
+        found = sorted(((value, lists) for segment, value, lists in counts
+                        if segment == dimension.name and value not in (NONE, OTHER)),
+                       key=lambda pair: (-pair[1], pair[0]))
+        out[dimension.name] = tuple(value for value, _ in found[:dimension.max_levels])
+    return out
+
+
+def encode(levels: Levels) -> str | None:
+    """``rollup_state.levels`` of ``levels`` (None: no list dimension)."""
+    return json.dumps({name: list(values) for name, values in sorted(levels.items())},
+                      ensure_ascii=False) if levels else None
+
+
+def decode(text: str | None) -> Levels:
+    return {name: tuple(values) for name, values in json.loads(text).items()} if text else {}
+
+
+def refresh(engine: sa.Engine, info: ExperimentInfo, days: Iterable[date],
+            rebuild: bool) -> tuple[Levels, bool]:
+    """Count the lists of ``days`` (the days the run reads whole) and find the levels;
+    returns them and whether they differ from those of the stored results (never on a
+    ``rebuild``, which computes every day with them)."""
+    dimensions = list_dimensions(info)
+    if not dimensions:
+        return {}, False
+    days = sorted(set(days))
+    with transaction(engine, write=True) as conn:
+        rows = [row for day in days for row in day_counts(conn, info, day)]
+        results.replace_slice_counts(conn, info.id, days, rows)
+        levels = levels_of(results.slice_counts(conn, info.id), dimensions)
+        stored = decode(results.stored_levels(conn, info.id))
+    return levels, not rebuild and levels != stored
