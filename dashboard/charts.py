@@ -1,5 +1,6 @@
 """The experiment page below the fold: the metric chooser and, in tabs, the metric over time
-with its lift, the lift by days since exposure, and the users per arm.
+with its lift, the lift by days since exposure, the users per arm and, for an experiment
+that declares dimensions, the lift per slice of the one chosen (:mod:`dashboard.segments`).
 
 One :func:`st.fragment <streamlit.fragment>`: the metric chooser changes only these charts,
 so choosing a metric reruns this function alone; the decision cards, the health checklist
@@ -14,12 +15,14 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from dashboard import components, data, exposure
+from dashboard import components, data, exposure, segments
 from tracker.metrics import catalog
 from tracker.report import LOWER_IS_BETTER, Scorecard
 from tracker.store.experiments import ExperimentInfo
 
 TABS = ("Metrics over time", "Lift by days since exposure", "Users per arm")
+SEGMENT_TAB = "By segment"
+"""The fourth tab, shown when the experiment declares dimensions."""
 
 
 @st.fragment
@@ -37,12 +40,15 @@ def charts(info: ExperimentInfo, card: Scorecard, names: list[str], view: dict[s
         st.query_params["metric"] = metric
     with share:
         base = st.context.url or ""
-        st.code(f"{base}?{urlencode({**view, 'metric': metric})}", language=None,
+        chosen = {**view, "metric": metric, "segment": st.query_params.get("segment", "")}
+        st.code(f"{base}?{urlencode({n: v for n, v in chosen.items() if v})}", language=None,
                 wrap_lines=True)
     entry = catalog.CATALOG.get(metric)
     k = int(view["k"]) if entry is None or entry.takes_k else None
     label = metric if k is None else f"{metric}@{k}"
-    over_time, since_exposure, users = st.tabs(list(TABS))
+    declared = [s.name for s in info.segments]
+    over_time, since_exposure, users, *by_segment = st.tabs(
+        list(TABS) + ([SEGMENT_TAB] if declared else []))
     with over_time:
         series = data.series(key, metric, k, cumulative, card.intervals, card.level, cuped)
         st.caption(components.series_caption(series, label, cumulative, view["intervals"],
@@ -59,3 +65,11 @@ def charts(info: ExperimentInfo, card: Scorecard, names: list[str], view: dict[s
         exposure.section(key, card, metric, k, colours)
     with users:
         components.users_chart(data.users_over_time(key), colours)
+    for tab in by_segment:
+        with tab:
+            segment = st.selectbox("Dimension", declared,
+                                   index=declared.index(view["segment"])
+                                   if view["segment"] in declared else 0)
+            if st.query_params.get("segment") != segment:
+                st.query_params["segment"] = segment
+            segments.section(key, card, segment, metric, k, colours)

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-NAMES = ("experiment", "k", "window", "intervals", "cuped", "day", "metric")
+NAMES = ("experiment", "k", "window", "intervals", "cuped", "day", "metric", "segment")
 """Every parameter of the experiment page, in the order the URL shows them."""
 
 

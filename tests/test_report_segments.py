@@ -120,3 +120,18 @@ def test_a_key_no_list_carries_says_so(tracker, db_url):
     found = json.loads(_cli(db_url, "--segment", "country", "--format", "json").output)
     assert found["slices"] == ["(none)"]
     assert any("No list carries the context key 'country'" in n for n in found["notes"])
+
+
+def test_a_dimension_declared_since_the_last_rollup_says_its_slices_come_with_the_next(
+        tracker, db_url):
+    imps, events = _sliced_logs(4)
+    create(tracker)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    tracker.update_experiment("home", segments=["surface:list"])
+    found = json.loads(_cli(db_url, "--segment", "surface", "--format", "json").output)
+    assert found["slices"] == [] and found["metrics"] == []
+    assert any("from its first run after the declaration" in n for n in found["notes"])
+    tracker.rollup("home", now=NOW)
+    found = json.loads(_cli(db_url, "--segment", "surface", "--format", "json").output)
+    assert "home" in found["slices"] and found["metrics"]

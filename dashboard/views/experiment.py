@@ -94,12 +94,14 @@ present = set(data.metric_table(key, cumulative)["metric"])
 names = [m for m in METRIC_ORDER if m in present]
 metric_default = "ndcg" if "ndcg" in names else (names[0] if names else "")
 metric_choice = pick(query, "metric", names, metric_default)
+declared = [s.name for s in info.segments]
 view = {"experiment": key, "k": str(k), "window": window, "intervals": kind,
-        "cuped": "on" if cuped else "off", "day": as_of, "metric": metric_choice}
-st.query_params.from_dict({name: view[name] for name in NAMES})
+        "cuped": "on" if cuped else "off", "day": as_of, "metric": metric_choice,
+        "segment": pick(query, "segment", declared, declared[0] if declared else "")}
+st.query_params.from_dict({name: view[name] for name in NAMES if view[name]})
 share = st.expander("Share this view", icon=":material/link:")
 share.caption("The link holds every choice of this view (k, window, intervals, CUPED, day, "
-              "metric): the copy button on the right copies it.")
+              "metric, dimension): the copy button on the right copies it.")
 
 colours = components.arm_colours([arm.key for arm in info.arms], info.control)
 said = components.freshness(card)  # once: the checklist points up to it

@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 import pytest
 
-from dashboard.charts import TABS
+from dashboard.charts import SEGMENT_TAB, TABS
 from tests.dashboard.browser import WIDTH, Browser, chromium, free_port, wait_for_http
 from tests.helpers import T0, impression, make_experiment
 from tracker.cli.serve import dashboard_command
@@ -282,3 +282,42 @@ def test_choosing_a_chart_metric_reruns_the_charts_alone_in_a_real_browser(track
         time.sleep(1)
         assert runs() > before  # the spy counts full runs: the cutoff is one
         assert "metric=hit_rate" in browser.evaluate("window.location.search")
+
+
+FOREST = ("Array.from(document.querySelectorAll('[data-testid=\"stTabPanel\"]'))"
+          ".some(p => p.innerText.includes('Benjamini-Hochberg') "
+          "&& p.querySelector('.vega-embed canvas, .vega-embed svg') !== null "
+          "&& p.querySelector('[data-testid=\"stDataFrame\"]') !== null)")
+
+
+@pytest.mark.parametrize("width", [pytest.param(WIDTH, id="laptop"),
+                                   pytest.param(PHONE, id="phone")])
+def test_the_segment_tab_draws_the_lift_per_slice_in_a_real_browser(tracker, db_url, width):
+    """An experiment with a list dimension gets a "By segment" tab: the dimension from the
+    link, a forest plot of the lift per slice for the chosen metric, the users per slice with
+    their sample-ratio check; the URL keeps the dimension; nothing scrolls sideways."""
+    from tests.rollup.scenario import create
+    from tests.rollup.test_rollup import NOW
+    from tests.rollup.test_slices import _sliced_logs
+
+    imps, events = _sliced_logs(3, users=60, impressions=900)
+    create(tracker, segments=["surface:list"], max_levels=3)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    name = "laptop" if width == WIDTH else "phone"
+    with _dashboard(db_url) as port, Browser() as browser:
+        _view(browser, width, False)
+        browser.load(f"http://127.0.0.1:{port}/experiment?experiment=home&k=3"
+                     "&segment=surface", f"{CHARTS} >= 2", timeout=90)
+        _click(browser, TAB.format(SEGMENT_TAB))
+        _wait(browser, FOREST, timeout=90)
+        time.sleep(1)  # the chart's canvas drawn
+        assert browser.evaluate(ERRORS) == 0, browser.text()[:2000]
+        text = browser.text()
+        assert all(f in text for f in ("home", "search", "(other)", "list dimension")), text
+        assert "segment=surface" in browser.evaluate("window.location.search")
+        document, *inner = browser.evaluate(OVERFLOW)
+        assert document <= width and all(int(w.split()[0]) <= 0 for w in inner)
+        browser.screenshot(OUT / f"dashboard-segment-{name}.png", width=width)
+    assert (OUT / f"dashboard-segment-{name}.png").stat().st_size > 10_000

@@ -174,7 +174,8 @@ def _sample_ratio(out: SegmentReport, info: ExperimentInfo, health: pd.DataFrame
                                                                 strict=True)),
                         "p_value": check.result.p_value, "p_value_adjusted": check.adjusted_p,
                         "flagged": check.flagged})
-    out.notes.append(describe_srm(checks, DimensionKind(out.kind)) + ".")
+    said = describe_srm(checks, DimensionKind(out.kind))
+    out.notes.append(said[:1].upper() + said[1:] + ".")
 
 
 def _heterogeneity(out: SegmentReport, info: ExperimentInfo, card: Scorecard,
@@ -209,7 +210,11 @@ def _notes(dimension: Segment, slices: list[str], day: pd.DataFrame) -> list[str
     if dimension.kind == "user":
         notes.append(f"{dimension.name} is a user dimension, which the rollup does not "
                      "slice by yet: no slice has results.")
-    elif day.empty or slices == ["(none)"]:
+    elif day.empty:
+        notes.append(f"No slice of {dimension.name} has results for this day: the rollup "
+                     "slices a list dimension from its first run after the declaration "
+                     "(the Spark engine does not slice yet).")
+    elif slices == ["(none)"]:
         notes.append(f"No list carries the context key {dimension.name!r}: every list is "
                      "in (none).")
     return notes

@@ -13,7 +13,10 @@ One run, per experiment:
    nothing new touches, are final as they stand (published from their stored rows, no log
    read). Only days that hold impressions are touched, found from
    the distinct hours of the impressions (never the calendar span), and rows dated outside
-   the range :mod:`tracker.rollup.days` can place are left out and counted.
+   the range :mod:`tracker.rollup.days` can place are left out and counted. The lists of
+   the days read whole are counted per value of each declared list dimension
+   (:mod:`tracker.rollup.levels`): when the values that keep a slice differ from those the
+   stored results used, the run recomputes every day instead.
 2. **Each touched day** (:mod:`tracker.rollup.day`) is recomputed from the raw logs
    (set-based SQL, then vectorised numpy over bounded chunks of impressions, read ahead
    while scored: :mod:`tracker.rollup.pipeline`); its per-user units and exposure (what the

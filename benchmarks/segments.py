@@ -1,0 +1,104 @@
+"""What declared dimensions cost the rollup: the day of benchmarks/rollup.py (N impressions x
+10 items, ~1 interaction each, three arms) with a ``context`` on every list, rolled up
+``--full`` with no dimension and with two list dimensions of at most 20 levels (``surface``:
+20 values, skewed; ``device``: 5), alternately, in a fresh process each; the CPU seconds
+of that process (the rollup's threads; SQLite runs inside it), its wall time and its peak
+resident memory.
+
+    .venv/bin/python benchmarks/segments.py --impressions 1000000 --runs 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import sqlalchemy as sa
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.rollup import NEW_DAY, drop, fresh_url, generate_day, setup  # noqa: E402
+from tracker import Tracker  # noqa: E402
+from tracker.store.db import create_engine  # noqa: E402
+
+DIMENSIONS = ["surface:list", "device:list"]
+
+SQLITE_CONTEXT = """
+UPDATE impression SET context = json_object(
+    'surface', 's' || (CASE WHEN id % 10 < 5 THEN id % 3 ELSE id % 20 END),
+    'device', 'd' || (id * 7 % 5))
+"""
+PG_CONTEXT = """
+UPDATE impression SET context = jsonb_build_object(
+    'surface', 's' || (CASE WHEN id % 10 < 5 THEN id % 3 ELSE id % 20 END),
+    'device', 'd' || (id * 7 % 5))
+"""
+
+
+def _child(url: str, segments: list[str], queue) -> None:
+    with Tracker(url) as t:
+        t.update_experiment("bench", segments=segments)
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        began = time.perf_counter()
+        (summary,) = t.rollup("bench", full=True)
+        wall = time.perf_counter() - began
+        after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    queue.put((cpu, wall, after.ru_maxrss / 1024))
+
+
+def one_run(url: str, segments: list[str]) -> tuple[float, float, float]:
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    process = context.Process(target=_child, args=(url, segments, queue))
+    process.start()
+    found = queue.get()
+    process.join()
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--impressions", type=int, default=1_000_000)
+    parser.add_argument("--users", type=int, default=300_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        name = "bench_segments"
+        url = fresh_url(args.db, Path(folder), name)
+        try:
+            experiment, arms = setup(url)
+            generate_day(url, experiment, arms, NEW_DAY, args.impressions, args.users)
+            engine = create_engine(url)
+            with engine.begin() as conn:
+                conn.execute(sa.text(PG_CONTEXT if args.db == "postgresql" else SQLITE_CONTEXT))
+            engine.dispose()
+            found: dict[str, list[tuple[float, float, float]]] = {"none": [], "two": []}
+            for run in range(args.runs):
+                for label, segments in (("none", []), ("two", DIMENSIONS)):
+                    found[label].append(one_run(url, segments))
+                    cpu, wall, peak = found[label][-1]
+                    print(f"  run {run + 1} {label:4}: {cpu:6.2f} CPU-s, {wall:6.2f} s wall, "
+                          f"peak {peak:,.0f} MiB", flush=True)
+        finally:
+            drop(args.db, name)
+    cpu = {k: statistics.median(c for c, _, _ in v) for k, v in found.items()}
+    wall = {k: statistics.median(w for _, w, _ in v) for k, v in found.items()}
+    peak = {k: max(p for _, _, p in v) for k, v in found.items()}
+    print(f"{args.db}, {args.impressions:,} impressions, medians of {args.runs}: "
+          f"no dimension {cpu['none']:.2f} CPU-s ({wall['none']:.2f} s wall), two list "
+          f"dimensions {cpu['two']:.2f} CPU-s ({wall['two']:.2f} s wall): "
+          f"{cpu['two'] / cpu['none']:.2f}x CPU, {wall['two'] / wall['none']:.2f}x wall; "
+          f"peak {peak['none']:,.0f} MiB -> {peak['two']:,.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
