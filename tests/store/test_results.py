@@ -21,12 +21,16 @@ EXPERIMENT = 7  # the state tables hold no foreign key: any id
 BLOBS = [bytes(range(256)) * 3, b"", b"\x00'\"\\", random.Random(5).randbytes(300_000)]
 
 
+SLICED = {"arm_id": 3, "segment": "surface", "slice": "home"}  # a slice's row, named back
+WHOLE = {"arm_id": 0, "segment": "", "slice": ""}  # the catalog's: the whole experiment
+
+
 def _write(engine: sa.Engine) -> None:
     with transaction(engine, write=True) as conn:
         results.insert_units(conn, EXPERIMENT, DAY, False, BLOBS)
         results.insert_units(conn, EXPERIMENT, DAY, True, BLOBS[::-1])
         results.insert_exposure(conn, EXPERIMENT, DAY, False,
-                                [({"arm_id": 3}, BLOBS[0]), ({"arm_id": 0}, BLOBS[1])])
+                                [(SLICED, BLOBS[0]), (WHOLE, BLOBS[1])])
         results.insert_popularity(conn, EXPERIMENT, DAY + timedelta(days=1), 5, BLOBS[0])
         results.insert_popularity(conn, EXPERIMENT, DAY, 7, BLOBS[3])  # replaces it
 
@@ -38,7 +42,7 @@ def test_every_stored_state_reader_gives_back_the_bytes_written(engine):
         assert results.units(conn, EXPERIMENT, DAY, True) == BLOBS[::-1]
         assert results.units(conn, EXPERIMENT, DAY - timedelta(days=1), False) is None
         assert sorted(results.exposure(conn, EXPERIMENT, DAY, False), key=str) == \
-            [({"arm_id": 0}, BLOBS[1]), ({"arm_id": 3}, BLOBS[0])]
+            [(WHOLE, BLOBS[1]), (SLICED, BLOBS[0])]
         assert results.popularity(conn, EXPERIMENT) == (DAY, 7, BLOBS[3])
         assert results.popularity_period(conn, EXPERIMENT) == (DAY, 7)
         assert results.popularity(conn, EXPERIMENT + 1) is None
