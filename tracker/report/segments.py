@@ -105,18 +105,17 @@ def segment_report(engine, experiment: str, segment: str, *, cumulative: bool = 
     health = read.health_table(engine, experiment, True, segment=segment)
     covariates = read.covariate_table(engine, experiment, cumulative, day=card.as_of,
                                       segment=segment) if card.cuped else None
-    out = SegmentReport(info.key, segment, dimension.kind, card.as_of, cumulative,
-                        card.level, card.intervals, card.cuped)
-    if card.as_of is None:
-        return out
-    day = table[table["day"] == card.as_of]
+    day = table[table["day"] == card.as_of]  # none without an as-of day
     slices = _ordered(day)
-    tests = _compare(info, card, day, covariates, slices, out)
-    _verdicts(out, tests, card.level)
-    _sample_ratio(out, info, health[health["day"] == card.as_of], slices)
-    _heterogeneity(out, info, card, tests)
-    out.notes[:0] = _notes(dimension, slices, day)
-    return SegmentReport(**{**out.__dict__, "slices": tuple(slices)})
+    out = SegmentReport(info.key, segment, dimension.kind, card.as_of, cumulative,
+                        card.level, card.intervals, card.cuped, tuple(slices),
+                        notes=_notes(dimension, slices, day))
+    if slices:
+        tests = _compare(info, card, day, covariates, slices, out)
+        _verdicts(out, tests, card.level)
+        _sample_ratio(out, info, health[health["day"] == card.as_of], slices)
+        _heterogeneity(out, info, card, tests)
+    return out
 
 
 def _ordered(day: pd.DataFrame) -> list[str]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
@@ -164,12 +165,16 @@ class Cells:
         """The code of the cell a stored row names (:meth:`stored`'s inverse)."""
         if not row.get("segment"):
             return int(row[KEY])
-        named = {v: k for k, v in self.slices.items()}
-        number = named.get((row["segment"], row["slice"]))
+        number = self._numbered.get((row["segment"], row["slice"]))
         if number is None:
             raise StaleState(f"a stored row names the slice {row['slice']!r} of "
                              f"{row['segment']!r}, which the levels do not hold")
         return int(row[KEY]) | number << ARM_BITS
+
+    @cached_property
+    def _numbered(self) -> dict[tuple[str, str], int]:
+        """Slice numbers by (dimension, value): :attr:`slices` inverted."""
+        return {named: number for number, named in self.slices.items()}
 
     def coded(self, rows: Iterable[tuple[Mapping, T]]) -> dict[int, T]:
         """Stored ``(key columns, value)`` rows by cell code."""
