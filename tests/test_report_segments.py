@@ -106,8 +106,29 @@ def test_a_dimension_not_declared_is_a_usage_error_naming_those_declared(sliced,
     assert "no dimension 'country'" in result.output and "surface, device" in result.output
 
 
-def test_a_user_dimension_says_the_rollup_does_not_slice_it_yet(sliced, db_url):
+def test_a_user_dimensions_slices_partition_the_users_and_get_a_heterogeneity_test(
+        sliced, db_url):
     found = json.loads(_cli(db_url, "--segment", "device", "--format", "json").output)
+    assert found["kind"] == "user" and set(found["slices"]) == {"ios", "(none)"}
+    whole = json.loads(_cli(db_url, "--format", "json").output)
+    for arm in ("control", "treatment"):
+        users = [r["users"] for r in found["metrics"]
+                 if (r["metric"], r["k"], r["arm"]) == ("ndcg", 3, arm)]
+        total = [r["users"] for r in whole["metrics"]
+                 if (r["metric"], r["k"], r["arm"]) == ("ndcg", 3, arm)]
+        assert sum(users) == total[0]  # each user in one slice
+    assert found["heterogeneity"] and all(
+        h["reason"] in ("ok", "too_few_slices") for h in found["heterogeneity"])
+    assert any(h["reason"] == "ok" and 0 <= h["p_value"] <= 1 for h in found["heterogeneity"])
+    assert any("slices partition the users" in note for note in found["notes"])
+
+
+def test_activity_says_the_rollup_does_not_slice_it_yet(tracker, db_url):
+    imps, _ = _sliced_logs(4)
+    create(tracker, segments=["activity"])
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    found = json.loads(_cli(db_url, "--segment", "activity", "--format", "json").output)
     assert found["metrics"] == [] and found["slices"] == []
     assert any("does not slice by yet" in note for note in found["notes"])
 

@@ -78,7 +78,7 @@ def popularity_before(interactions: list[dict], since: datetime, moment: datetim
 def rollup(impressions: list[dict], interactions: list[dict], *, window: timedelta,
            relevance: dict | None, zone: str = "UTC", cutoffs=(5, 10, 20),
            popularity_days: int = 28, declared: frozenset[str] = frozenset(),
-           per_user_out: dict | None = None):
+           per_user_out: dict | None = None, first_day=None):
     """``{(cumulative, day, arm, metric, k): (users, sum, sum_sq)}`` for user metrics and
     ``{(cumulative, day, arm, metric, k): value}`` for set metrics, plus health
     ``{(cumulative, day, arm or None): (users, impressions, crossover users)}``.
@@ -89,7 +89,7 @@ def rollup(impressions: list[dict], interactions: list[dict], *, window: timedel
     for imp in impressions:
         by_day[imp["served_at"].astimezone(tz).date()].append(imp)
     scored = {}  # impression id -> (day, values, truth)
-    first = min(by_day, default=None)
+    first = first_day or min(by_day, default=None)  # a slice's lists: the experiment's
     if first is not None:  # the reference period: the days before the first day
         popularity = popularity_before(
             interactions, datetime.combine(first - timedelta(days=popularity_days),

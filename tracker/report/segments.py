@@ -37,7 +37,7 @@ from tracker.stats.slices import (
     slice_srm,
     slice_verdicts,
 )
-from tracker.store.experiments import ExperimentInfo, Segment
+from tracker.store.experiments import NOT_SLICED, ExperimentInfo, Segment
 
 SEGMENT_COLUMNS = ("segment", "slice", *COLUMNS)
 """The fields of a slice's metric row, in the order of the CSV."""
@@ -204,14 +204,24 @@ def _notes(dimension: Segment, slices: list[str], day: pd.DataFrame) -> list[str
         notes.append(f"{dimension.name} is a list dimension: a user counts in every slice "
                      "they were served in, with their mean over that slice's lists, and the "
                      "treatment itself can move users between slices.")
-    notes.append(f"Values beyond the {dimension.max_levels} most frequent fold into "
-                 "(other); lists without the key are (none).")
-    if dimension.kind == "user":
-        notes.append(f"{dimension.name} is a user dimension, which the rollup does not "
-                     "slice by yet: no slice has results.")
-    elif day.empty:
+    elif dimension.name in NOT_SLICED:
+        notes.append(f"{dimension.name} is a user dimension the rollup does not slice by "
+                     "yet: no slice has results.")
+        return notes
+    elif dimension.name == "cohort":
+        notes.append("cohort is a user dimension: a user is new when no interaction of "
+                     "theirs occurred in the experiment's cuped_days before their first "
+                     "exposure, else returning; slices partition the users.")
+    else:
+        notes.append(f"{dimension.name} is a user dimension: each user is in the slice of "
+                     "their first exposure's value, with all their lists; slices partition "
+                     "the users.")
+    if dimension.name != "cohort" or dimension.kind == "list":
+        notes.append(f"Values beyond the {dimension.max_levels} most frequent fold into "
+                     "(other); lists without the key are (none).")
+    if day.empty:
         notes.append(f"No slice of {dimension.name} has results for this day: the rollup "
-                     "slices a list dimension from its first run after the declaration "
+                     "slices a dimension from its first run after the declaration "
                      "(the Spark engine does not slice yet).")
     elif slices == ["(none)"]:
         notes.append(f"No list carries the context key {dimension.name!r}: every list is "

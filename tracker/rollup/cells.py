@@ -1,13 +1,14 @@
 """Cells: what every per-user and per-group result of the rollup is keyed by.
 
 A **cell** is a group of users whose statistics the report compares: an arm of the
-experiment, or an arm's slice of a declared list dimension (the arm's lists whose
-``context`` holds one value of the dimension's key: :mod:`tracker.rollup.levels`). The
+experiment, or an arm's slice of a declared dimension (the arm's lists whose value of
+the dimension is one level: their own ``context`` value for a list dimension, their user's
+at first exposure for a user dimension: :mod:`tracker.rollup.levels`). The
 rollup keys a user's totals by (user, cell), and every statistic, health count, exposure
 and CUPED sum by cell, as integer **codes**. Only this module knows what a cell is made of:
 
 - which cells a served list falls in (:meth:`Cells.place`: its arm, and its slice of the
-  arm in each list dimension; :attr:`Cells.logged`: what the lake holds, arms only);
+  arm in each dimension; :attr:`Cells.logged`: what the lake holds, arms only);
 - how a cell is named in the tables the report reads (:meth:`Cells.stored`, the key
   columns ``arm_id``, ``segment`` and ``slice`` of ``rollup_metric``, ``rollup_health``,
   ``rollup_exposure``, ``rollup_exposure_day`` and ``rollup_covariate_sums``;
@@ -19,7 +20,7 @@ Code :data:`WHOLE` (0) is the experiment as a whole, in no arm: the health row o
 experiment and the exposure row of the catalog. A whole arm's code is its arm's id, so the
 codes of stored state written before cells existed are the cells' codes. A slice's cell
 keeps its arm's id in its low :data:`ARM_BITS` bits (:func:`assignment_of`) and its slice's
-number above them: the dimension's place among the list dimensions by name, times
+number above them: the dimension's place among the dimensions by name, times
 :data:`SLICES_PER_DIMENSION`, plus the value's (``(none)``, ``(other)``, then the levels in
 sorted order). The numbers follow the levels, which the rollup keeps beside the results it
 computed with them, and a change of which recomputes every day.
@@ -77,7 +78,7 @@ KEY = "arm_id"
 """The column naming a cell in the tables the report reads."""
 
 SLICES_PER_DIMENSION = 128
-"""Slice numbers per list dimension: its levels (at most 100), ``(none)`` and ``(other)``."""
+"""Slice numbers per dimension: its levels (at most 100), ``(none)`` and ``(other)``."""
 
 CELL_PREFIX = "cell"
 """:meth:`Cells.place`'s columns: ``cell`` (the whole arm), ``cell:<dimension>`` (a slice)."""
@@ -86,7 +87,7 @@ CELL_PREFIX = "cell"
 @dataclass(frozen=True)
 class Cells:
     """An experiment's cells, in the order the report lists them: its arms, then each
-    list dimension's slices of every arm (their levels: ``info.levels``)."""
+    dimension's slices of every arm (their levels: ``info.levels``)."""
 
     codes: tuple[int, ...]
     logged: Mapping[str, int]
@@ -112,14 +113,14 @@ class Cells:
 
     @property
     def keys(self) -> tuple[str, ...]:
-        """The context keys of the list dimensions, whose values :meth:`place` reads."""
+        """The dimensions whose values :meth:`place` reads."""
         return tuple(name for name, _ in self.levels)
 
     def place(self, lists: pa.Table) -> pa.Table:
         """Served lists as the database's log read them (their arm's id in ``arm``, the
-        values of :attr:`keys` in ``slice:<key>``), with the cells each falls in instead:
-        ``cell`` (its arm), and per list dimension ``cell:<key>`` (its slice of the arm)
-        (int64)."""
+        values of :attr:`keys` in ``slice:<dimension>``), with the cells each falls in
+        instead: ``cell`` (its arm), and per dimension ``cell:<dimension>`` (its slice of the
+        arm) (int64)."""
         arm = lists["arm"].cast(pa.int64())
         at = lists.column_names.index("arm")
         placed = lists.set_column(at, CELL_PREFIX, arm)
@@ -143,7 +144,7 @@ class Cells:
     @staticmethod
     def matrix(lists: pa.Table) -> np.ndarray:
         """The cells of placed lists (:meth:`place`), a column per cell a list falls in:
-        (lists, 1 + list dimensions), int64."""
+        (lists, 1 + dimensions), int64."""
         names = [n for n in lists.column_names
                  if n == CELL_PREFIX or n.startswith(CELL_PREFIX + ":")]
         return np.column_stack([lists[n].to_numpy() for n in names]).astype(np.int64)

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from tracker.config import Settings
-from tracker.rollup import cells, queries
+from tracker.rollup import cells, levels, queries
 from tracker.rollup.aggregate import CodedSums, UnitTotals, health, totals_of_coded
 from tracker.rollup.cells import Cells
 from tracker.rollup.codes import Vocabulary, distinct, take
@@ -70,6 +70,11 @@ class RunContext:
     @cached_property
     def cells(self) -> Cells:
         return Cells.of(self.info)
+
+    @cached_property
+    def slices(self) -> tuple[tuple[str, str], ...]:
+        """The SQL of a served list's value per dimension (:func:`levels.value_sql`)."""
+        return levels.value_sql(self.info, self.engine.dialect.name)
 
     @property
     def window_us(self) -> int:
@@ -225,7 +230,7 @@ class DayScorer:
         return ChunkTables(
             self.run.cells.place(self._read(queries.served_lists, *chunk,
                                             max(self.run.cutoffs), self.only,
-                                            keys=self.run.cells.keys)),
+                                            slices=self.run.slices)),
             self._read(queries.keyed_interactions, *chunk, self.only),
             None if self.day_wide else self._read(queries.window_interactions,
                                                   self.run.window_us, chunk, self.only))

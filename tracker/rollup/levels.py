@@ -1,10 +1,18 @@
-"""The levels of an experiment's list dimensions: which values keep a slice of their own.
+"""The levels of an experiment's dimensions: which values keep a slice of their own.
 
-A list dimension (a :class:`~tracker.store.experiments.Segment` of kind ``list``) slices
-every served list by the value of its ``context`` key
-(:func:`~tracker.rollup.queries.context_value`). The ``max_levels`` values served in the
-most lists over every day keep a slice each (ties: the smaller value first); the other
-values fold into :data:`OTHER`, and lists without the key are :data:`NONE`.
+A dimension (a :class:`~tracker.store.experiments.Segment`) slices every served list by a
+value (:func:`value_sql`): a **list** dimension by the list's own ``context`` value at its key
+(:func:`~tracker.rollup.queries.context_value`); a **user** dimension by its user's value
+at their first exposure, the same for each of their lists, so that its slices partition the
+users: a context key's value in the first exposure's ``context``
+(:func:`~tracker.rollup.queries.first_exposure_value`), or the built-in ``cohort``
+(:func:`~tracker.rollup.queries.cohort_value`). The built-in ``activity`` is not sliced
+yet (:func:`sliced`).
+
+The ``max_levels`` values served most (a list dimension: in the most lists; a user
+dimension: to the most users, at their first exposure) over every day keep a slice each
+(ties: the smaller value first); the other values fold into :data:`OTHER`, and lists
+without the key are :data:`NONE`. ``cohort`` has its two levels, always.
 
 Counting every day's lists again each night would cost what the history holds, so each
 day's counts are stored (``rollup_slice_count``) when the run reads the day whole (new
@@ -28,7 +36,7 @@ from tracker.rollup import queries
 from tracker.rollup.days import day_bounds
 from tracker.store import results
 from tracker.store.db import transaction
-from tracker.store.experiments import ExperimentInfo, Segment
+from tracker.store.experiments import NOT_SLICED, ExperimentInfo, Segment
 
 NONE = "(none)"
 """The slice of the lists without a value for the dimension's key."""
@@ -43,18 +51,44 @@ Levels = dict[str, tuple[str, ...]]
 """Per list dimension (by name), the values that keep a slice, most frequent first."""
 
 
-def list_dimensions(info: ExperimentInfo) -> list[Segment]:
-    """The experiment's list dimensions, by name (the order declared changes nothing)."""
-    return sorted((s for s in info.segments if s.kind == "list"), key=lambda s: s.name)
+COHORT = "cohort"
+
+
+def sliced(info: ExperimentInfo) -> list[Segment]:
+    """The experiment's dimensions the rollup slices by, by name (the order declared
+    changes nothing)."""
+    return sorted((s for s in info.segments if not (s.kind == "user" and s.name in NOT_SLICED)),
+                  key=lambda s: s.name)
+
+
+def value_sql(info: ExperimentInfo, dialect: str) -> tuple[tuple[str, str], ...]:
+    """Per dimension with levels (``info.levels``), the SQL of a served list's value
+    (:func:`~tracker.rollup.queries.served_lists`' ``slices``)."""
+    kinds = {s.name: s.kind for s in info.segments}
+    window = info.cuped_days * 86_400_000_000
+    out = []
+    for name, _ in info.levels:
+        if kinds.get(name) == "list":
+            out.append((name, queries.context_value(dialect, name)))
+        elif name == COHORT:
+            out.append((name, queries.cohort_value(info.id, window)))
+        else:
+            out.append((name, queries.first_exposure_value(dialect, name, info.id)))
+    return tuple(out)
 
 
 def day_counts(conn: sa.Connection, info: ExperimentInfo, day: date) -> list[dict]:
-    """``rollup_slice_count`` rows of one day (its lists per value of each dimension)."""
+    """``rollup_slice_count`` rows of one day: its lists per value of each list dimension,
+    the users first exposed on it per value of each user dimension."""
     start, end = day_bounds(day, info.timezone)
     rows = []
-    for dimension in list_dimensions(info):
+    for dimension in sliced(info):
+        if dimension.name == COHORT and dimension.kind == "user":
+            continue  # its levels are fixed
+        count = queries.context_counts if dimension.kind == "list" else \
+            queries.first_exposure_counts
         found = sorted(((NONE if value is None else value, lists) for value, lists in
-                        queries.context_counts(conn, info.id, start, end, dimension.name)),
+                        count(conn, info.id, start, end, dimension.name)),
                        key=lambda pair: (-pair[1], pair[0]))
         keep = KEPT_PER_DAY * dimension.max_levels
         counts = dict(found[:keep])
@@ -75,6 +109,9 @@ def levels_of(counts: Iterable[tuple[str, str, int]], dimensions: list[Segment])
     """
     out: Levels = {}
     for dimension in dimensions:
+        if dimension.name == COHORT and dimension.kind == "user":
+            out[dimension.name] = queries.COHORTS
+            continue
         found = sorted(((value, lists) for segment, value, lists in counts
                         if segment == dimension.name and value not in (NONE, OTHER)),
                        key=lambda pair: (-pair[1], pair[0]))
@@ -83,7 +120,7 @@ def levels_of(counts: Iterable[tuple[str, str, int]], dimensions: list[Segment])
 
 
 def encode(levels: Levels) -> str | None:
-    """``rollup_state.levels`` of ``levels`` (None: no list dimension)."""
+    """``rollup_state.levels`` of ``levels`` (None: no dimension)."""
     return json.dumps({name: list(values) for name, values in sorted(levels.items())},
                       ensure_ascii=False) if levels else None
 
@@ -97,7 +134,7 @@ def refresh(engine: sa.Engine, info: ExperimentInfo, days: Iterable[date],
     """Count the lists of ``days`` (the days the run reads whole) and find the levels;
     returns them and whether they differ from those of the stored results (never on a
     ``rebuild``, which computes every day with them)."""
-    dimensions = list_dimensions(info)
+    dimensions = sliced(info)
     if not dimensions:
         return {}, False
     days = sorted(set(days))

@@ -13,6 +13,9 @@ The watermarks are the highest impression and interaction ids already taken into
   impressions (a day most of whose users changed is recomputed whole). An interaction of a
   user the experiment never served touches nothing.
 - **A new interaction naming an impression** touches that impression's day and user.
+- **A user dimension's slice** is the user's at their first exposure, on each of their
+  days: a new impression served before it, or (``cohort``) a new interaction in the window
+  before it, touches every day of that user (:func:`_relabelled`).
 - **The item popularity** (surprisal's, :mod:`tracker.rollup.popularity`) is the
   experiment's reference period's, one for every day: when it changes (a new interaction
   occurred in the period, an erasure dropped it, the first day moved), every day holding
@@ -48,7 +51,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
-from tracker.rollup import queries
+from tracker.rollup import levels, queries
 from tracker.rollup.codes import encode
 from tracker.rollup.columnar import answered
 from tracker.rollup.days import (
@@ -190,6 +193,7 @@ def plan_run(conn: sa.Connection, info: ExperimentInfo, ids: Ids, rebuild: bool,
     with _DayImpressions(conn, info) as served:
         _answered(served, ids, plan, holding, timed)
         _named(conn, info, ids, plan, named)
+        _relabelled(conn, info, ids, plan)
         for day, users in list(plan.days.items()):
             if users is not None and served.most_users(day, users):
                 plan.whole([day])
@@ -296,6 +300,26 @@ def _named(conn: sa.Connection, info: ExperimentInfo, ids: Ids, plan: Plan,
     for day in sorted(days_of_hours(hours, info.timezone)):
         plan.users(day, queries.named_users(conn, info.id, *day_bounds(day, info.timezone),
                                             ids.interactions_after, ids.interactions_through))
+
+
+def _relabelled(conn: sa.Connection, info: ExperimentInfo, ids: Ids, plan: Plan) -> None:
+    """The users whose slice of a user dimension the new rows may change, on every day
+    they were served: an impression served before the user's first exposure moves it (a
+    context key's value is the new first list's), an interaction in the window before it
+    may make a new user returning (``cohort``)."""
+    users = [s for s in levels.sliced(info) if s.kind == "user"]
+    if not users:
+        return
+    window = info.cuped_days * 86_400_000_000 \
+        if any(s.name == levels.COHORT for s in users) else None
+    found = sorted(queries.relabelled_users(
+        conn, info.id, ids.impressions_after, ids.impressions_through,
+        ids.interactions_after, ids.interactions_through, window))
+    days: dict[date, set[str]] = {}
+    for user, served in queries.user_days(conn, info.id, found, ids.impressions_through):
+        days.setdefault(day_of(served, info.timezone), set()).add(user)
+    for day, changed in days.items():
+        plan.users(day, changed)
 
 
 @dataclass(frozen=True)

@@ -352,6 +352,39 @@ def context_value(dialect: str, key: str, alias: str = "imp") -> str:
             f"WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' END")
 
 
+def _first_of_user(experiment_id: int, alias: str) -> str:
+    """SQL selecting the impressions of the experiment of the user of ``alias``'s row
+    (as ``f``) that the rollup can place on a day."""
+    return (f"FROM impression f WHERE f.experiment_id = {int(experiment_id)} "
+            f"AND f.user_id = {alias}.user_id AND f.served_at >= {FIRST_INSTANT} "
+            f"AND f.served_at < {END_INSTANT}")
+
+
+def first_exposure_value(dialect: str, key: str, experiment_id: int,
+                         alias: str = "imp") -> str:
+    """SQL of the text of ``key`` in the ``context`` of the first exposure (the earliest
+    served impression of the experiment, the smallest id in a tie) of the user of
+    ``alias``'s row (:func:`context_value`)."""
+    return (f"(SELECT {context_value(dialect, key, 'f')} {_first_of_user(experiment_id, alias)} "
+            "ORDER BY f.served_at, f.id LIMIT 1)")
+
+
+COHORTS = ("new", "returning")
+"""The values of the built-in ``cohort`` dimension: no interaction in the ``cuped_days``
+before the user's first exposure, or some."""
+
+
+def cohort_value(experiment_id: int, window_us: int, alias: str = "imp") -> str:
+    """SQL of the cohort (:data:`COHORTS`) of the user of ``alias``'s row: whether any
+    interaction of theirs occurred in the ``window_us`` before their first exposure (the
+    window of CUPED's covariates, whenever the rows were logged)."""
+    first = f"(SELECT min(f.served_at) {_first_of_user(experiment_id, alias)})"
+    return ("CASE WHEN EXISTS (SELECT 1 FROM interaction c "
+            f"WHERE c.user_id = {alias}.user_id AND c.occurred_at < {first} "
+            f"AND c.occurred_at >= {first} - {int(window_us)}) "
+            f"THEN '{COHORTS[1]}' ELSE '{COHORTS[0]}' END")
+
+
 def slice_column(key: str) -> str:
     """The column of :func:`served_lists` that holds the lists' values of ``key``."""
     return f"slice:{key}"
@@ -359,16 +392,15 @@ def slice_column(key: str) -> str:
 
 def served_lists(reader: ArrowReader, experiment_id: int, start: int, end: int, low: int,
                  high: int, top: int, users: str | None = None,
-                 keys: tuple[str, ...] = ()) -> pa.Table:
+                 slices: tuple[tuple[str, str], ...] = ()) -> pa.Table:
     """A chunk's impressions (in no set order): ``id, arm, user, served``, ``items`` (the
     whole list), ``baseline`` (null when the impression has none; on PostgreSQL only
-    its first ``top`` items) and ``received``, then per context key of ``keys`` its value
-    (:func:`slice_column`, :func:`context_value`). ``users``: only those of the users it
-    selects (:func:`changed_users`)."""
-    dialect = reader.engine.dialect.name
-    values = "".join(f", {context_value(dialect, key)}" for key in keys)
-    schema = pa.schema([*LISTS, *(pa.field(slice_column(k), pa.string()) for k in keys)])
-    if dialect == "postgresql":
+    its first ``top`` items) and ``received``, then per ``(dimension, SQL of its value)``
+    of ``slices`` the list's value (:func:`slice_column`; e.g. :func:`context_value`).
+    ``users``: only those of the users it selects (:func:`changed_users`)."""
+    values = "".join(f", {sql}" for _, sql in slices)
+    schema = pa.schema([*LISTS, *(pa.field(slice_column(k), pa.string()) for k, _ in slices)])
+    if reader.engine.dialect.name == "postgresql":
         where = _chunk_literals(experiment_id, start, end, low, high)
         # sliced only when longer: building a slice of every array doubled the server's
         # cost of the read (1M lists of 10, every one within the top)
@@ -393,6 +425,60 @@ def context_counts(conn: sa.Connection, experiment_id: int, start: int, end: int
         f"SELECT {value} AS v, count(*) AS n FROM impression imp WHERE {_day_filter()} "
         "GROUP BY 1"),
         {"experiment": experiment_id, "start": start, "end": end})]
+
+
+def first_exposure_counts(conn: sa.Connection, experiment_id: int, start: int, end: int,
+                          key: str) -> list[tuple[str | None, int]]:
+    """The users whose first exposure was served in ``[start, end)``, per value of its
+    ``context`` key ``key`` (None: without one)."""
+    value = context_value(conn.dialect.name, key)
+    earlier = (f"SELECT 1 {_first_of_user(experiment_id, 'imp')} AND (f.served_at < "
+               "imp.served_at OR f.served_at = imp.served_at AND f.id < imp.id)")
+    return [(v, int(n)) for v, n in conn.execute(sa.text(
+        f"SELECT {value} AS v, count(*) AS n FROM impression imp WHERE {_day_filter()} "
+        f"AND NOT EXISTS ({earlier}) GROUP BY 1"),
+        {"experiment": experiment_id, "start": start, "end": end})]
+
+
+def relabelled_users(conn: sa.Connection, experiment_id: int, after: int, through: int,
+                     i_after: int, i_through: int, window_us: int | None) -> set[str]:
+    """The users whose first exposure the impressions of ids ``(after, through]`` move
+    earlier (served before each of the user's older ones), and with ``window_us``, those an
+    interaction of ids ``(i_after, i_through]`` that occurred in the window before their
+    first exposure (:func:`cohort_value`) may move to another cohort."""
+    older = (f"SELECT min(f.served_at) FROM impression f WHERE f.experiment_id = "
+             f"{int(experiment_id)} AND f.user_id = n.user_id AND f.id <= {int(after)} "
+             f"AND f.served_at >= {FIRST_INSTANT} AND f.served_at < {END_INSTANT}")
+    users = {u for (u,) in conn.execute(sa.text(
+        "SELECT DISTINCT n.user_id FROM impression n WHERE n.id > :after "
+        "AND n.id <= :through AND n.experiment_id = :experiment "
+        f"AND n.served_at >= {FIRST_INSTANT} AND n.served_at < ({older})"),
+        {"after": after, "through": through, "experiment": experiment_id})}
+    if window_us is not None:
+        first = f"(SELECT min(f.served_at) {_first_of_user(experiment_id, 'c')})"
+        users |= {u for (u,) in conn.execute(sa.text(
+            "SELECT DISTINCT c.user_id FROM interaction c WHERE c.id > :after "
+            f"AND c.id <= :through AND c.occurred_at < {first} "
+            f"AND c.occurred_at >= {first} - {int(window_us)}"),
+            {"after": i_after, "through": i_through})}
+    return users
+
+
+def user_days(conn: sa.Connection, experiment_id: int, users: list[str],
+              through: int) -> list[tuple[str, int]]:
+    """``(user, served)`` of every impression of ``users`` in the experiment up to id
+    ``through`` that the rollup can place on a day."""
+    rows = []
+    for at in range(0, len(users), 500):
+        rows += conn.execute(sa.text(
+            "SELECT imp.user_id, imp.served_at FROM impression imp "
+            "WHERE imp.experiment_id = :experiment AND imp.user_id IN :users "
+            f"AND imp.id <= :through AND imp.served_at >= {FIRST_INSTANT} "
+            f"AND imp.served_at < {END_INSTANT}").bindparams(
+                sa.bindparam("users", expanding=True)),
+            {"experiment": experiment_id, "users": users[at:at + 500],
+             "through": through}).all()
+    return [(u, int(s)) for u, s in rows]
 
 
 def count_window_interactions(conn: sa.Connection, start: int, end: int,

@@ -106,6 +106,8 @@ BUILT_IN_SEGMENTS = {
 }
 """The user dimensions every experiment may declare by name; any other name is a key of
 the impressions' ``context``."""
+NOT_SLICED = ("activity",)
+"""The built-in user dimensions the rollup does not slice by yet."""
 DEFAULT_MAX_LEVELS = 20
 
 

@@ -1,0 +1,169 @@
+"""Slices of user dimensions (issue 33): a user's slice is their value at their first
+exposure (a context key of the first list served to them, or the built-in ``cohort``: new
+without an interaction in the ``cuped_days`` before it, else returning), the same for
+every list of theirs, so that the slices of an arm partition its users. Late rows that move
+a user's first exposure, or add to the window before it, move the user's every day to their
+new slice. Both databases."""
+
+from __future__ import annotations
+
+import random
+from datetime import timedelta
+
+import pandas as pd
+import pytest
+
+from tests.rollup import reference
+from tests.rollup.scenario import CUTOFFS, RELEVANCE, WINDOW, create, dump, make_logs
+from tests.rollup.test_rollup import NOW, _close
+from tests.rollup.test_slices import _run_in_batches
+from tracker.rollup.levels import NONE, OTHER
+from tracker.store import computed
+
+DEVICES = {"ios": 0.5, "android": 0.3, "web": 0.12, None: 0.08}
+
+
+def _logs(seed: int, *, history: int = 0, users: int = 16,
+          impressions: int = 160) -> tuple[list[dict], list[dict]]:
+    """make_logs' lists, each user in one arm (no crossover), each list with a ``device``
+    drawn anew (None: no such key), so that a user's lists carry several devices."""
+    imps, events = make_logs(seed, users=users, impressions=impressions, history=history)
+    rng = random.Random(seed)
+    values, chances = list(DEVICES), list(DEVICES.values())
+    for imp in imps:
+        imp["arm"] = "control" if int(imp["user_id"][1:]) % 2 == 0 else "treatment"
+        device = rng.choices(values, chances)[0]
+        imp["context"] = {"surface": "home"} if device is None else {"device": device}
+    return imps, events
+
+
+def _first_lists(imps: list[dict]) -> dict[str, dict]:
+    """Each user's first exposure: the earliest served, the first logged in a tie."""
+    first: dict[str, dict] = {}
+    for imp in imps:  # logged in this order: ids follow it
+        mine = first.get(imp["user_id"])
+        if mine is None or imp["served_at"] < mine["served_at"]:
+            first[imp["user_id"]] = imp
+    return first
+
+
+def _device_slices(imps: list[dict], max_levels: int) -> dict[str, str]:
+    """Each user's slice of ``device``: their first list's value, folded as the rollup
+    folds it (the values first exposed to the most users keep a slice)."""
+    value = {u: imp["context"].get("device") for u, imp in _first_lists(imps).items()}
+    counts: dict[str, int] = {}
+    for v in value.values():
+        if v is not None:
+            counts[v] = counts.get(v, 0) + 1
+    kept = {v for v, _ in sorted(counts.items(), key=lambda p: (-p[1], p[0]))[:max_levels]}
+    return {u: NONE if v is None else v if v in kept else OTHER for u, v in value.items()}
+
+
+def _cohorts(imps: list[dict], events: list[dict], days: int) -> dict[str, str]:
+    first = _first_lists(imps)
+    returning = {e["user_id"] for e in events if e["user_id"] in first
+                 and first[e["user_id"]]["served_at"] - timedelta(days=days)
+                 <= e["occurred_at"] < first[e["user_id"]]["served_at"]}
+    return {u: "returning" if u in returning else "new" for u in first}
+
+
+def _check(engine, imps: list[dict], events: list[dict], segment: str,
+           slices: dict[str, str]) -> set[str]:
+    """Every slice's rows against the reference over its users' lists (all of them, on
+    every surface and device); the slices with users."""
+    seen = set()
+    first = min(imp["served_at"] for imp in imps).date()  # surprisal's reference: before it
+    for value in set(slices.values()):
+        mine = [imp for imp in imps if slices[imp["user_id"]] == value]
+        users, sets, health = reference.rollup(mine, events, window=WINDOW,
+                                               relevance=RELEVANCE, cutoffs=CUTOFFS,
+                                               first_day=first)
+        for cumulative in (False, True):
+            table = computed.metric_table(engine, "home", cumulative, segment=segment)
+            table = table[(table["slice"] == value) & (table["kind"] == "user")]
+            assert not table.empty, value
+            for row in table.itertuples():
+                key = (cumulative, row.day, row.arm, row.metric,
+                       0 if pd.isna(row.k) else int(row.k))
+                if cumulative:  # a day without lists of the slice: the day before's
+                    key = _latest(users, key)
+                if row.users == 0:
+                    assert key not in users, (value, key)
+                    continue
+                n, total, total_sq = users[key]
+                assert (row.users, _close(row.sum, total), _close(row.sum_sq, total_sq)) \
+                    == (n, True, True), (value, key)
+            frame = computed.health_table(engine, "home", cumulative, segment=segment)
+            for row in frame[frame["slice"] == value].itertuples():
+                key = (cumulative, row.day, row.arm)
+                key = _latest(health, key) if cumulative else key
+                assert (row.users, row.impressions, row.crossover_users) == \
+                    health.get(key, (0, 0, 0)), (value, row)
+        seen.add(value)
+    return seen
+
+
+def _latest(found: dict, key: tuple) -> tuple:
+    """The cumulative ``key`` of the reference, or that of the latest day before it the
+    reference has (it has none for a day without lists of the slice)."""
+    days = [k[1] for k in found if k[0] and k[2:] == key[2:] and k[1] <= key[1]]
+    return (*key[:1], max(days), *key[2:]) if days else key
+
+
+def test_a_users_slice_is_the_device_of_their_first_list_and_slices_partition_users(tracker):
+    imps, events = _logs(3, users=40, impressions=200)
+    create(tracker, segments=["device"], max_levels=1)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    slices = _device_slices(imps, 1)
+    assert set(slices.values()) == {"ios", OTHER, NONE}
+    assert _check(tracker.engine, imps, events, "device", slices) == set(slices.values())
+    # the slices of an arm partition its users and its lists
+    health = computed.health_table(tracker.engine, "home", True, segment="device")
+    whole = computed.health_table(tracker.engine, "home", True)
+    last = health["day"].max()
+    for arm in ("control", "treatment"):
+        sliced = health[(health["day"] == last) & (health["arm"] == arm)]
+        total = whole[(whole["day"] == last) & (whole["arm"] == arm)].iloc[0]
+        assert (sliced["users"].sum(), sliced["impressions"].sum()) == \
+            (total["users"], total["impressions"])
+
+
+def test_the_cohort_is_new_without_an_interaction_in_the_window_before_the_first_list(
+        tracker):
+    imps, events = _logs(4, history=40)
+    create(tracker, segments=["cohort"], cuped_days=7)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    cohorts = _cohorts(imps, events, 7)
+    assert set(cohorts.values()) == {"new", "returning"}
+    assert _check(tracker.engine, imps, events, "cohort", cohorts) == {"new", "returning"}
+
+
+def _earliest_last(imps: list[dict]) -> list[dict]:
+    """The lists in an order where each user's first list comes last: every user's first
+    exposure moves to an earlier list on the way (and their slice with it)."""
+    first = {id(imp) for imp in _first_lists(imps).values()}
+    return sorted(imps, key=lambda imp: (id(imp) in first, imp["served_at"]))
+
+
+@pytest.mark.parametrize(("seed", "imp_cuts", "evt_cuts"), [
+    (1, [60, 120], [30]), (2, [10, 150], [5, 100, 160])])
+def test_late_rows_that_move_a_first_exposure_end_in_one_full_rollups_tables(
+        tracker, seed, imp_cuts, evt_cuts):
+    """Late first lists move their users to another device slice, late pre-period
+    interactions move new users to returning: each run recomputes those users' days, and
+    the tables end as one full rollup's."""
+    imps, events = _logs(seed, history=30)
+    imps = _earliest_last(imps)
+    events = sorted(events, key=lambda e: e["occurred_at"], reverse=True)  # history last
+    create(tracker, segments=["device", "cohort"], max_levels=2, cuped_days=7)
+    _run_in_batches(tracker, imps, events, imp_cuts, evt_cuts)
+    incremental = dump(tracker.engine)
+    assert any(("segment", "cohort") in row for row in incremental["rollup_metric"])
+    tracker.rollup("home", full=True, now=NOW)
+    assert dump(tracker.engine) == incremental
+    assert _check(tracker.engine, imps, events, "device", _device_slices(imps, 2))
+    assert _check(tracker.engine, imps, events, "cohort", _cohorts(imps, events, 7))
