@@ -140,6 +140,9 @@ def test_the_cohort_is_new_without_an_interaction_in_the_window_before_the_first
     cohorts = _cohorts(imps, events, 7)
     assert set(cohorts.values()) == {"new", "returning"}
     assert _check(tracker.engine, imps, events, "cohort", cohorts) == {"new", "returning"}
+    # every user has a cohort: no (none) or (other) slice
+    assert set(computed.metric_table(tracker.engine, "home", segment="cohort")["slice"]) == \
+        {"new", "returning"}
 
 
 def _earliest_last(imps: list[dict]) -> list[dict]:

@@ -26,11 +26,11 @@ CORRECTION_HELP = "Analysis plan: multiple-comparison correction over the primar
 TARGET_HELP = ("Analysis plan: the relative effect each primary must be able to detect "
                "(0.05 = 5%).")
 SEGMENT_HELP = ("A dimension to slice results by (repeat): NAME or NAME:user, the user's "
-                "value at first exposure (built in: cohort, activity; else a context key), "
-                "or NAME:list, each served list's own context value (e.g. surface:list).")
+                "value at first exposure (a context key, or built in: cohort, new or "
+                "returning; activity is not sliced yet), or NAME:list, each served list's "
+                "own context value (e.g. surface:list). The default engine slices; Spark "
+                "does not yet.")
 LEVELS_HELP = "Slices per dimension: values beyond the most frequent fold into (other)."
-# The dimensions' options are hidden from --help until the rollup slices results by them
-# (issue 33): they are stored and shown (`experiments show`) already.
 
 
 def _plan_options(create: bool):
@@ -88,9 +88,8 @@ def experiments() -> None:
               help="Planned end (analysis plan), e.g. 2026-12-01T00:00:00Z.")
 @_plan_options(create=True)
 @click.option("--segment", "segments", multiple=True, metavar="NAME[:user|:list]",
-              help=SEGMENT_HELP, hidden=True)
-@click.option("--max-levels", type=int, default=20, show_default=True, help=LEVELS_HELP,
-              hidden=True)
+              help=SEGMENT_HELP)
+@click.option("--max-levels", type=int, default=20, show_default=True, help=LEVELS_HELP)
 @click.option("--exist-ok", is_flag=True,
               help="Succeed without changes when EXPERIMENT already exists (for scripts).")
 def experiments_create(key, arms, control, window, relevance, unknown_events, name,
@@ -163,11 +162,10 @@ def experiments_create(key, arms, control, window, relevance, unknown_events, na
 @_plan_options(create=False)
 @click.option("--segment", "segments", multiple=True, metavar="NAME[:user|:list]",
               help=SEGMENT_HELP + " Replaces the declared dimensions; the next rollup "
-                   "recomputes every day.", hidden=True)
-@click.option("--clear-segments", is_flag=True, help="Remove every declared dimension.",
-              hidden=True)
+                   "recomputes every day.")
+@click.option("--clear-segments", is_flag=True, help="Remove every declared dimension.")
 @click.option("--max-levels", type=int,
-              help=LEVELS_HELP + " Alone: for the dimensions already declared.", hidden=True)
+              help=LEVELS_HELP + " Alone: for the dimensions already declared.")
 def experiments_update(key, primary, guardrails, clear_roles, name, description,
                        ends_at, cuped_days, intervals, cuped, correction,
                        target_effect, segments, clear_segments, max_levels) -> None:

@@ -63,7 +63,7 @@ def _level(_ctx, _param, value: float) -> float:
                    "the metric catalogue).")
 @click.option("--k", "only_ks", multiple=True, type=click.IntRange(min=1), metavar="K",
               help="Show only this cutoff (repeatable); metrics without one stay.")
-@click.option("--segment", metavar="DIM", default=None, hidden=True,
+@click.option("--segment", metavar="DIM", default=None,
               help="The results per slice of this declared dimension (exploratory: "
                    "verdicts adjusted across its slices, per-slice sample ratio, "
                    "heterogeneity of each primary).")

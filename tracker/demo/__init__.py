@@ -6,16 +6,19 @@ from tracker.demo.simulation import (
     GUARDRAILS,
     PRIMARY,
     RELEVANCE,
+    SEGMENTS,
+    SURFACES,
     DayBatch,
     DemoConfig,
     assign_arm,
     experiment_spec,
     history,
+    new_users,
     pre_period,
     previous_spec,
     simulate,
 )
 
-__all__ = ["ARMS", "GUARDRAILS", "PRIMARY", "RELEVANCE", "DayBatch", "DemoConfig",
-           "LoadSummary", "assign_arm", "experiment_spec", "history", "load",
-           "pre_period", "previous_spec", "simulate"]
+__all__ = ["ARMS", "GUARDRAILS", "PRIMARY", "RELEVANCE", "SEGMENTS", "SURFACES",
+           "DayBatch", "DemoConfig", "LoadSummary", "assign_arm", "experiment_spec",
+           "history", "load", "new_users", "pre_period", "previous_spec", "simulate"]

@@ -7,7 +7,8 @@ The world:
 - **users** with their own tastes (a Dirichlet mix over genres plus latent factors) and their
   own activity: each user visits on a given day with their own probability (a few come almost
   every day and several times a day, many rarely); each visit is one request for a list of
-  ``list_length`` items on the home page;
+  ``list_length`` items on a surface (:data:`SURFACES`: the home feed, search results, an
+  item page);
 - every (user, item) pair has a **true relevance**: the probability that the user, having
   looked at the item, clicks it (a logistic function of the user's taste for the item's genre,
   the latent factors, the item's quality and, a little, its popularity).
@@ -17,8 +18,12 @@ The experiment (traffic 1/3 each, by a stable hash of the experiment key and use
 - ``control``: a popularity baseline (the 30 most popular items, lightly shuffled per
   request);
 - ``personalised``: a truly better model, which ranks by the user's true relevance seen through
-  its own errors (a fixed error per (user, item) and a little noise per request); about +25% on
-  NDCG@10 and hit rate against control with the default configuration;
+  its own errors (a fixed error per (user, item) and a little noise per request), for the
+  users it knows: to users new to the product (no history before their first list,
+  :attr:`DemoConfig.new_share` of them, who join on a day of the experiment) it serves the
+  popularity list (cold start). Off the home feed every arm's list starts with the item the
+  request asked for, which users click most. So its win is concentrated in returning users,
+  on the home surface (what the demo's dimensions ``cohort`` and ``surface:list`` show);
 - ``diverse``: a diversity-oriented model that interleaves the personalised model's best items
   with discoveries from the long tail (random picks among the user's 600 best long-tail
   guesses): catalog coverage near 100% and more unexpected lists, for a lower precision than
@@ -87,6 +92,13 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DIURNAL = np.array([2, 1, 1, 1, 1, 2, 3, 5, 6, 5, 5, 6, 8, 7, 5, 5, 5, 6, 8, 10, 11, 10, 7, 4],
                     dtype=float)
 _DEVICES = ("web", "ios", "android")
+SURFACES = {"home": 0.75, "search": 0.15, "item": 0.10}
+"""Where a list is served, with the share of requests of each."""
+QUERY_CLICK = 0.6
+"""Off the home feed, the chance that the user clicks the item the request asked for."""
+SEGMENTS = ("surface:list", "cohort")
+"""The demo's declared dimensions: the surface of each list, and new against returning
+users."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +123,7 @@ class DemoConfig:
     outside_share: float = 0.15      # visits followed by a click on an item not in the list
     engagement: float = 0.8          # spread (log-odds) of the users' persistent engagement
     history_days: int = 14           # days of interactions logged before the experiment
+    new_share: float = 0.2           # users new to the product: no history, join on a day
 
     def __post_init__(self) -> None:
         if self.days < 1 or self.users < 1:
@@ -122,6 +135,8 @@ class DemoConfig:
         if len(self.weights) != len(ARMS) or min(self.weights) <= 0:
             raise ValueError(f"weights: one positive number per arm of {ARMS}, got "
                              f"{self.weights}")
+        if not 0 <= self.new_share < 1:
+            raise ValueError(f"new_share must lie in [0, 1), got {self.new_share}")
         if self.start is not None and self.start.utcoffset() is None:
             raise ValueError("start must be timezone-aware, e.g. datetime(..., tzinfo=UTC)")
 
@@ -152,7 +167,7 @@ def experiment_spec(config: DemoConfig) -> dict:
         "arms": dict(zip(ARMS, config.weights, strict=True)), "control": "control",
         "attribution_window": timedelta(hours=24), "relevance": dict(RELEVANCE),
         "timezone": "UTC", "cutoffs": (5, 10, 20), "starts_at": config.first_day(),
-        "primary": PRIMARY, "guardrails": dict(GUARDRAILS),
+        "primary": PRIMARY, "guardrails": dict(GUARDRAILS), "segments": list(SEGMENTS),
     }
 
 
@@ -200,6 +215,7 @@ class _Visits:
     items: np.ndarray      # (n, list_length) item indexes
     scores: np.ndarray     # (n, list_length)
     baseline: np.ndarray   # (n, list_length) what control would have served
+    surface: np.ndarray    # (n,) index into SURFACES
 
 
 class _World:
@@ -258,6 +274,8 @@ class _World:
         self.item_ids = np.array([f"item-{i:05d}" for i in range(n_items)], dtype=object)
         self.examination = 1.0 / (1.0 + np.arange(length)) ** 0.9
         _engage(self, config)
+        self.joins_us = _joins(config)
+        self._surfaces = np.random.default_rng([config.seed, 4])  # its own: same stream
 
     def _true_logit(self, rng: np.random.Generator, n_users: int) -> np.ndarray:
         """Logit of the true relevance of every item for ``n_users`` new users: their taste
@@ -274,7 +292,7 @@ class _World:
     def visits(self, rng: np.random.Generator, day_us: int) -> _Visits:
         """The day's requests (day_us: its first instant) and what each arm served."""
         n_users = self.config.users
-        active = rng.random(n_users) < self.visit_p
+        active = (rng.random(n_users) < self.visit_p) & (self.joins_us <= day_us)
         count = np.where(active, 1 + rng.poisson(4.0 * self.visit_p), 0)
         user = np.repeat(np.arange(n_users), count)
         hour = rng.choice(24, user.size, p=_DIURNAL / _DIURNAL.sum())
@@ -290,8 +308,30 @@ class _World:
             rows = np.flatnonzero(arm == code)
             if rows.size:
                 items[rows], scores[rows] = model(rng, user[rows])
+        surface = self._surfaces.choice(len(SURFACES), user.size, p=list(SURFACES.values()))
+        # the personalised model knows nothing of users new to the product (cold start:
+        # the popularity list)
+        cold = (arm == 1) & (self.joins_us[user] > 0)
+        items[cold], scores[cold] = baseline[cold], base_scores[cold]
+        self._lead_with_the_query(np.flatnonzero(surface != 0), user, items, baseline)
         self._remember_first_exposure(user, served)
-        return _Visits(user.size, user, arm, served, items, scores, baseline)
+        return _Visits(user.size, user, arm, served, items, scores, baseline, surface)
+
+    def _lead_with_the_query(self, rows: np.ndarray, user: np.ndarray, items: np.ndarray,
+                             baseline: np.ndarray) -> None:
+        """Off the home feed every arm's list (and its shadow baseline) starts with what the
+        request asked for (the searched item, the page's item): one of the user's own
+        favourites, the same whatever the arm, which they click far more often than the
+        rest (:data:`QUERY_CLICK`); the arm's own list follows, pushed down a rank."""
+        if not rows.size:
+            return
+        query = self.found[user[rows], self._surfaces.integers(0, 50, rows.size)]
+        for lists in (items, baseline):
+            led = np.column_stack([query, lists[rows]])
+            again = np.zeros(led.shape, dtype=bool)
+            again[:, 1:] = led[:, 1:] == query[:, None]  # the query in the arm's list
+            keep = np.argsort(again, axis=1, kind="stable")[:, :lists.shape[1]]
+            lists[rows] = np.take_along_axis(led, keep, axis=1)
 
     # ------------------------------------------------------------------ novelty
     def _remember_first_exposure(self, user: np.ndarray, served_us: np.ndarray) -> None:
@@ -345,14 +385,15 @@ class _World:
         items = self.item_ids[visits.items].tolist()
         baseline = self.item_ids[visits.baseline].tolist()
         scores = np.round(visits.scores, 6).tolist()
+        names = list(SURFACES)
         return [
             {"impression_id": ids[i], "experiment": key, "arm": ARMS[arm],
              "user_id": self.user_ids[user], "items": items[i], "scores": scores[i],
              "baseline_items": baseline[i], "served_at": _instant(served),
-             "context": {"surface": "home", "device": _DEVICES[self.device[user]]}}
-            for i, (user, arm, served) in enumerate(zip(
+             "context": {"surface": names[surface], "device": _DEVICES[self.device[user]]}}
+            for i, (user, arm, served, surface) in enumerate(zip(
                 visits.user.tolist(), visits.arm.tolist(), visits.served_us.tolist(),
-                strict=True))
+                visits.surface.tolist(), strict=True))
         ]
 
     # ------------------------------------------------------------------ behaviour
@@ -360,8 +401,10 @@ class _World:
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(visit, item, event code, occurred_us) of every interaction the visits cause."""
         relevance = self.relevance[visits.user[:, None], visits.items]
-        clicked = rng.random(relevance.shape) < np.minimum(
-            self.examination[None, :] * relevance * self._novelty(visits)[:, None], 1.0)
+        chance = self.examination[None, :] * relevance * self._novelty(visits)[:, None]
+        away = visits.surface != 0  # the request asked for the first item
+        chance[away, 0] = np.maximum(chance[away, 0], QUERY_CLICK)
+        clicked = rng.random(relevance.shape) < np.minimum(chance, 1.0)
         row, col = np.nonzero(clicked)
         item = visits.items[row, col]
         # a click comes seconds to minutes after the list; deeper ranks a little later
@@ -430,6 +473,23 @@ class _World:
 # Their random draws come from generators of their own, so the experiment's stream of draws
 # is the one it would be without them.
 
+def new_users(config: DemoConfig = DemoConfig()) -> set[str]:
+    """The users new to the product (no history before the experiment; they join on one of
+    its days): the personalised model serves them the popularity list."""
+    return {f"user-{u:05d}" for u in np.flatnonzero(_joins(config) > 0)}
+
+
+def _joins(config: DemoConfig) -> np.ndarray:
+    """Per user, the first instant they may visit (UTC µs): 0 for the users of the product
+    before the experiment, the start of a day of the experiment for the
+    ``config.new_share`` new to it (no history before it)."""
+    rng = np.random.default_rng([config.seed, 3])
+    new = rng.random(config.users) < config.new_share
+    start_us = (config.first_day() - _EPOCH) // timedelta(microseconds=1)
+    day = rng.integers(0, config.days, config.users)
+    return np.where(new, start_us + day * _DAY_US, 0)
+
+
 def _engage(world: _World, config: DemoConfig) -> None:
     """Give each user a persistent engagement: a shift of the log-odds of every click, drawn
     once (normal, spread ``config.engagement``, centred so that the average click rate
@@ -493,7 +553,7 @@ def _history_day(world: _World, arms: list[str], rng: np.random.Generator, day_u
     """One day's lists and interactions before the experiment (``back`` days before its
     start; ``arms``: each user's arm of the previous experiment)."""
     config = world.config
-    active = rng.random(config.users) < world.visit_p
+    active = (rng.random(config.users) < world.visit_p) & (world.joins_us == 0)
     count = np.where(active, 1 + rng.poisson(4.0 * world.visit_p), 0)
     user = np.repeat(np.arange(config.users), count)
     served = day_us + rng.choice(24, user.size, p=_DIURNAL / _DIURNAL.sum()) * _HOUR_US \

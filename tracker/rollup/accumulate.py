@@ -178,15 +178,13 @@ class ExactSums:
     def exact(self) -> list[int]:
         """Each column's exact sum times ``2**1126`` (an integer): equal for equal sums,
         whatever the values' order and grouping."""
-        out = []
-        for column in range(self.columns):
-            high, low = self._bins[0, column], self._bins[1, column]
-            total = 0
-            for b in np.flatnonzero(high).tolist():
-                total += int(high[b]) << (b + self._lo + _LIMB)
-            for b in np.flatnonzero(low).tolist():
-                total += int(low[b]) << (b + self._lo)
-            out.append(total)
+        out = [0] * self.columns
+        for limb, shift in ((0, self._lo + _LIMB), (1, self._lo)):
+            bins = self._bins[limb]
+            columns, at = np.nonzero(bins)  # one pass over every column's bins
+            for column, b, value in zip(columns.tolist(), (at + shift).tolist(),
+                                        bins[columns, at].tolist(), strict=True):
+                out[column] += value << b
         return out
 
     def sums(self) -> np.ndarray:

@@ -22,7 +22,8 @@ codes of stored state written before cells existed are the cells' codes. A slice
 keeps its arm's id in its low :data:`ARM_BITS` bits (:func:`assignment_of`) and its slice's
 number above them: the dimension's place among the dimensions by name, times
 :data:`SLICES_PER_DIMENSION`, plus the value's (``(none)``, ``(other)``, then the levels in
-sorted order). The numbers follow the levels, which the rollup keeps beside the results it
+sorted order; a dimension whose every value is a level, ``cohort``, has no ``(none)`` or
+``(other)``). The numbers follow the levels, which the rollup keeps beside the results it
 computed with them, and a change of which recomputes every day.
 """
 
@@ -38,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracker.errors import StaleState, TrackerError
-from tracker.rollup.levels import NONE, OTHER
+from tracker.rollup.levels import NONE, OTHER, closed
 from tracker.rollup.queries import slice_column
 from tracker.store.rollup_tables import WHOLE_ARM
 
@@ -104,9 +105,11 @@ class Cells:
                                f"{', '.join(too_high)} of {info.key!r} do not")
         arms = tuple(arm.id for arm in info.arms)
         slices = {}
+        shut = closed(info)
         for at, (name, values) in enumerate(sorted(info.levels)):
             for n, value in enumerate((NONE, OTHER, *sorted(values)), 1):
-                slices[at * SLICES_PER_DIMENSION + n] = (name, value)
+                if not (name in shut and value in (NONE, OTHER)):
+                    slices[at * SLICES_PER_DIMENSION + n] = (name, value)
         codes = arms + tuple(arm | number << ARM_BITS for number in slices for arm in arms)
         return cls(codes, {arm.key: arm.id for arm in info.arms}, slices,
                    tuple(sorted(info.levels)))

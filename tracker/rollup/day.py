@@ -72,8 +72,9 @@ class RunContext:
         return Cells.of(self.info)
 
     @cached_property
-    def slices(self) -> tuple[tuple[str, str], ...]:
-        """The SQL of a served list's value per dimension (:func:`levels.value_sql`)."""
+    def slices(self) -> tuple[levels.Values, levels.Values]:
+        """The SQL of the values of the list dimensions and of the user dimensions
+        (:func:`levels.value_sql`)."""
         return levels.value_sql(self.info, self.engine.dialect.name)
 
     @property
@@ -228,12 +229,24 @@ class DayScorer:
 
     def read_chunk(self, chunk: tuple[int, int]) -> ChunkTables:
         return ChunkTables(
-            self.run.cells.place(self._read(queries.served_lists, *chunk,
-                                            max(self.run.cutoffs), self.only,
-                                            slices=self.run.slices)),
+            self.run.cells.place(self._lists(chunk)),
             self._read(queries.keyed_interactions, *chunk, self.only),
             None if self.day_wide else self._read(queries.window_interactions,
                                                   self.run.window_us, chunk, self.only))
+
+    def _lists(self, chunk: tuple[int, int]) -> pa.Table:
+        """The chunk's served lists, with their values of every dimension."""
+        per_list, per_user = self.run.slices
+        lists = self._read(queries.served_lists, *chunk, max(self.run.cutoffs), self.only,
+                           slices=per_list)
+        if not per_user:
+            return lists
+        users = self._read(queries.user_slices, *chunk, self.only, per_user)
+        at = pc.index_in(lists["user"], value_set=users["user"])
+        for name, _ in per_user:
+            column = queries.slice_column(name)
+            lists = lists.append_column(column, pc.take(users[column], at))
+        return lists
 
     def _whole_day_interactions(self) -> Interactions:
         return self._interactions(self._read(queries.window_interactions, self.run.window_us,

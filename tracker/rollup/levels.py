@@ -61,20 +61,32 @@ def sliced(info: ExperimentInfo) -> list[Segment]:
                   key=lambda s: s.name)
 
 
-def value_sql(info: ExperimentInfo, dialect: str) -> tuple[tuple[str, str], ...]:
-    """Per dimension with levels (``info.levels``), the SQL of a served list's value
-    (:func:`~tracker.rollup.queries.served_lists`' ``slices``)."""
+def closed(info: ExperimentInfo) -> frozenset[str]:
+    """The dimensions whose every value is a level (``cohort``): no :data:`NONE` or
+    :data:`OTHER` slice."""
+    return frozenset(s.name for s in info.segments if s.kind == "user" and s.name == COHORT)
+
+
+Values = tuple[tuple[str, str], ...]
+"""``(dimension, SQL of its value)`` pairs."""
+
+
+def value_sql(info: ExperimentInfo, dialect: str) -> tuple[Values, Values]:
+    """Per dimension with levels (``info.levels``), the SQL of its value: of a served list
+    (``imp``) for the list dimensions (:func:`~tracker.rollup.queries.served_lists`'
+    ``slices``), of a user (``u``) for the user dimensions
+    (:func:`~tracker.rollup.queries.user_slices`')."""
     kinds = {s.name: s.kind for s in info.segments}
     window = info.cuped_days * 86_400_000_000
-    out = []
+    lists, users = [], []
     for name, _ in info.levels:
         if kinds.get(name) == "list":
-            out.append((name, queries.context_value(dialect, name)))
+            lists.append((name, queries.context_value(dialect, name)))
         elif name == COHORT:
-            out.append((name, queries.cohort_value(info.id, window)))
+            users.append((name, queries.cohort_value(info.id, window)))
         else:
-            out.append((name, queries.first_exposure_value(dialect, name, info.id)))
-    return tuple(out)
+            users.append((name, queries.first_exposure_value(dialect, name, info.id)))
+    return tuple(lists), tuple(users)
 
 
 def day_counts(conn: sa.Connection, info: ExperimentInfo, day: date) -> list[dict]:

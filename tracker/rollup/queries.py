@@ -354,14 +354,15 @@ def context_value(dialect: str, key: str, alias: str = "imp") -> str:
 
 def _first_of_user(experiment_id: int, alias: str) -> str:
     """SQL selecting the impressions of the experiment of the user of ``alias``'s row
-    (as ``f``) that the rollup can place on a day."""
-    return (f"FROM impression f WHERE f.experiment_id = {int(experiment_id)} "
+    (as ``f``) that the rollup can place on a day, through the ``(user_id, served_at)``
+    index (a unary ``+`` keeps SQLite off the experiment's, which it otherwise scans)."""
+    return (f"FROM impression f WHERE +f.experiment_id = {int(experiment_id)} "
             f"AND f.user_id = {alias}.user_id AND f.served_at >= {FIRST_INSTANT} "
             f"AND f.served_at < {END_INSTANT}")
 
 
 def first_exposure_value(dialect: str, key: str, experiment_id: int,
-                         alias: str = "imp") -> str:
+                         alias: str = "u") -> str:
     """SQL of the text of ``key`` in the ``context`` of the first exposure (the earliest
     served impression of the experiment, the smallest id in a tie) of the user of
     ``alias``'s row (:func:`context_value`)."""
@@ -374,7 +375,7 @@ COHORTS = ("new", "returning")
 before the user's first exposure, or some."""
 
 
-def cohort_value(experiment_id: int, window_us: int, alias: str = "imp") -> str:
+def cohort_value(experiment_id: int, window_us: int, alias: str = "u") -> str:
     """SQL of the cohort (:data:`COHORTS`) of the user of ``alias``'s row: whether any
     interaction of theirs occurred in the ``window_us`` before their first exposure (the
     window of CUPED's covariates, whenever the rows were logged)."""
@@ -390,6 +391,17 @@ def slice_column(key: str) -> str:
     return f"slice:{key}"
 
 
+def _lists_where(reader: ArrowReader, experiment_id: int, start: int, end: int, low: int,
+                 high: int, users: str | None) -> str:
+    """The condition of one chunk's lists (``imp``) for :func:`served_lists`."""
+    if reader.engine.dialect.name == "postgresql":
+        where = _chunk_literals(experiment_id, start, end, low, high)
+    else:
+        where = _chunk_literals(experiment_id, start, end, low, high, by_id=True,
+                                listed=_listed(users))
+    return where + _only(users)
+
+
 def served_lists(reader: ArrowReader, experiment_id: int, start: int, end: int, low: int,
                  high: int, top: int, users: str | None = None,
                  slices: tuple[tuple[str, str], ...] = ()) -> pa.Table:
@@ -401,19 +413,30 @@ def served_lists(reader: ArrowReader, experiment_id: int, start: int, end: int, 
     values = "".join(f", {sql}" for _, sql in slices)
     schema = pa.schema([*LISTS, *(pa.field(slice_column(k), pa.string()) for k, _ in slices)])
     if reader.engine.dialect.name == "postgresql":
-        where = _chunk_literals(experiment_id, start, end, low, high)
         # sliced only when longer: building a slice of every array doubled the server's
         # cost of the read (1M lists of 10, every one within the top)
         baseline = (f"CASE WHEN cardinality(imp.baseline_items) > {int(top)} "
                     f"THEN imp.baseline_items[1:{int(top)}] ELSE imp.baseline_items END")
     else:
-        where = _chunk_literals(experiment_id, start, end, low, high, by_id=True,
-                                listed=_listed(users))
         baseline = "imp.baseline_items"
-    where += _only(users)
+    where = _lists_where(reader, experiment_id, start, end, low, high, users)
     return reader.read("SELECT imp.id, imp.arm_id, imp.user_id, imp.served_at, "
                        f"imp.items, {baseline}, imp.received_at{values} FROM impression imp "
                        f"WHERE {where}", schema)
+
+
+def user_slices(reader: ArrowReader, experiment_id: int, start: int, end: int, low: int,
+                high: int, users: str | None, slices: tuple[tuple[str, str], ...]) -> pa.Table:
+    """The users of a chunk's lists (:func:`served_lists`), once each: ``user``, then per
+    ``(dimension, SQL of the value of the user ``u``)`` of ``slices`` (e.g.
+    :func:`first_exposure_value`) the user's (:func:`slice_column`). A user's value costs
+    index lookups: read once per user of the chunk, not once per list."""
+    values = "".join(f", {sql}" for _, sql in slices)
+    where = _lists_where(reader, experiment_id, start, end, low, high, users)
+    schema = pa.schema([pa.field("user", pa.string()),
+                        *(pa.field(slice_column(k), pa.string()) for k, _ in slices)])
+    return reader.read(f"SELECT u.user_id{values} FROM (SELECT DISTINCT imp.user_id "
+                       f"FROM impression imp WHERE {where}) u", schema)
 
 
 def context_counts(conn: sa.Connection, experiment_id: int, start: int, end: int,
@@ -446,7 +469,7 @@ def relabelled_users(conn: sa.Connection, experiment_id: int, after: int, throug
     earlier (served before each of the user's older ones), and with ``window_us``, those an
     interaction of ids ``(i_after, i_through]`` that occurred in the window before their
     first exposure (:func:`cohort_value`) may move to another cohort."""
-    older = (f"SELECT min(f.served_at) FROM impression f WHERE f.experiment_id = "
+    older = (f"SELECT min(f.served_at) FROM impression f WHERE +f.experiment_id = "
              f"{int(experiment_id)} AND f.user_id = n.user_id AND f.id <= {int(after)} "
              f"AND f.served_at >= {FIRST_INSTANT} AND f.served_at < {END_INSTANT}")
     users = {u for (u,) in conn.execute(sa.text(
