@@ -19,15 +19,17 @@ The experiment (traffic 1/3 each, by a stable hash of the experiment key and use
   request);
 - ``personalised``: a truly better model, which ranks by the user's true relevance seen through
   its own errors (a fixed error per (user, item) and a little noise per request), for the
-  users it knows: to users new to the product (no history before their first list,
-  :attr:`DemoConfig.new_share` of them, who join on a day of the experiment) it serves the
-  popularity list (cold start). Off the home feed every arm's list starts with the item the
-  request asked for, which users click most. So its win is concentrated in returning users,
-  on the home surface (what the demo's dimensions ``cohort`` and ``surface:list`` show);
+  users it knows: to users without a click before the experiment (those new to the
+  product, :attr:`DemoConfig.new_share` of them, who join on a day of the experiment, and
+  the rare visitors who did not click) it serves the popularity list (cold start). The
+  experiment changes the home feed only: search and item pages serve their own ranker in
+  every arm. So its win is concentrated in returning users, on the home surface (what the
+  demo's dimensions ``cohort`` and ``surface:list`` show);
 - ``diverse``: a diversity-oriented model that interleaves the personalised model's best items
-  with discoveries from the long tail (random picks among the user's 600 best long-tail
-  guesses): catalog coverage near 100% and more unexpected lists, for a lower precision than
-  both other arms once its **novelty effect** (clicks out of curiosity) has faded with the
+  (the popularity list for the users it does not know) with discoveries from the long tail
+  (random picks among the user's 600 best long-tail guesses): catalog coverage near 100% and
+  more unexpected lists, for a lower precision than the personalised arm and a lift over
+  control that shrinks as its **novelty effect** (clicks out of curiosity) fades with the
   days since each user's first exposure (:data:`NOVELTY`).
 
 Every impression also carries ``baseline_items``: what the control model would have served for
@@ -94,8 +96,6 @@ _DIURNAL = np.array([2, 1, 1, 1, 1, 2, 3, 5, 6, 5, 5, 6, 8, 7, 5, 5, 5, 6, 8, 10
 _DEVICES = ("web", "ios", "android")
 SURFACES = {"home": 0.75, "search": 0.15, "item": 0.10}
 """Where a list is served, with the share of requests of each."""
-QUERY_CLICK = 0.6
-"""Off the home feed, the chance that the user clicks the item the request asked for."""
 SEGMENTS = ("surface:list", "cohort")
 """The demo's declared dimensions: the surface of each list, and new against returning
 users."""
@@ -187,6 +187,7 @@ def simulate(config: DemoConfig = DemoConfig()) -> Iterator[DayBatch]:
     """One :class:`DayBatch` per simulated day (see the module docstring)."""
     rng = np.random.default_rng(config.seed)
     world = _World(config, rng)
+    world.known = _known(world)
     start_us = (config.first_day() - _EPOCH) // timedelta(microseconds=1)
     pending: dict[int, list[dict]] = {}  # arrival day -> interactions
     counter = 0
@@ -234,6 +235,7 @@ class _World:
         by_popularity = np.argsort(-self.popularity, kind="stable")
         self.head = by_popularity[: 3 * length]  # what the popularity baseline ranks
         self.tail = by_popularity[n_items // 5:]
+        self.middle = by_popularity[3 * length:n_items // 5]  # what searches and pages ask
         # users: tastes, activity, device
         self.visit_p = rng.beta(0.6, 0.9, n_users)
         self.device = rng.integers(0, len(_DEVICES), n_users)
@@ -275,6 +277,7 @@ class _World:
         self.examination = 1.0 / (1.0 + np.arange(length)) ** 0.9
         _engage(self, config)
         self.joins_us = _joins(config)
+        self.known = self.joins_us == 0  # :func:`simulate` narrows it (:func:`_known`)
         self._surfaces = np.random.default_rng([config.seed, 4])  # its own: same stream
 
     def _true_logit(self, rng: np.random.Generator, n_users: int) -> np.ndarray:
@@ -309,29 +312,34 @@ class _World:
             if rows.size:
                 items[rows], scores[rows] = model(rng, user[rows])
         surface = self._surfaces.choice(len(SURFACES), user.size, p=list(SURFACES.values()))
-        # the personalised model knows nothing of users new to the product (cold start:
-        # the popularity list)
-        cold = (arm == 1) & (self.joins_us[user] > 0)
-        items[cold], scores[cold] = baseline[cold], base_scores[cold]
-        self._lead_with_the_query(np.flatnonzero(surface != 0), user, items, baseline)
+        # the personalised model knows nothing of users without a click before the
+        # experiment (cold start): the popularity list, which the diverse model then
+        # interleaves with its discoveries
+        cold = ~self.known[user]
+        mine = cold & (arm == 1)
+        items[mine], scores[mine] = baseline[mine], base_scores[mine]
+        mine = cold & (arm == 2)
+        head = (items.shape[1] + 1) // 2
+        items[mine, 0::2] = baseline[mine, :head]
+        self._elsewhere(np.flatnonzero(surface != 0), user, items, scores, baseline)
         self._remember_first_exposure(user, served)
         return _Visits(user.size, user, arm, served, items, scores, baseline, surface)
 
-    def _lead_with_the_query(self, rows: np.ndarray, user: np.ndarray, items: np.ndarray,
-                             baseline: np.ndarray) -> None:
-        """Off the home feed every arm's list (and its shadow baseline) starts with what the
-        request asked for (the searched item, the page's item): one of the user's own
-        favourites, the same whatever the arm, which they click far more often than the
-        rest (:data:`QUERY_CLICK`); the arm's own list follows, pushed down a rank."""
+    def _elsewhere(self, rows: np.ndarray, user: np.ndarray, items: np.ndarray,
+                   scores: np.ndarray, baseline: np.ndarray) -> None:
+        """Off the home feed (search, item pages) the experiment changes nothing: every
+        arm serves the page's own ranker, items of middling popularity that no arm's home
+        models would serve the user (so that no home list takes credit for their clicks,
+        nor they for the home lists'), the same for the request whatever the arm."""
         if not rows.size:
             return
-        query = self.found[user[rows], self._surfaces.integers(0, 50, rows.size)]
-        for lists in (items, baseline):
-            led = np.column_stack([query, lists[rows]])
-            again = np.zeros(led.shape, dtype=bool)
-            again[:, 1:] = led[:, 1:] == query[:, None]  # the query in the arm's list
-            keep = np.argsort(again, axis=1, kind="stable")[:, :lists.shape[1]]
-            lists[rows] = np.take_along_axis(led, keep, axis=1)
+        length = items.shape[1]
+        pool = self.middle[np.argsort(self._surfaces.random((rows.size, self.middle.size)),
+                                      axis=1)[:, :2 * length]]
+        theirs = (pool[:, :, None] == self.candidates[user[rows]][:, None, :]).any(axis=2)
+        keep = np.argsort(theirs, axis=1, kind="stable")[:, :length]
+        items[rows] = baseline[rows] = np.take_along_axis(pool, keep, axis=1)
+        scores[rows] = 1.0 - 0.05 * np.arange(length)[None, :]
 
     # ------------------------------------------------------------------ novelty
     def _remember_first_exposure(self, user: np.ndarray, served_us: np.ndarray) -> None:
@@ -341,9 +349,10 @@ class _World:
     def _novelty(self, visits: _Visits) -> np.ndarray:
         """Per visit, the factor on its click probabilities: the diverse arm's unusual lists
         draw clicks out of curiosity at first, ``1 + NOVELTY * NOVELTY_DECAY ** d`` on the
-        user's d-th day since their first exposure, fading to 1 (1 in the other arms)."""
+        user's d-th day since their first exposure, fading to 1 (1 in the other arms and
+        off the home feed, where every arm serves the same lists)."""
         days = visits.served_us // _DAY_US - self.first_exposure[visits.user]
-        return np.where(visits.arm == ARMS.index("diverse"),
+        return np.where((visits.arm == ARMS.index("diverse")) & (visits.surface == 0),
                         1.0 + NOVELTY * NOVELTY_DECAY ** days.astype(float), 1.0)
 
     def _control(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -401,10 +410,8 @@ class _World:
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(visit, item, event code, occurred_us) of every interaction the visits cause."""
         relevance = self.relevance[visits.user[:, None], visits.items]
-        chance = self.examination[None, :] * relevance * self._novelty(visits)[:, None]
-        away = visits.surface != 0  # the request asked for the first item
-        chance[away, 0] = np.maximum(chance[away, 0], QUERY_CLICK)
-        clicked = rng.random(relevance.shape) < np.minimum(chance, 1.0)
+        clicked = rng.random(relevance.shape) < np.minimum(
+            self.examination[None, :] * relevance * self._novelty(visits)[:, None], 1.0)
         row, col = np.nonzero(clicked)
         item = visits.items[row, col]
         # a click comes seconds to minutes after the list; deeper ranks a little later
@@ -473,6 +480,17 @@ class _World:
 # Their random draws come from generators of their own, so the experiment's stream of draws
 # is the one it would be without them.
 
+def _known(world: _World) -> np.ndarray:
+    """Per user, whether the personalised model knows them: a click before the experiment
+    (:func:`pre_period`'s; without a history, every user of the product before it)."""
+    if not world.config.history_days:
+        return world.joins_us == 0
+    known = np.zeros(world.config.users, dtype=bool)
+    for _, day in _past(world):
+        known[day.user[day.row]] = True
+    return known
+
+
 def new_users(config: DemoConfig = DemoConfig()) -> set[str]:
     """The users new to the product (no history before the experiment; they join on one of
     its days): the personalised model serves them the popularity list."""
@@ -529,16 +547,13 @@ def pre_period(config: DemoConfig = DemoConfig()) -> tuple[list[dict], list[dict
     ready for ``Tracker.log_impressions`` / ``log_interactions``, to be logged before the
     experiment's first day."""
     world = _World(config, np.random.default_rng(config.seed))
-    rng = np.random.default_rng([config.seed, 2])
-    start_us = (config.first_day() - _EPOCH) // timedelta(microseconds=1)
     key, weights = f"{config.key}-previous", tuple(w for _, w in PREVIOUS_ARMS)
     arms = [PREVIOUS_ARMS[assign_arm(key, u, weights)][0] for u in world.user_ids]
     impressions: list[dict] = []
     records: list[dict] = []
-    for d in range(config.history_days, 0, -1):
-        served, events = _history_day(world, arms, rng, start_us - d * _DAY_US, d)
-        impressions += served
-        records += events
+    for back, day in _past(world):
+        impressions += _previous_lists(world, arms, day.user, day.served, day.items, back)
+        records += _history_records(world, day, back)
     records.sort(key=lambda r: (r["occurred_at"], r["event_id"]))
     return impressions, records
 
@@ -548,10 +563,33 @@ def history(config: DemoConfig = DemoConfig()) -> list[dict]:
     return pre_period(config)[1]
 
 
-def _history_day(world: _World, arms: list[str], rng: np.random.Generator, day_us: int,
-                 back: int) -> tuple[list[dict], list[dict]]:
-    """One day's lists and interactions before the experiment (``back`` days before its
-    start; ``arms``: each user's arm of the previous experiment)."""
+@dataclass
+class _PastDay:
+    """One day before the experiment: its lists (``user, served, items``) and their clicks
+    (``row, col``: list and rank; ``click_us``; ``then``: what may follow each)."""
+
+    user: np.ndarray
+    served: np.ndarray
+    items: np.ndarray
+    row: np.ndarray
+    col: np.ndarray
+    click_us: np.ndarray
+    then: np.ndarray
+
+
+def _past(world: _World) -> Iterator[tuple[int, _PastDay]]:
+    """The ``history_days`` days before the experiment, oldest first, each with how many
+    days before its start it lies (draws of a generator of their own)."""
+    config = world.config
+    rng = np.random.default_rng([config.seed, 2])
+    start_us = (config.first_day() - _EPOCH) // timedelta(microseconds=1)
+    for back in range(config.history_days, 0, -1):
+        yield back, _past_day(world, rng, start_us - back * _DAY_US)
+
+
+def _past_day(world: _World, rng: np.random.Generator, day_us: int) -> _PastDay:
+    """One day's lists and clicks before the experiment (users new to the product have
+    none: they join during it)."""
     config = world.config
     active = (rng.random(config.users) < world.visit_p) & (world.joins_us == 0)
     count = np.where(active, 1 + rng.poisson(4.0 * world.visit_p), 0)
@@ -562,18 +600,22 @@ def _history_day(world: _World, arms: list[str], rng: np.random.Generator, day_u
     relevance = world.relevance[user[:, None], items]
     row, col = np.nonzero(rng.random(relevance.shape) < world.examination[None, :] * relevance)
     click_us = served[row] + (2 + 8 * col) * 1_000_000 + rng.integers(5, 600, row.size) * 1e6
-    then = rng.random(row.size)
-    names = world.item_ids[items[row, col]].tolist()
-    users = user[row].tolist()
+    return _PastDay(user, served, items, row, col, click_us, rng.random(row.size))
+
+
+def _history_records(world: _World, day: _PastDay, back: int) -> list[dict]:
+    """The interactions of one day before the experiment (``back`` days before its start)."""
+    names = world.item_ids[day.items[day.row, day.col]].tolist()
+    users = day.user[day.row].tolist()
     records = []
-    for i, when in enumerate(click_us.astype(np.int64).tolist()):
-        follow = ("play",) if then[i] < 0.6 else ("save",) if then[i] < 0.8 else ()
+    for i, when in enumerate(day.click_us.astype(np.int64).tolist()):
+        follow = ("play",) if day.then[i] < 0.6 else ("save",) if day.then[i] < 0.8 else ()
         for n, event in enumerate(("click", *follow)):
-            records.append({"event_id": f"{config.key}-pre{back:02d}-{i:07d}-{event}",
+            records.append({"event_id": f"{world.config.key}-pre{back:02d}-{i:07d}-{event}",
                             "user_id": world.user_ids[users[i]], "item_id": names[i],
                             "event": event,
                             "occurred_at": _instant(when + n * 30_000_000)})
-    return _previous_lists(world, arms, user, served, items, back), records
+    return records
 
 
 def _previous_lists(world: _World, arms: list[str], user: np.ndarray, served: np.ndarray,
