@@ -86,8 +86,8 @@ class Tracker:
         report's defaults apply. ``cuped_days``: the days of each user's history before
         their first exposure that CUPED's covariates cover (0 turns the adjustment off).
         ``segments`` (``["device", "surface:list"]``) and ``max_levels``: the dimensions to
-        slice results by (:func:`~tracker.ingest.experiments.check_segments`); stored and
-        shown, not yet rolled up (issue 33).
+        slice results by (:func:`~tracker.ingest.experiments.check_segments`; the README's
+        "Segments"): the default engine's rollup slices every result by them.
 
         The analysis plan, pinned on the experiment and used by the report, the experiments
         list and the dashboard: ``intervals`` ("fixed_horizon", or "sequential" for
@@ -349,14 +349,13 @@ class Tracker:
         ``"daily"`` (the default), ``"cumulative"`` (as ``cumulative=True``) or
         ``"exposure_day"``: per (exposure_day, arm, metric, k), day 0 being each user's
         first exposure day (:func:`tracker.store.computed.exposure_day_table`).
-        ``segment``: a declared dimension's slices instead of the whole arms, per (day,
-        arm, slice, metric, k) (daily or cumulative)."""
-        from tracker.store.computed import metric_table, metric_view
+        ``segment``: a declared dimension's slices instead of the whole arms, their
+        values in a ``slice`` column after ``arm`` (any view)."""
+        from tracker.store.computed import exposure_day_table, metric_table, metric_view
 
         if segment is not None:
             if view == "exposure_day":
-                raise ValidationError("the exposure_day view has no slices yet",
-                                      field="segment")
+                return exposure_day_table(self.engine, experiment, segment=segment)
             return metric_table(self.engine, experiment, cumulative or view == "cumulative",
                                 segment=segment)
         return metric_view(self.engine, experiment, view or

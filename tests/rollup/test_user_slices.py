@@ -128,6 +128,15 @@ def test_a_users_slice_is_the_device_of_their_first_list_and_slices_partition_us
         total = whole[(whole["day"] == last) & (whole["arm"] == arm)].iloc[0]
         assert (sliced["users"].sum(), sliced["impressions"].sum()) == \
             (total["users"], total["impressions"])
+    # and so do they by days since exposure: each slice's users add up to the arm's
+    keys = ["exposure_day", "arm", "metric", "k"]
+    by_slice = tracker.metric_table("home", view="exposure_day", segment="device")
+    assert set(by_slice["slice"]) == {"ios", OTHER, NONE}
+    added = by_slice.groupby(keys, dropna=False)[["users", "sum"]].sum().reset_index()
+    whole = computed.exposure_day_table(tracker.engine, "home").merge(
+        added, on=keys, suffixes=("", "_sliced"))
+    assert len(whole) and (whole["users"] == whole["users_sliced"]).all()
+    assert ((whole["sum"] - whole["sum_sliced"]).abs() <= 1e-9 * whole["sum"].abs() + 1e-9).all()
 
 
 def test_the_cohort_is_new_without_an_interaction_in_the_window_before_the_first_list(

@@ -99,37 +99,43 @@ def metric_view(engine: sa.Engine, experiment: str, view: str) -> pd.DataFrame:
     return metric_table(engine, experiment, cumulative=view == "cumulative")
 
 
-def exposure_day_table(engine: sa.Engine, experiment: str) -> pd.DataFrame:
+def exposure_day_table(engine: sa.Engine, experiment: str,
+                       segment: str | None = None) -> pd.DataFrame:
     """Per-user metrics by days since exposure: one row per (exposure_day, arm, metric, k),
     day 0 being each user's first day with an impression of the experiment, summed over the
     calendar days (see :mod:`tracker.rollup.exposure_days`). The columns of
     :func:`metric_table` with ``exposure_day`` (int) in place of ``day``; ``kind`` is always
     ``"user"`` (set-level metrics have no exposure-day value); ``provisional`` when any of
-    the calendar days added up is."""
-    frame = _arm_frame(engine, experiment, _exposure_day_rows,
-                       ["exposure_day", "arm_id", "metric", "k", "users", "sum", "sum_sq",
-                        "impressions", "impressions_sq", "ratio_sum", "ratio_sum_sq",
-                        "ratio_cross", "provisional"])
+    the calendar days added up is. With ``segment`` (a declared dimension), its slices'
+    instead, their values in ``slice``."""
+    frame = _arm_frame(engine, experiment,
+                       lambda conn, eid: _exposure_day_rows(conn, eid, segment),
+                       ["exposure_day", "arm_id", "slice", "metric", "k", "users", "sum",
+                        "sum_sq", "impressions", "impressions_sq", "ratio_sum",
+                        "ratio_sum_sq", "ratio_cross", "provisional"], segment)
     frame["exposure_day"] = frame["exposure_day"].astype("int64")
     frame["users"] = frame["users"].astype("int64")
     frame["kind"] = "user"
     frame["k"] = frame["k"].where(frame["k"] > 0).astype("Int64")
     frame["mean"] = frame["sum"] / frame["users"].where(frame["users"] > 0)
-    return frame[EXPOSURE_DAY_COLUMNS].reset_index(drop=True)
+    return frame[_sliced(EXPOSURE_DAY_COLUMNS, segment)].reset_index(drop=True)
 
 
-def _exposure_day_rows(conn: sa.Connection, experiment_id: int) -> list[tuple]:
-    """``rollup_exposure_day`` added up over calendar days, per (exposure day, arm, metric,
-    k): the sufficient statistics add."""
+def _exposure_day_rows(conn: sa.Connection, experiment_id: int,
+                       segment: str | None) -> list[tuple]:
+    """``rollup_exposure_day`` added up over calendar days, per (exposure day, arm, slice,
+    metric, k) of the whole arms or of ``segment``'s slices: the sufficient statistics
+    add."""
     table = RollupExposureDay.__table__
-    keys = [table.c.exposure_day, table.c.arm_id, table.c.metric, table.c.k]
+    keys = [table.c.exposure_day, table.c.arm_id, table.c.slice, table.c.metric, table.c.k]
     summed = [sa.func.sum(table.c[name]) for name in
               ("users", "sum", "sum_sq", "impressions", "impressions_sq", "ratio_sum",
                "ratio_sum_sq", "ratio_cross")]
     provisional = sa.func.max(sa.case((table.c.provisional, 1), else_=0))
     return [tuple(row) for row in conn.execute(
-        sa.select(*keys, *summed, provisional).where(table.c.experiment_id == experiment_id,
-                                                     table.c.segment == WHOLE_ARM)
+        sa.select(*keys, *summed, provisional).where(
+            table.c.experiment_id == experiment_id,
+            table.c.segment == (WHOLE_ARM if segment is None else segment))
         .group_by(*keys).order_by(*keys))]
 
 
