@@ -1,9 +1,10 @@
 """What declared dimensions cost the rollup: the day of benchmarks/rollup.py (N impressions x
 10 items, ~1 interaction each, three arms) with a ``context`` on every list, rolled up
-``--full`` with no dimension and with two list dimensions of at most 20 levels (``surface``:
-20 values, skewed; ``device``: 5), alternately, in a fresh process each; the CPU seconds
-of that process (the rollup's threads; SQLite runs inside it), its wall time and its peak
-resident memory.
+``--full`` with no dimension and with two dimensions of at most 20 levels (``surface``: 20
+values, skewed; ``device``: 5; by default both list dimensions, ``--dimensions
+surface:list,device`` makes ``device`` a user dimension), alternately, in a fresh process
+each; the CPU seconds of that process (the rollup's threads; SQLite runs inside it), its
+wall time and its peak resident memory.
 
     .venv/bin/python benchmarks/segments.py --impressions 1000000 --runs 5
 """
@@ -70,7 +71,10 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=300_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--db", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument("--dimensions", default=",".join(DIMENSIONS),
+                        help="the two dimensions declared, comma-separated")
     args = parser.parse_args()
+    dimensions = args.dimensions.split(",")
     with tempfile.TemporaryDirectory() as folder:
         name = "bench_segments"
         url = fresh_url(args.db, Path(folder), name)
@@ -83,7 +87,7 @@ def main() -> None:
             engine.dispose()
             found: dict[str, list[tuple[float, float, float]]] = {"none": [], "two": []}
             for run in range(args.runs):
-                for label, segments in (("none", []), ("two", DIMENSIONS)):
+                for label, segments in (("none", []), ("two", dimensions)):
                     found[label].append(one_run(url, segments))
                     cpu, wall, peak = found[label][-1]
                     print(f"  run {run + 1} {label:4}: {cpu:6.2f} CPU-s, {wall:6.2f} s wall, "
@@ -94,8 +98,8 @@ def main() -> None:
     wall = {k: statistics.median(w for _, w, _ in v) for k, v in found.items()}
     peak = {k: max(p for _, _, p in v) for k, v in found.items()}
     print(f"{args.db}, {args.impressions:,} impressions, medians of {args.runs}: "
-          f"no dimension {cpu['none']:.2f} CPU-s ({wall['none']:.2f} s wall), two list "
-          f"dimensions {cpu['two']:.2f} CPU-s ({wall['two']:.2f} s wall): "
+          f"no dimension {cpu['none']:.2f} CPU-s ({wall['none']:.2f} s wall), "
+          f"{', '.join(dimensions)} {cpu['two']:.2f} CPU-s ({wall['two']:.2f} s wall): "
           f"{cpu['two'] / cpu['none']:.2f}x CPU, {wall['two'] / wall['none']:.2f}x wall; "
           f"peak {peak['none']:,.0f} MiB -> {peak['two']:,.0f} MiB")
 

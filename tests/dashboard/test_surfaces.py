@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
-from dashboard.charts import TABS
+from dashboard.charts import SEGMENT_TAB, TABS
 from tests.dashboard.test_app import SMALL, _app, _clean, demo_url  # noqa: F401 (fixture)
 from tests.rollup.scenario import create
 from tests.rollup.test_rollup import NOW
@@ -133,7 +133,8 @@ def test_the_charts_sit_in_tabs_under_a_metric_chooser_that_writes_the_url(
     charts alone is a browser test: AppTest reruns the whole script on every widget.)"""
     at = _page(demo_url, monkeypatch, experiment=SMALL.key)
     _clean(at)
-    assert [t.label for t in at.tabs] == list(TABS)
+    # the demo declares dimensions: their tab follows
+    assert [t.label for t in at.tabs] == [*TABS, SEGMENT_TAB]
     assert [s.value for s in at.subheader][-1] == "Charts"
     next(s for s in at.selectbox if s.label == "Metric").set_value("hit_rate").run()
     _clean(at)

@@ -25,12 +25,12 @@ The experiment (traffic 1/3 each, by a stable hash of the experiment key and use
   experiment changes the home feed only: search and item pages serve their own ranker in
   every arm. So its win is concentrated in returning users, on the home surface (what the
   demo's dimensions ``cohort`` and ``surface:list`` show);
-- ``diverse``: a diversity-oriented model that interleaves the personalised model's best items
-  (the popularity list for the users it does not know) with discoveries from the long tail
-  (random picks among the user's 600 best long-tail guesses): catalog coverage near 100% and
-  more unexpected lists, for a lower precision than the personalised arm and a lift over
-  control that shrinks as its **novelty effect** (clicks out of curiosity) fades with the
-  days since each user's first exposure (:data:`NOVELTY`).
+- ``diverse``: a diversity-oriented model (of its own signals: it knows every user) that
+  interleaves its best guesses, the personalised model's ranking, with discoveries from the
+  long tail (random picks among the user's 600 best long-tail guesses): catalog coverage
+  near 100% and more unexpected lists, for a lower precision than the personalised arm and a
+  lift over control that shrinks as its **novelty effect** (clicks out of curiosity) fades
+  with the days since each user's first exposure (:data:`NOVELTY`).
 
 Every impression also carries ``baseline_items``: what the control model would have served for
 the same request (a shadow list; for the control arm, the list itself).
@@ -94,8 +94,12 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _DIURNAL = np.array([2, 1, 1, 1, 1, 2, 3, 5, 6, 5, 5, 6, 8, 7, 5, 5, 5, 6, 8, 10, 11, 10, 7, 4],
                     dtype=float)
 _DEVICES = ("web", "ios", "android")
-SURFACES = {"home": 0.75, "search": 0.15, "item": 0.10}
+SURFACES = {"home": 0.8, "search": 0.12, "item": 0.08}
 """Where a list is served, with the share of requests of each."""
+KNOWN_US = 14 * 86_400_000_000
+"""How recent a click the personalised model needs to know a user: the experiment's
+``cuped_days`` (14 by default), so that it knows the users the ``cohort`` calls returning."""
+_NEVER = -(2**62)
 SEGMENTS = ("surface:list", "cohort")
 """The demo's declared dimensions: the surface of each list, and new against returning
 users."""
@@ -187,7 +191,7 @@ def simulate(config: DemoConfig = DemoConfig()) -> Iterator[DayBatch]:
     """One :class:`DayBatch` per simulated day (see the module docstring)."""
     rng = np.random.default_rng(config.seed)
     world = _World(config, rng)
-    world.known = _known(world)
+    world.last_click_us = _last_clicks(world)
     start_us = (config.first_day() - _EPOCH) // timedelta(microseconds=1)
     pending: dict[int, list[dict]] = {}  # arrival day -> interactions
     counter = 0
@@ -235,7 +239,6 @@ class _World:
         by_popularity = np.argsort(-self.popularity, kind="stable")
         self.head = by_popularity[: 3 * length]  # what the popularity baseline ranks
         self.tail = by_popularity[n_items // 5:]
-        self.middle = by_popularity[3 * length:n_items // 5]  # what searches and pages ask
         # users: tastes, activity, device
         self.visit_p = rng.beta(0.6, 0.9, n_users)
         self.device = rng.integers(0, len(_DEVICES), n_users)
@@ -277,7 +280,8 @@ class _World:
         self.examination = 1.0 / (1.0 + np.arange(length)) ** 0.9
         _engage(self, config)
         self.joins_us = _joins(config)
-        self.known = self.joins_us == 0  # :func:`simulate` narrows it (:func:`_known`)
+        self.last_click_us = np.full(n_users, _NEVER)  # :func:`simulate` sets them
+        self.first_us = np.full(n_users, np.iinfo(np.int64).max)  # first list served (µs)
         self._surfaces = np.random.default_rng([config.seed, 4])  # its own: same stream
 
     def _true_logit(self, rng: np.random.Generator, n_users: int) -> np.ndarray:
@@ -312,15 +316,12 @@ class _World:
             if rows.size:
                 items[rows], scores[rows] = model(rng, user[rows])
         surface = self._surfaces.choice(len(SURFACES), user.size, p=list(SURFACES.values()))
-        # the personalised model knows nothing of users without a click before the
-        # experiment (cold start): the popularity list, which the diverse model then
-        # interleaves with its discoveries
-        cold = ~self.known[user]
-        mine = cold & (arm == 1)
-        items[mine], scores[mine] = baseline[mine], base_scores[mine]
-        mine = cold & (arm == 2)
-        head = (items.shape[1] + 1) // 2
-        items[mine, 0::2] = baseline[mine, :head]
+        # the personalised model knows the users who clicked in the KNOWN_DAYS before their
+        # first exposure (what the cohort "returning" holds); the others get the
+        # popularity list (cold start)
+        np.minimum.at(self.first_us, user, served)
+        cold = (arm == 1) & (self.first_us[user] - self.last_click_us[user] > KNOWN_US)
+        items[cold], scores[cold] = baseline[cold], base_scores[cold]
         self._elsewhere(np.flatnonzero(surface != 0), user, items, scores, baseline)
         self._remember_first_exposure(user, served)
         return _Visits(user.size, user, arm, served, items, scores, baseline, surface)
@@ -328,16 +329,21 @@ class _World:
     def _elsewhere(self, rows: np.ndarray, user: np.ndarray, items: np.ndarray,
                    scores: np.ndarray, baseline: np.ndarray) -> None:
         """Off the home feed (search, item pages) the experiment changes nothing: every
-        arm serves the page's own ranker, items of middling popularity that no arm's home
-        models would serve the user (so that no home list takes credit for their clicks,
-        nor they for the home lists'), the same for the request whatever the arm."""
+        arm serves the page's own ranker, which finds what the user looks for (some of
+        their true favourites, in a random order) among the items that neither the
+        popularity list nor the personalised model would serve them (so that no home list
+        takes credit for their clicks, nor they for the home lists'), the same for the
+        request whatever the arm."""
         if not rows.size:
             return
         length = items.shape[1]
-        pool = self.middle[np.argsort(self._surfaces.random((rows.size, self.middle.size)),
-                                      axis=1)[:, :2 * length]]
-        theirs = (pool[:, :, None] == self.candidates[user[rows]][:, None, :]).any(axis=2)
-        keep = np.argsort(theirs, axis=1, kind="stable")[:, :length]
+        pool = self.found[user[rows]]
+        served = np.concatenate([self.candidates[user[rows]],
+                                 np.broadcast_to(self.head, (rows.size, self.head.size))],
+                                axis=1)
+        taken = (pool[:, :, None] == served[:, None, :]).any(axis=2)
+        keys = self._surfaces.random(pool.shape) + taken  # the others first, shuffled
+        keep = np.argsort(keys, axis=1)[:, :length]
         items[rows] = baseline[rows] = np.take_along_axis(pool, keep, axis=1)
         scores[rows] = 1.0 - 0.05 * np.arange(length)[None, :]
 
@@ -480,15 +486,18 @@ class _World:
 # Their random draws come from generators of their own, so the experiment's stream of draws
 # is the one it would be without them.
 
-def _known(world: _World) -> np.ndarray:
-    """Per user, whether the personalised model knows them: a click before the experiment
-    (:func:`pre_period`'s; without a history, every user of the product before it)."""
+def _last_clicks(world: _World) -> np.ndarray:
+    """Per user, their last click before the experiment (UTC µs; :func:`pre_period`'s),
+    :data:`_NEVER` for none (without a history: every user of the product clicked just
+    before it)."""
     if not world.config.history_days:
-        return world.joins_us == 0
-    known = np.zeros(world.config.users, dtype=bool)
+        start_us = (world.config.first_day() - _EPOCH) // timedelta(microseconds=1)
+        return np.where(world.joins_us == 0, start_us - 1, _NEVER)
+    last = np.full(world.config.users, _NEVER)
     for _, day in _past(world):
-        known[day.user[day.row]] = True
-    return known
+        clicked = day.user[day.row]
+        np.maximum.at(last, clicked, day.click_us.astype(np.int64))
+    return last
 
 
 def new_users(config: DemoConfig = DemoConfig()) -> set[str]:
