@@ -48,7 +48,7 @@ KEPT_PER_DAY = 10
 """A day's counts keep this many times ``max_levels`` values; the rest count as OTHER."""
 
 Levels = dict[str, tuple[str, ...]]
-"""Per list dimension (by name), the values that keep a slice, most frequent first."""
+"""Per dimension (by name), the values that keep a slice, most frequent first."""
 
 
 COHORT = "cohort"
