@@ -24,17 +24,21 @@ SURFACES = {"home": 0.45, "search": 0.25, "pdp": 0.15, None: 0.10, 7: 0.05}
 
 
 def _sliced_logs(seed: int, *, days: int = 3, users: int = 16, impressions: int = 160,
-                 weights: dict = SURFACES) -> tuple[list[dict], list[dict]]:
+                 weights: dict = SURFACES, key: str = "surface", history: int = 0
+                 ) -> tuple[list[dict], list[dict]]:
     """make_logs' lists, each user in one arm (no crossover: the reference of a slice then
-    counts the users the rollup counts), with a ``surface`` drawn from ``weights`` (None:
-    no such key; 7: a number, which names its slice "7")."""
-    imps, events = make_logs(seed, days=days, users=users, impressions=impressions)
+    counts the users the rollup counts), with a ``key`` (``surface``) drawn from
+    ``weights`` (None: no such key, the other of surface and device instead; 7: a number,
+    which names its slice "7")."""
+    imps, events = make_logs(seed, days=days, users=users, impressions=impressions,
+                             history=history)
     rng = random.Random(seed)
     values, chances = list(weights), list(weights.values())
+    other = {"device": "ios"} if key == "surface" else {"surface": "home"}
     for imp in imps:
         imp["arm"] = "control" if int(imp["user_id"][1:]) % 2 == 0 else "treatment"
-        surface = rng.choices(values, chances)[0]
-        imp["context"] = {"device": "ios"} if surface is None else {"surface": surface}
+        value = rng.choices(values, chances)[0]
+        imp["context"] = dict(other) if value is None else {key: value}
     return imps, events
 
 

@@ -7,16 +7,15 @@ new slice. Both databases."""
 
 from __future__ import annotations
 
-import random
 from datetime import timedelta
 
 import pandas as pd
 import pytest
 
 from tests.rollup import reference
-from tests.rollup.scenario import CUTOFFS, RELEVANCE, WINDOW, create, dump, make_logs
+from tests.rollup.scenario import CUTOFFS, RELEVANCE, WINDOW, create, dump
 from tests.rollup.test_rollup import NOW, _close
-from tests.rollup.test_slices import _run_in_batches
+from tests.rollup.test_slices import _run_in_batches, _sliced_logs
 from tracker.rollup.levels import NONE, OTHER
 from tracker.store import computed
 
@@ -25,16 +24,10 @@ DEVICES = {"ios": 0.5, "android": 0.3, "web": 0.12, None: 0.08}
 
 def _logs(seed: int, *, history: int = 0, users: int = 16,
           impressions: int = 160) -> tuple[list[dict], list[dict]]:
-    """make_logs' lists, each user in one arm (no crossover), each list with a ``device``
-    drawn anew (None: no such key), so that a user's lists carry several devices."""
-    imps, events = make_logs(seed, users=users, impressions=impressions, history=history)
-    rng = random.Random(seed)
-    values, chances = list(DEVICES), list(DEVICES.values())
-    for imp in imps:
-        imp["arm"] = "control" if int(imp["user_id"][1:]) % 2 == 0 else "treatment"
-        device = rng.choices(values, chances)[0]
-        imp["context"] = {"surface": "home"} if device is None else {"device": device}
-    return imps, events
+    """Lists of users in one arm each, each list with a ``device`` drawn anew (None: no
+    such key), so that a user's lists carry several devices."""
+    return _sliced_logs(seed, users=users, impressions=impressions, weights=DEVICES,
+                        key="device", history=history)
 
 
 def _first_lists(imps: list[dict]) -> dict[str, dict]:
