@@ -172,3 +172,45 @@ def test_late_rows_that_move_a_first_exposure_end_in_one_full_rollups_tables(
     assert dump(tracker.engine) == incremental
     assert _check(tracker.engine, imps, events, "device", _device_slices(imps, 2))
     assert _check(tracker.engine, imps, events, "cohort", _cohorts(imps, events, 7))
+
+
+def test_first_lists_logged_last_move_their_users_every_day_to_their_slice(tracker):
+    """Every user's first list arrives after the rest of theirs: each moves the user's
+    device slice on every day already rolled up."""
+    imps, events = _logs(7)
+    first = {id(imp) for imp in _first_lists(imps).values()}
+    create(tracker, segments=["device"], max_levels=2)
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.log_impressions([i for i in imps if id(i) not in first],
+                            on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    tracker.log_impressions([i for i in imps if id(i) in first], on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    incremental = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=NOW)
+    assert dump(tracker.engine) == incremental
+
+
+def test_a_history_logged_last_moves_new_users_to_returning_on_every_day(tracker):
+    """The interactions before the experiment arrive after it was rolled up: the users
+    they make returning move to that slice on every day."""
+    imps, events = _logs(8, history=40)
+    before = min(imp["served_at"] for imp in imps)
+    # surprisal's reference period (the day before the first) then holds no history: the
+    # history changes no popularity, which would recompute every day whole anyway
+    tracker.settings = tracker.settings.replace(rollup_popularity_days=1)
+    create(tracker, segments=["cohort"], cuped_days=7)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions([e for e in events if e["occurred_at"] >= before],
+                             on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    assert set(computed.metric_table(tracker.engine, "home", segment="cohort").query(
+        "users > 0")["slice"]) == {"new"}
+    tracker.log_interactions([e for e in events if e["occurred_at"] < before],
+                             on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    incremental = dump(tracker.engine)
+    assert "returning" in set(computed.metric_table(tracker.engine, "home",
+                                                    segment="cohort").query("users > 0")["slice"])
+    tracker.rollup("home", full=True, now=NOW)
+    assert dump(tracker.engine) == incremental

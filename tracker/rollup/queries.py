@@ -472,17 +472,24 @@ def relabelled_users(conn: sa.Connection, experiment_id: int, after: int, throug
     older = (f"SELECT min(f.served_at) FROM impression f WHERE +f.experiment_id = "
              f"{int(experiment_id)} AND f.user_id = n.user_id AND f.id <= {int(after)} "
              f"AND f.served_at >= {FIRST_INSTANT} AND f.served_at < {END_INSTANT}")
-    users = {u for (u,) in conn.execute(sa.text(
-        "SELECT DISTINCT n.user_id FROM impression n WHERE n.id > :after "
-        "AND n.id <= :through AND n.experiment_id = :experiment "
-        f"AND n.served_at >= {FIRST_INSTANT} AND n.served_at < ({older})"),
+    users = {u for (u,) in conn.execute(sa.text(  # the older ones looked up once per user
+        "SELECT n.user_id FROM (SELECT imp.user_id, min(imp.served_at) AS served "
+        "FROM impression imp WHERE imp.id > :after AND imp.id <= :through "
+        "AND imp.experiment_id = :experiment "
+        f"AND imp.served_at >= {FIRST_INSTANT} AND imp.served_at < {END_INSTANT} "
+        f"GROUP BY imp.user_id) n WHERE n.served < ({older})"),
         {"after": after, "through": through, "experiment": experiment_id})}
     if window_us is not None:
+        # per user of the new interactions, their first exposure looked up once: a user
+        # with a new interaction before it and one inside its window (over every user, an
+        # interaction of both; more users than changed cost a recompute, never a result)
         first = f"(SELECT min(f.served_at) {_first_of_user(experiment_id, 'c')})"
         users |= {u for (u,) in conn.execute(sa.text(
-            "SELECT DISTINCT c.user_id FROM interaction c WHERE c.id > :after "
-            f"AND c.id <= :through AND c.occurred_at < {first} "
-            f"AND c.occurred_at >= {first} - {int(window_us)}"),
+            f"SELECT x.user_id FROM (SELECT c.user_id, c.lo, c.hi, {first} AS first "
+            "FROM (SELECT it.user_id, min(it.occurred_at) AS lo, max(it.occurred_at) AS hi "
+            "FROM interaction it WHERE it.id > :after AND it.id <= :through "
+            "GROUP BY it.user_id) c) x "
+            f"WHERE x.lo < x.first AND x.hi >= x.first - {int(window_us)}"),
             {"after": i_after, "through": i_through})}
     return users
 
