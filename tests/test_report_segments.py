@@ -133,10 +133,11 @@ def _segment_report(tracker, db_url: str, declared: str) -> dict:
     return json.loads(_cli(db_url, "--segment", name, "--format", "json").output)
 
 
-def test_activity_says_the_rollup_does_not_slice_it_yet(tracker, db_url):
+def test_activity_without_a_pre_period_is_one_slice_said_to_be_its_terciles(tracker, db_url):
     found = _segment_report(tracker, db_url, "activity")
-    assert found["metrics"] == [] and found["slices"] == []
-    assert any("does not slice by yet" in note for note in found["notes"])
+    assert found["slices"] == ["0+"]  # nobody interacted before: the terciles tie
+    assert found["metrics"] and {r["slice"] for r in found["metrics"]} == {"0+"}
+    assert any("terciles" in note for note in found["notes"])
 
 
 def test_a_key_no_list_carries_says_so(tracker, db_url):

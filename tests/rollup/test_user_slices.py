@@ -7,6 +7,7 @@ new slice. Both databases."""
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 
 import pandas as pd
@@ -147,6 +148,38 @@ def test_the_cohort_is_new_without_an_interaction_in_the_window_before_the_first
         {"new", "returning"}
 
 
+def _activity(imps: list[dict], events: list[dict], days: int) -> dict[str, str]:
+    """Each user's activity slice: the terciles of their interactions in the ``days``
+    before their first list (the count at a third and two thirds of the sorted users end
+    a slice), each named by its counts."""
+    first = _first_lists(imps)
+    counts = {u: sum(1 for e in events if e["user_id"] == u
+                     and imp["served_at"] - timedelta(days=days) <= e["occurred_at"]
+                     < imp["served_at"]) for u, imp in first.items()}
+    ranked = sorted(counts.values())
+    ends = {ranked[math.ceil(share * len(ranked)) - 1] for share in (1 / 3, 2 / 3)}
+    floors = sorted({0} | {end + 1 for end in ends if end < ranked[-1]})
+    names = [f"{low}+" if at == len(floors) - 1 else
+             (str(low) if floors[at + 1] == low + 1 else f"{low}-{floors[at + 1] - 1}")
+             for at, low in enumerate(floors)]
+    return {u: next(name for low, name in zip(reversed(floors), reversed(names),
+                                              strict=True) if n >= low)
+            for u, n in counts.items()}
+
+
+def test_activity_slices_are_the_terciles_of_the_pre_period_interactions(tracker):
+    imps, events = _logs(5, history=120, users=30, impressions=200)
+    create(tracker, segments=["activity"], cuped_days=7)
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    slices = _activity(imps, events, 7)
+    assert len(set(slices.values())) == 3, slices  # three terciles apart
+    assert _check(tracker.engine, imps, events, "activity", slices) == set(slices.values())
+    assert set(computed.metric_table(tracker.engine, "home", segment="activity")["slice"]) \
+        == set(slices.values())  # no (none) or (other)
+
+
 def _earliest_last(imps: list[dict]) -> list[dict]:
     """The lists in an order where each user's first list comes last: every user's first
     exposure moves to an earlier list on the way (and their slice with it)."""
@@ -164,7 +197,7 @@ def test_late_rows_that_move_a_first_exposure_end_in_one_full_rollups_tables(
     imps, events = _logs(seed, history=30)
     imps = _earliest_last(imps)
     events = sorted(events, key=lambda e: e["occurred_at"], reverse=True)  # history last
-    create(tracker, segments=["device", "cohort"], max_levels=2, cuped_days=7)
+    create(tracker, segments=["device", "cohort", "activity"], max_levels=2, cuped_days=7)
     _run_in_batches(tracker, imps, events, imp_cuts, evt_cuts)
     incremental = dump(tracker.engine)
     assert any(("segment", "cohort") in row for row in incremental["rollup_metric"])
@@ -172,6 +205,7 @@ def test_late_rows_that_move_a_first_exposure_end_in_one_full_rollups_tables(
     assert dump(tracker.engine) == incremental
     assert _check(tracker.engine, imps, events, "device", _device_slices(imps, 2))
     assert _check(tracker.engine, imps, events, "cohort", _cohorts(imps, events, 7))
+    assert _check(tracker.engine, imps, events, "activity", _activity(imps, events, 7))
 
 
 def test_first_lists_logged_last_move_their_users_every_day_to_their_slice(tracker):

@@ -27,9 +27,9 @@ TARGET_HELP = ("Analysis plan: the relative effect each primary must be able to 
                "(0.05 = 5%).")
 SEGMENT_HELP = ("A dimension to slice results by (repeat): NAME or NAME:user, the user's "
                 "value at first exposure (a context key, or built in: cohort, new or "
-                "returning; activity is not sliced yet), or NAME:list, each served list's "
-                "own context value (e.g. surface:list). The default engine slices; Spark "
-                "does not yet.")
+                "returning; activity, terciles of pre-period interactions), or NAME:list, "
+                "each served list's own context value (e.g. surface:list). The default "
+                "engine slices; Spark does not yet.")
 LEVELS_HELP = "Slices per dimension: values beyond the most frequent fold into (other)."
 
 

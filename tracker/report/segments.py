@@ -37,7 +37,7 @@ from tracker.stats.slices import (
     slice_srm,
     slice_verdicts,
 )
-from tracker.store.experiments import NOT_SLICED, ExperimentInfo, Segment
+from tracker.store.experiments import ExperimentInfo, Segment
 
 SEGMENT_COLUMNS = ("segment", "slice", *COLUMNS)
 """The fields of a slice's metric row, in the order of the CSV."""
@@ -204,10 +204,10 @@ def _notes(dimension: Segment, slices: list[str], day: pd.DataFrame) -> list[str
         notes.append(f"{dimension.name} is a list dimension: a user counts in every slice "
                      "they were served in, with their mean over that slice's lists, and the "
                      "treatment itself can move users between slices.")
-    elif dimension.name in NOT_SLICED:
-        notes.append(f"{dimension.name} is a user dimension the rollup does not slice by "
-                     "yet: no slice has results.")
-        return notes
+    elif dimension.name == "activity":
+        notes.append("activity is a user dimension: the terciles of the users' interactions "
+                     "in the experiment's cuped_days before their first exposure, each slice "
+                     "named by the counts it holds; slices partition the users.")
     elif dimension.name == "cohort":
         notes.append("cohort is a user dimension: a user is new when no interaction of "
                      "theirs occurred in the experiment's cuped_days before their first "
@@ -216,7 +216,7 @@ def _notes(dimension: Segment, slices: list[str], day: pd.DataFrame) -> list[str
         notes.append(f"{dimension.name} is a user dimension: each user is in the slice of "
                      "their first exposure's value, with all their lists; slices partition "
                      "the users.")
-    if dimension.name != "cohort" or dimension.kind == "list":
+    if dimension.name not in ("cohort", "activity") or dimension.kind == "list":
         notes.append(f"Values beyond the {dimension.max_levels} most frequent fold into "
                      "(other); lists without the key are (none).")
     if day.empty:

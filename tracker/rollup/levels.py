@@ -6,13 +6,15 @@ value (:func:`value_sql`): a **list** dimension by the list's own ``context`` va
 at their first exposure, the same for each of their lists, so that its slices partition the
 users: a context key's value in the first exposure's ``context``
 (:func:`~tracker.rollup.queries.first_exposure_value`), or the built-in ``cohort``
-(:func:`~tracker.rollup.queries.cohort_value`). The built-in ``activity`` is not sliced
-yet (:func:`sliced`).
+(:func:`~tracker.rollup.queries.cohort_value`), or the built-in ``activity``: the
+terciles of the users' pre-period interactions (:func:`activity_levels`,
+:func:`~tracker.rollup.queries.activity_value`).
 
 The ``max_levels`` values served most (a list dimension: in the most lists; a user
 dimension: to the most users, at their first exposure) over every day keep a slice each
 (ties: the smaller value first); the other values fold into :data:`OTHER`, and lists
-without the key are :data:`NONE`. ``cohort`` has its two levels, always.
+without the key are :data:`NONE`. ``cohort`` has its two levels, always; ``activity``'s
+come from the users per count of pre-period interactions (at first exposure, per day).
 
 Counting every day's lists again each night would cost what the history holds, so each
 day's counts are stored (``rollup_slice_count``) when the run reads the day whole (new
@@ -36,7 +38,7 @@ from tracker.rollup import queries
 from tracker.rollup.days import day_bounds
 from tracker.store import results
 from tracker.store.db import transaction
-from tracker.store.experiments import NOT_SLICED, ExperimentInfo, Segment
+from tracker.store.experiments import ExperimentInfo, Segment
 
 NONE = "(none)"
 """The slice of the lists without a value for the dimension's key."""
@@ -52,19 +54,26 @@ Levels = dict[str, tuple[str, ...]]
 
 
 COHORT = "cohort"
+ACTIVITY = "activity"
+ACTIVITY_CAP = 10_000
+"""Pre-period interactions counted up to this many: more count as this many."""
+
+
+def _built_in(dimension: Segment, name: str) -> bool:
+    return dimension.kind == "user" and dimension.name == name
 
 
 def sliced(info: ExperimentInfo) -> list[Segment]:
     """The experiment's dimensions the rollup slices by, by name (the order declared
     changes nothing)."""
-    return sorted((s for s in info.segments if not (s.kind == "user" and s.name in NOT_SLICED)),
-                  key=lambda s: s.name)
+    return sorted(info.segments, key=lambda s: s.name)
 
 
 def closed(info: ExperimentInfo) -> frozenset[str]:
-    """The dimensions whose every value is a level (``cohort``): no :data:`NONE` or
-    :data:`OTHER` slice."""
-    return frozenset(s.name for s in info.segments if s.kind == "user" and s.name == COHORT)
+    """The dimensions whose every value is a level (``cohort``, ``activity``): no
+    :data:`NONE` or :data:`OTHER` slice."""
+    return frozenset(s.name for s in info.segments
+                     if _built_in(s, COHORT) or _built_in(s, ACTIVITY))
 
 
 Values = tuple[tuple[str, str], ...]
@@ -79,11 +88,14 @@ def value_sql(info: ExperimentInfo, dialect: str) -> tuple[Values, Values]:
     kinds = {s.name: s.kind for s in info.segments}
     window = info.cuped_days * 86_400_000_000
     lists, users = [], []
-    for name, _ in info.levels:
+    for name, values in info.levels:
         if kinds.get(name) == "list":
             lists.append((name, queries.context_value(dialect, name)))
         elif name == COHORT:
             users.append((name, queries.cohort_value(info.id, window)))
+        elif name == ACTIVITY:
+            floors = sorted((floor_of(v), v) for v in values)
+            users.append((name, queries.activity_value(info.id, window, floors)))
         else:
             users.append((name, queries.first_exposure_value(dialect, name, info.id)))
     return tuple(lists), tuple(users)
@@ -91,25 +103,68 @@ def value_sql(info: ExperimentInfo, dialect: str) -> tuple[Values, Values]:
 
 def day_counts(conn: sa.Connection, info: ExperimentInfo, day: date) -> list[dict]:
     """``rollup_slice_count`` rows of one day: its lists per value of each list dimension,
-    the users first exposed on it per value of each user dimension."""
+    the users first exposed on it per value of each user dimension (``activity``: per
+    count of pre-period interactions)."""
     start, end = day_bounds(day, info.timezone)
     rows = []
     for dimension in sliced(info):
-        if dimension.name == COHORT and dimension.kind == "user":
+        if _built_in(dimension, COHORT):
             continue  # its levels are fixed
+        if _built_in(dimension, ACTIVITY):
+            found: dict[str, int] = {}
+            for n, users in queries.activity_counts(conn, info.id, start, end,
+                                                    info.cuped_days * 86_400_000_000):
+                value = str(min(n, ACTIVITY_CAP))
+                found[value] = found.get(value, 0) + users
+            rows += [{"day": day, "segment": dimension.name, "slice": value, "lists": users}
+                     for value, users in found.items()]
+            continue
         count = queries.context_counts if dimension.kind == "list" else \
             queries.first_exposure_counts
-        found = sorted(((NONE if value is None else value, lists) for value, lists in
-                        count(conn, info.id, start, end, dimension.name)),
-                       key=lambda pair: (-pair[1], pair[0]))
+        ranked = sorted(((NONE if value is None else value, lists) for value, lists in
+                         count(conn, info.id, start, end, dimension.name)),
+                        key=lambda pair: (-pair[1], pair[0]))
         keep = KEPT_PER_DAY * dimension.max_levels
-        counts = dict(found[:keep])
-        rest = sum(lists for _, lists in found[keep:])
+        counts = dict(ranked[:keep])
+        rest = sum(lists for _, lists in ranked[keep:])
         if rest:
             counts[OTHER] = counts.get(OTHER, 0) + rest
         rows += [{"day": day, "segment": dimension.name, "slice": value, "lists": lists}
                  for value, lists in counts.items()]
     return rows
+
+
+def activity_levels(users: dict[int, int]) -> tuple[str, ...]:
+    """The slices of ``activity`` from the users per count of pre-period interactions:
+    its terciles, each named by the counts it holds (``"0"``, ``"1-3"``, ``"4+"``; fewer
+    when they tie, ``("0+",)`` without users).
+
+    >>> activity_levels({0: 50, 1: 10, 2: 10, 3: 5, 7: 25})
+    ('0', '1-2', '3+')
+    >>> activity_levels({0: 90, 4: 10}), activity_levels({})
+    (('0', '1+'), ('0+',))
+    """
+    total = sum(users.values())
+    floors, seen = [0], 0
+    for count in sorted(users):
+        seen += users[count]
+        for share in (1 / 3, 2 / 3):  # the tercile's last count: the next starts above
+            if seen - users[count] < share * total <= seen and count < max(users):
+                floors.append(count + 1)
+    floors = sorted(set(floors))
+    return tuple(
+        f"{low}+" if at == len(floors) - 1 else
+        str(low) if floors[at + 1] - 1 == low else f"{low}-{floors[at + 1] - 1}"
+        for at, low in enumerate(floors))
+
+
+def floor_of(level: str) -> int:
+    """The lowest count of an :func:`activity_levels` name.
+
+    >>> floor_of("1-3"), floor_of("4+"), floor_of("0")
+    (1, 4, 0)
+    """
+    return int(level.split("-")[0].rstrip("+"))
 
 
 def levels_of(counts: Iterable[tuple[str, str, int]], dimensions: list[Segment]) -> Levels:
@@ -121,8 +176,15 @@ def levels_of(counts: Iterable[tuple[str, str, int]], dimensions: list[Segment])
     """
     out: Levels = {}
     for dimension in dimensions:
-        if dimension.name == COHORT and dimension.kind == "user":
+        if _built_in(dimension, COHORT):
             out[dimension.name] = queries.COHORTS
+            continue
+        if _built_in(dimension, ACTIVITY):
+            users: dict[int, int] = {}
+            for segment, value, n in counts:
+                if segment == dimension.name and value not in (NONE, OTHER):
+                    users[int(value)] = users.get(int(value), 0) + n
+            out[dimension.name] = activity_levels(users)
             continue
         found = sorted(((value, lists) for segment, value, lists in counts
                         if segment == dimension.name and value not in (NONE, OTHER)),

@@ -14,8 +14,8 @@ The watermarks are the highest impression and interaction ids already taken into
   user the experiment never served touches nothing.
 - **A new interaction naming an impression** touches that impression's day and user.
 - **A user dimension's slice** is the user's at their first exposure, on each of their
-  days: a new impression served before it, or (``cohort``) a new interaction in the window
-  before it, touches every day of that user (:func:`_relabelled`).
+  days: a new impression served before it, or (``cohort``, ``activity``) a new interaction
+  in the window before it, touches every day of that user (:func:`_relabelled`).
 - **The item popularity** (surprisal's, :mod:`tracker.rollup.popularity`) is the
   experiment's reference period's, one for every day: when it changes (a new interaction
   occurred in the period, an erasure dropped it, the first day moved), every day holding
@@ -306,12 +306,12 @@ def _relabelled(conn: sa.Connection, info: ExperimentInfo, ids: Ids, plan: Plan)
     """The users whose slice of a user dimension the new rows may change, on every day
     they were served: an impression served before the user's first exposure moves it (a
     context key's value is the new first list's), an interaction in the window before it
-    may make a new user returning (``cohort``)."""
+    may make a new user returning (``cohort``) or change their count (``activity``)."""
     users = [s for s in levels.sliced(info) if s.kind == "user"]
     if not users:
         return
     window = info.cuped_days * 86_400_000_000 \
-        if any(s.name == levels.COHORT for s in users) else None
+        if any(s.name in (levels.COHORT, levels.ACTIVITY) for s in users) else None
     found = sorted(queries.relabelled_users(
         conn, info.id, ids.impressions_after, ids.impressions_through,
         ids.interactions_after, ids.interactions_through, window))

@@ -386,6 +386,43 @@ def cohort_value(experiment_id: int, window_us: int, alias: str = "u") -> str:
             f"THEN '{COHORTS[1]}' ELSE '{COHORTS[0]}' END")
 
 
+def activity_count(experiment_id: int, window_us: int, alias: str) -> str:
+    """SQL of the interactions of the user of ``alias``'s row that occurred in the
+    ``window_us`` before their first exposure (CUPED's ``pre_interactions``)."""
+    first = f"(SELECT min(f.served_at) {_first_of_user(experiment_id, alias)})"
+    return ("(SELECT count(*) FROM interaction c "
+            f"WHERE c.user_id = {alias}.user_id AND c.occurred_at < {first} "
+            f"AND c.occurred_at >= {first} - {int(window_us)})")
+
+
+def activity_value(experiment_id: int, window_us: int, floors: list[tuple[int, str]],
+                   alias: str = "u") -> str:
+    """SQL of the activity slice of the user of ``alias``'s row: the name of the last of
+    ``floors`` (``(lowest count, name)``, ascending; the first's is 0) that their
+    :func:`activity_count` reaches."""
+    count = activity_count(experiment_id, window_us, alias)
+    cases = " ".join(f"WHEN n >= {int(low)} THEN '{name}'" for low, name in reversed(floors))
+    return (f"(SELECT CASE {cases} END FROM (SELECT {count} AS n) counted)")
+
+
+def activity_counts(conn: sa.Connection, experiment_id: int, start: int, end: int,
+                    window_us: int) -> list[tuple[int, int]]:
+    """The users whose first exposure was served in ``[start, end)``, per
+    :func:`activity_count`: ``(count, users)``."""
+    count = activity_count(experiment_id, window_us, "imp")
+    return [(int(n), int(users)) for n, users in conn.execute(sa.text(
+        f"SELECT {count} AS n, count(*) AS users FROM impression imp WHERE {_day_filter()} "
+        f"AND NOT EXISTS ({_earlier_of_user(experiment_id)}) GROUP BY 1"),
+        {"experiment": experiment_id, "start": start, "end": end})]
+
+
+def _earlier_of_user(experiment_id: int) -> str:
+    """SQL of an impression of the experiment's user of ``imp`` served before it (the
+    smaller id first in a tie): none for the user's first exposure."""
+    return (f"SELECT 1 {_first_of_user(experiment_id, 'imp')} AND (f.served_at < "
+            "imp.served_at OR f.served_at = imp.served_at AND f.id < imp.id)")
+
+
 def slice_column(key: str) -> str:
     """The column of :func:`served_lists` that holds the lists' values of ``key``."""
     return f"slice:{key}"
@@ -455,11 +492,9 @@ def first_exposure_counts(conn: sa.Connection, experiment_id: int, start: int, e
     """The users whose first exposure was served in ``[start, end)``, per value of its
     ``context`` key ``key`` (None: without one)."""
     value = context_value(conn.dialect.name, key)
-    earlier = (f"SELECT 1 {_first_of_user(experiment_id, 'imp')} AND (f.served_at < "
-               "imp.served_at OR f.served_at = imp.served_at AND f.id < imp.id)")
     return [(v, int(n)) for v, n in conn.execute(sa.text(
         f"SELECT {value} AS v, count(*) AS n FROM impression imp WHERE {_day_filter()} "
-        f"AND NOT EXISTS ({earlier}) GROUP BY 1"),
+        f"AND NOT EXISTS ({_earlier_of_user(experiment_id)}) GROUP BY 1"),
         {"experiment": experiment_id, "start": start, "end": end})]
 
 

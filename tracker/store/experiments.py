@@ -102,12 +102,11 @@ class AnalysisPlan:
 SEGMENT_KINDS = ("user", "list")
 BUILT_IN_SEGMENTS = {
     "cohort": "new to the product at first exposure (no pre-period interactions) or returning",
-    "activity": "tercile of pre-period engagement (CUPED's covariates)",
+    "activity": "tercile of pre-period engagement: the user's interactions in the "
+                "cuped_days before first exposure (CUPED's pre_interactions)",
 }
 """The user dimensions every experiment may declare by name; any other name is a key of
 the impressions' ``context``."""
-NOT_SLICED = ("activity",)
-"""The built-in user dimensions the rollup does not slice by yet."""
 DEFAULT_MAX_LEVELS = 20
 
 
