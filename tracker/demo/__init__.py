@@ -1,5 +1,6 @@
 """``tracker demo``: a simulated recommender A/B test, logged and rolled up like a real one."""
 
+from tracker.demo.history import history, pre_period, previous_spec
 from tracker.demo.load import LoadSummary, load
 from tracker.demo.simulation import (
     ARMS,
@@ -12,10 +13,7 @@ from tracker.demo.simulation import (
     DemoConfig,
     assign_arm,
     experiment_spec,
-    history,
     new_users,
-    pre_period,
-    previous_spec,
     simulate,
 )
 

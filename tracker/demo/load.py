@@ -7,7 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 
-from tracker.demo.simulation import DemoConfig, experiment_spec, pre_period, previous_spec, simulate
+from tracker.demo.history import pre_period, previous_spec
+from tracker.demo.simulation import DemoConfig, experiment_spec, simulate
 from tracker.errors import AlreadyExists, NotFound
 
 

@@ -19,9 +19,10 @@ The experiment (traffic 1/3 each, by a stable hash of the experiment key and use
   request);
 - ``personalised``: a truly better model, which ranks by the user's true relevance seen through
   its own errors (a fixed error per (user, item) and a little noise per request), for the
-  users it knows: to users without a click before the experiment (those new to the
-  product, :attr:`DemoConfig.new_share` of them, who join on a day of the experiment, and
-  the rare visitors who did not click) it serves the popularity list (cold start). The
+  users it knows: to users without a click in the 14 days before their first list
+  (:data:`KNOWN_US`: those new to the product, :attr:`DemoConfig.new_share` of them, who
+  join on a day of the experiment, and the rare visitors) it serves the popularity list
+  (cold start). The
   experiment changes the home feed only: search and item pages serve their own ranker in
   every arm. So its win is concentrated in returning users, on the home surface (what the
   demo's dimensions ``cohort`` and ``surface:list`` show);
@@ -79,8 +80,6 @@ GUARDRAILS = {"song_clicks": 0.05}
 """The demo's guardrail: a model may not cost more than 5% of the clicks on recommended
 songs."""
 EVENTS = tuple(RELEVANCE)  # codes 0..3 in the arrays below
-PREVIOUS_ARMS = (("control", 0.5), ("control-copy", 0.5))
-"""The arms of the experiment before the demo's (:func:`previous_spec`): an A/A test."""
 NOVELTY, NOVELTY_DECAY = 1.0, 0.75
 """The diverse arm's novelty effect: its click probabilities are 1 + 1.0 × 0.75^d times what
 they would be on a user's d-th day since their first exposure (twice on day 0, +44% on day
@@ -316,7 +315,7 @@ class _World:
             if rows.size:
                 items[rows], scores[rows] = model(rng, user[rows])
         surface = self._surfaces.choice(len(SURFACES), user.size, p=list(SURFACES.values()))
-        # the personalised model knows the users who clicked in the KNOWN_DAYS before their
+        # the personalised model knows the users who clicked in the KNOWN_US before their
         # first exposure (what the cohort "returning" holds); the others get the
         # popularity list (cold start)
         np.minimum.at(self.first_us, user, served)
@@ -482,14 +481,14 @@ class _World:
 
 
 # ---------------------------------------------------------------------------- history
-# Persistent engagement and the interactions before the experiment (what CUPED adjusts for).
-# Their random draws come from generators of their own, so the experiment's stream of draws
-# is the one it would be without them.
+# Persistent engagement, arrivals and the days before the experiment (what CUPED adjusts for;
+# the records: :mod:`tracker.demo.history`). Their random draws come from generators of
+# their own, so the experiment's stream of draws is the one it would be without them.
 
 def _last_clicks(world: _World) -> np.ndarray:
-    """Per user, their last click before the experiment (UTC µs; :func:`pre_period`'s),
-    :data:`_NEVER` for none (without a history: every user of the product clicked just
-    before it)."""
+    """Per user, their last click before the experiment (UTC µs; those of
+    :func:`~tracker.demo.history.pre_period`), :data:`_NEVER` for none (without a history:
+    every user of the product clicked just before it)."""
     if not world.config.history_days:
         start_us = (world.config.first_day() - _EPOCH) // timedelta(microseconds=1)
         return np.where(world.joins_us == 0, start_us - 1, _NEVER)
@@ -531,47 +530,6 @@ def _engage(world: _World, config: DemoConfig) -> None:
     world.relevance[:] = 1.0 / (1.0 + np.exp(-(logit + world.engagement[:, None])))
 
 
-def previous_spec(config: DemoConfig) -> dict:
-    """Keyword arguments for ``Tracker.create_experiment`` (``key`` included) of the
-    experiment the pre-period lists were logged in (:func:`pre_period`): ``<key>-previous``,
-    an A/A test of the popularity lists over the ``history_days`` before the demo."""
-    first = config.first_day()
-    return {
-        "key": f"{config.key}-previous", "name": "Home page popularity lists (simulated, A/A)",
-        "description": "tracker demo: the home page before the demo's experiment, both arms "
-                       "serving the popularity baseline (the users' pre-period lists)",
-        "arms": dict(PREVIOUS_ARMS), "control": PREVIOUS_ARMS[0][0],
-        "attribution_window": timedelta(hours=24), "relevance": dict(RELEVANCE),
-        "timezone": "UTC", "cutoffs": (5, 10, 20),
-        "starts_at": first - timedelta(days=config.history_days), "ends_at": first,
-    }
-
-
-def pre_period(config: DemoConfig = DemoConfig()) -> tuple[list[dict], list[dict]]:
-    """The ``config.history_days`` days before the experiment: the lists the same users were
-    served on the home page of the time (the popularity lists of control, logged as
-    impressions of :func:`previous_spec`'s experiment) and their interactions, clicking with
-    the same relevance and engagement (a click may lead to a play or a save), so that a
-    user's hit rate before the experiment predicts theirs in it. Deterministic for a seed;
-    ready for ``Tracker.log_impressions`` / ``log_interactions``, to be logged before the
-    experiment's first day."""
-    world = _World(config, np.random.default_rng(config.seed))
-    key, weights = f"{config.key}-previous", tuple(w for _, w in PREVIOUS_ARMS)
-    arms = [PREVIOUS_ARMS[assign_arm(key, u, weights)][0] for u in world.user_ids]
-    impressions: list[dict] = []
-    records: list[dict] = []
-    for back, day in _past(world):
-        impressions += _previous_lists(world, arms, day.user, day.served, day.items, back)
-        records += _history_records(world, day, back)
-    records.sort(key=lambda r: (r["occurred_at"], r["event_id"]))
-    return impressions, records
-
-
-def history(config: DemoConfig = DemoConfig()) -> list[dict]:
-    """The interactions of :func:`pre_period`."""
-    return pre_period(config)[1]
-
-
 @dataclass
 class _PastDay:
     """One day before the experiment: its lists (``user, served, items``) and their clicks
@@ -610,33 +568,6 @@ def _past_day(world: _World, rng: np.random.Generator, day_us: int) -> _PastDay:
     row, col = np.nonzero(rng.random(relevance.shape) < world.examination[None, :] * relevance)
     click_us = served[row] + (2 + 8 * col) * 1_000_000 + rng.integers(5, 600, row.size) * 1e6
     return _PastDay(user, served, items, row, col, click_us, rng.random(row.size))
-
-
-def _history_records(world: _World, day: _PastDay, back: int) -> list[dict]:
-    """The interactions of one day before the experiment (``back`` days before its start)."""
-    names = world.item_ids[day.items[day.row, day.col]].tolist()
-    users = day.user[day.row].tolist()
-    records = []
-    for i, when in enumerate(day.click_us.astype(np.int64).tolist()):
-        follow = ("play",) if day.then[i] < 0.6 else ("save",) if day.then[i] < 0.8 else ()
-        for n, event in enumerate(("click", *follow)):
-            records.append({"event_id": f"{world.config.key}-pre{back:02d}-{i:07d}-{event}",
-                            "user_id": world.user_ids[users[i]], "item_id": names[i],
-                            "event": event,
-                            "occurred_at": _instant(when + n * 30_000_000)})
-    return records
-
-
-def _previous_lists(world: _World, arms: list[str], user: np.ndarray, served: np.ndarray,
-                    items: np.ndarray, back: int) -> list[dict]:
-    """The day's lists as impressions of the previous experiment (its arms by the same
-    stable hash as the demo's; no context: the demo's lists carry it)."""
-    key = f"{world.config.key}-previous"
-    names = world.item_ids[items].tolist()
-    return [{"impression_id": f"{key}-imp-{back:02d}-{i:07d}", "experiment": key,
-             "arm": arms[u], "user_id": world.user_ids[u], "items": names[i],
-             "served_at": _instant(at)}
-            for i, (u, at) in enumerate(zip(user.tolist(), served.tolist(), strict=True))]
 
 
 def _instant(micros: int) -> datetime:

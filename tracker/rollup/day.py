@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from tracker.config import Settings
-from tracker.rollup import cells, levels, queries
+from tracker.rollup import cells, levels, queries, user_queries
 from tracker.rollup.aggregate import CodedSums, UnitTotals, health, totals_of_coded
 from tracker.rollup.cells import Cells
 from tracker.rollup.codes import Vocabulary, distinct, take
@@ -241,7 +241,7 @@ class DayScorer:
                            slices=per_list)
         if not per_user:
             return lists
-        users = self._read(queries.user_slices, *chunk, self.only, per_user)
+        users = self._read(user_queries.user_slices, *chunk, self.only, per_user)
         at = pc.index_in(lists["user"], value_set=users["user"])
         for name, _ in per_user:
             column = queries.slice_column(name)

@@ -5,10 +5,10 @@ value (:func:`value_sql`): a **list** dimension by the list's own ``context`` va
 (:func:`~tracker.rollup.queries.context_value`); a **user** dimension by its user's value
 at their first exposure, the same for each of their lists, so that its slices partition the
 users: a context key's value in the first exposure's ``context``
-(:func:`~tracker.rollup.queries.first_exposure_value`), or the built-in ``cohort``
-(:func:`~tracker.rollup.queries.cohort_value`), or the built-in ``activity``: the
+(:func:`~tracker.rollup.user_queries.first_exposure_value`), or the built-in ``cohort``
+(:func:`~tracker.rollup.user_queries.cohort_value`), or the built-in ``activity``: the
 terciles of the users' pre-period interactions (:func:`activity_levels`,
-:func:`~tracker.rollup.queries.activity_value`).
+:func:`~tracker.rollup.user_queries.activity_value`).
 
 The ``max_levels`` values served most (a list dimension: in the most lists; a user
 dimension: to the most users, at their first exposure) over every day keep a slice each
@@ -34,7 +34,7 @@ from datetime import date
 
 import sqlalchemy as sa
 
-from tracker.rollup import queries
+from tracker.rollup import queries, user_queries
 from tracker.rollup.days import day_bounds
 from tracker.store import results
 from tracker.store.db import transaction
@@ -84,7 +84,7 @@ def value_sql(info: ExperimentInfo, dialect: str) -> tuple[Values, Values]:
     """Per dimension with levels (``info.levels``), the SQL of its value: of a served list
     (``imp``) for the list dimensions (:func:`~tracker.rollup.queries.served_lists`'
     ``slices``), of a user (``u``) for the user dimensions
-    (:func:`~tracker.rollup.queries.user_slices`')."""
+    (:func:`~tracker.rollup.user_queries.user_slices`')."""
     kinds = {s.name: s.kind for s in info.segments}
     window = info.cuped_days * 86_400_000_000
     lists, users = [], []
@@ -92,12 +92,12 @@ def value_sql(info: ExperimentInfo, dialect: str) -> tuple[Values, Values]:
         if kinds.get(name) == "list":
             lists.append((name, queries.context_value(dialect, name)))
         elif name == COHORT:
-            users.append((name, queries.cohort_value(info.id, window)))
+            users.append((name, user_queries.cohort_value(info.id, window)))
         elif name == ACTIVITY:
             floors = sorted((floor_of(v), v) for v in values)
-            users.append((name, queries.activity_value(info.id, window, floors)))
+            users.append((name, user_queries.activity_value(info.id, window, floors)))
         else:
-            users.append((name, queries.first_exposure_value(dialect, name, info.id)))
+            users.append((name, user_queries.first_exposure_value(dialect, name, info.id)))
     return tuple(lists), tuple(users)
 
 
@@ -112,7 +112,7 @@ def day_counts(conn: sa.Connection, info: ExperimentInfo, day: date) -> list[dic
             continue  # its levels are fixed
         if _built_in(dimension, ACTIVITY):
             found: dict[str, int] = {}
-            for n, users in queries.activity_counts(conn, info.id, start, end,
+            for n, users in user_queries.activity_counts(conn, info.id, start, end,
                                                     info.cuped_days * 86_400_000_000):
                 value = str(min(n, ACTIVITY_CAP))
                 found[value] = found.get(value, 0) + users
@@ -120,7 +120,7 @@ def day_counts(conn: sa.Connection, info: ExperimentInfo, day: date) -> list[dic
                      for value, users in found.items()]
             continue
         count = queries.context_counts if dimension.kind == "list" else \
-            queries.first_exposure_counts
+            user_queries.first_exposure_counts
         ranked = sorted(((NONE if value is None else value, lists) for value, lists in
                          count(conn, info.id, start, end, dimension.name)),
                         key=lambda pair: (-pair[1], pair[0]))
@@ -177,7 +177,7 @@ def levels_of(counts: Iterable[tuple[str, str, int]], dimensions: list[Segment])
     out: Levels = {}
     for dimension in dimensions:
         if _built_in(dimension, COHORT):
-            out[dimension.name] = queries.COHORTS
+            out[dimension.name] = user_queries.COHORTS
             continue
         if _built_in(dimension, ACTIVITY):
             users: dict[int, int] = {}

@@ -51,7 +51,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import sqlalchemy as sa
 
-from tracker.rollup import levels, queries
+from tracker.rollup import levels, queries, user_queries
 from tracker.rollup.codes import encode
 from tracker.rollup.columnar import answered
 from tracker.rollup.days import (
@@ -312,11 +312,11 @@ def _relabelled(conn: sa.Connection, info: ExperimentInfo, ids: Ids, plan: Plan)
         return
     window = info.cuped_days * 86_400_000_000 \
         if any(s.name in (levels.COHORT, levels.ACTIVITY) for s in users) else None
-    found = sorted(queries.relabelled_users(
+    found = sorted(user_queries.relabelled_users(
         conn, info.id, ids.impressions_after, ids.impressions_through,
         ids.interactions_after, ids.interactions_through, window))
     days: dict[date, set[str]] = {}
-    for user, served in queries.user_days(conn, info.id, found, ids.impressions_through):
+    for user, served in user_queries.user_days(conn, info.id, found, ids.impressions_through):
         days.setdefault(day_of(served, info.timezone), set()).add(user)
     for day, changed in days.items():
         plan.users(day, changed)

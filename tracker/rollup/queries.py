@@ -31,7 +31,7 @@ def is_postgresql(conn: sa.Connection) -> bool:
     return conn.dialect.name == "postgresql"
 
 
-def _day_filter(alias: str = "imp") -> str:
+def day_filter(alias: str = "imp") -> str:
     return (f"{alias}.experiment_id = :experiment AND {alias}.served_at >= :start "
             f"AND {alias}.served_at < :end")
 
@@ -56,7 +56,7 @@ def day_extent(conn: sa.Connection, experiment_id: int, start: int, end: int,
     params = {"experiment": experiment_id, "start": start, "end": end}
     count, low, high, last = conn.execute(sa.text(
         "SELECT count(*), min(imp.id), max(imp.id), max(imp.served_at) "
-        f"FROM impression imp WHERE {_day_filter()}"), params).one()
+        f"FROM impression imp WHERE {day_filter()}"), params).one()
     extent = DayExtent(int(count), low, high, last, 0 if not count else None)
     if not longest or not count:
         return extent
@@ -133,7 +133,7 @@ def day_id_range(conn: sa.Connection, experiment_id: int, start: int, end: int
     first impression ever logged to the first of the day, a read that grows with the
     history (0.05 s on day 3 of the nightly benchmark, 0.7-0.9 s on day 30)."""
     low, high = conn.execute(sa.text(
-        f"SELECT min(imp.id + 0), max(imp.id + 0) FROM impression imp WHERE {_day_filter()}"),
+        f"SELECT min(imp.id + 0), max(imp.id + 0) FROM impression imp WHERE {day_filter()}"),
         {"experiment": experiment_id, "start": start, "end": end}).one()
     return None if low is None else (int(low), int(high))
 
@@ -195,7 +195,7 @@ def named_users(conn: sa.Connection, experiment_id: int, start: int, end: int, a
     return list(conn.execute(sa.text(
         "SELECT DISTINCT imp.user_id FROM interaction it JOIN impression imp "
         "ON imp.impression_key = it.impression_key "
-        f"WHERE {_day_filter()} AND it.id > :after AND it.id <= :through "
+        f"WHERE {day_filter()} AND it.id > :after AND it.id <= :through "
         "AND it.impression_key IS NOT NULL"),
         {"experiment": experiment_id, "start": start, "end": end, "after": after,
          "through": through}).scalars())
@@ -352,83 +352,12 @@ def context_value(dialect: str, key: str, alias: str = "imp") -> str:
             f"WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' END")
 
 
-def _first_of_user(experiment_id: int, alias: str) -> str:
-    """SQL selecting the impressions of the experiment of the user of ``alias``'s row
-    (as ``f``) that the rollup can place on a day, through the ``(user_id, served_at)``
-    index (a unary ``+`` keeps SQLite off the experiment's, which it otherwise scans)."""
-    return (f"FROM impression f WHERE +f.experiment_id = {int(experiment_id)} "
-            f"AND f.user_id = {alias}.user_id AND f.served_at >= {FIRST_INSTANT} "
-            f"AND f.served_at < {END_INSTANT}")
-
-
-def first_exposure_value(dialect: str, key: str, experiment_id: int,
-                         alias: str = "u") -> str:
-    """SQL of the text of ``key`` in the ``context`` of the first exposure (the earliest
-    served impression of the experiment, the smallest id in a tie) of the user of
-    ``alias``'s row (:func:`context_value`)."""
-    return (f"(SELECT {context_value(dialect, key, 'f')} {_first_of_user(experiment_id, alias)} "
-            "ORDER BY f.served_at, f.id LIMIT 1)")
-
-
-COHORTS = ("new", "returning")
-"""The values of the built-in ``cohort`` dimension: no interaction in the ``cuped_days``
-before the user's first exposure, or some."""
-
-
-def cohort_value(experiment_id: int, window_us: int, alias: str = "u") -> str:
-    """SQL of the cohort (:data:`COHORTS`) of the user of ``alias``'s row: whether any
-    interaction of theirs occurred in the ``window_us`` before their first exposure (the
-    window of CUPED's covariates, whenever the rows were logged)."""
-    first = f"(SELECT min(f.served_at) {_first_of_user(experiment_id, alias)})"
-    return ("CASE WHEN EXISTS (SELECT 1 FROM interaction c "
-            f"WHERE c.user_id = {alias}.user_id AND c.occurred_at < {first} "
-            f"AND c.occurred_at >= {first} - {int(window_us)}) "
-            f"THEN '{COHORTS[1]}' ELSE '{COHORTS[0]}' END")
-
-
-def activity_count(experiment_id: int, window_us: int, alias: str) -> str:
-    """SQL of the interactions of the user of ``alias``'s row that occurred in the
-    ``window_us`` before their first exposure (CUPED's ``pre_interactions``)."""
-    first = f"(SELECT min(f.served_at) {_first_of_user(experiment_id, alias)})"
-    return ("(SELECT count(*) FROM interaction c "
-            f"WHERE c.user_id = {alias}.user_id AND c.occurred_at < {first} "
-            f"AND c.occurred_at >= {first} - {int(window_us)})")
-
-
-def activity_value(experiment_id: int, window_us: int, floors: list[tuple[int, str]],
-                   alias: str = "u") -> str:
-    """SQL of the activity slice of the user of ``alias``'s row: the name of the last of
-    ``floors`` (``(lowest count, name)``, ascending; the first's is 0) that their
-    :func:`activity_count` reaches."""
-    count = activity_count(experiment_id, window_us, alias)
-    cases = " ".join(f"WHEN n >= {int(low)} THEN '{name}'" for low, name in reversed(floors))
-    return (f"(SELECT CASE {cases} END FROM (SELECT {count} AS n) counted)")
-
-
-def activity_counts(conn: sa.Connection, experiment_id: int, start: int, end: int,
-                    window_us: int) -> list[tuple[int, int]]:
-    """The users whose first exposure was served in ``[start, end)``, per
-    :func:`activity_count`: ``(count, users)``."""
-    count = activity_count(experiment_id, window_us, "imp")
-    return [(int(n), int(users)) for n, users in conn.execute(sa.text(
-        f"SELECT {count} AS n, count(*) AS users FROM impression imp WHERE {_day_filter()} "
-        f"AND NOT EXISTS ({_earlier_of_user(experiment_id)}) GROUP BY 1"),
-        {"experiment": experiment_id, "start": start, "end": end})]
-
-
-def _earlier_of_user(experiment_id: int) -> str:
-    """SQL of an impression of the experiment's user of ``imp`` served before it (the
-    smaller id first in a tie): none for the user's first exposure."""
-    return (f"SELECT 1 {_first_of_user(experiment_id, 'imp')} AND (f.served_at < "
-            "imp.served_at OR f.served_at = imp.served_at AND f.id < imp.id)")
-
-
 def slice_column(key: str) -> str:
     """The column of :func:`served_lists` that holds the lists' values of ``key``."""
     return f"slice:{key}"
 
 
-def _lists_where(reader: ArrowReader, experiment_id: int, start: int, end: int, low: int,
+def lists_where(reader: ArrowReader, experiment_id: int, start: int, end: int, low: int,
                  high: int, users: str | None) -> str:
     """The condition of one chunk's lists (``imp``) for :func:`served_lists`."""
     if reader.engine.dialect.name == "postgresql":
@@ -456,24 +385,10 @@ def served_lists(reader: ArrowReader, experiment_id: int, start: int, end: int, 
                     f"THEN imp.baseline_items[1:{int(top)}] ELSE imp.baseline_items END")
     else:
         baseline = "imp.baseline_items"
-    where = _lists_where(reader, experiment_id, start, end, low, high, users)
+    where = lists_where(reader, experiment_id, start, end, low, high, users)
     return reader.read("SELECT imp.id, imp.arm_id, imp.user_id, imp.served_at, "
                        f"imp.items, {baseline}, imp.received_at{values} FROM impression imp "
                        f"WHERE {where}", schema)
-
-
-def user_slices(reader: ArrowReader, experiment_id: int, start: int, end: int, low: int,
-                high: int, users: str | None, slices: tuple[tuple[str, str], ...]) -> pa.Table:
-    """The users of a chunk's lists (:func:`served_lists`), once each: ``user``, then per
-    ``(dimension, SQL of the value of the user ``u``)`` of ``slices`` (e.g.
-    :func:`first_exposure_value`) the user's (:func:`slice_column`). A user's value costs
-    index lookups: read once per user of the chunk, not once per list."""
-    values = "".join(f", {sql}" for _, sql in slices)
-    where = _lists_where(reader, experiment_id, start, end, low, high, users)
-    schema = pa.schema([pa.field("user", pa.string()),
-                        *(pa.field(slice_column(k), pa.string()) for k, _ in slices)])
-    return reader.read(f"SELECT u.user_id{values} FROM (SELECT DISTINCT imp.user_id "
-                       f"FROM impression imp WHERE {where}) u", schema)
 
 
 def context_counts(conn: sa.Connection, experiment_id: int, start: int, end: int,
@@ -482,68 +397,9 @@ def context_counts(conn: sa.Connection, experiment_id: int, start: int, end: int
     (None: without one)."""
     value = context_value(conn.dialect.name, key)
     return [(v, int(n)) for v, n in conn.execute(sa.text(
-        f"SELECT {value} AS v, count(*) AS n FROM impression imp WHERE {_day_filter()} "
+        f"SELECT {value} AS v, count(*) AS n FROM impression imp WHERE {day_filter()} "
         "GROUP BY 1"),
         {"experiment": experiment_id, "start": start, "end": end})]
-
-
-def first_exposure_counts(conn: sa.Connection, experiment_id: int, start: int, end: int,
-                          key: str) -> list[tuple[str | None, int]]:
-    """The users whose first exposure was served in ``[start, end)``, per value of its
-    ``context`` key ``key`` (None: without one)."""
-    value = context_value(conn.dialect.name, key)
-    return [(v, int(n)) for v, n in conn.execute(sa.text(
-        f"SELECT {value} AS v, count(*) AS n FROM impression imp WHERE {_day_filter()} "
-        f"AND NOT EXISTS ({_earlier_of_user(experiment_id)}) GROUP BY 1"),
-        {"experiment": experiment_id, "start": start, "end": end})]
-
-
-def relabelled_users(conn: sa.Connection, experiment_id: int, after: int, through: int,
-                     i_after: int, i_through: int, window_us: int | None) -> set[str]:
-    """The users whose first exposure the impressions of ids ``(after, through]`` move
-    earlier (served before each of the user's older ones), and with ``window_us``, those an
-    interaction of ids ``(i_after, i_through]`` that occurred in the window before their
-    first exposure (:func:`cohort_value`) may move to another cohort."""
-    older = (f"SELECT min(f.served_at) FROM impression f WHERE +f.experiment_id = "
-             f"{int(experiment_id)} AND f.user_id = n.user_id AND f.id <= {int(after)} "
-             f"AND f.served_at >= {FIRST_INSTANT} AND f.served_at < {END_INSTANT}")
-    users = {u for (u,) in conn.execute(sa.text(  # the older ones looked up once per user
-        "SELECT n.user_id FROM (SELECT imp.user_id, min(imp.served_at) AS served "
-        "FROM impression imp WHERE imp.id > :after AND imp.id <= :through "
-        "AND imp.experiment_id = :experiment "
-        f"AND imp.served_at >= {FIRST_INSTANT} AND imp.served_at < {END_INSTANT} "
-        f"GROUP BY imp.user_id) n WHERE n.served < ({older})"),
-        {"after": after, "through": through, "experiment": experiment_id})}
-    if window_us is not None:
-        # per user of the new interactions, their first exposure looked up once: a user
-        # with a new interaction before it and one inside its window (over every user, an
-        # interaction of both; more users than changed cost a recompute, never a result)
-        first = f"(SELECT min(f.served_at) {_first_of_user(experiment_id, 'c')})"
-        users |= {u for (u,) in conn.execute(sa.text(
-            f"SELECT x.user_id FROM (SELECT c.user_id, c.lo, c.hi, {first} AS first "
-            "FROM (SELECT it.user_id, min(it.occurred_at) AS lo, max(it.occurred_at) AS hi "
-            "FROM interaction it WHERE it.id > :after AND it.id <= :through "
-            "GROUP BY it.user_id) c) x "
-            f"WHERE x.lo < x.first AND x.hi >= x.first - {int(window_us)}"),
-            {"after": i_after, "through": i_through})}
-    return users
-
-
-def user_days(conn: sa.Connection, experiment_id: int, users: list[str],
-              through: int) -> list[tuple[str, int]]:
-    """``(user, served)`` of every impression of ``users`` in the experiment up to id
-    ``through`` that the rollup can place on a day."""
-    rows = []
-    for at in range(0, len(users), 500):
-        rows += conn.execute(sa.text(
-            "SELECT imp.user_id, imp.served_at FROM impression imp "
-            "WHERE imp.experiment_id = :experiment AND imp.user_id IN :users "
-            f"AND imp.id <= :through AND imp.served_at >= {FIRST_INSTANT} "
-            f"AND imp.served_at < {END_INSTANT}").bindparams(
-                sa.bindparam("users", expanding=True)),
-            {"experiment": experiment_id, "users": users[at:at + 500],
-             "through": through}).all()
-    return [(u, int(s)) for u, s in rows]
 
 
 def count_window_interactions(conn: sa.Connection, start: int, end: int,
