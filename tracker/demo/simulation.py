@@ -191,7 +191,7 @@ def simulate(config: DemoConfig = DemoConfig()) -> Iterator[DayBatch]:
     rng = np.random.default_rng(config.seed)
     world = _World(config, rng)
     world.last_click_us = _last_clicks(world)
-    start_us = (config.first_day() - _EPOCH) // timedelta(microseconds=1)
+    start_us = _start_us(config)
     pending: dict[int, list[dict]] = {}  # arrival day -> interactions
     counter = 0
     for d in range(config.days):
@@ -490,7 +490,7 @@ def _last_clicks(world: _World) -> np.ndarray:
     :func:`~tracker.demo.history.pre_period`), :data:`_NEVER` for none (without a history:
     every user of the product clicked just before it)."""
     if not world.config.history_days:
-        start_us = (world.config.first_day() - _EPOCH) // timedelta(microseconds=1)
+        start_us = _start_us(world.config)
         return np.where(world.joins_us == 0, start_us - 1, _NEVER)
     last = np.full(world.config.users, _NEVER)
     for _, day in _past(world):
@@ -511,7 +511,7 @@ def _joins(config: DemoConfig) -> np.ndarray:
     ``config.new_share`` new to it (no history before it)."""
     rng = np.random.default_rng([config.seed, 3])
     new = rng.random(config.users) < config.new_share
-    start_us = (config.first_day() - _EPOCH) // timedelta(microseconds=1)
+    start_us = _start_us(config)
     day = rng.integers(0, config.days, config.users)
     return np.where(new, start_us + day * _DAY_US, 0)
 
@@ -549,7 +549,7 @@ def _past(world: _World) -> Iterator[tuple[int, _PastDay]]:
     days before its start it lies (draws of a generator of their own)."""
     config = world.config
     rng = np.random.default_rng([config.seed, 2])
-    start_us = (config.first_day() - _EPOCH) // timedelta(microseconds=1)
+    start_us = _start_us(config)
     for back in range(config.history_days, 0, -1):
         yield back, _past_day(world, rng, start_us - back * _DAY_US)
 
@@ -568,6 +568,11 @@ def _past_day(world: _World, rng: np.random.Generator, day_us: int) -> _PastDay:
     row, col = np.nonzero(rng.random(relevance.shape) < world.examination[None, :] * relevance)
     click_us = served[row] + (2 + 8 * col) * 1_000_000 + rng.integers(5, 600, row.size) * 1e6
     return _PastDay(user, served, items, row, col, click_us, rng.random(row.size))
+
+
+def _start_us(config: DemoConfig) -> int:
+    """The first instant of day 0 (UTC µs)."""
+    return (config.first_day() - _EPOCH) // timedelta(microseconds=1)
 
 
 def _instant(micros: int) -> datetime:

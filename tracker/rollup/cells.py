@@ -22,9 +22,9 @@ codes of stored state written before cells existed are the cells' codes. A slice
 keeps its arm's id in its low :data:`ARM_BITS` bits (:func:`assignment_of`) and its slice's
 number above them: the dimension's place among the dimensions by name, times
 :data:`SLICES_PER_DIMENSION`, plus the value's (``(none)``, ``(other)``, then the levels in
-sorted order; a dimension whose every value is a level, ``cohort``, has no ``(none)`` or
-``(other)``). The numbers follow the levels, which the rollup keeps beside the results it
-computed with them, and a change of which recomputes every day.
+sorted order; a dimension whose every value is a level, ``cohort`` or ``activity``, has no
+``(none)`` or ``(other)``). The numbers follow the levels, which the rollup keeps beside the
+results it computed with them, and a change of which recomputes every day.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from zoneinfo import ZoneInfo
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = 1_000_000
 HOUR = 3_600 * _US
+DAY = 24 * HOUR
 
 
 def _micros(moment: datetime) -> int:

@@ -35,7 +35,7 @@ from datetime import date
 import sqlalchemy as sa
 
 from tracker.rollup import queries, user_queries
-from tracker.rollup.days import day_bounds
+from tracker.rollup.days import DAY, day_bounds
 from tracker.store import results
 from tracker.store.db import transaction
 from tracker.store.experiments import ExperimentInfo, Segment
@@ -57,6 +57,12 @@ COHORT = "cohort"
 ACTIVITY = "activity"
 ACTIVITY_CAP = 10_000
 """Pre-period interactions counted up to this many: more count as this many."""
+
+
+def pre_period_us(info: ExperimentInfo) -> int:
+    """The window before a user's first exposure that ``cohort`` and ``activity`` read
+    (CUPED's ``cuped_days``), in microseconds."""
+    return info.cuped_days * DAY
 
 
 def _built_in(dimension: Segment, name: str) -> bool:
@@ -86,7 +92,7 @@ def value_sql(info: ExperimentInfo, dialect: str) -> tuple[Values, Values]:
     ``slices``), of a user (``u``) for the user dimensions
     (:func:`~tracker.rollup.user_queries.user_slices`')."""
     kinds = {s.name: s.kind for s in info.segments}
-    window = info.cuped_days * 86_400_000_000
+    window = pre_period_us(info)
     lists, users = [], []
     for name, values in info.levels:
         if kinds.get(name) == "list":
@@ -113,7 +119,7 @@ def day_counts(conn: sa.Connection, info: ExperimentInfo, day: date) -> list[dic
         if _built_in(dimension, ACTIVITY):
             found: dict[str, int] = {}
             for n, users in user_queries.activity_counts(conn, info.id, start, end,
-                                                    info.cuped_days * 86_400_000_000):
+                                                         pre_period_us(info)):
                 value = str(min(n, ACTIVITY_CAP))
                 found[value] = found.get(value, 0) + users
             rows += [{"day": day, "segment": dimension.name, "slice": value, "lists": users}

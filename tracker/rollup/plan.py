@@ -310,7 +310,7 @@ def _relabelled(conn: sa.Connection, info: ExperimentInfo, ids: Ids, plan: Plan)
     users = [s for s in levels.sliced(info) if s.kind == "user"]
     if not users:
         return
-    window = info.cuped_days * 86_400_000_000 \
+    window = levels.pre_period_us(info) \
         if any(s.name in (levels.COHORT, levels.ACTIVITY) for s in users) else None
     found = sorted(user_queries.relabelled_users(
         conn, info.id, ids.impressions_after, ids.impressions_through,
