@@ -74,6 +74,24 @@ def test_a_bad_declaration_is_refused_naming_the_field_and_nothing_is_stored(
     assert tracker.experiment("home").segments == (Segment("device"),)
 
 
+@pytest.mark.parametrize("built_in", ["cohort", "activity"])
+def test_a_built_in_dimension_without_a_pre_period_is_refused_either_way_round(tracker,
+                                                                                built_in):
+    with pytest.raises(ValidationError, match=f"{built_in} reads .* cuped_days is 0") as caught:
+        create(tracker, segments=["device", built_in], cuped_days=0)
+    assert caught.value.field == "segments"
+    assert tracker.experiments(include_archived=True) == []
+    create(tracker, segments=["device"], cuped_days=0)  # a context key needs no pre-period
+    with pytest.raises(ValidationError, match=f"{built_in} reads"):
+        tracker.update_experiment("home", segments=["device", built_in])
+    tracker.update_experiment("home", cuped_days=7, segments=["device", built_in])
+    with pytest.raises(ValidationError, match="set cuped_days"):
+        tracker.update_experiment("home", cuped_days=0)
+    info = tracker.experiment("home")
+    assert (info.cuped_days, [s.name for s in info.segments]) == (7, ["device", built_in])
+    tracker.update_experiment("home", cuped_days=0, segments=["device"])  # both at once
+
+
 def test_segment_objects_are_checked_like_their_text():
     assert check_segments([Segment("surface", "list", 5), "device"]) == (
         Segment("surface", "list", 5), Segment("device", "user", DEFAULT_MAX_LEVELS))

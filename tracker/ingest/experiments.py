@@ -71,9 +71,23 @@ def experiment_fields(*, key: str, arms: Mapping[str, float], control: str | Non
         "unknown_events": unknown_events, "timezone": timezone, "cutoffs": cutoff_list,
         "cuped_days": cuped, "created_at": now_us, "arms": {a: float(w) for a, w in arms.items()},
         "plan": check_plan(plan or AnalysisPlan()).to_dict(),
-        "segments": [segment.to_dict()
-                     for segment in check_segments(segments, max_levels=max_levels)],
+        "segments": [segment.to_dict() for segment in _with_window(
+            check_segments(segments, max_levels=max_levels), cuped)],
     }
+
+
+def _with_window(segments: tuple[Segment, ...], cuped_days: int) -> tuple[Segment, ...]:
+    """``segments``, refused when a built-in dimension reads the pre-period and
+    ``cuped_days`` leaves none: every user would be ``new`` (``cohort``) or in one
+    tercile (``activity``), a slice that says nothing."""
+    built_in = [s.name for s in segments if s.name in BUILT_IN_SEGMENTS]
+    if built_in and cuped_days == 0:
+        names = " and ".join(built_in)
+        _fail("segments", f"{names} {'read' if len(built_in) > 1 else 'reads'} the user's "
+                          "interactions in the cuped_days before first exposure, and "
+                          "cuped_days is 0: every user would fall in one slice; set "
+                          f"cuped_days (e.g. 14) or leave {names} out")
+    return segments
 
 
 def _fail(field: str, reason: str) -> NoReturn:
@@ -353,6 +367,10 @@ def experiment_update_fields(info: ExperimentInfo, *, primary: Iterable[str] | N
         values["cuped_days"] = check_cuped_days(cuped_days)
     if segments is not None or max_levels is not None:
         values.update(_segments_update(info, segments, max_levels))
+    if "segments" in values or "cuped_days" in values:
+        _with_window(tuple(Segment.from_dict(s) for s in values["segments"])
+                     if "segments" in values else info.segments,
+                     values.get("cuped_days", info.cuped_days))
     return values
 
 
