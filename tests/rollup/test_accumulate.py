@@ -74,6 +74,33 @@ def test_any_order_and_split_of_add_retract_and_merge_equals_a_rebuild(cols, rnd
     assert total.sums().tobytes() == rebuild.sums().tobytes()
 
 
+@given(columns, st.lists(st.booleans(), min_size=12, max_size=12),
+       st.randoms(use_true_random=False))
+@settings(max_examples=200, deadline=None)
+def test_a_matrix_mostly_of_zero_columns_sums_as_fsum_with_dense_rows_between(cols, zero,
+                                                                             rnd):
+    """A matrix whose nonzero columns are few is added by those columns alone (CUPED's
+    terms, most covariates 0): the same exact sums, added and retracted between dense
+    rows, as ``math.fsum`` of every value."""
+    values = _matrix(cols)
+    wide = np.zeros((values.shape[0], 12 * values.shape[1]))
+    for j in range(values.shape[1]):
+        wide[:, 12 * j + rnd.randrange(12)] = values[:, j]  # a few columns hold values
+    dense = np.where(np.array(zero)[None, :].repeat(wide.shape[1] // 12, 0).ravel(), 0.0,
+                     rnd.uniform(-3, 3))[None, :]
+    try:
+        expected = _fsum_columns(np.vstack([wide, dense]))
+    except OverflowError:
+        return
+    acc = ExactSums(wide.shape[1])
+    acc.add(dense)
+    acc.add(wide[::2])
+    acc.add(dense)
+    acc.add(wide[1::2])
+    acc.retract(dense)
+    assert [v.hex() for v in acc.sums().tolist()] == [v.hex() for v in expected]
+
+
 EDGE = [-1.7976931348623157e+308, 5.539569662801114e+275, -9.9792015476736e+291]
 """The rows Hypothesis found: their sum rounds to the largest double; without the positive
 one, it lies past it."""
