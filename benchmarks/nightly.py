@@ -6,6 +6,7 @@ nightly cost follows the new data, not the history.
     .venv/bin/python benchmarks/nightly.py --db sqlite                       # dense, 30 nights
     .venv/bin/python benchmarks/nightly.py --db postgresql --users 1000000 --active 20   # sparse
     .venv/bin/python benchmarks/nightly.py --db sqlite --nights 8 --impressions 20000   # quick
+    .venv/bin/python benchmarks/nightly.py --db sqlite --segments surface:list,device   # sliced
 
 Before the first night, ``--history-days`` days of another experiment's lists and
 interactions (the product's history: surprisal's reference period, CUPED's pre-period). Each
@@ -17,7 +18,10 @@ eligible every day) sees most of its population within the first week and keeps 
 sparse shape (1M users, one in 20 active a day) keeps meeting new ones. Each rollup runs in a
 fresh process: printed per night are its wall seconds, its CPU seconds (the rollup call's
 own, all threads), on PostgreSQL the CPU seconds of the server's processes serving it, its
-peak RSS, and the ratio of the night's total CPU to the 3rd night's.
+peak RSS, and the ratio of the night's total CPU to the 3rd night's. ``--segments``
+declares dimensions on the experiment (issue 33: the nightly cost with them must still follow
+the new data) and gives every list the ``context`` of ``benchmarks/segments.py`` (``surface``:
+20 values, skewed; ``device``: 5).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import first_day  # noqa: E402  (ServerCpu, instrument)
 import next_day  # noqa: E402  (its spans)
 import rollup as bench  # noqa: E402  (the generated rows and the nightly clock)
+import segments  # noqa: E402  (the lists' context)
 
 from tracker import Tracker  # noqa: E402
 
@@ -133,6 +138,9 @@ def main() -> None:
     parser.add_argument("--profile", metavar="DIR",
                         help="write the calling thread's cProfile statistics of the 3rd and "
                              "the last night to DIR (night-3.prof, night-N.prof)")
+    parser.add_argument("--segments", metavar="DIMS", default="",
+                        help="dimensions declared on the experiment, comma-separated (e.g. "
+                             "surface:list,device); every list gets a context holding both")
     parser.add_argument("--spans", action="store_true",
                         help="print where the 3rd and the last night spent their time")
     args = parser.parse_args()
@@ -144,12 +152,16 @@ def main() -> None:
         Path(args.profile).mkdir(parents=True, exist_ok=True)  # would leave us waiting
     print(f"nightly benchmark ({args.db}): {args.nights} nights of {args.impressions:,} "
           f"impressions x 10 items, {args.users:,} users (1 in {args.active} active a day), "
-          f"3 arms, k = 5, 10, 20; {os.cpu_count()} CPUs", flush=True)
+          f"3 arms, k = 5, 10, 20; {os.cpu_count()} CPUs"
+          f"{'; dimensions ' + args.segments if args.segments else ''}", flush=True)
     name = f"bench_nightly_{os.getpid()}"
     with tempfile.TemporaryDirectory(prefix="tracker-bench-") as tmp:
         url = bench.fresh_url(args.db, Path(tmp), name)
         try:
             experiment, arms = bench.setup(url)
+            if args.segments:
+                with Tracker(url) as t:
+                    t.update_experiment("bench", segments=args.segments.split(","))
             first = bench.NEW_DAY - timedelta(days=args.nights - 1)
             history(url, [first - timedelta(days=back)
                           for back in range(args.history_days, 0, -1)], args)
@@ -161,6 +173,8 @@ def main() -> None:
                 day = first + timedelta(days=n)
                 bench.generate_day(url, experiment, arms, day, args.impressions, args.users,
                                    args.active)
+                if args.segments:
+                    segments.add_context(url, args.db)
                 if args.vacuum:
                     vacuum(url)
                 wall, cpu, server, peak, days, wall_spans, cpu_spans = night(

@@ -34,13 +34,23 @@ DIMENSIONS = ["surface:list", "device:list"]
 SQLITE_CONTEXT = """
 UPDATE impression SET context = json_object(
     'surface', 's' || (CASE WHEN id % 10 < 5 THEN id % 3 ELSE id % 20 END),
-    'device', 'd' || (id * 7 % 5))
+    'device', 'd' || (id * 7 % 5)) WHERE context IS NULL
 """
 PG_CONTEXT = """
 UPDATE impression SET context = jsonb_build_object(
     'surface', 's' || (CASE WHEN id % 10 < 5 THEN id % 3 ELSE id % 20 END),
-    'device', 'd' || (id * 7 % 5))
+    'device', 'd' || (id * 7 % 5)) WHERE context IS NULL
 """
+
+
+def add_context(url: str, db: str) -> None:
+    """Give every list without a ``context`` one holding ``surface`` and ``device``."""
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text(PG_CONTEXT if db == "postgresql" else SQLITE_CONTEXT))
+    finally:
+        engine.dispose()
 
 
 def _child(url: str, segments: list[str], queue) -> None:
@@ -81,10 +91,7 @@ def main() -> None:
         try:
             experiment, arms = setup(url)
             generate_day(url, experiment, arms, NEW_DAY, args.impressions, args.users)
-            engine = create_engine(url)
-            with engine.begin() as conn:
-                conn.execute(sa.text(PG_CONTEXT if args.db == "postgresql" else SQLITE_CONTEXT))
-            engine.dispose()
+            add_context(url, args.db)
             found: dict[str, list[tuple[float, float, float]]] = {"none": [], "two": []}
             for run in range(args.runs):
                 for label, segments in (("none", []), ("two", dimensions)):
