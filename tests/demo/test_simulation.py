@@ -3,6 +3,7 @@ output (the default configuration, the one `tracker demo` loads)."""
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
@@ -184,8 +185,12 @@ def test_the_personalised_arms_win_is_on_known_users_home_feeds(demo, attributed
                 clicks[imp["arm"]] += sum(ranks)
         ratio[where] = clicks["personalised"] / shown["personalised"] / (
             clicks["control"] / shown["control"])
-    # cold users' lists are the control's (test_control_lists_are_the_shadow_baseline)
-    assert ratio["home"] > 1.2 and 0.9 < ratio["away"] < 1.1, ratio
+    # cold users' lists are the control's (test_control_lists_are_the_shadow_baseline), and
+    # off the home feed every arm serves the same lists: what is left away from the known
+    # users' home lists is the arms' users differing (1,000 an arm; seeds 3-12 give 0.82-1.15,
+    # against 1.45-2.06 on the home feeds), not the model
+    assert ratio["home"] > 1.2 and 0.8 < ratio["away"] < 1.2, ratio
+    assert abs(math.log(ratio["away"])) < abs(math.log(ratio["home"])) / 2, ratio
     # new users join on the experiment's days, some after its first
     first = min(i["served_at"] for i in imps).date()
     assert any(i["served_at"].date() > first for i in imps if i["user_id"] in new)
@@ -203,8 +208,8 @@ def test_the_diverse_arms_novelty_fades_with_the_days_since_exposure(demo, attri
     against = {arm: early[arm] / early["control"] / (late[arm] / late["control"])
                for arm in ("personalised", "diverse")}  # the change of the CTR ratio
     assert against["diverse"] > 1.3  # the clicks doubled on day 0, +20% from day 10 on
-    # no novelty there: only the noise of day 0's few lists (seeds 1-4 of this config give
-    # 0.93-1.09, the default seed 1.16), well apart from the diverse arm's 1.7-1.8
+    # no novelty there: only the noise of day 0's few lists (the default seed 0.95, seeds 7,
+    # 8 and 11 1.08-1.27), well apart from the diverse arm's 1.8 (seeds 7-11: 1.4-1.8)
     assert 0.8 < against["personalised"] < 1.25
     assert against["diverse"] > 1.35 * against["personalised"]
 

@@ -152,7 +152,7 @@ def _segment_report(engine, experiment: str, segment: str, fmt: str,
               help="Simulated days.")
 @click.option("--users", default=3000, show_default=True, type=click.IntRange(min=1),
               help="Simulated users.")
-@click.option("--seed", default=7, show_default=True, type=click.IntRange(min=0))
+@click.option("--seed", default=3, show_default=True, type=click.IntRange(min=0))
 def demo_cmd(days: int, users: int, seed: int) -> None:
     """Simulate a 14-day recommender A/B test into the database, roll it up, print the results.
 

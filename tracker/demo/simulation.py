@@ -115,7 +115,7 @@ class DemoConfig:
     users: int = 3000
     items: int = 2000
     list_length: int = 10
-    seed: int = 7
+    seed: int = 3
     start: datetime | None = None
     genres: int = 12
     weights: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3)  # traffic of ARMS, in order
@@ -268,12 +268,11 @@ class _World:
             self.relevance[rows] = 1.0 / (1.0 + np.exp(-logit))
             # the personalised model's estimate carries a fixed error per (user, item)
             estimate = logit + rng.normal(0.0, 1.1, logit.shape)
-            self.candidates[rows] = np.argpartition(-estimate, n_cand, axis=1)[:, :n_cand]
+            self.candidates[rows] = _best(estimate, n_cand)
             self.cand_estimate[rows] = np.take_along_axis(estimate, self.candidates[rows], 1)
-            best_tail = np.argpartition(-estimate[:, self.tail], n_tail - 1, axis=1)
-            self.tail_candidates[rows] = self.tail[best_tail[:, :n_tail]]
+            self.tail_candidates[rows] = self.tail[_best(estimate[:, self.tail], n_tail)]
             # what users find on their own (search, browsing): their truest tastes
-            self.found[rows] = np.argpartition(-logit, n_found, axis=1)[:, :n_found]
+            self.found[rows] = _best(logit, n_found)
             self.found_logit[rows] = np.take_along_axis(logit, self.found[rows], axis=1)
         self.item_ids = np.array([f"item-{i:05d}" for i in range(n_items)], dtype=object)
         self.examination = 1.0 / (1.0 + np.arange(length)) ** 0.9
@@ -386,8 +385,8 @@ class _World:
         pool = self.tail_candidates[user]
         keys = rng.random(pool.shape)
         keys[(pool[:, :, None] == head[:, None, :]).any(axis=2)] = -1.0
-        picks = np.take_along_axis(pool, np.argpartition(-keys, n_picks, axis=1)[:, :n_picks],
-                                   axis=1)
+        picks = np.take_along_axis(  # in the order of their keys (argpartition's differs
+            pool, np.argsort(-keys, axis=1, kind="stable")[:, :n_picks], axis=1)  # by numpy)
         items = np.empty((user.size, length), dtype=head.dtype)
         items[:, 0::2], items[:, 1::2] = head, picks
         # the re-ranker's final score falls with the rank it gave
@@ -568,6 +567,16 @@ def _past_day(world: _World, rng: np.random.Generator, day_us: int) -> _PastDay:
     row, col = np.nonzero(rng.random(relevance.shape) < world.examination[None, :] * relevance)
     click_us = served[row] + (2 + 8 * col) * 1_000_000 + rng.integers(5, 600, row.size) * 1e6
     return _PastDay(user, served, items, row, col, click_us, rng.random(row.size))
+
+
+def _best(scores: np.ndarray, n: int) -> np.ndarray:
+    """Per row, the columns of its ``n`` highest scores, in column order: the order
+    ``argpartition`` leaves them in is its algorithm's (numpy 2 changed it), and the draws
+    made per candidate follow this order, so the same seed gives the same demo on every
+    numpy."""
+    if n >= scores.shape[1]:
+        return np.broadcast_to(np.arange(scores.shape[1]), scores.shape).copy()
+    return np.sort(np.argpartition(-scores, n - 1, axis=1)[:, :n], axis=1)
 
 
 def _start_us(config: DemoConfig) -> int:
