@@ -85,8 +85,9 @@ def test_a_built_in_dimension_without_a_pre_period_is_refused_either_way_round(t
     with pytest.raises(ValidationError, match=f"{built_in} reads"):
         tracker.update_experiment("home", segments=["device", built_in])
     tracker.update_experiment("home", cuped_days=7, segments=["device", built_in])
-    with pytest.raises(ValidationError, match="set cuped_days"):
+    with pytest.raises(ValidationError, match="set cuped_days") as caught:
         tracker.update_experiment("home", cuped_days=0)
+    assert caught.value.field == "cuped_days"  # the setting that changed
     info = tracker.experiment("home")
     assert (info.cuped_days, [s.name for s in info.segments]) == (7, ["device", built_in])
     tracker.update_experiment("home", cuped_days=0, segments=["device"])  # both at once

@@ -76,17 +76,18 @@ def experiment_fields(*, key: str, arms: Mapping[str, float], control: str | Non
     }
 
 
-def _with_window(segments: tuple[Segment, ...], cuped_days: int) -> tuple[Segment, ...]:
-    """``segments``, refused when a built-in dimension reads the pre-period and
-    ``cuped_days`` leaves none: every user would be ``new`` (``cohort``) or in one
-    tercile (``activity``), a slice that says nothing."""
+def _with_window(segments: tuple[Segment, ...], cuped_days: int,
+                 field: str = "segments") -> tuple[Segment, ...]:
+    """``segments``, refused (naming ``field``, the setting that changed) when a built-in
+    dimension reads the pre-period and ``cuped_days`` leaves none: every user would be
+    ``new`` (``cohort``) or in one tercile (``activity``), a slice that says nothing."""
     built_in = [s.name for s in segments if s.name in BUILT_IN_SEGMENTS]
     if built_in and cuped_days == 0:
         names = " and ".join(built_in)
-        _fail("segments", f"{names} {'read' if len(built_in) > 1 else 'reads'} the user's "
-                          "interactions in the cuped_days before first exposure, and "
-                          "cuped_days is 0: every user would fall in one slice; set "
-                          f"cuped_days (e.g. 14) or leave {names} out")
+        _fail(field, f"{names} {'read' if len(built_in) > 1 else 'reads'} the user's "
+                     "interactions in the cuped_days before first exposure, and cuped_days "
+                     "is 0: every user would fall in one slice; set cuped_days (e.g. 14) or "
+                     f"leave {names} out")
     return segments
 
 
@@ -370,7 +371,8 @@ def experiment_update_fields(info: ExperimentInfo, *, primary: Iterable[str] | N
     if "segments" in values or "cuped_days" in values:
         _with_window(tuple(Segment.from_dict(s) for s in values["segments"])
                      if "segments" in values else info.segments,
-                     values.get("cuped_days", info.cuped_days))
+                     values.get("cuped_days", info.cuped_days),
+                     "segments" if "segments" in values else "cuped_days")
     return values
 
 

@@ -80,10 +80,12 @@ class ExactSums:
         if matrix.size:
             found = np.flatnonzero(matrix.any(axis=0))
             if found.size <= self.columns * _SPARSE:
-                matrix, columns = matrix[:, found], found
-        rows = max(1, min(_BATCH, _BLOCK // max(matrix.shape[1], 1)))
-        for at in range(0, matrix.shape[0], rows):
-            self._add_batch(matrix[at:at + rows], sign, columns)
+                columns = found
+        width = self.columns if columns is None else columns.size
+        rows = max(1, min(_BATCH, _BLOCK // max(width, 1)))
+        for at in range(0, matrix.shape[0], rows):  # a batch's columns copied, not the whole
+            batch = matrix[at:at + rows]
+            self._add_batch(batch if columns is None else batch[:, columns], sign, columns)
 
     def retract(self, values: np.ndarray) -> None:
         """Remove rows added before (the sums are then those of the rows left)."""
