@@ -16,8 +16,9 @@ import sqlalchemy as sa
 from tests.rollup import reference
 from tests.rollup.scenario import CUTOFFS, RELEVANCE, WINDOW, create, dump, make_logs
 from tests.rollup.test_rollup import NOW, _batches, _close
-from tracker.rollup.levels import NONE, OTHER
+from tracker.rollup.levels import NONE, OTHER, levels_of
 from tracker.store import computed
+from tracker.store.experiments import Segment
 
 CATALOG = frozenset(f"i{n}" for n in range(25))  # make_logs' items: one catalog for all
 SURFACES = {"home": 0.45, "search": 0.25, "pdp": 0.15, None: 0.10, 7: 0.05}
@@ -200,3 +201,15 @@ def test_a_dimension_not_declared_is_refused_naming_those_declared(tracker):
     create(tracker, segments=["surface:list", "device"])
     with pytest.raises(ValidationError, match="no dimension 'country' .*surface, device"):
         computed.metric_table(tracker.engine, "home", segment="country")
+
+
+def test_levels_do_not_change_when_only_the_order_of_their_counts_does():
+    """Levels that differ recompute every day: the same values kept must compare equal
+    whichever is more frequent this run (a user dimension's values at first exposure
+    reorder every night as users arrive), and the most frequent are still the ones kept."""
+    dims = [Segment("device", "user", 20)]
+    before = levels_of([("device", "web", 9), ("device", "ios", 5)], dims)
+    after = levels_of([("device", "web", 5), ("device", "ios", 9)], dims)
+    assert before == after == {"device": ("ios", "web")}
+    one = [Segment("device", "user", 1)]
+    assert levels_of([("device", "web", 9), ("device", "ios", 5)], one) == {"device": ("web",)}

@@ -195,7 +195,9 @@ def levels_of(counts: Iterable[tuple[str, str, int]], dimensions: list[Segment])
         found = sorted(((value, lists) for segment, value, lists in counts
                         if segment == dimension.name and value not in (NONE, OTHER)),
                        key=lambda pair: (-pair[1], pair[0]))
-        out[dimension.name] = tuple(value for value, _ in found[:dimension.max_levels])
+        # the most frequent, named in sorted order (as the cells number them): the order of
+        # their counts moves from run to run, and levels that differ recompute every day
+        out[dimension.name] = tuple(sorted(value for value, _ in found[:dimension.max_levels]))
     return out
 
 
