@@ -50,7 +50,8 @@ KEPT_PER_DAY = 10
 """A day's counts keep this many times ``max_levels`` values; the rest count as OTHER."""
 
 Levels = dict[str, tuple[str, ...]]
-"""Per dimension (by name), the values that keep a slice, most frequent first."""
+"""Per dimension (by name), the values that keep a slice: a context key's most frequent,
+in sorted order; ``cohort``'s two; ``activity``'s terciles from the lowest."""
 
 
 COHORT = "cohort"
