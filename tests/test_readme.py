@@ -1,11 +1,15 @@
-"""The README works as written.
+"""The README and the docs work as written.
 
-Every fenced shell or Python block that the README marks ``<!-- runnable -->`` (an HTML
-comment on the line before, invisible on GitHub) runs as written: the blocks of one section
-(``## ...``) in order, in a new folder holding what a clone holds (``.venv``, ``examples/``),
-on a new SQLite database. Each must exit 0 and print every ``<!-- output has: TEXT -->`` line
-given between the marker and the block. The blocks that are not run (servers, PostgreSQL,
-Kafka, systemd) still name only ``tracker`` commands and options that exist.
+Every fenced shell or Python block that the README or a page under ``docs/`` marks
+``<!-- runnable -->`` (an HTML comment on the line before, invisible on GitHub and in the built
+site) runs as written: the blocks of one section (``## ...``, or the page's ``# ...`` title
+before its first ``##``) in order, in a new folder holding what a clone holds (``.venv``,
+``examples/``), on a new SQLite database. Each must exit 0 and print every
+``<!-- output has: TEXT -->`` line given between the marker and the block. A section of the
+same name in several files is one section (the README's quick start and the docs' page run in
+one folder), and a block identical to one already run there is checked against that run's
+output instead of running twice. The blocks that are not run (servers, PostgreSQL, Kafka,
+systemd) still name only ``tracker`` commands and options that exist.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCUMENTS = (README, *sorted((ROOT / "docs").rglob("*.md")))
 RUNNABLE = "<!-- runnable -->"
 EXPECT = re.compile(r"<!-- output has: (.+?) -->$")
 FENCE = re.compile(r"^```([\w-]*)\s*$")
@@ -37,6 +42,7 @@ BLOCK_TIMEOUT = 900  # seconds; the demo takes about a minute on a busy machine
 
 @dataclass(frozen=True)
 class Block:
+    source: str        # the file, relative to the repository's root
     section: str
     line: int          # 1-based line of the opening fence
     language: str
@@ -45,36 +51,38 @@ class Block:
     expected: tuple[str, ...] = ()
 
     def where(self) -> str:
-        return f"README.md line {self.line} ({self.section})"
+        return f"{self.source} line {self.line} ({self.section})"
 
 
-def read_blocks(text: str) -> list[Block]:
-    """The README's fenced blocks with their section, language and markers."""
+def read_blocks(text: str, source: str = "README.md") -> list[Block]:
+    """The fenced blocks of one Markdown file with their section, language and markers."""
     blocks: list[Block] = []
     lines = text.splitlines()
     section, runnable, expected = "", False, []
     i = 0
     while i < len(lines):
         line = lines[i]
-        if line.startswith("## "):
-            section = line[3:].strip()
+        if line.startswith(("# ", "## ")):
+            section = line.lstrip("#").strip()
         elif line.strip() == RUNNABLE:
             runnable, expected = True, []
         elif runnable and EXPECT.match(line.strip()):
             expected.append(EXPECT.match(line.strip()).group(1))
         elif (opening := FENCE.match(line)) is not None:
             end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
-            blocks.append(Block(section, i + 1, opening.group(1), "\n".join(lines[i + 1:end]),
-                                runnable, tuple(expected)))
+            blocks.append(Block(source, section, i + 1, opening.group(1),
+                                "\n".join(lines[i + 1:end]), runnable, tuple(expected)))
             runnable, expected, i = False, [], end
         elif runnable and line.strip():
-            raise AssertionError(f"README.md line {i + 1}: {RUNNABLE} must be followed by "
+            raise AssertionError(f"{source} line {i + 1}: {RUNNABLE} must be followed by "
                                  f"'<!-- output has: ... -->' lines and a fenced block")
         i += 1
     return blocks
 
 
-BLOCKS = read_blocks(README.read_text(encoding="utf-8"))
+BLOCKS = [block for path in DOCUMENTS
+          for block in read_blocks(path.read_text(encoding="utf-8"),
+                                   path.relative_to(ROOT).as_posix())]
 SECTIONS = list(dict.fromkeys(b.section for b in BLOCKS if b.runnable))
 
 
@@ -109,18 +117,27 @@ def run_block(block: Block, folder: Path, env: dict[str, str], *, again: bool = 
     output = done.stdout + done.stderr
     assert done.returncode == 0, (
         f"{block.where()} exited with {done.returncode}:\n{block.code}\n--- output\n{output}")
-    for text in () if again else block.expected:
+    if not again:
+        check_output(block, output)
+    return output
+
+
+def check_output(block: Block, output: str) -> None:
+    for text in block.expected:
         assert text in output, (f"{block.where()} printed no {text!r}:\n{block.code}\n"
                                 f"--- output\n{output}")
-    return output
 
 
 @pytest.mark.parametrize("section", SECTIONS, ids=[section_id(s) for s in SECTIONS])
 def test_each_section_runs_as_written_in_a_new_folder(section, tmp_path):
     env = new_clone(tmp_path)
+    outputs: dict[str, str] = {}   # code -> what it printed: the same block runs once
     for block in BLOCKS:
         if block.runnable and block.section == section:
-            run_block(block, tmp_path, env)
+            if block.code in outputs:
+                check_output(block, outputs[block.code])
+            else:
+                outputs[block.code] = run_block(block, tmp_path, env)
 
 
 def test_logging_from_python_runs_again_without_errors(tmp_path):

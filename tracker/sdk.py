@@ -86,8 +86,8 @@ class Tracker:
         report's defaults apply. ``cuped_days``: the days of each user's history before
         their first exposure that CUPED's covariates cover (0 turns the adjustment off).
         ``segments`` (``["device", "surface:list"]``) and ``max_levels``: the dimensions to
-        slice results by (:func:`~tracker.ingest.experiments.check_segments`; the README's
-        "Segments"): the default engine's rollup slices every result by them.
+        slice results by (:func:`~tracker.ingest.experiments.check_segments`;
+        docs/segments.md): the default engine's rollup slices every result by them.
 
         The analysis plan, pinned on the experiment and used by the report, the experiments
         list and the dashboard: ``intervals`` ("fixed_horizon", or "sequential" for

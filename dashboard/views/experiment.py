@@ -37,7 +37,7 @@ if requested is not None and data.find(requested) is None:
 if requested is not None and requested not in keys:  # archived: reachable by its link
     keys.append(requested)
 if not keys:
-    st.info("No experiments yet: run `tracker demo`, or log one (see the README).")
+    st.info("No experiments yet: run `tracker demo`, or log one (see docs/logging.md).")
     st.stop()
 key = st.selectbox("Experiment", keys, index=keys.index(requested) if requested in keys else 0)
 info = data.experiment(key)

@@ -2,7 +2,7 @@
 served list with the public ``tracker.metrics`` functions. The real rollup (SQL + vectorised
 numpy over position codes) must agree with it to 1e-9.
 
-It follows the README's rollup semantics literally: attribution by user and window (or by an
+It follows docs/rollup.md literally: attribution by user and window (or by an
 explicit impression key), ground truth = highest grade per item with grade > 0, user value =
 mean over the user's impressions, arm value over users, crossover users excluded, popularity
 for surprisal from every interaction of the ``popularity_days`` days before the experiment's

@@ -372,7 +372,7 @@ def test_list_shapes_in_one_chunk(tracker, shape):
 
 def test_empty_baseline_list_counts_as_no_baseline(tracker):
     # the SDK may refuse [] (it does at the time of writing); a row can still hold one
-    # (written before that rule, or by hand): the reference, like the README, counts
+    # (written before that rule, or by hand): the reference, like docs/rollup.md, counts
     # unexpectedness only for impressions with a baseline to compare with
     create(tracker)
     imps, events = _shaped_logs(42, "mixed")

@@ -30,7 +30,7 @@ _DIRECTORY = click.Path(file_okay=False, path_type=Path)
 @format_option("json")
 def export_cmd(experiment: str | None, impressions: Path, interactions: Path, overwrite: bool,
                buckets: int | None, fmt: str) -> None:
-    """Write the logs as Parquet in the lake layout (README: "Lake layout and export"):
+    """Write the logs as Parquet in the lake layout (docs/spark.md, "Lake layout and export"):
     impressions of EXPERIMENT (default: of every experiment) and every interaction (they
     belong to no experiment), one folder per UTC day, day=YYYY-MM-DD/part-N.parquet
     (with --buckets, day=YYYY-MM-DD/bucket=B/part-N.parquet)."""

@@ -21,8 +21,10 @@ primary and treatment arm, as for the primaries' lifts), ``first_lift`` and ``la
 ``fading`` (novelty: the treatment looks worse the longer users are exposed, in the metric's
 direction) or ``growing`` (primacy: better) when the adjusted p-value is below 1 - level,
 ``flat`` when it is not, ``none`` when the slope cannot be tested (``reason``: fewer than
-three exposure days with a lift, ...). A trend is a warning to read beside the decision (a
-fading lift overstates the long run), not a verdict: the decision does not use it.
+three exposure days with a lift, ...). A fading trend on a significantly better primary
+keeps the decision at ``keep running`` (a fading lift overstates the long run:
+:func:`tracker.stats.decision.decide`); any other trend is a warning to read beside the
+decision, not a verdict.
 """
 
 from __future__ import annotations

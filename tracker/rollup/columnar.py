@@ -5,7 +5,7 @@ totals and item exposure, in vectorised numpy (no Python loop over impressions o
    dictionary-encoded by pyarrow into the codes of the day's vocabularies
    (:class:`~tracker.rollup.codes.Vocabulary`, shared by the day's chunks, so their results
    add up as integer arrays); everything after works on integer codes.
-2. **Attribution** (the rule of the README's "Rollup semantics"): an interaction of user u at
+2. **Attribution** (the rule of docs/rollup.md): an interaction of user u at
    time t answers every impression of u served in ``[t - window, t]``. The day's
    interactions are sorted by (user, time) once; the interactions that answer one of the
    chunk's impressions are then a contiguous run, found by two binary searches

@@ -8,7 +8,7 @@ microseconds (see :mod:`tracker.store.types`), so window arithmetic is plain int
 comparison. The big reads inline their integer arguments (never user input) and take no
 parameters.
 
-Attribution (the rule of the README's "Rollup semantics"): an interaction answers an
+Attribution (the rule of docs/rollup.md): an interaction answers an
 impression of the same user when it occurred within ``[served_at, served_at + window]`` and
 names no impression, or, when it names an impression key, that impression only (whatever
 its time).
