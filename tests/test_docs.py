@@ -108,3 +108,57 @@ def test_doctests_are_fenced_and_roles_shown_as_code():
         "",
         "After.",
     ]
+
+
+def _synopsis() -> list[str]:
+    """The entries of the CLI page's synopsis: each ``tracker ...`` line with its
+    continuation lines joined."""
+    text = (ROOT / "docs" / "reference" / "cli.md").read_text(encoding="utf-8")
+    block = text.split("## Synopsis", 1)[1].split("```", 2)[1]
+    entries: list[str] = []
+    for line in block.splitlines():
+        if line.startswith("tracker"):
+            entries.append(line)
+        elif line.strip() and entries:
+            entries[-1] += " " + line.strip()
+    return entries
+
+
+def _leaves(group, path=("tracker",)):
+    import click
+
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            yield from _leaves(command, (*path, name))
+        elif not command.hidden:
+            yield (*path, name), command
+
+
+def test_the_cli_synopsis_names_every_command_and_only_options_they_have():
+    """The synopsis is written by hand (the reference below it is generated): each of its
+    options belongs to a command of its entry, and every command has an entry."""
+    import click
+
+    from tracker.cli import main
+
+    leaves = dict(_leaves(main))
+    named = set()
+    for entry in _synopsis():
+        words = entry.split()
+        group, path, commands = main, ["tracker"], []
+        for word in words[1:]:   # the group path, then alternatives "a | b | c"
+            name = word.strip("|")
+            if isinstance(group, click.Group) and name in group.commands:
+                sub = group.commands[name]
+                if isinstance(sub, click.Group):
+                    group, path = sub, [*path, name]
+                else:
+                    commands.append((*path, name))
+        commands = commands or [tuple(path)]
+        named.update(commands)
+        options = {o for c in commands for p in leaves.get(c, main).params
+                   if isinstance(p, click.Option) for o in (*p.opts, *p.secondary_opts)}
+        for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", entry):
+            assert option in options, f"synopsis: {entry[:60]}...: no {option}"
+    missing = sorted(" ".join(path) for path in leaves if path not in named)
+    assert not missing, f"commands missing from the CLI synopsis: {missing}"
