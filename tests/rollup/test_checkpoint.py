@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from tests.rollup.scenario import assert_same_tables, create, dump, make_logs
 from tracker import Tracker
+from tracker.errors import StaleState
 from tracker.rollup import stores
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.covariates import names_for
@@ -177,7 +178,8 @@ def test_0021_turns_the_checkpoint_into_a_row_per_user_and_back_bit_for_bit(empt
     assert np.array_equal(back.x, covariates.x) and np.array_equal(back.first, covariates.first)
     assert {str(d)[:10] for d, _ in parts} == {str(day)[:10]}
     stream = UnitTotals.decode([bytes(data) for _, data in parts], layout)
-    rows = stores.decode_users([(u, bytes(d)) for u, d in before["users"]], len(layout))
+    rows = stores.decode_users([(u, stores.unpack(bytes(d))) for u, d in before["users"]],
+                               len(layout))
     assert stream.users.to_pylist() == rows.users.to_pylist()
     for name in ("cells", "impressions", "sums", "counts"):
         assert np.array_equal(getattr(stream, name), getattr(rows, name)), name
@@ -290,13 +292,13 @@ def test_a_checkpoint_with_a_column_dropped_since_is_rewritten_whole_in_this_lay
             names = described["columns"]
             for user, data in conn.execute(sa.text(
                     "SELECT user_id, data FROM rollup_user_totals")).all():
-                rows = stores.decode_users([(user, bytes(data))], len(names))
+                rows = stores.decode_users([(user, stores.unpack(bytes(data)))], len(names))
                 wider = UnitTotals(rows.users, rows.cells, rows.impressions,
                                    np.asfortranarray(np.c_[rows.sums, np.ones(rows.size)]),
                                    np.asfortranarray(np.c_[rows.counts, np.ones(rows.size)]))
                 ((_, data),) = stores.encode_users(wider)
                 conn.execute(sa.text("UPDATE rollup_user_totals SET data = :d WHERE "
-                                     "user_id = :u"), {"d": data, "u": user})
+                                     "user_id = :u"), {"d": stores.pack(data), "u": user})
             conn.execute(sa.text("UPDATE rollup_checkpoint SET columns = :c"), {"c": json.dumps(
                 {**described, "columns": names + ["dropped@5"]})})
             widened.append(len(names))
@@ -308,5 +310,45 @@ def test_a_checkpoint_with_a_column_dropped_since_is_rewritten_whole_in_this_lay
             "SELECT columns FROM rollup_checkpoint")).scalar_one())
         rows = conn.execute(sa.text("SELECT user_id, data FROM rollup_user_totals")).all()
     assert len(described["columns"]) == widened[0]
-    stores.decode_users(sorted((u, bytes(d)) for u, d in rows), widened[0])  # every row
+    stores.decode_users(sorted((u, stores.unpack(bytes(d))) for u, d in rows),
+                        widened[0])  # every row
     _stored_sums_equal_their_users(tracker.engine)
+
+
+def test_0026_compresses_the_users_rows_and_back_bit_for_bit(empty_url):
+    """Migration 0026: the checkpoint's users' rows become plain records (user-totals/1) on
+    downgrade and the same compressed rows again on upgrade, and the next nights go on from
+    them as if nothing happened (their cumulative rows: a pass from the first day's)."""
+    engine = create_engine(empty_url)
+    schema.upgrade(engine)
+    with Tracker(empty_url) as t:
+        create(t)
+        imps, events = _logs(5)
+        early = [r for r in imps if r["served_at"] < START + timedelta(days=4)]
+        t.log_impressions(early, on_invalid="all_or_nothing")
+        t.log_interactions(events, on_invalid="all_or_nothing")
+        clock = START + timedelta(days=10)
+        t.rollup("home", now=clock)
+    before = _cumulative(engine)
+    assert json.loads(before["checkpoint"][0][1])["format"] == stores.USER_TOTALS
+    schema.downgrade(engine, "0025")
+    plain = _cumulative(engine)
+    assert json.loads(plain["checkpoint"][0][1])["format"] == "user-totals/1"
+    assert [u for u, _ in plain["users"]] == [u for u, _ in before["users"]]
+    for (_, packed), (_, records) in zip(before["users"], plain["users"], strict=True):
+        assert stores.unpack(bytes(packed)) == bytes(records)   # plain records, the same
+    schema.upgrade(engine)
+    assert _cumulative(engine) == before
+    with Tracker(empty_url) as t:
+        t.log_impressions([r for r in imps if r not in early], on_invalid="all_or_nothing")
+        t.rollup("home", now=clock)
+        incremental = _cumulative(engine)
+        t.rollup("home", full=True, now=clock)
+    rebuilt = _cumulative(engine)
+    assert_same_tables({t: rebuilt[t] for t in CUMULATIVE},
+                       {t: incremental[t] for t in CUMULATIVE})
+
+
+def test_a_stored_total_that_is_no_compressed_record_asks_for_full():
+    with pytest.raises(StaleState, match="rollup --full"):
+        stores.unpack(b"\x05\x00\x00\x00\x00\x00\x00\x00not lz4")

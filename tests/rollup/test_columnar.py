@@ -32,7 +32,7 @@ from tracker.errors import StoreError
 from tracker.rollup import aggregate, columnar, queries
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.outcomes import Layout
-from tracker.rollup.stores import decode_users
+from tracker.rollup.stores import decode_users, unpack
 from tracker.rollup.truth import Truth, first_positions
 from tracker.store import results
 from tracker.store.experiments import get_experiment
@@ -303,7 +303,7 @@ def test_a_final_first_days_checkpoint_holds_its_daily_totals_one_row_per_user(t
                                     "ORDER BY user_id")).all()
     assert str(checkpoint)[:10] == MIDNIGHT.date().isoformat()
     assert [user for user, _ in rows] == sorted(set(r["user_id"] for r in imps))
-    stored = decode_users([(u, bytes(d)) for u, d in rows], len(layout))
+    stored = decode_users([(u, unpack(bytes(d))) for u, d in rows], len(layout))
     assert stored.users.to_pylist() == daily.users.to_pylist()
     for name in ("cells", "impressions", "sums", "counts"):
         assert np.array_equal(getattr(stored, name), getattr(daily, name)), name

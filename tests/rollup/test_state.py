@@ -24,7 +24,7 @@ from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.exposure import Exposure
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.popularity import Popularity
-from tracker.rollup.stores import decode_users, encode_users
+from tracker.rollup.stores import decode_users, encode_users, pack, unpack
 
 LAYOUT = Layout.for_cutoffs([5, 10])
 
@@ -218,13 +218,13 @@ def _drop_stored_column(engine: sa.Engine, name: str) -> None:
             users = conn.execute(sa.text(
                 "SELECT user_id, data FROM rollup_user_totals WHERE experiment_id = :e "
                 "ORDER BY user_id"), {"e": experiment_id}).all()
-            rows = decode_users([(u, bytes(d)) for u, d in users], len(columns))
+            rows = decode_users([(u, unpack(bytes(d))) for u, d in users], len(columns))
             less = UnitTotals(rows.users, rows.cells, rows.impressions,
                               np.delete(rows.sums, j, axis=1), np.delete(rows.counts, j, axis=1))
             for user, data in encode_users(less):
                 conn.execute(sa.text("UPDATE rollup_user_totals SET data = :d WHERE "
                                      "experiment_id = :e AND user_id = :u"),
-                             {"d": data, "e": experiment_id, "u": user})
+                             {"d": pack(data), "e": experiment_id, "u": user})
             conn.execute(sa.text("UPDATE rollup_checkpoint SET columns = :c, sums = NULL "
                                  "WHERE experiment_id = :e"),
                          {"c": json.dumps({**described, "columns": columns[:j] + columns[j + 1:]}),

@@ -41,7 +41,8 @@ from tracker.install import require
 # matches the migrations' linear history and single head.
 SCHEMA_HISTORY = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008",
                   "0009", "0010", "0011", "0012", "0013", "0014", "0015", "0016",
-                  "0017", "0018", "0019", "0020", "0021", "0022", "0023", "0024", "0025")
+                  "0017", "0018", "0019", "0020", "0021", "0022", "0023", "0024", "0025",
+                  "0026")
 SCHEMA_REVISION = SCHEMA_HISTORY[-1]
 
 _WRITE = "tracker_write"

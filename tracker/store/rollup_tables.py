@@ -299,7 +299,7 @@ class RollupCheckpoint(Base):
     """What describes an experiment's per-user state. The cumulative pass's checkpoint
     (:mod:`tracker.rollup.cumulative`; NULL: none yet): the day through which it holds each
     user's totals (``rollup_user_totals``), their format and layout columns (JSON:
-    ``{"format": "user-totals/1", "columns": [...]}``) and the cumulative view's exact sums
+    ``{"format": "user-totals/2", "columns": [...]}``) and the cumulative view's exact sums
     on that day (``view-sums/1``, :class:`tracker.rollup.deltas.ViewSums`; NULL: to compute
     once from every user's totals, as migration 0021 leaves it). CUPED's covariates
     (``rollup_user_covariates``; NULL: none): JSON ``{"format": "covariates/4",
@@ -318,9 +318,9 @@ class RollupCheckpoint(Base):
 class RollupUserTotals(Base):
     """One user's totals through the checkpoint's day, one row per user, so that a run
     reads and writes only the users its days hold: ``data`` is the user's (cell) rows as
-    little-endian records of cell (int64), impressions (int64), then per layout column its
-    sum and then its count (float64) (``user-totals/1``,
-    :mod:`tracker.rollup.stores`)."""
+    little-endian records of cell (int64), impressions (int64), then the sum of every layout
+    column and then their counts (float64) (``user-totals/1``), compressed as an LZ4 frame
+    after their size (``user-totals/2``, :func:`tracker.rollup.stores.pack`)."""
 
     __tablename__ = "rollup_user_totals"
 
