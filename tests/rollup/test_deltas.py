@@ -15,11 +15,13 @@ from tracker.rollup.aggregate import UnitTotals, cell_stats, health
 from tracker.rollup.deltas import (
     STATS,
     CellSums,
+    ViewSums,
     add_totals,
     apply_change,
     health_moved,
     rows_of,
 )
+from tracker.rollup.outcomes import Layout
 
 ARMS = [1, 2, 3]
 COLUMNS = 4
@@ -107,3 +109,57 @@ def test_a_user_who_crosses_over_leaves_every_cell_and_merging_halves_equals_the
 def test_rows_of_another_width_are_refused():
     with pytest.raises(ValueError, match="shape"):
         CellSums(2).add(np.array([1]), np.zeros((1, 3)), np.zeros((1, 3)))
+
+
+def _sliced(rng: np.random.Generator, day: UnitTotals) -> UnitTotals:
+    """``day``'s rows each also in one of five slices of its arm (a list dimension)."""
+    slices = day.cells | (rng.integers(1, 6, day.size) << 24)
+    return UnitTotals.added([day, UnitTotals(day.users, slices, day.impressions, day.sums,
+                                             day.counts)], COLUMNS)
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(2, 6), st.sampled_from([0.0, 0.1, 0.4]))
+@settings(max_examples=40, deadline=None)
+def test_a_view_moved_by_the_changed_rows_alone_equals_a_rebuild_bit_for_bit(seed, days,
+                                                                           crossover):
+    """ViewSums.move retracts and adds only the rows a change moves (a user's slices a day
+    did not touch stay out of the exact sums): the same sums and health as a rebuild."""
+    rng = np.random.default_rng(seed)
+    view, running = ViewSums(Layout.for_cutoffs([1]), cuped=False), UnitTotals.empty(COLUMNS)
+    view.stats = CellSums(COLUMNS)
+    for day in range(days):
+        today = _sliced(rng, _day(rng, 40, day, crossover))
+        after = UnitTotals.added([running, today], COLUMNS) if running.size else today
+        changed = pa.array(sorted(set(today.users.to_pylist())))
+        view.move(rows_of(running, changed) if running.size else running,
+                  rows_of(after, changed))
+        running = after
+    rebuilt = ViewSums(Layout.for_cutoffs([1]), cuped=False)
+    rebuilt.stats = CellSums(COLUMNS)
+    rebuilt.move(UnitTotals.empty(COLUMNS), running)
+    def nonzero(sums: CellSums) -> dict:  # a cell whose every user left holds zeros
+        return {cell: exact for cell, exact in sums.exact().items() if any(exact)}
+
+    assert nonzero(view.stats) == nonzero(rebuilt.stats)
+    assert view.health == rebuilt.health == health(running)
+
+
+def test_a_users_slices_a_day_did_not_touch_are_not_moved(monkeypatch):
+    """Old and new rows of a user served again in one slice of five: the exact sums move
+    by that slice's row and the arm's, not by the four rows that stayed the same."""
+    def totals(cells, sums):
+        column = np.array([[s] * COLUMNS for s in sums], dtype=float, order="F")
+        return UnitTotals(pa.array(["u"] * len(cells)), np.array(cells, dtype=np.int64),
+                          np.ones(len(cells), np.int64), column, np.ones_like(column))
+
+    cells = [1, *(1 | s << 24 for s in range(1, 6))]
+    old = totals(cells, [5.0, 1.0, 1.0, 1.0, 1.0, 1.0])
+    new = totals(cells, [6.0, 2.0, 1.0, 1.0, 1.0, 1.0])
+    moved = []
+    add = CellSums.add
+    monkeypatch.setattr(CellSums, "add", lambda self, c, s, n, sign=1: (
+        moved.append((sign, sorted(c.tolist()))), add(self, c, s, n, sign))[1])
+    view = ViewSums(Layout.for_cutoffs([1]), cuped=False)
+    view.stats = CellSums(COLUMNS)
+    view.move(old, new)
+    assert moved == [(-1, [1, 1 | 1 << 24]), (1, [1, 1 | 1 << 24])]

@@ -120,6 +120,50 @@ def add_totals(acc: CellSums, totals: UnitTotals, sign: int = 1) -> None:
     acc.add(totals.cells[keep], totals.sums[keep], totals.counts[keep], sign)
 
 
+def changed_rows(old: UnitTotals, new: UnitTotals) -> tuple[UnitTotals, UnitTotals]:
+    """The rows of some users' change (``old``, ``new``: every row each user had, has) that
+    move a view's sums: the rows a view counts (its users in one cell only, as
+    :func:`add_totals` finds them among every row of theirs), less each (user, cell) row
+    that is the same, to the bit, before and after (retracting and adding it back would
+    leave the exact sums as they are). The rows left hold no crossover user, so counting
+    them again keeps them all.
+
+    >>> import pyarrow as pa
+    >>> def totals(users, cells, sums):
+    ...     column = np.array([[s] for s in sums], dtype=float, order="F")
+    ...     return UnitTotals(pa.array(users), np.array(cells), np.ones(len(users), np.int64),
+    ...                       column, np.ones_like(column))
+    >>> sliced = 1 | 5 << 24  # arm 1's slice 5: user a's rows are in arm 1 alone
+    >>> before, after = changed_rows(totals(["a", "a", "b"], [1, sliced, 2], [1, 5, 0]),
+    ...                              totals(["a", "a", "b"], [1, sliced, 2], [2, 5, 0]))
+    >>> before.cells.tolist(), after.cells.tolist(), after.sums[:, 0].tolist()
+    ([1], [1], [2.0])
+    >>> before, after = changed_rows(totals(["c"], [1], [1]), totals(["c", "c"], [1, 2], [1, 0]))
+    >>> before.cells.tolist(), after.cells.tolist()  # c crossed over: counted no more
+    ([1], [])
+    """
+    old = old.take(np.flatnonzero(~crossover_mask(old))) if old.size else old
+    new = new.take(np.flatnonzero(~crossover_mask(new))) if new.size else new
+    if not old.size or not new.size:
+        return old, new
+    users = pc.unique(pa.concat_arrays([old.users.cast(pa.string()),
+                                        new.users.cast(pa.string())]))
+    cells = np.unique(np.concatenate([old.cells, new.cells]))
+    old_key, new_key = (  # one row per (user, cell) on each side: unique keys
+        pc.index_in(t.users.cast(pa.string()), value_set=users).to_numpy().astype(np.int64)
+        * cells.size + np.searchsorted(cells, t.cells) for t in (old, new))
+    _, both, pair = np.intersect1d(old_key, new_key, assume_unique=True,
+                                   return_indices=True)
+    same = (old.impressions[both] == new.impressions[pair]) & \
+        (old.sums[both] == new.sums[pair]).all(axis=1) & \
+        (old.counts[both] == new.counts[pair]).all(axis=1)
+    drop_old, drop_new = both[same], pair[same]
+    if not drop_old.size:
+        return old, new
+    return (old.take(np.setdiff1d(np.arange(old.size), drop_old)),
+            new.take(np.setdiff1d(np.arange(new.size), drop_new)))
+
+
 def apply_change(acc: CellSums, old: UnitTotals, new: UnitTotals) -> None:
     """Move ``acc`` by some users' change: ``old``, every row those users had (empty for
     users new to the view), ``new``, every row they have now (empty for users erased)."""
@@ -180,13 +224,16 @@ class ViewSums:
              covariates: UserCovariates | None = None) -> None:
         """Some users' change: ``old``, every row they had in the view (empty for users
         new to it), ``new``, every row they have now; ``covariates``: CUPED's, of at least
-        those users (required when CUPED is on)."""
-        apply_change(self.stats, old, new)
+        those users (required when CUPED is on). Only the counted rows that changed move
+        the exact sums (:func:`changed_rows`): a user's rows of the slices a new day did not
+        touch would be retracted and added back to the same bits."""
+        if covariates is None and self.cuped is not None:
+            raise ValueError("CUPED's sums move with the users' covariates: none given")
         self.health = health_moved(self.health, health(old), health(new))
+        old, new = changed_rows(old, new)
+        apply_change(self.stats, old, new)
         if self.cuped is None:
             return
-        if covariates is None:
-            raise ValueError("CUPED's sums move with the users' covariates: none given")
         self._add_cuped(old, covariates, -1)
         self._add_cuped(new, covariates, 1)
 
