@@ -147,10 +147,12 @@ def test_a_night_reads_and_writes_only_the_users_its_days_hold(tracker, monkeypa
     assert not seen_once & set().union(*asked[-1])  # the first days' users: never again
 
 
-def test_0021_turns_the_checkpoint_into_a_row_per_user_and_back_bit_for_bit(empty_url):
-    engine = create_engine(empty_url)
+def _first_four_days(url: str) -> tuple[sa.Engine, list[dict], list[dict], datetime]:
+    """A database at this release's schema holding the first four days of ``_logs(5)``
+    (and every interaction) rolled up: its engine, every list, the lists logged, the clock."""
+    engine = create_engine(url)
     schema.upgrade(engine)
-    with Tracker(empty_url) as t:
+    with Tracker(url) as t:
         create(t)
         imps, events = _logs(5)
         early = [r for r in imps if r["served_at"] < START + timedelta(days=4)]
@@ -158,6 +160,11 @@ def test_0021_turns_the_checkpoint_into_a_row_per_user_and_back_bit_for_bit(empt
         t.log_interactions(events, on_invalid="all_or_nothing")
         clock = START + timedelta(days=10)
         t.rollup("home", now=clock)
+    return engine, imps, early, clock
+
+
+def test_0021_turns_the_checkpoint_into_a_row_per_user_and_back_bit_for_bit(empty_url):
+    engine, imps, early, clock = _first_four_days(empty_url)
     before = _cumulative(engine)
     ((day, columns, _),) = before["checkpoint"]
     with engine.connect() as conn:
@@ -319,16 +326,7 @@ def test_0026_compresses_the_users_rows_and_back_bit_for_bit(empty_url):
     """Migration 0026: the checkpoint's users' rows become plain records (user-totals/1) on
     downgrade and the same compressed rows again on upgrade, and the next nights go on from
     them as if nothing happened (their cumulative rows: a pass from the first day's)."""
-    engine = create_engine(empty_url)
-    schema.upgrade(engine)
-    with Tracker(empty_url) as t:
-        create(t)
-        imps, events = _logs(5)
-        early = [r for r in imps if r["served_at"] < START + timedelta(days=4)]
-        t.log_impressions(early, on_invalid="all_or_nothing")
-        t.log_interactions(events, on_invalid="all_or_nothing")
-        clock = START + timedelta(days=10)
-        t.rollup("home", now=clock)
+    engine, imps, early, clock = _first_four_days(empty_url)
     before = _cumulative(engine)
     assert json.loads(before["checkpoint"][0][1])["format"] == stores.USER_TOTALS
     schema.downgrade(engine, "0025")
@@ -349,6 +347,8 @@ def test_0026_compresses_the_users_rows_and_back_bit_for_bit(empty_url):
                        {t: incremental[t] for t in CUMULATIVE})
 
 
-def test_a_stored_total_that_is_no_compressed_record_asks_for_full():
+@pytest.mark.parametrize("data", [b"\x05\x00\x00\x00\x00\x00\x00\x00not lz4",
+                                  b"not user totals", b"", stores.pack(b"x" * 999)[:-3]])
+def test_a_stored_total_that_is_no_compressed_record_asks_for_full(data):
     with pytest.raises(StaleState, match="rollup --full"):
-        stores.unpack(b"\x05\x00\x00\x00\x00\x00\x00\x00not lz4")
+        stores.unpack(data)

@@ -43,7 +43,7 @@ from tracker.rollup import cells
 from tracker.rollup import covariates as cuped
 from tracker.rollup.aggregate import CellStats, HealthCounts, UnitTotals, cell_stats, health
 from tracker.rollup.cells import Cells
-from tracker.rollup.deltas import ViewSums, health_moved, rows_of
+from tracker.rollup.deltas import ViewSums, changed_rows, health_moved, rows_of
 from tracker.rollup.exposure import Exposure, catalog_size
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.published import View, insert_stats, stats_rows_of
@@ -270,9 +270,10 @@ class Running:
     def view(self, codes: list[int]) -> tuple[list[CellStats], HealthCounts, pa.Table | None]:
         """The view through the last day added: its cells' statistics, health and CUPED's
         sums. Through the keep, the exact sums rounded once; after it, those plus the
-        change of the users of the days since, summed in float in user order (a day after
-        the checkpoint is provisional and recomputed until it is final: a rebuild sums the
-        same users' same rows in the same order, so it gives the same bits)."""
+        change of the users of the days since (their rows that changed:
+        :func:`~tracker.rollup.deltas.changed_rows`), summed in float in user order (a day
+        after the checkpoint is provisional and recomputed until it is final: a rebuild
+        sums the same users' same rows in the same order, so it gives the same bits)."""
         stats, state = self.sums.stats.stats(codes), self.sums.health
         sums = self.sums.cuped_table(codes)
         if not len(self.tail):
@@ -282,9 +283,11 @@ class Running:
             t.size for t in self.tail_old) else UnitTotals.empty(columns)
         new = self.rows if len(self.tail) == len(pc.unique(self.rows.users)) else \
             rows_of(self.rows, self.tail)  # the whole totals: what the daily view derived
+        state = health_moved(state, health(old), health(new))
+        if old.size:  # the rows that move the view (else every row: summed once, shared)
+            old, new = changed_rows(old, new)
         moved = [_plus(b, n, o) for b, n, o in zip(
             stats, cell_stats(new, codes), cell_stats(old, codes), strict=True)]
-        state = health_moved(state, health(old), health(new))
         if sums is not None:
             sums = _plus_table(sums, cuped.covariate_sums(new, self.covariates, self.layout,
                                                           codes),

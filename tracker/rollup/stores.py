@@ -101,6 +101,7 @@ _CODEC = "lz4"  # LZ4 frames (pyarrow's codec): most of a user's sums are 0 (no 
 # pre-period), and a row per slice multiplies them; about 5x smaller, compressed at about
 # 0.3 GB/s, where every byte written costs the database more
 _SIZE = np.dtype("<u8")  # the plain records' size, before the frame: LZ4 frames need it
+_MAX_RATIO = 256  # LZ4 never compresses more than 255 to 1: a larger size is no record's
 
 
 @dataclass(frozen=True)
@@ -160,11 +161,13 @@ def pack(records: bytes) -> bytes:
 def unpack(data: bytes) -> bytes:
     """The plain records of a ``user-totals/2`` value (:func:`pack`'s inverse); a value
     that is none raises :class:`~tracker.errors.StaleState`."""
-    size = _SIZE.itemsize
+    head = _SIZE.itemsize
+    size = int(np.frombuffer(data[:head], dtype=_SIZE)[0]) if len(data) > head else -1
     try:
-        return pa.decompress(data[size:], decompressed_size=int(np.frombuffer(
-            data[:size], dtype=_SIZE)[0]), codec=_CODEC, asbytes=True)
-    except (OSError, ValueError, IndexError) as error:
+        if not 0 < size <= _MAX_RATIO * (len(data) - head):  # none LZ4 could have written
+            raise ValueError(f"{len(data)} bytes")
+        return pa.decompress(data[head:], decompressed_size=size, codec=_CODEC, asbytes=True)
+    except (OSError, ValueError) as error:
         raise StaleState(f"a stored cumulative total is not in the {USER_TOTALS} format "
                          f"({error}); run `tracker rollup --full` to recompute the stored "
                          "state") from None
