@@ -149,8 +149,8 @@ class UserRows:
 
 
 def delete_user_rows(conn: sa.Connection, user_id: str) -> UserRows:
-    """Delete every impression and interaction of ``user_id``. The impression table has no
-    index on users (it would slow every ingest): this reads the whole table once."""
+    """Delete every impression and interaction of ``user_id`` (found through the tables'
+    (user, time) indexes)."""
     per_experiment = {int(e): int(n) for e, n in conn.execute(
         sa.select(Impression.experiment_id, sa.func.count())
         .where(Impression.user_id == user_id).group_by(Impression.experiment_id))}
