@@ -15,6 +15,7 @@ from tests.helpers import T0, count
 from tests.rollup.scenario import create, dump, make_logs
 from tracker.errors import Busy, ExpiredLogs, InvalidTransition, ValidationError
 from tracker.rollup.lock import rollup_lock
+from tracker.rollup.stores import unpack
 
 NOW = datetime(2026, 11, 20, tzinfo=UTC)  # long after the logs: every day final
 
@@ -485,8 +486,8 @@ def _by_arm(tracker, key: str, table: str, since: date, cumulative: bool) -> lis
 
 def _stored_users(tracker, key: str, prefix: str = "") -> dict[str, set]:
     """Each per-user state table's users of ``key`` (``prefix`` taken off), with their
-    stored bytes where the table is keyed by user (a checkpoint row's records with their
-    cell, an arm id, as the arm's key)."""
+    stored bytes where the table is keyed by user (a checkpoint row's records, unpacked,
+    with their cell, an arm id, as the arm's key)."""
     with tracker.engine.connect() as conn:
         experiment = conn.execute(sa.text("SELECT id FROM experiment WHERE key = :key"),
                                   {"key": key}).scalar()
@@ -501,7 +502,8 @@ def _stored_users(tracker, key: str, prefix: str = "") -> dict[str, set]:
                           data[at + 8:at + size]) for at in range(0, len(data), size))
 
         found = {table: {(u.removeprefix(prefix),
-                          named(bytes(d)) if table == "rollup_user_totals" else bytes(d))
+                          named(unpack(bytes(d))) if table == "rollup_user_totals"
+                          else bytes(d))
                          for u, d in conn.execute(sa.text(
                              f"SELECT user_id, data FROM {table} WHERE experiment_id = :id"),
                              {"id": experiment})} for table in KEYED}
