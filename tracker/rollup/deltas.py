@@ -157,11 +157,11 @@ def changed_rows(old: UnitTotals, new: UnitTotals) -> tuple[UnitTotals, UnitTota
     same = (old.impressions[both] == new.impressions[pair]) & \
         (old.sums[both] == new.sums[pair]).all(axis=1) & \
         (old.counts[both] == new.counts[pair]).all(axis=1)
-    drop_old, drop_new = both[same], pair[same]
-    if not drop_old.size:
+    if not same.any():
         return old, new
-    return (old.take(np.setdiff1d(np.arange(old.size), drop_old)),
-            new.take(np.setdiff1d(np.arange(new.size), drop_new)))
+    kept_old, kept_new = np.ones(old.size, dtype=bool), np.ones(new.size, dtype=bool)
+    kept_old[both[same]], kept_new[pair[same]] = False, False
+    return old.take(np.flatnonzero(kept_old)), new.take(np.flatnonzero(kept_new))
 
 
 def apply_change(acc: CellSums, old: UnitTotals, new: UnitTotals) -> None:
