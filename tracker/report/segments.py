@@ -221,8 +221,7 @@ def _notes(dimension: Segment, slices: list[str], day: pd.DataFrame) -> list[str
                      "(other); lists without the key are (none).")
     if day.empty:
         notes.append(f"No slice of {dimension.name} has results for this day: the rollup "
-                     "slices a dimension from its first run after the declaration "
-                     "(the Spark engine does not slice yet).")
+                     "slices a dimension from its first run after the declaration.")
     elif slices == ["(none)"]:
         notes.append(f"No list carries the context key {dimension.name!r}: every list is "
                      "in (none).")

@@ -120,12 +120,13 @@ class Cells:
         return tuple(name for name, _ in self.levels)
 
     def place(self, lists: pa.Table) -> pa.Table:
-        """Served lists as the database's log read them (their arm's id in ``arm``, the
-        values of :attr:`keys` in ``slice:<dimension>``), with the cells each falls in
-        instead: ``cell`` (its arm), and per dimension ``cell:<dimension>`` (its slice of the
-        arm) (int64)."""
-        arm = lists["arm"].cast(pa.int64())
-        at = lists.column_names.index("arm")
+        """Served lists as the database's log read them (their arm's id in ``arm``, or their
+        whole arm's cell in ``cell``; the values of :attr:`keys` in ``slice:<dimension>``),
+        with the cells each falls in instead: ``cell`` (its arm), and per dimension
+        ``cell:<dimension>`` (its slice of the arm) (int64)."""
+        named = "arm" if "arm" in lists.column_names else CELL_PREFIX
+        arm = lists[named].cast(pa.int64())
+        at = lists.column_names.index(named)
         placed = lists.set_column(at, CELL_PREFIX, arm)
         arms = arm.to_numpy()
         for d, (name, values) in enumerate(self.levels):

@@ -70,6 +70,9 @@ def usable(f: Frames, lake: Lake, heavy: list[tuple[str, date]],
            days: list[date]) -> Files | None:
     """Each bucket's (impression files, interaction files) when the groups may be read
     bucket by bucket (module docstring), else None."""
+    if f.info.levels:
+        return _shuffled("dimensions are declared (their values are joined to the lists: "
+                         "tracker.spark.slices)")
     files = lake_buckets(lake)
     if files is None:
         return _shuffled("the lake is not bucketed by user alike in both logs, "

@@ -70,12 +70,14 @@ class Frames:
 def coded_impressions(info: ExperimentInfo, impressions: DataFrame) -> DataFrame:
     """The experiment's impressions (lake rows) with their cells (``cell``; null: in no
     cell, an arm the experiment does not declare), µs times (``served``), the baseline's
-    first ``max(cutoffs)`` items, and their day."""
+    first ``max(cutoffs)`` items, their day, and with declared dimensions their
+    ``context``."""
     logged = F.create_map(*[F.lit(x) for pair in Cells.of(info).logged.items() for x in pair])
     coded = impressions.where(F.col("experiment") == info.key).select(
         "impression_id", F.element_at(logged, F.col("arm")).cast("long").alias("cell"),
         F.col("user_id").alias("user"), F.unix_micros("served_at").alias("served"), "items",
-        F.slice("baseline_items", 1, max(info.cutoffs)).alias("baseline"))
+        F.slice("baseline_items", 1, max(info.cutoffs)).alias("baseline"),
+        *(["context"] if info.segments else []))  # the dimensions' values: spark.slices
     return coded.withColumn("_day", local_day(F.col("served"), info.timezone))
 
 

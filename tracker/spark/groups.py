@@ -9,6 +9,9 @@ A group's input (one Arrow table each side of a ``cogroup``):
 - impressions: ``impression_id, cell`` (int64, :mod:`tracker.rollup.cells`), ``user,
   served`` (int64 µs), ``items``, ``baseline`` (its first ``max(cutoffs)`` items, null
   without one); without ``impression_id`` when no interaction names an impression;
+  with the experiment's dimensions, a ``slice:<dimension>`` column each
+  (:mod:`tracker.spark.slices`), which :attr:`GroupConfig.cells` turns into the lists'
+  slice cells;
 - interactions: ``user, item, event, at`` (int64 µs) and ``named`` (the impression id it
   names, null when it answers by time). Those that answer by time may hold other days' and
   users' rows: the scorer keeps those of the group's users, and attribution their times.
@@ -42,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracker.rollup.cells import WHOLE
+from tracker.rollup.cells import WHOLE, Cells
 from tracker.rollup.codes import Vocabulary, take
 from tracker.rollup.columnar import ChunkResult, Interactions, score_chunk
 from tracker.rollup.outcomes import Layout
@@ -74,6 +77,8 @@ class GroupConfig:
     window_us: int
     cutoffs: tuple[int, ...]
     popularity: Popularity = field(default_factory=Popularity.empty)
+    cells: Cells | None = None
+    """The experiment's cells, when its lists come with ``slice:<dimension>`` columns."""
 
     @property
     def layout(self) -> Layout:
@@ -88,10 +93,14 @@ def score_group(config: GroupConfig, day: date, impressions: pa.Table,
     users, items = Vocabulary(), Vocabulary()
     ids = impressions["impression_id"].combine_chunks() \
         if "impression_id" in impressions.column_names else pa.array([], pa.string())
+    sliced = [n for n in impressions.column_names if n.startswith("slice:")]
     lists = pa.table({"id": pa.array(np.arange(impressions.num_rows, dtype=np.int64)),
                       "cell": impressions["cell"], "user": impressions["user"],
                       "served": impressions["served"], "items": impressions["items"],
-                      "baseline": impressions["baseline"]})
+                      "baseline": impressions["baseline"],
+                      **{n: impressions[n] for n in sliced}})
+    if config.cells is not None and config.cells.levels:  # its slices' cells beside
+        lists = config.cells.place(lists)
     named = interactions["named"]
     by_time = interactions.filter(named.is_null())
     keyed = interactions.filter(named.is_valid())

@@ -6,7 +6,11 @@ the tracker database):
 
 1. **Plan** (:mod:`tracker.spark.plan`): every day on a rebuild, else the days the new lake
    files touch (every day holding impressions when they change the item popularity).
-2. **Score on Spark**: the lake read with the database's duplicate rules
+2. **Slices** (with declared dimensions, :mod:`tracker.spark.slices`): the levels of the
+   dimensions from the lake (other levels than the state's: a rebuild), each user's slice of
+   the user dimensions (a user whose slice moved: their days recomputed), joined to the
+   lists.
+3. **Score on Spark**: the lake read with the database's duplicate rules
    (:mod:`tracker.spark.lake`); the experiment's item popularity (one, over the reference
    period before its first day) and each day's extent in Spark
    (:mod:`tracker.spark.frames`); then the groups (user bucket, day) in
@@ -16,13 +20,13 @@ the tracker database):
    numpy, per-user sums, exposure). Each group's output is written as an Arrow IPC file
    into the state directory by its Python worker (:func:`tracker.spark.groups.write_group`);
    exposure and catalog are summed on the driver.
-3. **On the driver**, per day: the per-user sums (:class:`UnitTotals`) into the state
+4. **On the driver**, per day: the per-user sums (:class:`UnitTotals`) into the state
    directory, and the rows the report reads from the default engine's own code
    (:func:`tracker.rollup.day.day_result`).
    CUPED's per-user covariates of the users first seen in the run and of those whose
    pre-period the new files change, on Spark (:mod:`tracker.spark.covariates`; bucket by
    bucket on a bucketed lake, :mod:`tracker.spark.pre_period`), into the state directory.
-4. **One transaction**: the daily rows (:func:`tracker.rollup.published.publish_daily`),
+5. **One transaction**: the daily rows (:func:`tracker.rollup.published.publish_daily`),
    CUPED's covariate sums (:func:`tracker.rollup.covariates.publish_daily`), the
    exposure-day rows (the default engine's pass,
    :func:`tracker.rollup.exposure_days.publish_exposure_days`),
@@ -35,7 +39,7 @@ the tracker database):
    experiment leaves the default engine's alone. The manifest is saved after it: a run
    killed before leaves its files to be taken again, and every step replaces what it
    writes.
-5. **Last**, as the default engine's run ends (the same job over experiments,
+6. **Last**, as the default engine's run ends (the same job over experiments,
    :mod:`tracker.rollup.job`: one failing experiment does not stop the others): each
    experiment's stored summary and the alerts it raises, its freshness ("data through")
    found in the lake's logs (:mod:`tracker.spark.freshness`).
@@ -98,6 +102,8 @@ from tracker.spark.groups import (
     write_group,
 )
 from tracker.spark.lake import Lake, read_lake
+from tracker.spark.slices import FILE as SLICES
+from tracker.spark.slices import Slices
 from tracker.spark.state import StateDir
 from tracker.store import results
 from tracker.store.db import create_engine, transaction
@@ -221,7 +227,9 @@ class _Run:
                 # only when declared (the manifests written before segments stay valid), in
                 # name order (a reorder changes no result)
                 **({"segments": sorted((s.to_dict() for s in info.segments),
-                                       key=lambda d: d["name"])} if info.segments else {})}
+                                       key=lambda d: d["name"]),
+                    "levels": {name: list(values) for name, values in info.levels}}
+                   if info.segments else {})}
 
     def _declared_list(self) -> list[str]:
         with transaction(self.engine) as conn:
@@ -234,14 +242,25 @@ class _Run:
             return summary
         # not cached: every use reads only its columns, and deduplication is a broadcast
         # join of the few repeated ids (caching lists of strings costs more than a scan)
-        f = self.frames = frames(self.info, self.lake.impressions.rows,
-                                 self.lake.interactions.rows,
-                                 "impression_id" in self.lake.interactions.null_columns)
+        f = frames(self.info, self.lake.impressions.rows, self.lake.interactions.rows,
+                   "impression_id" in self.lake.interactions.null_columns)
+        with _phase("slices"):  # the levels are part of the config: before the plan
+            self.slices = Slices.of(f)
+            self.info = self.slices.info
+        try:
+            self._run(f, full, lock, summary)
+        finally:
+            self.slices.release()
+        summary.seconds = time.perf_counter() - started
+        return summary
+
+    def _run(self, f: Frames, full: bool, lock, summary: RollupSummary) -> None:
         with _phase("plan"):
             days, rebuild = self._days(f, full or summary.taken_over is not None)
+        f = self.frames = self.slices.placed(f)
         try:
             if self._erases(summary):
-                return summary
+                return
             summary.full = rebuild
             summary.new_impressions, summary.new_interactions = (plan.rows_in(files)
                                                                   for files in self.new)
@@ -254,8 +273,20 @@ class _Run:
                     self.spark, self.lake, self.info, self.store, daily,
                     self.census.firsts, ([], []) if rebuild else self.new)
                 users = refreshed.covariates
+            self.slices.collect()  # kept after the commit
         finally:
             self.census.release()
+        self._commit(summary, daily, refreshed, declared, rebuild, lock)
+        if users is not None:  # after the commit: see tracker.spark.covariates.refresh
+            covariates.save(self.store, self.info, users)
+        self.slices.save(self.store.root / SLICES)
+        self.store.save_manifest(self.info.key, self.config, *self.files)
+        summary.days_recomputed = sorted(daily)
+
+    def _commit(self, summary: RollupSummary, daily: dict[date, DayResult], refreshed,
+                declared: pa.Array | None, rebuild: bool, lock) -> None:
+        """Every table the run writes, in one transaction (module docstring, step 5)."""
+        users = refreshed.covariates
         with _phase("commit"), transaction(self.engine, write=True) as conn:
             publish_daily(conn, self.info, daily, everything=rebuild)
             cuped.publish_daily(conn, self.info, daily, users,
@@ -277,12 +308,6 @@ class _Run:
             # database's watermarks no longer describe them (tracker.rollup.sources)
             results.reset_state(conn, self.info.id, declaration=False, source=self.source)
             lock.confirm()
-        if users is not None:  # after the commit: see tracker.spark.covariates.refresh
-            covariates.save(self.store, self.info, users)
-        self.store.save_manifest(self.info.key, self.config, *self.files)
-        summary.days_recomputed = sorted(daily)
-        summary.seconds = time.perf_counter() - started
-        return summary
 
     def _erases(self, summary: RollupSummary) -> bool:
         """Whether rolling the experiment up would erase results whose lists the lake lacks
@@ -341,7 +366,11 @@ class _Run:
             LOG.info("popularity: %s: every day recomputed", changed)
             return sorted(holding), False
         days = touched.days | plan.provisional_closed(known, to_micros(self.clock))
-        return sorted(days & holding), False
+        moved = self.slices.moved_days(f, self.store.root / SLICES)
+        if moved:
+            LOG.info("slices: users moved to another slice: %d day(s) recomputed",
+                     len(moved - days))
+        return sorted((days | moved) & holding), False
 
     def _compute(self, f: Frames, days: list[date], declared: pa.Array | None,
                  summary: RollupSummary) -> dict[date, DayResult]:
@@ -350,7 +379,8 @@ class _Run:
         with _phase("popularity"):
             config = GroupConfig(info.relevance, f.window_us, tuple(info.cutoffs),
                                  popularity(f, Reference(
-                                     self.first_day, self.settings.rollup_popularity_days)))
+                                     self.first_day, self.settings.rollup_popularity_days)),
+                                 Cells.of(info))
         extent_of = {day: self.census.days[day] for day in days}
         with _phase("score"):
             self._score(f, days, config, extent_of)

@@ -1,0 +1,130 @@
+"""Segments on Spark (issue 33): with a list dimension (``surface``) and user dimensions (a
+``device`` context key, ``cohort``, ``activity``) declared, the Spark rollup gives the
+default engine's rows for every slice (daily, cumulative, by exposure day, CUPED's sums,
+health), and incremental runs whose late lists move users' first exposures (so their
+device slice), or whose late history moves them to returning, recompute those users' days
+and end in one full run's rows.
+On both databases."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from tests.rollup.scenario import assert_same_tables, create, dump
+from tests.rollup.test_slices import _sliced_logs
+from tests.rollup.test_user_slices import DEVICES, _first_lists
+from tests.spark.rollups import write_lake
+from tests.spark.support import SKIP_REASON
+from tests.spark.test_rollup import NOW, _log, _spark_rollup
+from tracker.rollup.levels import NONE, OTHER
+from tracker.store import computed
+
+pytestmark = pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON))
+
+SEGMENTS = ["surface:list", "device", "cohort", "activity"]
+REPORTED = ("rollup_metric", "rollup_health", "rollup_day", "rollup_exposure_day",
+            "rollup_covariate_sums")
+"""The tables both engines write alike (the rest is each engine's own state)."""
+
+
+def _logs(seed: int) -> tuple[list[dict], list[dict]]:
+    """Lists with a ``surface`` (a number among them) and a ``device`` drawn per list (so
+    a user's first list decides their device slice), users in one arm each, and a history
+    of interactions before the experiment (returning users, activity)."""
+    imps, events = _sliced_logs(seed, days=3, users=16, impressions=160, history=40)
+    rng = random.Random(seed + 100)
+    for imp in imps:
+        device = rng.choices(list(DEVICES), list(DEVICES.values()))[0]
+        imp["context"].pop("device", None)
+        if device is not None:
+            imp["context"]["device"] = device
+    return imps, events
+
+
+def _lake(folder, imps: list[dict], events: list[dict], **options) -> None:
+    """The records as lake files, each ``context`` as the JSON text the lake holds."""
+    write_lake(folder, [{**imp, "context": json.dumps(imp["context"])} for imp in imps],
+               events, **options)
+
+
+def _reported(engine) -> dict[str, list[tuple]]:
+    return dump(engine, without=tuple(t for t in dump(engine) if t not in REPORTED))
+
+
+def test_every_slice_of_list_and_user_dimensions_equals_the_default_engines(
+        spark, tracker, tmp_path):
+    imps, events = _logs(3)
+    create(tracker, segments=SEGMENTS, max_levels=2, cuped_days=7)
+    _log(tracker, imps, events)
+    tracker.rollup("home", now=NOW)
+    expected = _reported(tracker.engine)
+    for name, wanted in (("surface", {"home", "search", OTHER, NONE}),
+                         ("device", {"ios", "android", OTHER, NONE}),
+                         ("cohort", {"new", "returning"})):
+        found = set(computed.metric_table(tracker.engine, "home", segment=name)["slice"])
+        assert found == wanted, (name, found)
+    assert len(set(computed.metric_table(tracker.engine, "home",
+                                         segment="activity")["slice"])) > 1
+    _lake(tmp_path, imps, events, files=3)
+    [summary] = _spark_rollup(spark, tracker, tmp_path, full=True)
+    assert summary.full and summary.days_recomputed
+    assert_same_tables(_reported(tracker.engine), expected, rel=1e-9)
+
+
+def _compare_with_full_runs(spark, tracker, lake, tmp_path, imps, events) -> None:
+    """The tables the incremental runs left equal a full Spark run's and the default
+    engine's on the same logs."""
+    incremental = _reported(tracker.engine)
+    _spark_rollup(spark, tracker, lake, state=tmp_path / "scratch", full=True)
+    assert_same_tables(_reported(tracker.engine), incremental, rel=1e-9)
+    _log(tracker, imps, events)
+    tracker.rollup("home", now=NOW, full=True)
+    assert_same_tables(_reported(tracker.engine), incremental, rel=1e-9)
+
+
+def test_late_first_lists_move_their_users_every_day_to_their_device_slice(
+        spark, tracker, tmp_path):
+    """The first lists of the users first served on the first day arrive in a later file
+    that holds that day only: the run recomputes the later days of those users too."""
+    imps, events = _logs(11)  # its device levels stay ios and android: no rebuild
+    firsts = {id(imp) for imp in _first_lists(imps).values()}
+    first_day = min(imp["served_at"] for imp in imps).date()
+    late = [imp for imp in imps if id(imp) in firsts and imp["served_at"].date() == first_day]
+    create(tracker, segments=["surface:list", "device"], max_levels=2)
+    lake, state = tmp_path / "lake", tmp_path / "state"
+    _lake(lake, [imp for imp in imps if imp not in late], events, name="first")
+    [first] = _spark_rollup(spark, tracker, lake, state=state)
+    _lake(lake, late, [], name="late", files=1)
+    [second] = _spark_rollup(spark, tracker, lake, state=state)
+    assert first.full and not second.full
+    # the late file touches the first day; the moved users' later days are recomputed too
+    assert {imp["served_at"].date() for imp in late} == {first_day}
+    assert max(second.days_recomputed) > first_day
+    _compare_with_full_runs(spark, tracker, lake, tmp_path, imps, events)
+
+
+def test_a_history_logged_last_moves_new_users_to_returning_on_every_day(
+        spark, tracker, tmp_path, monkeypatch):
+    """The interactions before the experiment arrive in a later file: the run recomputes
+    the days of the users they make returning (no list is new; the history changes no
+    popularity, whose reference period is the day before the first)."""
+    imps, events = _logs(8)
+    start = min(imp["served_at"] for imp in imps)
+    monkeypatch.setenv("TRACKER_ROLLUP_POPULARITY_DAYS", "1")
+    tracker.settings = tracker.settings.replace(rollup_popularity_days=1)
+    create(tracker, segments=["cohort"], cuped_days=7)
+    lake, state = tmp_path / "lake", tmp_path / "state"
+    _lake(lake, imps, [e for e in events if e["occurred_at"] >= start], name="first")
+    [first] = _spark_rollup(spark, tracker, lake, state=state)
+    assert set(computed.metric_table(tracker.engine, "home", segment="cohort").query(
+        "users > 0")["slice"]) == {"new"}
+    _lake(lake, [], [e for e in events if e["occurred_at"] < start], name="history",
+          files=1)
+    [second] = _spark_rollup(spark, tracker, lake, state=state)
+    assert not second.full and second.days_recomputed == first.days_recomputed
+    assert "returning" in set(computed.metric_table(
+        tracker.engine, "home", segment="cohort").query("users > 0")["slice"])
+    _compare_with_full_runs(spark, tracker, lake, tmp_path, imps, events)
