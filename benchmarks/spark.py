@@ -6,11 +6,14 @@ impressions a day from the per-core rate.
     .venv/bin/python benchmarks/spark.py                          # 1M, with the default engine
     .venv/bin/python benchmarks/spark.py --impressions 10000000 --no-default --lake /tmp/10m
     .venv/bin/python benchmarks/spark.py ... --bucketed     # the lake bucketed by user
+    .venv/bin/python benchmarks/spark.py --no-default --lake /tmp/1m --segments surface:list,device
 
 ``--bucketed``: the rollup reads a copy of the day bucketed by user (``bucket=B/`` folders,
 each file's footer naming its bucket, as ``tracker export --buckets`` writes: the groups
 are then read bucket by bucket, no shuffle); the kernel is measured on the same files
-either way.
+either way. ``--segments``: the experiment declares these dimensions (issue 33; run the
+same ``--lake`` without it for the cost they add): every list's ``context`` holds a
+``surface`` (20 values, skewed, as benchmarks/segments.py) and its user's ``device`` (5).
 
 The day: N impressions of 10 distinct items out of a 49,999-item catalog with a popularity
 skew, N / 10 users in 3 arms, a 10-item baseline list on each, ~N interactions (80% on a
@@ -76,6 +79,15 @@ def _lists(values: pa.Array, width: int) -> pa.Array:
     return pa.ListArray.from_arrays(offsets, values)
 
 
+def _contexts(ids: np.ndarray, users: np.ndarray) -> pa.Array:
+    """Each list's ``context``: a ``surface`` (half of them among 3 values, the rest among
+    20) and its user's ``device`` (one of 5)."""
+    surface = np.where(ids % 10 < 5, ids % 3, ids % 20)
+    return pc.binary_join_element_wise(
+        '{"surface": "s', pa.array(surface).cast(pa.string()), '", "device": "d',
+        pa.array(users * 7 % 5).cast(pa.string()), '"}', "")
+
+
 def generate(folder: Path, n: int, seed: int = 1) -> None:
     """One day of ``n`` impressions and ~``n`` interactions as lake files (module doc)."""
     rng = np.random.default_rng(seed)
@@ -98,7 +110,7 @@ def generate(folder: Path, n: int, seed: int = 1) -> None:
             "items": _lists(_strings("i", items.ravel()), 10),
             "scores": pa.nulls(rows, pa.list_(pa.float64())),
             "baseline_items": _lists(_strings("i", baseline), 10),
-            "context": pa.nulls(rows, pa.string()),
+            "context": _contexts(ids, user),
             "received_at": pa.nulls(rows, TIMESTAMP)}, schema=IMPRESSIONS)
         (folder / "imp").mkdir(parents=True, exist_ok=True)
         pq.write_table(table, folder / "imp" / f"part-{part}.parquet")
@@ -223,7 +235,7 @@ def _jit_cpu(root: int) -> float:
     return total
 
 
-def _database(folder: Path) -> str:
+def _database(folder: Path, segments: list[str]) -> str:
     from tracker import Tracker
     from tracker.config import Settings
     from tracker.store import schema
@@ -235,7 +247,8 @@ def _database(folder: Path) -> str:
     engine.dispose()
     with Tracker(settings=Settings(database_url=url)) as tracker:
         tracker.create_experiment("bench", {"control": 1, "t1": 1, "t2": 1}, cutoffs=CUTOFFS,
-                                  relevance={"click": 1}, attribution_window=WINDOW)
+                                  relevance={"click": 1}, attribution_window=WINDOW,
+                                  segments=segments)
     return url
 
 
@@ -376,9 +389,15 @@ def main() -> None:
     parser.add_argument("--bucketed", action="store_true",
                         help="roll up a copy of the day bucketed by user (made once, kept "
                              "in the lake folder)")
+    parser.add_argument("--segments", default="", metavar="DIMS",
+                        help="dimensions the experiment declares, comma-separated (e.g. "
+                             "surface:list,device)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting of the session (after TUNING; repeatable)")
     args = parser.parse_args()
+    if args.segments and not args.no_default:
+        parser.error("--segments compares Spark runs: give --no-default too (the default "
+                     "engine's dimensions: benchmarks/segments.py)")
     from tracker.spark.session import TUNING
 
     conf = {} if args.untuned else dict(TUNING)
@@ -405,7 +424,7 @@ def main() -> None:
                 for log in ("imp", "int"):
                     (lake / f"b{log}").rename(lake / f"b{log}{buckets}")
                 print(f"bucketed into {buckets} in {time.perf_counter() - started:.1f} s")
-        url = _database(folder)
+        url = _database(folder, [d for d in args.segments.split(",") if d])
         kernel_cpu = kernel(lake)
         result = spark_run(lake, url, args.buckets, conf, logs)
         per_m = 1_000_000 / n

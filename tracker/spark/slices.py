@@ -84,11 +84,13 @@ def _reads_window(dimensions: list[Segment]) -> bool:
 class Slices:
     """The experiment's dimensions on this run's lake: its ``info`` with the levels found,
     and ``users`` (``user``, then per user dimension its ``slice:<dimension>``, folded),
-    cached until :meth:`release`; ``found``: the same collected on the driver."""
+    read from ``cached`` rows until :meth:`release`; ``found``: the same collected on the
+    driver."""
 
     info: ExperimentInfo
     users: DataFrame | None = None
     found: pa.Table | None = None
+    cached: DataFrame | None = None
 
     @classmethod
     def of(cls, f: Frames) -> Slices:
@@ -107,12 +109,11 @@ class Slices:
             return cls(info)
         folded = users.select("user", *(_folded(d, levels).alias(slice_column(d.name))
                                         for d in dimensions if d.kind == "user"))
-        users.unpersist()
-        return cls(info, folded.persist())
+        return cls(info, folded, cached=users)  # a projection of the cached rows
 
     def release(self) -> None:
-        if self.users is not None:
-            self.users.unpersist()
+        if self.cached is not None:
+            self.cached.unpersist()
 
     def placed(self, f: Frames) -> Frames:
         """The frames with each list's ``slice:<dimension>`` columns (without its

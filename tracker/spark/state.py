@@ -17,6 +17,8 @@
 - ``covariates.parquet``: CUPED's per-user covariates (``covariates/2``,
   :mod:`tracker.spark.covariates`); ``first_seen/DAY.parquet``: the users first seen on a
   day (``first_seen/1``, :mod:`tracker.spark.cumulative`).
+- ``slices.parquet``: with user dimensions declared, each user's slice of each
+  (``user``, ``slice:<dimension>``; :mod:`tracker.spark.slices`).
 - ``scored/``: the groups' output of the last run (Arrow IPC files written by the Python workers:
   :func:`tracker.spark.groups.write_group`).
 
@@ -87,7 +89,7 @@ class StateDir:
     def clear(self) -> None:
         """Forget everything (a rebuild)."""
         for name in ("manifest.json", "units", "exposure", "scored", "covariates.parquet",
-                     "first_seen", "checkpoint"):
+                     "first_seen", "checkpoint", "slices.parquet"):
             path = self.root / name
             if path.is_dir():
                 shutil.rmtree(path)
