@@ -12,6 +12,7 @@ import json
 import random
 
 import pytest
+import sqlalchemy as sa
 
 from tests.rollup.scenario import assert_same_tables, create, dump
 from tests.rollup.test_slices import _sliced_logs
@@ -126,3 +127,31 @@ def test_a_history_logged_last_moves_new_users_to_returning_on_every_day(
     assert "returning" in set(computed.metric_table(
         tracker.engine, "home", segment="cohort").query("users > 0")["slice"])
     _compare_with_a_full_run(tracker, imps, events)
+
+
+CONTEXTS = ['{"k": "x"}', '{"k": 7}', '{"k": -2}', '{"k": true}', '{"k": false}',
+            '{"k": {"z": 1}}', '{"k": [1, 2]}', '{"k": null}', '{}', None,
+            '{"k": "[not a list"}', '{"other": "x"}', '{"k": ""}', '{"k": "ü ✓"}']
+
+
+@pytest.mark.parametrize("key", ["k", "k-2"])
+def test_a_lists_context_value_is_the_databases(spark, tracker, key):
+    """The value of a context key on Spark is what the database's SQL reads from the same
+    JSON: strings as themselves, numbers and booleans as JSON writes them, nothing for an
+    object, a list, a null or a missing key."""
+    from tracker.rollup.queries import context_value as sql_value
+    from tracker.spark.slices import context_value
+
+    contexts = [None if c is None else c.replace('"k"', f'"{key}"') for c in CONTEXTS]
+    frame = spark.createDataFrame([(n, c) for n, c in enumerate(contexts)],
+                                  "n int, context string")
+    found = {row["n"]: row["v"] for row in frame.select(
+        "n", context_value(key).alias("v")).collect()}
+    dialect = tracker.engine.dialect.name
+    given = "CAST(:c AS jsonb)" if dialect == "postgresql" else ":c"
+    with tracker.engine.connect() as conn:
+        expected = {n: conn.execute(sa.text(
+            f"SELECT {sql_value(dialect, key)} FROM (SELECT {given} AS context) imp"),
+            {"c": c}).scalar() for n, c in enumerate(contexts)}
+    assert found == expected
+    assert expected[0] == "x" and expected[1] == "7" and expected[5] is None
