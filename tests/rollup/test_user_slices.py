@@ -32,11 +32,13 @@ def _logs(seed: int, *, history: int = 0, users: int = 16,
 
 
 def _first_lists(imps: list[dict]) -> dict[str, dict]:
-    """Each user's first exposure: the earliest served, the first logged in a tie."""
+    """Each user's first exposure: the earliest served, the smaller impression id (in byte
+    order) in a tie."""
     first: dict[str, dict] = {}
-    for imp in imps:  # logged in this order: ids follow it
+    for imp in imps:
         mine = first.get(imp["user_id"])
-        if mine is None or imp["served_at"] < mine["served_at"]:
+        if mine is None or (imp["served_at"], imp["impression_id"].encode()) < \
+                (mine["served_at"], mine["impression_id"].encode()):
             first[imp["user_id"]] = imp
     return first
 
@@ -248,3 +250,27 @@ def test_a_history_logged_last_moves_new_users_to_returning_on_every_day(tracker
                                                     segment="cohort").query("users > 0")["slice"])
     tracker.rollup("home", full=True, now=NOW)
     assert dump(tracker.engine) == incremental
+
+
+def test_a_tie_at_first_exposure_goes_to_the_smaller_impression_id_whatever_the_order(tracker):
+    """Two first lists served at the same instant: the smaller impression id (byte order:
+    "imp-10" before "imp-9") decides the user's slice, whichever was logged first, and a
+    tie logged after a rollup moves the user as a full rollup would."""
+    imps, events = _logs(4)
+    user = imps[0]["user_id"]
+    first = _first_lists(imps)[user]
+    tied = [dict(first, impression_id=f"tie-{n}", context={"device": device})
+            for n, device in ((9, "ios"), (10, "android"))]
+    mine = [imp for imp in imps if imp is not first]
+    create(tracker, segments=["device"], max_levels=4)
+    tracker.log_interactions(events, on_invalid="all_or_nothing")
+    tracker.log_impressions(mine + [tied[0]], on_invalid="all_or_nothing")  # "tie-9" first
+    tracker.rollup("home", now=NOW)
+    tracker.log_impressions([tied[1]], on_invalid="all_or_nothing")
+    tracker.rollup("home", now=NOW)
+    incremental = dump(tracker.engine)
+    tracker.rollup("home", full=True, now=NOW)
+    assert dump(tracker.engine) == incremental
+    everything = mine + tied
+    assert _first_lists(everything)[user]["impression_id"] == "tie-10"
+    assert _check(tracker.engine, everything, events, "device", _device_slices(everything, 4))

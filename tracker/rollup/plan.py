@@ -15,7 +15,8 @@ The watermarks are the highest impression and interaction ids already taken into
 - **A new interaction naming an impression** touches that impression's day and user.
 - **A user dimension's slice** is the user's at their first exposure, on each of their
   days: a new impression served before it, or (``cohort``, ``activity``) a new interaction
-  in the window before it, touches every day of that user (:func:`_relabelled`).
+  in the window before it, touches every day of that user, recomputed whole: the user's
+  lists move between slices, and the slices' item exposure with them (:func:`_relabelled`).
 - **The item popularity** (surprisal's, :mod:`tracker.rollup.popularity`) is the
   experiment's reference period's, one for every day: when it changes (a new interaction
   occurred in the period, an erasure dropped it, the first day moved), every day holding
@@ -315,11 +316,11 @@ def _relabelled(conn: sa.Connection, info: ExperimentInfo, ids: Ids, plan: Plan)
     found = sorted(user_queries.relabelled_users(
         conn, info.id, ids.impressions_after, ids.impressions_through,
         ids.interactions_after, ids.interactions_through, window))
-    days: dict[date, set[str]] = {}
-    for user, served in user_queries.user_days(conn, info.id, found, ids.impressions_through):
-        days.setdefault(day_of(served, info.timezone), set()).add(user)
-    for day, changed in days.items():
-        plan.users(day, changed)
+    # whole days: the users' lists move between slices, so the slices' item exposure
+    # (coverage and the other set-level metrics) moves with them, which a day recomputed
+    # for some users only keeps as stored (tracker.rollup.partial)
+    plan.whole({day_of(served, info.timezone) for _, served in user_queries.user_days(
+        conn, info.id, found, ids.impressions_through)})
 
 
 @dataclass(frozen=True)

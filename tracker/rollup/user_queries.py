@@ -4,7 +4,9 @@ pre-period activity; a chunk's users' values; the users first exposed on a day p
 and the users whose values the new rows may change.
 
 A user's first exposure is the earliest served of their impressions of the experiment
-that the rollup can place on a day (the smaller id in a tie), found through the
+that the rollup can place on a day (in a tie, the smaller impression id in byte order: what
+the logs say, not the order they arrived in, as the Spark engine reads the lake), found
+through the
 ``(user_id, served_at)`` index; the window before it is CUPED's (``cuped_days``), holding
 what occurred in it whenever it was logged.
 """
@@ -28,13 +30,20 @@ def _first_of_user(experiment_id: int, alias: str) -> str:
             f"AND f.served_at < {END_INSTANT}")
 
 
+def _key(dialect: str, alias: str) -> str:
+    """SQL of an impression's id compared in byte order (PostgreSQL's collations may order
+    text otherwise)."""
+    return f'{alias}.impression_key COLLATE "C"' if dialect == "postgresql" else \
+        f"{alias}.impression_key"
+
+
 def first_exposure_value(dialect: str, key: str, experiment_id: int,
                          alias: str = "u") -> str:
     """SQL of the text of ``key`` in the ``context`` of the first exposure (the earliest
-    served impression of the experiment, the smallest id in a tie) of the user of
-    ``alias``'s row (:func:`context_value`)."""
+    served impression of the experiment, the smaller impression id in a tie) of the user
+    of ``alias``'s row (:func:`context_value`)."""
     return (f"(SELECT {context_value(dialect, key, 'f')} {_first_of_user(experiment_id, alias)} "
-            "ORDER BY f.served_at, f.id LIMIT 1)")
+            f"ORDER BY f.served_at, {_key(dialect, 'f')} LIMIT 1)")
 
 
 COHORTS = ("new", "returning")
@@ -77,17 +86,19 @@ def activity_counts(conn: sa.Connection, experiment_id: int, start: int, end: in
     """The users whose first exposure was served in ``[start, end)``, per
     :func:`activity_count`: ``(count, users)``."""
     count = activity_count(experiment_id, window_us, "imp")
+    earlier = _earlier_of_user(experiment_id, conn.dialect.name)
     return [(int(n), int(users)) for n, users in conn.execute(sa.text(
         f"SELECT {count} AS n, count(*) AS users FROM impression imp WHERE {day_filter()} "
-        f"AND NOT EXISTS ({_earlier_of_user(experiment_id)}) GROUP BY 1"),
+        f"AND NOT EXISTS ({earlier}) GROUP BY 1"),
         {"experiment": experiment_id, "start": start, "end": end})]
 
 
-def _earlier_of_user(experiment_id: int) -> str:
+def _earlier_of_user(experiment_id: int, dialect: str) -> str:
     """SQL of an impression of the experiment's user of ``imp`` served before it (the
-    smaller id first in a tie): none for the user's first exposure."""
+    smaller impression id first in a tie): none for the user's first exposure."""
     return (f"SELECT 1 {_first_of_user(experiment_id, 'imp')} AND (f.served_at < "
-            "imp.served_at OR f.served_at = imp.served_at AND f.id < imp.id)")
+            f"imp.served_at OR f.served_at = imp.served_at AND {_key(dialect, 'f')} < "
+            f"{_key(dialect, 'imp')})")
 
 
 def user_slices(reader: ArrowReader, experiment_id: int, start: int, end: int, low: int,
@@ -110,18 +121,19 @@ def first_exposure_counts(conn: sa.Connection, experiment_id: int, start: int, e
     """The users whose first exposure was served in ``[start, end)``, per value of its
     ``context`` key ``key`` (None: without one)."""
     value = context_value(conn.dialect.name, key)
+    earlier = _earlier_of_user(experiment_id, conn.dialect.name)
     return [(v, int(n)) for v, n in conn.execute(sa.text(
         f"SELECT {value} AS v, count(*) AS n FROM impression imp WHERE {day_filter()} "
-        f"AND NOT EXISTS ({_earlier_of_user(experiment_id)}) GROUP BY 1"),
+        f"AND NOT EXISTS ({earlier}) GROUP BY 1"),
         {"experiment": experiment_id, "start": start, "end": end})]
 
 
 def relabelled_users(conn: sa.Connection, experiment_id: int, after: int, through: int,
                      i_after: int, i_through: int, window_us: int | None) -> set[str]:
-    """The users whose first exposure the impressions of ids ``(after, through]`` move
-    earlier (served before each of the user's older ones), and with ``window_us``, those an
-    interaction of ids ``(i_after, i_through]`` that occurred in the window before their
-    first exposure (:func:`cohort_value`) may move to another cohort."""
+    """The users whose first exposure the impressions of ids ``(after, through]`` may move
+    (served before each of the user's older ones, or with one in a tie), and with
+    ``window_us``, those an interaction of ids ``(i_after, i_through]`` that occurred in the
+    window before their first exposure (:func:`cohort_value`) may move to another cohort."""
     older = (f"SELECT min(f.served_at) FROM impression f WHERE +f.experiment_id = "
              f"{int(experiment_id)} AND f.user_id = n.user_id AND f.id <= {int(after)} "
              f"AND f.served_at >= {FIRST_INSTANT} AND f.served_at < {END_INSTANT}")
@@ -130,7 +142,7 @@ def relabelled_users(conn: sa.Connection, experiment_id: int, after: int, throug
         "FROM impression imp WHERE imp.id > :after AND imp.id <= :through "
         "AND imp.experiment_id = :experiment "
         f"AND imp.served_at >= {FIRST_INSTANT} AND imp.served_at < {END_INSTANT} "
-        f"GROUP BY imp.user_id) n WHERE n.served < ({older})"),
+        f"GROUP BY imp.user_id) n WHERE n.served <= ({older})"),
         {"after": after, "through": through, "experiment": experiment_id})}
     if window_us is not None:
         # per user of the new interactions, their first exposure looked up once: a user

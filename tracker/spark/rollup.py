@@ -255,10 +255,11 @@ class _Run:
         return summary
 
     def _run(self, f: Frames, full: bool, lock, summary: RollupSummary) -> None:
-        with _phase("plan"):
-            days, rebuild = self._days(f, full or summary.taken_over is not None)
-        f = self.frames = self.slices.placed(f)
+        self.census = None
         try:
+            with _phase("plan"):
+                days, rebuild = self._days(f, full or summary.taken_over is not None)
+            f = self.frames = self.slices.placed(f)
             if self._erases(summary):
                 return
             summary.full = rebuild
@@ -275,7 +276,8 @@ class _Run:
                 users = refreshed.covariates
             self.slices.collect()  # kept after the commit
         finally:
-            self.census.release()
+            if self.census is not None:
+                self.census.release()
         self._commit(summary, daily, refreshed, declared, rebuild, lock)
         if users is not None:  # after the commit: see tracker.spark.covariates.refresh
             covariates.save(self.store, self.info, users)

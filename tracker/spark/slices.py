@@ -2,11 +2,12 @@
 and the levels they fold into (:mod:`tracker.rollup.levels`, with the lake as the logs).
 
 - A **list** dimension's value is the list's own ``context`` value at its key
-  (:func:`context_value`: a string as itself, a number or a boolean as JSON writes it, no
-  value for a missing key, a null, an object or a list).
+  (:func:`context_value`: a string as itself, an integer or a boolean as JSON writes it, a
+  fraction as a double's text (``1.0``, ``2.5``: the embedded SQLite store's text), no value
+  for a missing key, a null, an object or a list).
 - A **user** dimension's value is the user's at their **first exposure**, the earliest
-  served of their lists of the experiment (the smaller impression id in a tie: the lake
-  holds no database id): a ``context`` key of that list, or the built-in ``cohort``
+  served of their lists of the experiment (the smaller impression id in a tie, as the
+  database reads it): a ``context`` key of that list, or the built-in ``cohort``
   (``returning`` with an interaction in the ``cuped_days`` before it, else ``new``) or
   ``activity`` (the slice of their count of interactions in that window, from the levels).
 - The **levels** come from the counts the default engine keeps per day
@@ -68,8 +69,11 @@ def context_value(key: str, context: Column | None = None) -> Column:
                                                else F.col("context")), f"$['{key}']",
                               "variant")
     kind = F.schema_of_variant(found)
-    return F.when(~(kind.startswith("OBJECT") | kind.startswith("ARRAY")),
-                  F.try_variant_get(found, "$", "string"))
+    # a fraction as the database's REAL writes it (1.0 is "1.0", not the decimal's "1")
+    fraction = kind.startswith("DECIMAL") | kind.isin("DOUBLE", "FLOAT")
+    return (F.when(fraction, F.try_variant_get(found, "$", "double").cast("string"))
+            .when(~(kind.startswith("OBJECT") | kind.startswith("ARRAY")),
+                  F.try_variant_get(found, "$", "string")))
 
 
 def _is_context_key(dimension: Segment) -> bool:
@@ -102,7 +106,12 @@ class Slices:
             if any(d.kind == "user" for d in dimensions) else None
         if users is not None:
             users = users.persist()
-        counts = _counts(f, dimensions, users)
+        try:
+            counts = _counts(f, dimensions, users)
+        except BaseException:
+            if users is not None:
+                users.unpersist()
+            raise
         levels = levels_of(counts, dimensions)
         info = replace(f.info, levels=tuple(sorted(levels.items())))
         if users is None:
