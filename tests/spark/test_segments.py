@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -171,3 +172,38 @@ def test_a_lists_context_value_is_the_databases(spark, tracker, key):
             {"c": c}).scalar() for n, c in enumerate(contexts)}
     assert found == expected
     assert (expected[0], expected[1], expected[5], expected[9]) == ("x", "7", "1.0", None)
+
+
+def _truncated_logs() -> list[dict]:
+    """Five days, each with ten values of ``page`` served three times and ``z`` served twice:
+    ``z`` is the most served value over the days (10 against 3), yet below every day's ten
+    kept values (``KEPT_PER_DAY`` × ``max_levels`` 1), so each day counts it as ``(other)``
+    and the level is ``v00`` (the first of the values served three times)."""
+    from tests.helpers import T0
+
+    imps = []
+    for day in range(5):
+        pages = [f"v{day}{n}" for n in range(10) for _ in range(3)] + ["z", "z"]
+        for at, page in enumerate(pages):
+            imps.append({"impression_id": f"t-{day}-{at}", "experiment": "home",
+                         "arm": "control" if at % 2 else "treatment", "user_id": f"u{at}",
+                         "items": ["i1", "i2"], "context": {"page": page},
+                         "served_at": T0 + timedelta(days=day, minutes=at)})
+    return imps
+
+
+def test_a_value_each_day_counts_as_other_does_not_become_a_level_in_either_engine(
+        spark, tracker, tmp_path):
+    imps = _truncated_logs()
+    events = [{"event_id": "e1", "user_id": "u1", "item_id": "i1", "event": "click",
+               "occurred_at": imps[1]["served_at"] + timedelta(minutes=1)}]
+    create(tracker, segments=["page:list"], max_levels=1)
+    _log(tracker, imps, events)
+    tracker.rollup("home", now=NOW)
+    expected = _reported(tracker.engine)
+    slices = set(computed.metric_table(tracker.engine, "home", segment="page")
+                 .query("users > 0")["slice"])
+    assert slices == {"v00", OTHER}  # z in (other)
+    _lake(tmp_path, imps, events, files=1)
+    _spark_rollup(spark, tracker, tmp_path, full=True)
+    assert_same_tables(_reported(tracker.engine), expected, rel=1e-9)
