@@ -1,10 +1,11 @@
-"""Segments on Spark (issue 33): with a list dimension (``surface``) and user dimensions (a
-``device`` context key, ``cohort``, ``activity``) declared, the Spark rollup gives the
-default engine's rows for every slice (daily, cumulative, by exposure day, CUPED's sums,
-health), and incremental runs whose late lists move users' first exposures (so their
-device slice), or whose late history moves them to returning, recompute those users' days
-and end in one full run's rows.
-On both databases."""
+"""Segments on Spark (issue 33): with list dimensions (``surface``; ``slot``, more values a
+day than a day's counts keep) and user dimensions (a ``device`` context key, ``cohort``,
+``activity``) declared, the Spark rollup gives the default engine's rows for every slice
+(daily, cumulative, by exposure day, CUPED's sums, health), a first-exposure tie included;
+incremental runs whose late lists move users' first exposures (so their device slice), or
+whose late history moves them to returning, recompute those users' days and end in one
+full run's rows; a list's context value and the levels' per-day counts are the default
+engine's. On both databases."""
 
 from __future__ import annotations
 
