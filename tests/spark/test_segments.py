@@ -66,7 +66,7 @@ def _lake(folder, imps: list[dict], events: list[dict], **options) -> None:
 
 
 def _reported(engine) -> dict[str, list[tuple]]:
-    return dump(engine, without=tuple(t for t in dump(engine) if t not in REPORTED))
+    return {table: rows for table, rows in dump(engine).items() if table in REPORTED}
 
 
 def test_every_slice_of_list_and_user_dimensions_equals_the_default_engines(
@@ -208,3 +208,14 @@ def test_a_value_each_day_counts_as_other_does_not_become_a_level_in_either_engi
     _lake(tmp_path, imps, events, files=1)
     _spark_rollup(spark, tracker, tmp_path, full=True)
     assert_same_tables(_reported(tracker.engine), expected, rel=1e-9)
+
+
+def test_contexts_that_are_not_json_objects_are_counted_with_an_example(spark):
+    """A lake's context that is not a JSON object (broken JSON, a list, a number) puts its
+    list in every dimension's (none): the run warns with their count and an example."""
+    from tracker.spark.slices import unreadable_contexts
+
+    rows = [("a", '{"device": "ios"}'), ("b", None), ("c", "{not json"), ("d", "[1, 2]"),
+            ("e", "7"), ("f", "{}")]
+    frame = spark.createDataFrame(rows, "impression_id string, context string")
+    assert unreadable_contexts(frame) == (3, "c")

@@ -29,6 +29,7 @@ null for ``(none)``, ``(other)`` beyond the levels), which the groups turn into 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from datetime import date
 from pathlib import Path
@@ -62,6 +63,8 @@ FILE = "slices.parquet"
 
 _PRE = "_pre"  # a user's interactions in the window before their first exposure
 
+LOG = logging.getLogger("tracker.spark")
+
 
 def context_value(key: str, context: Column | None = None) -> Column:
     """The text of the ``context`` JSON's value at ``key`` (module docstring)."""
@@ -74,6 +77,16 @@ def context_value(key: str, context: Column | None = None) -> Column:
     return (F.when(fraction, F.try_variant_get(found, "$", "double").cast("string"))
             .when(~(kind.startswith("OBJECT") | kind.startswith("ARRAY")),
                   F.try_variant_get(found, "$", "string")))
+
+
+def unreadable_contexts(impressions: DataFrame) -> tuple[int, str | None]:
+    """The lists whose ``context`` is not a JSON object (every dimension puts them in
+    ``(none)``): how many, and the smallest of their impression ids."""
+    parsed = F.try_parse_json(F.col("context"))
+    bad = impressions.where(F.col("context").isNotNull() & (
+        parsed.isNull() | ~F.schema_of_variant(parsed).startswith("OBJECT")))
+    row = bad.agg(F.count(F.lit(1)).alias("n"), F.min("impression_id").alias("id")).first()
+    return int(row["n"]), row["id"]
 
 
 def _is_context_key(dimension: Segment) -> bool:
@@ -102,6 +115,12 @@ class Slices:
         dimensions = sliced(f.info)
         if not dimensions:
             return cls(f.info)
+        if any(d.kind == "list" or _is_context_key(d) for d in dimensions):
+            unreadable, example = unreadable_contexts(f.impressions)
+            if unreadable:
+                LOG.warning("lake: %d list(s) hold a context that is not a JSON object, "
+                            "in (none) of every dimension, e.g. impression %s",
+                            unreadable, example)
         users = _first_exposures(f, dimensions) \
             if any(d.kind == "user" for d in dimensions) else None
         if users is not None:
@@ -171,18 +190,15 @@ class Slices:
 
 
 def _differ(now: pa.Table, before: pa.Table) -> pa.Array:
-    """The users of ``now`` whose row ``before`` lacks or holds other values (a null is
+    """The users of ``now`` whose row ``before`` lacks or holds other values (a null
     equal to a null)."""
-    marker = "\x00"
-
-    def keyed(table: pa.Table) -> pa.Table:
-        values = [pc.fill_null(table[c], marker) for c in table.column_names[1:]]
-        joined = pc.binary_join_element_wise(*values, "\x01") if values else \
-            pa.array([""] * table.num_rows)
-        return pa.table({"user": table["user"], "key": joined})
-    a, b = keyed(now), keyed(before)
-    both = a.join(b, "user", join_type="left outer", right_suffix="_before")
-    same = pc.fill_null(pc.equal(both["key"], both["key_before"]), False)
+    both = now.join(before.append_column("_kept", pa.repeat(True, before.num_rows)),
+                    "user", join_type="left outer", right_suffix=":before")
+    same = pc.fill_null(both["_kept"], False)
+    for column in now.column_names[1:]:
+        x, y = both[column], both[column + ":before"]
+        same = pc.and_(same, pc.or_(pc.fill_null(pc.equal(x, y), False),
+                                    pc.and_(x.is_null(), y.is_null())))
     return both.filter(pc.invert(same))["user"].combine_chunks()
 
 
@@ -211,7 +227,7 @@ def _counts(f: Frames, dimensions: list[Segment], users: DataFrame | None
             ) -> list[tuple[str, str, int]]:
     """``(dimension, value, count)`` over every day, as the default engine keeps them
     (module docstring)."""
-    parts, ranked = [], set()
+    parts = []
     for d in dimensions:
         if d.kind == "list":
             column, day, rows = context_value(d.name), F.col("_day"), f.impressions
@@ -222,8 +238,6 @@ def _counts(f: Frames, dimensions: list[Segment], users: DataFrame | None
             day, rows = F.col("_first_day"), users
         else:
             continue  # cohort: fixed levels
-        if d.kind == "list" or _is_context_key(d):
-            ranked.add(d.name)
         parts.append(rows.select(F.lit(d.name).alias("segment"), day.alias("day"),
                                  F.coalesce(column, F.lit(NONE)).alias("value"))
                      .groupBy("segment", "day", "value").agg(F.count(F.lit(1)).alias("n")))
@@ -236,7 +250,7 @@ def _counts(f: Frames, dimensions: list[Segment], users: DataFrame | None
         Window.partitionBy("segment", "day").orderBy(F.desc("n"), "value"))
     kept = F.col("value")  # activity: every count kept
     for d in dimensions:
-        if d.name in ranked:
+        if d.kind == "list" or _is_context_key(d):
             kept = F.when((F.col("segment") == d.name)
                           & (order > KEPT_PER_DAY * d.max_levels), F.lit(OTHER)).otherwise(kept)
     summed = counts.select("segment", kept.alias("value"), "n").groupBy(
