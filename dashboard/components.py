@@ -15,7 +15,7 @@ import streamlit as st
 
 from dashboard import results as results_layout
 from tracker.metrics import catalog
-from tracker.report import Scorecard, format_p, shown_interval
+from tracker.report import Scorecard, format_p, render_crossover, shown_interval
 from tracker.report.series import MetricSeries
 from tracker.stats.health import CheckStatus, ago, data_lag_hours, freshness_item
 
@@ -108,12 +108,19 @@ def health_badge(status: str | None) -> str:
             f'{icon} {word}</span>')
 
 
+ITT_NOTE = ("Read on intent-to-treat (every user in the arm of their first exposure): "
+            "per-protocol disagrees, see Crossover below")
+
+
 def decision_html(decision: dict, colour: str) -> str:
     """One treatment arm's decision as a card: the arm, the outcome in its colour, and the
-    reasons, one per line."""
+    reasons, one per line (and :data:`ITT_NOTE` when it read intent-to-treat)."""
     label, fg, _, icon = OUTCOMES.get(decision["outcome"],
                                       ("No decision", "#57606a", "#f0f2f4", "—"))
-    reasons = "".join(f"<li>{escape(r)}</li>" for r in decision.get("reasons", []))
+    said = list(decision.get("reasons", []))
+    if decision.get("population") == "intent_to_treat":
+        said.append(ITT_NOTE)
+    reasons = "".join(f"<li>{escape(r)}</li>" for r in said)
     return (f'<div class="tr-decision" style="border-left:6px solid {fg};background:'
             f'{tint(fg)};padding:10px 14px;border-radius:6px;margin-bottom:8px">'
             f'<div style="font-size:0.85rem"><span style="display:inline-block;'
@@ -163,6 +170,11 @@ def decisions_and_health(card: Scorecard, colours: dict[str, str],
         st.info("Decisions are taken on the cumulative results: choose the cumulative window "
                 "(a single day's users are too few to decide on)." if not card.cumulative
                 else "No decision yet: no treatment arm has results.")
+    if card.intent_to_treat:  # crossover users: both estimates, said in the report's words
+        lines = render_crossover(card)
+        with st.expander(lines[0].split(":")[0], expanded=bool(
+                any(d.get("population") == "intent_to_treat" for d in decisions))):
+            st.markdown("\n".join(f"- {escape(line.strip())}" for line in lines))
     st.markdown(checklist_html(card.health["checklist"], card.health["status"], said_above),
                 unsafe_allow_html=True)
 

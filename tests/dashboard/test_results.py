@@ -154,6 +154,14 @@ def test_decision_card_shows_outcome_in_its_colour_with_every_reason(outcome, co
     assert re.findall(r"<li>(.*?)</li>", markup) == ["first &lt;reason&gt;", "second"]
 
 
+def test_a_decision_read_on_intent_to_treat_says_so_on_its_card():
+    decision = {"arm": "b", "outcome": "keep_running", "reasons": ["first"]}
+    plain = components.decision_html({**decision, "population": "per_protocol"}, "#0969da")
+    assert re.findall(r"<li>(.*?)</li>", plain) == ["first"]
+    itt = components.decision_html({**decision, "population": "intent_to_treat"}, "#0969da")
+    assert re.findall(r"<li>(.*?)</li>", itt) == ["first", components.ITT_NOTE]
+
+
 def test_checklist_has_one_icon_per_item_in_its_status_colour():
     items = [{"check": "srm", "status": "pass", "message": "split as declared"},
              {"check": "sample", "status": "warn", "message": "fewer than 100 users"},

@@ -78,12 +78,15 @@ def popularity_before(interactions: list[dict], since: datetime, moment: datetim
 def rollup(impressions: list[dict], interactions: list[dict], *, window: timedelta,
            relevance: dict | None, zone: str = "UTC", cutoffs=(5, 10, 20),
            popularity_days: int = 28, declared: frozenset[str] = frozenset(),
-           per_user_out: dict | None = None, first_day=None):
+           per_user_out: dict | None = None, first_day=None, crossover_out: dict | None = None):
     """``{(cumulative, day, arm, metric, k): (users, sum, sum_sq)}`` for user metrics and
     ``{(cumulative, day, arm, metric, k): value}`` for set metrics, plus health
     ``{(cumulative, day, arm or None): (users, impressions, crossover users)}``.
     ``per_user_out`` (a dict) receives, per user-metric key, ``{user: (sum, impressions)}``
-    of the user's values."""
+    of the user's values. ``crossover_out`` (a dict) receives the cumulative view's
+    intent-to-treat additions: ``{(day, arm, metric, k): (users, sum, sum_sq)}`` over the
+    crossover users whose first exposure (earliest served, then smaller impression id) was
+    in ``arm``, each user's value the mean over every list of theirs through ``day``."""
     tz = ZoneInfo(zone)
     by_day = defaultdict(list)
     for imp in impressions:
@@ -146,4 +149,26 @@ def rollup(impressions: list[dict], interactions: list[dict], *, window: timedel
                     set_stats[(cumulative, day, arm, "entropy", k)] = metrics.entropy(
                         lists[arm], k)
             health[(cumulative, day, None)] = (len(arms_of), len(chosen), len(crossed))
+            if cumulative and crossover_out is not None:
+                _crossover(crossover_out, day, impressions, chosen, crossed, scored)
     return user_stats, set_stats, health
+
+
+def _crossover(out: dict, day, impressions: list[dict], chosen: list[dict], crossed: set,
+               scored: dict) -> None:
+    """The crossover users of ``chosen`` in the arm of their first exposure, with every list
+    of theirs (:func:`rollup`'s ``crossover_out``)."""
+    first = {}
+    for imp in sorted(impressions, key=lambda i: (i["served_at"], i["impression_id"])):
+        first.setdefault(imp["user_id"], imp["arm"])
+    values = defaultdict(lambda: defaultdict(list))  # user -> column -> values
+    for imp in chosen:
+        if imp["user_id"] in crossed:
+            for column, value in scored[imp["impression_id"]][1].items():
+                values[imp["user_id"]][column].append(value)
+    for user, columns in values.items():
+        for column, xs in columns.items():
+            key = (day, first[user]) + column
+            x = sum(xs) / len(xs)
+            n, total, total_sq = out.get(key, (0, 0.0, 0.0))
+            out[key] = (n + 1, total + x, total_sq + x * x)

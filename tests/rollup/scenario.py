@@ -47,6 +47,16 @@ def make_logs(seed: int, *, days: int = 3, users: int = 12, impressions: int = 6
     return imps, events + _history(seed, history, users, start, catalog, key)
 
 
+def crossed_logs(seed: int) -> tuple[list[dict], list[dict]]:
+    """:func:`make_logs`' lists over 4 days with a third of the users served both arms (on
+    random lists): the crossover cells' scenario."""
+    imps, events = make_logs(seed, days=4, users=16, impressions=110, history=10)
+    for n, imp in enumerate(imps):
+        if int(imp["user_id"][1:]) % 3 == 0 and n % 4 == 0:
+            imp["arm"] = "treatment" if imp["arm"] == "control" else "control"
+    return imps, events
+
+
 def _history(seed: int, count: int, users: int, start: datetime, catalog: list[str],
              key: str) -> list[dict]:
     """``count`` interactions before ``start`` (their own random stream: the rest of the

@@ -37,8 +37,8 @@ LOG_SOURCES = {
     # what the logs call the column a served list's cell is read from: the database's
     # impressions (``imp.arm_id``) and the lake's (``arm``), and the stored formats written
     # before cells (read on as cells)
-    "rollup/queries.py", "rollup/state.py", "spark/bucket_census.py", "spark/buckets.py",
-    "spark/covariates.py", "spark/frames.py", "spark/pre_period.py",
+    "rollup/queries.py", "rollup/state.py", "rollup/user_queries.py", "spark/bucket_census.py",
+    "spark/buckets.py", "spark/covariates.py", "spark/frames.py", "spark/pre_period.py",
 }
 
 

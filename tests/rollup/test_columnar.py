@@ -30,7 +30,8 @@ from tests.rollup.test_rollup import _check_against_reference
 from tracker import Tracker, metrics
 from tracker.errors import StoreError
 from tracker.rollup import aggregate, columnar, queries
-from tracker.rollup.aggregate import UnitTotals
+from tracker.rollup.aggregate import UnitTotals, without_crossed
+from tracker.rollup.cells import is_crossed
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.stores import decode_users, unpack
 from tracker.rollup.truth import Truth, first_positions
@@ -303,7 +304,14 @@ def test_a_final_first_days_checkpoint_holds_its_daily_totals_one_row_per_user(t
                                     "ORDER BY user_id")).all()
     assert str(checkpoint)[:10] == MIDNIGHT.date().isoformat()
     assert [user for user, _ in rows] == sorted(set(r["user_id"] for r in imps))
-    stored = decode_users([(u, unpack(bytes(d))) for u, d in rows], len(layout))
+    with_cells = decode_users([(u, unpack(bytes(d))) for u, d in rows], len(layout))
+    # besides, a crossover user's row in the crossover cell of their first arm
+    crossed = with_cells.users.filter(is_crossed(with_cells.cells)).to_pylist()
+    arms_of: dict[str, set] = {}
+    for r in imps:
+        arms_of.setdefault(r["user_id"], set()).add(r["arm"])
+    assert crossed == sorted(u for u, arms in arms_of.items() if len(arms) > 1)
+    stored = without_crossed(with_cells)
     assert stored.users.to_pylist() == daily.users.to_pylist()
     for name in ("cells", "impressions", "sums", "counts"):
         assert np.array_equal(getattr(stored, name), getattr(daily, name)), name

@@ -190,7 +190,8 @@ def _plain_sql_reads_the_sums(tracker, expected: dict) -> None:
         found = conn.execute(sa.text(
             "SELECT s.day, a.key, s.x_no_pre_period, s.xx_pre_interactions__pre_graded "
             "FROM rollup_covariate_sums s JOIN arm a ON a.id = s.arm_id "
-            "WHERE s.cumulative AND s.metric = 'hit_rate' AND s.k = 5")).all()
+            "WHERE s.cumulative AND s.metric = 'hit_rate' AND s.k = 5 "
+            "AND s.segment = ''")).all()
     assert found
     for day, arm, no_history, cross in found:
         day = date.fromisoformat(day) if isinstance(day, str) else day

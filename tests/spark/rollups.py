@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from tracker.lake.layout import IMPRESSIONS, INTERACTIONS
 
 REPORT_TABLES = {
-    "rollup_metric": "day, cumulative, arm_id, metric, k",
-    "rollup_health": "day, cumulative, arm_id",
+    "rollup_metric": "day, cumulative, arm_id, segment, slice, metric, k",
+    "rollup_health": "day, cumulative, arm_id, segment, slice",
     "rollup_day": "day",
 }
 """What the report and the dashboard read, with the columns that order them."""

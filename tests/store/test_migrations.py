@@ -139,7 +139,7 @@ def _tables(engine) -> set[str]:
 
 @pytest.mark.parametrize(("revision", "drops"), [
     pytest.param("base", True, id="down-to-base-drops-every-table"),
-    pytest.param("-1", False, id="one-step-down-past-0026-drops-no-table"),
+    pytest.param("-1", False, id="one-step-down-past-0027-drops-no-table"),
     pytest.param("0024", True, id="down-past-0025-drops-the-slice-counts"),
     # 0021's checkpoint tables go back into rollup_units: dropped, their rows kept there
     pytest.param("0020", True, id="down-past-0021-drops-the-checkpoint-tables"),

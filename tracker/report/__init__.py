@@ -38,7 +38,9 @@ The JSON form (:meth:`Scorecard.to_dict`) is a stable interface:
   ``outcome`` (ship | do_not_ship | keep_running | no_detectable_effect), ``reasons`` (most
   decisive first) and ``power`` per primary (``mde``, ``mde_absolute``, ``target``,
   ``powered``, ``days_to_target``, ``note``): :func:`tracker.stats.decision.decide` on the
-  rows' own comparisons (see :func:`tracker.report.decisions.arm_decisions`);
+  rows' own comparisons (see :func:`tracker.report.decisions.arm_decisions`), and
+  ``population`` (per_protocol | intent_to_treat: which users' comparisons it read, see
+  ``intent_to_treat``);
 - ``health``: ``status`` (pass | warn | fail, the checklist's worst item) and ``checklist``
   (``[{check, status, message}]``, :func:`tracker.stats.health.health_checklist`: srm,
   sample, crossover, freshness, rollup, provisional); ``srm_p_value`` (chi-square),
@@ -68,7 +70,15 @@ The JSON form (:meth:`Scorecard.to_dict`) is a stable interface:
   removed (0.0 when none, and on control and set-level rows);
 - ``trends``: per primary metric and treatment arm, the slope of the lift over days since
   exposure and whether it fades (novelty) or grows (primacy): see
-  :mod:`tracker.report.trends`.
+  :mod:`tracker.report.trends`;
+- ``intent_to_treat`` (cumulative view, when some users crossed over): per treatment arm and
+  primary or guardrail metric, ``per_protocol`` and ``intent_to_treat`` (each ``users``,
+  ``lift``, ``relative_lift`` with its interval, ``p_value``, ``p_value_adjusted``,
+  ``verdict``), ``crossover_users`` (those the arm's intent-to-treat adds: first exposed in
+  it), ``disagree``, ``decides`` and ``why``. Each arm's rows count its own users
+  (per-protocol); intent-to-treat adds the crossover users in the arm of their first
+  exposure, and an arm whose two estimates disagree in sign or significance on any of its
+  primaries or guardrails is decided on intent-to-treat (:mod:`tracker.report.crossover`).
 
 **CUPED** (``cuped=True``, the default of :func:`report`): where the rollup stored the
 covariate sums of the reported day (:func:`tracker.store.computed.covariate_table`), each
@@ -86,6 +96,7 @@ from tracker.report.render import (
     ROLE_LABELS,
     decision_line,
     format_p,
+    render_crossover,
     render_decisions,
     render_health,
     render_segments,
@@ -97,6 +108,6 @@ from tracker.report.segments import SEGMENT_COLUMNS, SegmentReport, segment_repo
 
 __all__ = ["COLUMNS", "LOWER_IS_BETTER", "LOWER_MARK", "METRIC_ORDER", "OUTCOME_LABELS",
            "P_FLOOR", "ROLE_LABELS", "ROLE_ORDER", "SEGMENT_COLUMNS", "Scorecard",
-           "SegmentReport", "decision_line", "format_p", "render_decisions", "render_health",
-           "render_segments", "render_table", "report", "roles_for", "scorecard",
-           "segment_report", "select", "shown_interval"]
+           "SegmentReport", "decision_line", "format_p", "render_crossover",
+           "render_decisions", "render_health", "render_segments", "render_table", "report",
+           "roles_for", "scorecard", "segment_report", "select", "shown_interval"]

@@ -16,18 +16,24 @@ import pandas as pd
 from tracker import stats
 from tracker.errors import ValidationError
 from tracker.metrics import catalog
+from tracker.report.crossover import (
+    Populations,
+    compare_populations,
+    intent_to_treat,
+    intent_to_treat_covariates,
+)
 from tracker.report.decisions import arm_decisions, daily_new_users, users_per_day, view_health
 from tracker.report.rows import (
     COLUMNS,
     RowTest,
-    adjust_intervals,
-    adjust_p_values,
+    corrected,
     metric_name,
     metric_rows,
 )
 from tracker.report.trends import trends
 from tracker.stats.decision import DEFAULT_TARGET_EFFECT
 from tracker.store.experiments import AnalysisPlan, ExperimentInfo, Roles
+from tracker.store.rollup_tables import CROSSOVER
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,9 @@ class Scorecard:
     # how this view departs from the experiment's analysis plan, one phrase each ("always-valid
     # intervals (plan: fixed-horizon)"); empty: the plan's own analysis
     exploratory: tuple[str, ...] = ()
+    # per treatment arm and primary or guardrail metric, intent-to-treat beside per-protocol
+    # (tracker.report.crossover); empty without crossover users
+    intent_to_treat: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -61,7 +70,7 @@ class Scorecard:
             "cuped": self.cuped, "plan": dict(self.plan),
             "exploratory": list(self.exploratory),
             "decisions": self.decisions, "health": self.health, "metrics": self.metrics,
-            "trends": self.trends,
+            "trends": self.trends, "intent_to_treat": self.intent_to_treat,
         }
 
     def to_csv(self) -> str:
@@ -134,8 +143,9 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
               newest_event: datetime | None = None,
               now: datetime | None = None,
               exposure_days: pd.DataFrame | None = None,
-              covariates: pd.DataFrame | None = None, planned_end: date | None = None
-              ) -> Scorecard:
+              covariates: pd.DataFrame | None = None, planned_end: date | None = None,
+              crossover: pd.DataFrame | None = None,
+              crossover_covariates: pd.DataFrame | None = None) -> Scorecard:
     """Build the scorecard from the rollup's tables (see :mod:`tracker.store.computed`).
 
     ``as_of``: the day to report (default: the latest final day, else the latest; a day
@@ -150,7 +160,8 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     ``covariates``: CUPED's sums; holding the day, every comparison, guardrail and power is
     regression-adjusted. ``intervals``, ``correction``, ``target_effect``, ``cuped``: None
     follows the analysis plan (:func:`planned`); a departure is named in ``exploratory``.
-    ``planned_end``: the horizon of "days to target" (default: the experiment's end)."""
+    ``planned_end``: the horizon of "days to target" (default: the experiment's end);
+    ``crossover``, ``crossover_covariates``: the ``(crossover)`` segment's tables."""
     exploratory = deviations(info.plan, intervals=intervals, correction=correction,
                              target_effect=target_effect, cuped=cuped)
     intervals, correction, target_effect = planned(info.plan, intervals, correction, target_effect)
@@ -172,17 +183,29 @@ def scorecard(info: ExperimentInfo, metric_table: pd.DataFrame, health_table: pd
     card = replace(card, cuped=covariates is not None)
     tests: list[RowTest] = []
     card.metrics.extend(metric_rows(info, rows, level, intervals, roles, tests, covariates))
-    _check_roles_have_tests(info, card.metrics, roles,
-                            given=(*(primary or ()), *(guardrails or {})))
-    adjust_p_values(card.metrics, correction, level)
-    for test in tests:
-        adjust_intervals(test, level, intervals)
+    _check_roles_have_tests(info, card.metrics, roles, (*(primary or ()), *(guardrails or {})))
+    corrected(card.metrics, tests, correction, level, intervals)
     if exposure_days is not None:  # the exposure_day view (tracker.report.trends)
         card.trends.extend(trends(info, exposure_days, roles.primary, level, correction))
     if cumulative:
-        card.decisions.extend(_decisions(info, card, tests, checked.checklist, health_table,
+        found = _populations(info, card, tests, roles, rows, crossover, intent_to_treat_covariates(
+            covariates, _of_day(crossover_covariates, as_of)))
+        card.decisions.extend(_decisions(info, card, found, checked.checklist, health_table,
                                          planned_end))
     return card
+
+
+def _populations(info: ExperimentInfo, card: Scorecard, tests: list[RowTest], roles: Roles,
+                 rows: pd.DataFrame, crossover: pd.DataFrame | None,
+                 covariates: pd.DataFrame | None) -> Populations:
+    """The reported day's intent-to-treat tests beside ``tests`` (None: no crossover), their
+    rows added to ``card.intent_to_treat``."""
+    mine = None if crossover is None else crossover[crossover["day"] == card.as_of]
+    found = compare_populations(info, tests, intent_to_treat(rows, mine), covariates,
+                                level=card.level, intervals=card.intervals,
+                                correction=card.correction, roles=roles, cuped=card.cuped)
+    card.intent_to_treat.extend(found.rows)
+    return found
 
 
 _MODES = {"fixed_horizon": "fixed-horizon", "sequential": "always-valid"}
@@ -219,17 +242,22 @@ def deviations(plan: AnalysisPlan, *, intervals: str | None = None,
     return tuple(out)
 
 
-def _decisions(info: ExperimentInfo, card: Scorecard, tests: list[RowTest],
+def _decisions(info: ExperimentInfo, card: Scorecard, found: Populations,
                checklist: stats.HealthChecklist, health_table: pd.DataFrame,
                planned_end: date | None) -> list[dict[str, Any]]:
     """The cumulative view's decisions (:func:`arm_decisions`) as JSON, with the new users
-    of each day for the model of arrivals and the days left to ``planned_end``."""
+    of each day for the model of arrivals and the days left to ``planned_end``; each says
+    which ``population`` it read (intent-to-treat where ``found`` says it decides)."""
     as_of = card.as_of
     days_left = None if planned_end is None or as_of is None else (planned_end - as_of).days
-    return [d.to_dict() for d in arm_decisions(
-        info, tests, checklist, users_per_day(health_table, info, as_of), card.level,
+    out = [d.to_dict() for d in arm_decisions(
+        info, found.tests, checklist, users_per_day(health_table, info, as_of), card.level,
         card.correction, card.target_effect, card.trends, intervals=card.intervals,
         arrivals=daily_new_users(health_table, info, as_of), days_left=days_left)]
+    for decision in out:
+        itt = decision["arm"] in found.deciding
+        decision["population"] = "intent_to_treat" if itt else "per_protocol"
+    return out
 
 
 def _check_options(level: float, intervals: str, target_effect: float) -> float:
@@ -316,6 +344,11 @@ def report(engine, experiment: str, *, cumulative: bool = True, cuped: bool | No
     daily = None if cumulative else read.health_table(engine, experiment, cumulative=False)
     adjust = info.plan.cuped if cuped is None else cuped
     covariates = read.covariate_table(engine, experiment, cumulative) if adjust else None
+    if cumulative:  # the crossover cells (tracker.report.crossover)
+        options.setdefault("crossover", read.metric_table(engine, experiment, True, CROSSOVER))
+        if adjust:
+            options.setdefault("crossover_covariates", read.covariate_table(
+                engine, experiment, True, segment=CROSSOVER))
     return scorecard(info, read.metric_table(engine, experiment, cumulative),
                      read.health_table(engine, experiment, cumulative=True),
                      read.day_table(engine, experiment), cumulative=cumulative,

@@ -124,6 +124,7 @@ def render_table(card: Scorecard, only: tuple[str, ...] | None = None, *,
     if decisions:
         lines += render_decisions(card)
     lines += render_health(card)
+    lines += render_crossover(card)
     lines += trend_notes(card.trends)
     lines += plan_lines(card, planned)
     rows = [r for r in card.metrics
@@ -171,7 +172,31 @@ def decision_line(decision: dict[str, Any], health_status: str | None = None) ->
     if health_status is not None and not any(r.startswith("health:") for r in reasons):
         reasons.append("health passing" if health_status == "pass"
                        else f"health {health_status} (see the checklist)")
+    if decision.get("population") == "intent_to_treat":
+        reasons.append("read on intent-to-treat (every user in the arm of their first "
+                       "exposure): per-protocol disagrees, see Crossover")
     return f"Decision: {decision['arm']} — {outcome}: " + "; ".join(reasons)
+
+
+def render_crossover(card: Scorecard) -> list[str]:
+    """Intent-to-treat beside per-protocol, a line per treatment arm and primary or guardrail
+    metric (none without crossover users)."""
+    if not card.intent_to_treat:
+        return []
+    out = ["Crossover: per-protocol (each arm's own users) against intent-to-treat (crossover "
+           "users too, in the arm of their first exposure); adjusted p"]
+    for r in card.intent_to_treat:
+        pp, itt = r["per_protocol"], r["intent_to_treat"]
+        out.append(f"  {r['arm']} {metric_name(r['metric'], r['k'])}: per-protocol "
+                   f"{_lift(pp)} (p {format_p(pp['p_value_adjusted'])}, {pp['users']} users) · "
+                   f"intent-to-treat {_lift(itt)} (p {format_p(itt['p_value_adjusted'])}, "
+                   f"{itt['users']} users) — {r['why']}")
+    return out
+
+
+def _lift(row: dict[str, Any]) -> str:
+    value = row.get("relative_lift")
+    return "n/a" if value is None else f"{value:+.1%}"
 
 
 def render_decisions(card: Scorecard) -> list[str]:

@@ -112,6 +112,15 @@ def adjust_intervals(test: RowTest, level: float, intervals: str) -> None:
     row.update(shown_intervals(result.result))
 
 
+def corrected(rows: list[dict[str, Any]], tests: list[RowTest], correction: str, level: float,
+              intervals: str) -> None:
+    """:func:`adjust_p_values` of ``rows``, then each of their ``tests``' intervals redrawn
+    (:func:`adjust_intervals`)."""
+    adjust_p_values(rows, correction, level)
+    for test in tests:
+        adjust_intervals(test, level, intervals)
+
+
 def metric_rows(info: ExperimentInfo, rows: pd.DataFrame, level: float, intervals: str,
                 roles: Roles, tests: list[RowTest],
                 covariates: pd.DataFrame | None = None) -> list[dict[str, Any]]:

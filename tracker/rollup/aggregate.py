@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracker.rollup import state
-from tracker.rollup.cells import Cells, assignment_of, unsliced
+from tracker.rollup.cells import WHOLE, Cells, assignment_of, crossed, is_crossed, unsliced
 from tracker.rollup.codes import sorted_codes
 from tracker.rollup.outcomes import Layout
 
@@ -408,6 +408,41 @@ def crossover_mask(totals: UnitTotals) -> np.ndarray:
     return totals.derived(("crossover",), crossed)
 
 
+def counted(totals: UnitTotals) -> np.ndarray:
+    """The rows a view's statistics count: those of users in one arm, and the crossover
+    cells' (:data:`~tracker.rollup.cells.CROSSED`: the crossover users' own)."""
+    crossed_rows = crossover_mask(totals)
+    return ~crossed_rows | is_crossed(totals.cells) if crossed_rows.any() else ~crossed_rows
+
+
+def without_crossed(totals: UnitTotals) -> UnitTotals:
+    """``totals`` less its crossover cells' rows (:func:`with_crossed` derives them)."""
+    rows = is_crossed(totals.cells)
+    return totals.take(np.flatnonzero(~rows)) if rows.any() else totals
+
+
+def with_crossed(totals: UnitTotals, first_cells: Callable[[pa.Array], np.ndarray]
+                 ) -> UnitTotals:
+    """``totals`` (no crossover cell rows) with a row per crossover user in the crossover
+    cell of their first arm (``first_cells``: the cell code of the arm of each of some
+    users' first exposure, -1 when the logs no longer hold it: then their arm of the
+    smallest id): their whole arms' rows added up, every list of theirs."""
+    crossed_rows = crossover_mask(totals) & unsliced(totals.cells) & (totals.cells != WHOLE)
+    if not crossed_rows.any():
+        return totals
+    rows = totals.take(np.flatnonzero(crossed_rows))
+    users = pc.unique(rows.users)
+    at = pc.index_in(rows.users, value_set=users).to_numpy(zero_copy_only=False)
+    first = np.asarray(first_cells(users), dtype=np.int64)
+    lost = first < 0
+    if lost.any():
+        smallest = np.full(len(users), np.iinfo(np.int64).max)
+        np.minimum.at(smallest, at, rows.cells)
+        first = np.where(lost, smallest, first)
+    moved = UnitTotals(rows.users, crossed(first[at]), rows.impressions, rows.sums, rows.counts)
+    return UnitTotals.added([totals, moved], totals.sums.shape[1])
+
+
 def health(totals: UnitTotals) -> HealthCounts:
     """Per cell its users, impressions and crossover users; the experiment's distinct
     users, impressions (its whole arms', counted once) and crossover users."""
@@ -431,7 +466,7 @@ def cell_stats(totals: UnitTotals, cell_codes: list[int]) -> list[CellStats]:
 
 
 def _cell_stats(totals: UnitTotals, cell_codes: list[int]) -> list[CellStats]:
-    keep = ~crossover_mask(totals)
+    keep = counted(totals)
     out = []
     for cell in cell_codes:
         users = np.zeros(totals.sums.shape[1], dtype=np.int64)

@@ -14,7 +14,8 @@ and CUPED sum by cell, as integer **codes**. Only this module knows what a cell 
   ``rollup_exposure``, ``rollup_exposure_day`` and ``rollup_covariate_sums``;
   :meth:`Cells.code`, back);
 - which cells a user may be in at once: a user found in two arms crossed over, and counts
-  in no cell's statistics; a user's slices of one arm are that arm.
+  in no cell's statistics but their first arm's **crossover cell** (:data:`CROSSED`, the
+  cumulative view's only); a user's slices of one arm are that arm.
 
 Code :data:`WHOLE` (0) is the experiment as a whole, in no arm: the health row of the whole
 experiment and the exposure row of the catalog. A whole arm's code is its arm's id, so the
@@ -41,7 +42,7 @@ import pyarrow.compute as pc
 from tracker.errors import StaleState, TrackerError
 from tracker.rollup.levels import NONE, OTHER, closed
 from tracker.rollup.queries import slice_column
-from tracker.store.rollup_tables import WHOLE_ARM
+from tracker.store.rollup_tables import CROSSOVER, WHOLE_ARM
 
 if TYPE_CHECKING:
     from tracker.store.experiments import ExperimentInfo
@@ -74,6 +75,32 @@ def unsliced(codes: np.ndarray) -> np.ndarray:
     [True, False, True]
     """
     return codes <= _ARM_MASK
+
+CROSSED = 1 << 20
+"""The slice number of a **crossover cell** (above every dimension's): per arm, the users
+exposed to more than one arm whose first exposure was in that arm, each with their totals
+over every list of the experiment (:func:`~tracker.rollup.aggregate.with_crossed`). Added
+to its arm's users, it gives the intent-to-treat population (every user in the arm of
+their first exposure), which the report compares beside the arm's own
+(:mod:`tracker.stats.crossover`); only the cumulative view holds it."""
+
+FIRST_ARM = "(first arm)"
+"""Their ``slice``: the arm of the row's ``arm_id`` is the users' first exposure's."""
+
+
+def crossed(arms: np.ndarray) -> np.ndarray:
+    """The crossover cell (:data:`CROSSED`) of each arm's cell code.
+
+    >>> is_crossed(crossed(np.array([7]))).tolist(), assignment_of(crossed(np.array([7])))
+    ([True], array([7]))
+    """
+    return arms | CROSSED << ARM_BITS
+
+
+def is_crossed(codes: np.ndarray) -> np.ndarray:
+    """Per cell code: whether it is a crossover cell."""
+    return (codes >> ARM_BITS) == CROSSED
+
 
 KEY = "arm_id"
 """The column naming a cell in the tables the report reads."""
@@ -113,6 +140,11 @@ class Cells:
         codes = arms + tuple(arm | number << ARM_BITS for number in slices for arm in arms)
         return cls(codes, {arm.key: arm.id for arm in info.arms}, slices,
                    tuple(sorted(info.levels)))
+
+    @property
+    def crossed(self) -> tuple[int, ...]:
+        """The crossover cells (:data:`CROSSED`), one per arm, in the arms' order."""
+        return tuple(crossed(np.array(list(self.logged.values()), dtype=np.int64)).tolist())
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -163,13 +195,16 @@ class Cells:
         """The key columns of cell ``code`` (or of :data:`WHOLE`) in the report's tables:
         its arm, and its slice (``""`` and ``""`` for the whole arm)."""
         number = int(code) >> ARM_BITS
-        segment, value = self.slices[number] if number else (WHOLE_ARM, WHOLE_ARM)
+        segment, value = (WHOLE_ARM, WHOLE_ARM) if not number else \
+            (CROSSOVER, FIRST_ARM) if number == CROSSED else self.slices[number]
         return {KEY: int(code) & _ARM_MASK, "segment": segment, "slice": value}
 
     def code(self, row: Mapping) -> int:
         """The code of the cell a stored row names (:meth:`stored`'s inverse)."""
         if not row.get("segment"):
             return int(row[KEY])
+        if row["segment"] == CROSSOVER:
+            return int(crossed(np.array([int(row[KEY])]))[0])
         number = self._numbered.get((row["segment"], row["slice"]))
         if number is None:
             raise StaleState(f"a stored row names the slice {row['slice']!r} of "

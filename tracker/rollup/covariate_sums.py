@@ -1,11 +1,11 @@
 """CUPED's covariate sums per cell, metric column and view (the per-user covariates:
 :mod:`tracker.rollup.covariates`).
 
-Over the users the metric rows count (non-crossover users with the metric defined), with
-the covariates of :data:`SUM_COVARIATES` (``pre_metric`` is, in the row of a column, that
-column's ``pre:`` covariate; 0 for surprisal and unexpectedness): Σx, Σx_a·x_b, Σx·y with y
-the user's mean (the per-user view) and Σx·s, Σx·m with s the user's sum and m their
-impressions (the per-impression ratio view), stored per day and view in
+Over the users the metric rows count (:func:`~tracker.rollup.aggregate.counted`, with the
+metric defined), with the covariates of :data:`SUM_COVARIATES` (``pre_metric`` is, in the
+row of a column, that column's ``pre:`` covariate; 0 for surprisal and unexpectedness): Σx,
+Σx_a·x_b, Σx·y with y the user's mean (the per-user view) and Σx·s, Σx·m with s the user's
+sum and m their impressions (the per-impression ratio view), stored per day and view in
 ``rollup_covariate_sums``: a row per (cell, metric, k) with a column per sum, as
 ``rollup_metric`` holds the other sufficient statistics, so SQL reads them. Each term is a
 product of a weight per (user, column) and a factor (:func:`_factors`, the one formula):
@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from tracker.rollup.accumulate import ExactSums
-from tracker.rollup.aggregate import UnitTotals, cell_blocks, crossover_mask
+from tracker.rollup.aggregate import UnitTotals, cell_blocks, counted
 from tracker.rollup.cells import Cells
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.pre_metrics import PREFIX, index_in
@@ -112,7 +112,7 @@ def cell_terms(totals: UnitTotals, covariates: UserCovariates, layout: Layout, c
     found = covariate_rows(totals, covariates) if found is None else found
     pre = [(j, names.index(PREFIX + column)) for j, column in enumerate(layout.names)
            if PREFIX + column in names]
-    keep = ~crossover_mask(totals) if keep is None else keep
+    keep = counted(totals) if keep is None else keep
     for block in cell_blocks(totals, cell, keep):
         x = covariates.at(found[block.rows])
         own = np.zeros((block.rows.size, len(layout)))  # each column's ``pre:`` covariate
@@ -139,7 +139,7 @@ def _covariate_sums(totals: UnitTotals, covariates: UserCovariates, layout: Layo
                     codes: list[int], exact: bool) -> pa.Table:
     width = len(layout) * len(sum_columns())
     covariates = covariates.subset(pc.unique(totals.users))  # looked up among few
-    found, keep = covariate_rows(totals, covariates), ~crossover_mask(totals)
+    found, keep = covariate_rows(totals, covariates), counted(totals)
     per_cell = {}
     for cell in codes:
         if exact:

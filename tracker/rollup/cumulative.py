@@ -41,9 +41,17 @@ import sqlalchemy as sa
 
 from tracker.rollup import cells
 from tracker.rollup import covariates as cuped
-from tracker.rollup.aggregate import CellStats, HealthCounts, UnitTotals, cell_stats, health
+from tracker.rollup.aggregate import (
+    CellStats,
+    HealthCounts,
+    UnitTotals,
+    cell_stats,
+    health,
+    with_crossed,
+    without_crossed,
+)
 from tracker.rollup.cells import Cells
-from tracker.rollup.deltas import ViewSums, changed_rows, health_moved, rows_of
+from tracker.rollup.deltas import ViewSums, changed_rows, current_sums, health_moved, rows_of
 from tracker.rollup.exposure import Exposure, catalog_size
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.published import View, insert_stats, stats_rows_of
@@ -68,7 +76,8 @@ def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, daily: Itera
     changed (``refreshed``: CUPED's, whose sums are written too; the checkpoint's sums are
     moved from those users' old covariates to their new ones, or, when the old ones are
     unknown, the pass starts from nothing); returns the first day rewritten (None: no
-    pass). ``recent``: unit totals of days just computed, which need not be read back;
+    pass; a checkpoint whose sums an older release stored is one, :func:`current_sums`).
+    ``recent``: unit totals of days just computed, which need not be read back;
     ``declared``: the declared catalog; ``store``: where the per-user state is, by default
     the database's."""
     since = min(daily, default=None)
@@ -80,8 +89,11 @@ def recompute_cumulative(conn: sa.Connection, info: ExperimentInfo, daily: Itera
         if isinstance(covariates, RunCovariates) and covariates.stored is not None:
             old = covariates.stored.subset(covariates.fresh.users)
             moved = (old, covariates.fresh.subset(old.users))
-    if since is None:
-        return None
+    if since is None:  # nothing new: a pass only for an older release's checkpoint
+        found = (store if store is not None else DatabaseStore(conn, info)).checkpoint()
+        if found is None or current_sums(found.sums):
+            return None
+        since = found.day  # from the first day (cumulative_from)
     return cumulative_from(conn, info, since, now_us, progress, recent, declared, covariates,
                            store, restart=changed is not None and moved is None, moved=moved)
 
@@ -107,8 +119,11 @@ def cumulative_from(conn: sa.Connection, info: ExperimentInfo, since: date, now_
     keep = _checkpoint(days, now_us)
     horizon = store.horizon()
     frozen = horizon is not None and days[0][0] < horizon
-    found, since = _base(None if restart and not frozen else store.checkpoint(), since,
-                         keep, frozen)
+    found = None if restart and not frozen else store.checkpoint()
+    if found is not None and not frozen and not current_sums(found.sums):
+        # an older release's sums (no crossover cells): every cumulative day again, once
+        found, since = None, days[0][0]
+    found, since = _base(found, since, keep, frozen)
     if found is not None and (keep is None or keep < found.day):  # frozen: see _base
         keep = found.day
     counted = store.take_counted(None if found is None else found.day)
@@ -197,6 +212,7 @@ class Running:
         self.exposure: dict[int, Exposure] = {}
         self.provisional = False
         self.unsaved = False  # the base's sums were computed here, not read
+        self.firsts: dict[str, int] = {}  # crossover users' first cells, looked up once
 
     @classmethod
     def start(cls, store: Store, layout: Layout, covariates: cuped.UserCovariates | None,
@@ -210,13 +226,18 @@ class Running:
         sums = None if found.sums is None else ViewSums.decode(found.sums, layout,
                                                                 covariates is not None)
         computed = sums is None
+        running = cls(store, layout, covariates, found.day, empty if computed else sums,
+                      stored=True)
         if computed:  # upgraded, or another CUPED setting: once, from every user
-            sums = empty
             every = store.checkpoint_rows(None)
-            sums.move(UnitTotals.empty(len(layout)), every, _of(covariates, every))
+            derived = running._crossing(without_crossed(every))
+            empty.move(UnitTotals.empty(len(layout)), derived, _of(covariates, derived))
+            crossed = pc.unique(derived.users.filter(cells.is_crossed(derived.cells)))
+            if len(crossed):  # their crossover cells, which the stored rows may lack
+                running.rows = rows_of(derived, crossed)
+                running.looked = running.moved = crossed.cast(pa.string())
         elif moved is not None and sums.cuped is not None and len(moved[0].users):
             sums.recovariate(store.checkpoint_rows(moved[0].users), *moved)
-        running = cls(store, layout, covariates, found.day, sums, stored=True)
         running.unsaved = computed or moved is not None
         return running
 
@@ -230,7 +251,9 @@ class Running:
         if daily is not None and daily.size:
             users = pc.unique(daily.users).cast(pa.string())
             old = self._current(users)
-            new = UnitTotals.added([old, daily], len(self.layout)) if old.size else daily
+            base = without_crossed(old)
+            new = self._crossing(UnitTotals.added([base, daily], len(self.layout))
+                                 if base.size else daily)
             if keep is not None and day <= keep:  # a final day: the exact sums move
                 self.sums.move(old, new, _of(self.covariates, new))
                 self.moved = _union(self.moved, users)
@@ -259,8 +282,9 @@ class Running:
             if not len(users):
                 continue
             current = self._current(users)
-            revised = _nonzero(UnitTotals.added(
-                [current, _negated(rows_of(old, users)), rows_of(new, users)], columns))
+            revised = self._crossing(_nonzero(UnitTotals.added(
+                [without_crossed(current), _negated(rows_of(old, users)), rows_of(new, users)],
+                columns)))
             self.sums.move(current, revised, _of(self.covariates, revised))
             self.moved = _union(self.moved, users)
             self.rows = self.rows.replacing_users(revised)
@@ -304,7 +328,22 @@ class Running:
             self.store.write_checkpoint(day, sums, rows, everyone=not self.stored)
         elif self.unsaved:  # the stored day, its sums computed once
             self.store.write_checkpoint(keep, self.sums.encode(),
-                                        UnitTotals.empty(len(self.layout)), everyone=False)
+                                        rows_of(self.rows, self.moved) if len(self.moved)
+                                        else UnitTotals.empty(len(self.layout)),
+                                        everyone=False)
+
+    def _crossing(self, totals: UnitTotals) -> UnitTotals:
+        """``totals`` with their crossover users' crossover cells
+        (:func:`~tracker.rollup.aggregate.with_crossed`), each user's first arm read from
+        the store's logs once per run."""
+        return with_crossed(totals, self._first_cells)
+
+    def _first_cells(self, users: pa.Array) -> np.ndarray:
+        names = users.to_pylist()
+        wanted = [u for u in names if u not in self.firsts]
+        if wanted:
+            self.firsts.update(self.store.first_cells(wanted))
+        return np.array([self.firsts.get(u, -1) for u in names], dtype=np.int64)
 
     def _current(self, users: pa.Array) -> UnitTotals:
         """The totals through now of ``users`` (the base's of a user not looked up yet,
@@ -368,12 +407,19 @@ def _write_day(conn: sa.Connection, store: Store, view: View, running: Running,
                declared: pa.Array | None) -> None:
     """The cumulative exposure, report rows and CUPED sums of one day."""
     info, exposure = view.info, running.exposure
-    codes = list(Cells.of(info).codes)
+    found = Cells.of(info)
     store.write_exposure(view.day, exposure)
     whole = exposure.get(cells.WHOLE)
     seen = whole.items if whole is not None else np.empty(0, dtype=object)
     exposures = {cell: e for cell, e in exposure.items() if cell != cells.WHOLE}
-    stats, state, sums = running.view(codes)
+    stats, state, sums = running.view([*found.codes, *found.crossed])
+    # a crossover cell is written when it holds users (most experiments have none)
+    empty = {s.cell for s in stats if cells.is_crossed(np.int64(s.cell)) and not s.users.any()}
+    if empty:
+        stats = [s for s in stats if s.cell not in empty]
+        if sums is not None:
+            sums = sums.filter(pc.invert(pc.is_in(sums["cell"], value_set=pa.array(
+                sorted(empty), pa.int64()))))
     insert_stats(conn, stats_rows_of(view, stats, state, running.layout, exposures,
                                      catalog_size(seen, declared)))
     cuped.insert_sums(conn, info, view.day, True, sums)

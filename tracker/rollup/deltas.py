@@ -4,8 +4,9 @@ The rollup core's views (daily, cumulative, exposure-day) are sums over users: p
 (:mod:`tracker.rollup.cells`) and layout column, the sufficient statistics
 ``rollup_metric`` stores (users n, Σx, Σx², Σm, Σm², Σy, Σy², Σy·m: x the user's mean, m the
 impressions where the metric is defined, y the user's sum), over the users in one cell only
-(crossover users, seen in several cells, count in no cell's statistics; they count in
-health). :class:`CellSums` keeps them in :class:`~tracker.rollup.accumulate.ExactSums`, so
+(crossover users, seen in several arms, count in no cell's statistics but the crossover
+cell of their first arm, :data:`~tracker.rollup.cells.CROSSED`; they count in health).
+:class:`CellSums` keeps them in :class:`~tracker.rollup.accumulate.ExactSums`, so
 that a view moved by deltas (:func:`apply_change`: a changed user's old rows retracted, the
 new ones added, in any order and grouping) equals, bit for bit, the view rebuilt from every
 user's current rows; and its :meth:`CellSums.stats` equal
@@ -25,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracker.rollup.accumulate import ExactSums
-from tracker.rollup.aggregate import CellStats, HealthCounts, UnitTotals, crossover_mask, health
+from tracker.rollup.aggregate import CellStats, HealthCounts, UnitTotals, counted, health
 from tracker.rollup.covariate_sums import cell_terms, covariate_rows, sum_columns, sums_table
 from tracker.rollup.covariate_sums import user_terms as covariate_terms
 from tracker.rollup.outcomes import Layout
@@ -116,7 +117,7 @@ def rows_of(totals: UnitTotals, users: pa.Array) -> UnitTotals:
 def add_totals(acc: CellSums, totals: UnitTotals, sign: int = 1) -> None:
     """Add (``sign=-1``: retract) the rows of ``totals`` whose user is in one cell only
     (``totals``: every row of each of its users, as :class:`UnitTotals` keeps them)."""
-    keep = np.flatnonzero(~crossover_mask(totals))
+    keep = np.flatnonzero(counted(totals))
     acc.add(totals.cells[keep], totals.sums[keep], totals.counts[keep], sign)
 
 
@@ -142,8 +143,8 @@ def changed_rows(old: UnitTotals, new: UnitTotals) -> tuple[UnitTotals, UnitTota
     >>> before.cells.tolist(), after.cells.tolist()  # c crossed over: counted no more
     ([1], [])
     """
-    old = old.take(np.flatnonzero(~crossover_mask(old))) if old.size else old
-    new = new.take(np.flatnonzero(~crossover_mask(new))) if new.size else new
+    old = old.take(np.flatnonzero(counted(old))) if old.size else old
+    new = new.take(np.flatnonzero(counted(new))) if new.size else new
     if not old.size or not new.size:
         return old, new
     users = pc.unique(pa.concat_arrays([old.users.cast(pa.string()),
@@ -187,9 +188,25 @@ def health_moved(base: HealthCounts, before: HealthCounts, after: HealthCounts
                         base.crossover_users - before.crossover_users + after.crossover_users)
 
 
-SUMS = "view-sums/1"
+SUMS = "view-sums/2"
 """The stored form of :class:`ViewSums` (JSON: its exact sums as integers, see
-:func:`_pack`), with the layout's columns it was computed for."""
+:func:`_pack`), with the layout's columns it was computed for. ``/2`` holds the crossover
+cells; a checkpoint of ``/1`` sends the cumulative pass back to the first day once
+(:func:`current_sums`)."""
+
+
+def current_sums(data: bytes | None) -> bool:
+    """Whether stored sums are of this release's format (:data:`SUMS`); None (migration
+    0021's "compute once") and older formats are not: the cumulative view of every day is
+    then computed again, once, as the crossover cells of the days before the checkpoint
+    were never written."""
+    if data is None:
+        return False
+    try:
+        stored = json.loads(bytes(data))
+    except ValueError:
+        return False
+    return isinstance(stored, dict) and stored.get("format") == SUMS
 
 
 class ViewSums:
@@ -262,14 +279,16 @@ class ViewSums:
                            np.zeros(self.width) for cell in codes}, self.layout)
 
     def encode(self) -> bytes:
+        """The stored form, cells in code order (the same sums, the same bytes)."""
+        stats, cells = self.stats.exact(), self.health.cells
         return json.dumps({
             "format": SUMS, "columns": self.layout.names,
-            "stats": {str(c): [_pack(v) for v in s] for c, s in self.stats.exact().items()},
-            "health": [{str(c): list(n) for c, n in self.health.cells.items()},
+            "stats": {str(c): [_pack(v) for v in stats[c]] for c in sorted(stats)},
+            "health": [{str(c): list(cells[c]) for c in sorted(cells)},
                        self.health.users, self.health.impressions,
                        self.health.crossover_users],
             "cuped": None if self.cuped is None else
-            {str(c): [_pack(v) for v in acc.exact()] for c, acc in self.cuped.items()},
+            {str(c): [_pack(v) for v in self.cuped[c].exact()] for c in sorted(self.cuped)},
         }, separators=(",", ":")).encode()
 
     @classmethod

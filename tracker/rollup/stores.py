@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import sqlalchemy as sa
 
 from tracker.errors import StaleState
-from tracker.rollup import cells, state
+from tracker.rollup import cells, state, user_queries
 from tracker.rollup import covariates as cuped
 from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cells import Cells
@@ -91,6 +91,12 @@ class Store(Protocol):
 
     def delete_first_seen(self, since: date | None) -> None:
         """Forget the first-seen users of ``since`` and every later day (None: all)."""
+
+    def first_cells(self, users: list[str]) -> dict[str, int]:
+        """From the engine's logs, the arm id of each of ``users``' first exposure (the
+        earliest served of their lists, the smaller impression id in a tie; a user without
+        lists is absent): the crossover cell they count in
+        (:func:`~tracker.rollup.aggregate.with_crossed`)."""
 
 
 USER_TOTALS = "user-totals/2"
@@ -356,3 +362,6 @@ class DatabaseStore:
         if since is not None:
             where.append(table.day >= since)
         self.conn.execute(sa.delete(table).where(*where))
+
+    def first_cells(self, users: list[str]) -> dict[str, int]:
+        return user_queries.first_cells(self.conn, self.info.id, users)

@@ -174,3 +174,19 @@ def user_days(conn: sa.Connection, experiment_id: int, users: list[str],
             {"experiment": experiment_id, "users": users[at:at + 500],
              "through": through}).all()
     return [(u, int(s)) for u, s in rows]
+
+
+def first_cells(conn: sa.Connection, experiment_id: int, users: list[str]) -> dict[str, int]:
+    """The arm id of each of ``users``' first exposure (module docstring), through the
+    ``(user_id, served_at)`` index; a user without impressions the rollup can place is
+    absent."""
+    first = (f"(SELECT f.arm_id {_first_of_user(experiment_id, 'u')} "
+             f"ORDER BY f.served_at, {_key(conn.dialect.name, 'f')} LIMIT 1)")
+    found: dict[str, int] = {}
+    for at in range(0, len(users), 500):
+        found.update((u, int(a)) for u, a in conn.execute(sa.text(
+            f"SELECT u.user_id, {first} FROM (SELECT DISTINCT imp.user_id FROM impression imp "
+            "WHERE imp.experiment_id = :experiment AND imp.user_id IN :users) u").bindparams(
+                sa.bindparam("users", expanding=True)),
+            {"experiment": experiment_id, "users": users[at:at + 500]}) if a is not None)
+    return found

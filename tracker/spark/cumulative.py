@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
@@ -38,9 +39,17 @@ FOLDER = "first_seen"
 class DirectoryStore:
     """A state directory as the shared passes' store."""
 
-    def __init__(self, directory: StateDir, info: ExperimentInfo) -> None:
+    def __init__(self, directory: StateDir, info: ExperimentInfo,
+                 first_cells: Callable[[list[str]], dict[str, int]] | None = None) -> None:
         self.directory, self.cutoffs = directory, list(info.cutoffs)
         self.layout = Layout.for_cutoffs(self.cutoffs)
+        self._first_cells = first_cells  # read from the lake (tracker.spark.frames.Frames)
+
+    def first_cells(self, users: list[str]) -> dict[str, int]:
+        if self._first_cells is None:
+            raise TypeError("this store reads no lake: where its crossover users were "
+                            "first exposed is unknown")
+        return self._first_cells(users)
 
     def units(self, day: date) -> UnitTotals | None:
         return self.directory.units(day, False, self.layout)

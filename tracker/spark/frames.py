@@ -58,6 +58,20 @@ class Frames:
     outside: DataFrame  # the experiment's impressions in none of its cells (an undeclared arm)
     unnamed: bool = False
 
+    def first_cells(self, users: list[str]) -> dict[str, int]:
+        """The cell (arm) of each of ``users``' first exposure: the earliest served of their
+        lists, the smaller impression id in a tie (:meth:`tracker.rollup.stores.Store.
+        first_cells`), a scan of the lake's impressions joined to those few users."""
+        if not users:
+            return {}
+        wanted = self.impressions.sparkSession.createDataFrame([(u,) for u in users],
+                                                               "user string")
+        first = F.min(F.struct("served", "impression_id", "cell")).alias("_first")
+        rows = (self.impressions.select("user", "served", "impression_id", "cell")
+                .join(F.broadcast(wanted), "user").groupBy("user").agg(first)
+                .select("user", "_first.cell").collect())
+        return {row["user"]: int(row["cell"]) for row in rows}
+
     @property
     def window_us(self) -> int:
         return int(self.info.attribution_window.total_seconds() * 1_000_000)

@@ -31,6 +31,7 @@ from tracker.store.db import require_current_schema, transaction
 from tracker.store.experiments import get_experiment
 from tracker.store.rollup_tables import (
     COVARIATES,
+    CROSSOVER,
     WHOLE_ARM,
     RollupCovariateSums,
     RollupExposureDay,
@@ -51,7 +52,7 @@ def _arm_frame(engine: sa.Engine, experiment: str, fetch, columns: list[str],
     require_current_schema(engine)
     with transaction(engine) as conn:
         info = get_experiment(conn, experiment)
-        if segment is not None and segment not in {s.name for s in info.segments}:
+        if segment not in (None, CROSSOVER) and segment not in {s.name for s in info.segments}:
             declared = ", ".join(s.name for s in info.segments) or "none"
             raise ValidationError(f"experiment {experiment!r} declares no dimension "
                                   f"{segment!r} (declared: {declared})", field="segment")

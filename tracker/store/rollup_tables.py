@@ -66,6 +66,11 @@ WHOLE_ARM = ""
 """``segment`` and ``slice`` of a row about a whole arm (or the whole experiment), in no
 slice of a declared dimension."""
 
+CROSSOVER = "(crossover)"
+"""The ``segment`` of the cumulative view's crossover cells
+(:data:`tracker.rollup.cells.CROSSED`): per arm, the users exposed to more than one arm
+whose first exposure was in it, over every list of theirs (``slice`` ``(first arm)``)."""
+
 SOURCE_DATABASE = "database"
 """``rollup_state.source`` of results the default engine computed from the database's logs
 (:mod:`tracker.rollup.sources`)."""
