@@ -7,6 +7,7 @@ nightly cost follows the new data, not the history.
     .venv/bin/python benchmarks/nightly.py --db postgresql --users 1000000 --active 20   # sparse
     .venv/bin/python benchmarks/nightly.py --db sqlite --nights 8 --impressions 20000   # quick
     .venv/bin/python benchmarks/nightly.py --db sqlite --segments surface:list,device   # sliced
+    .venv/bin/python benchmarks/nightly.py --db sqlite --nights 8 --crossover 50   # 5% cross
 
 Before the first night, ``--history-days`` days of another experiment's lists and
 interactions (the product's history: surprisal's reference period, CUPED's pre-period). Each
@@ -141,6 +142,9 @@ def main() -> None:
     parser.add_argument("--segments", metavar="DIMS", default="",
                         help="dimensions declared on the experiment, comma-separated (e.g. "
                              "surface:list,device); every list gets a context holding both")
+    parser.add_argument("--crossover", type=int, default=0, metavar="PER_MILLE",
+                        help="per mille of the users whose lists each go to an arm of their "
+                             "own: crossover users (the crossover cells of intent-to-treat)")
     parser.add_argument("--spans", action="store_true",
                         help="print where the 3rd and the last night spent their time")
     args = parser.parse_args()
@@ -172,7 +176,7 @@ def main() -> None:
             for n in range(args.nights):
                 day = first + timedelta(days=n)
                 bench.generate_day(url, experiment, arms, day, args.impressions, args.users,
-                                   args.active)
+                                   args.active, args.crossover)
                 if args.segments:
                     segments.add_context(url, args.db)
                 if args.vacuum:

@@ -43,7 +43,9 @@ NEW_DAY = date(2026, 10, 1)
 PG_IMPRESSIONS = """
 INSERT INTO impression (impression_key, experiment_id, arm_id, user_id, served_at,
                         received_at, items, baseline_items)
-SELECT 'd' || :tag || '-' || g, :experiment, (ARRAY[:arm0, :arm1, :arm2])[u % 3 + 1],
+SELECT 'd' || :tag || '-' || g, :experiment,
+       (ARRAY[:arm0, :arm1, :arm2])[(CASE WHEN u % 1000 < :crossover THEN u + g ELSE u END) % 3
+                                    + 1],
        'u' || u, served, served,
        ARRAY(SELECT 'i' || ((a + j * b) % :catalog) FROM generate_series(0, 9) j),
        ARRAY(SELECT 'i' || ((j * 7919) % :catalog) FROM generate_series(0, 9) j)
@@ -81,7 +83,8 @@ s AS (SELECT x, r * :spread + ((((r * 48271 + 1) % 2147483647) * :dayno) % 21474
 INSERT INTO impression (impression_key, experiment_id, arm_id, user_id, served_at,
                         received_at, items, baseline_items)
 SELECT 'd' || :tag || '-' || x, :experiment,
-       CASE u % 3 WHEN 0 THEN :arm0 WHEN 1 THEN :arm1 ELSE :arm2 END,
+       CASE (CASE WHEN u % 1000 < :crossover THEN u + x ELSE u END) % 3
+            WHEN 0 THEN :arm0 WHEN 1 THEN :arm1 ELSE :arm2 END,
        'u' || u, served, served,
        json_array({items}), json_array({baseline})
 FROM s
@@ -142,17 +145,19 @@ def setup(url: str) -> tuple[int, list[int]]:
 
 
 def generate_day(url: str, experiment: int, arms: list[int], day: date, n: int,
-                 users: int, active: int = 1) -> float:
+                 users: int, active: int = 1, crossover: int = 0) -> float:
     """One day of ``n`` impressions of users among ``users``; ``active``: one user in that
     many is active on a given day (a user's slot r holds users r*active .. r*active +
     active - 1, one of them active that day by a hash of (r, day): about one in ``active``
-    of a day's users was active the day before too)."""
+    of a day's users was active the day before too). ``crossover``: per mille of the users
+    whose lists each go to an arm of their own (crossover users, once served twice)."""
     start = int((datetime(day.year, day.month, day.day, tzinfo=UTC)
                  - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1_000_000)
     params = {"tag": day.strftime("%Y%m%d"), "experiment": experiment, "arm0": arms[0],
               "arm1": arms[1], "arm2": arms[2], "users": users, "start": start,
               "span": DAY_US, "catalog": CATALOG, "n": n, "spread": active,
-              "slots": max(users // active, 1), "dayno": day.toordinal()}
+              "slots": max(users // active, 1), "dayno": day.toordinal(),
+              "crossover": int(crossover)}
     began = time.perf_counter()
     engine = create_engine(url)
     with engine.begin() as conn:

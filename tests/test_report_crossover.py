@@ -91,3 +91,29 @@ def test_when_the_two_agree_per_protocol_decides_and_without_crossover_there_is_
     assert row["intent_to_treat"]["users"] == 150  # the crossover users are control's
     assert card["decisions"][0]["population"] == "per_protocol"
     assert card["decisions"][0]["outcome"] == alone["decisions"][0]["outcome"]
+
+
+def test_the_crossover_cells_are_no_dimension_to_report_by(tracker):
+    from tracker.errors import ValidationError
+    from tracker.report import segment_report
+
+    create(tracker, primary=["hit_rate@2"])
+    _log(tracker, {"control": [1, 0], "treatment": [0, 1]})
+    _crossing(tracker, 1, "control", "treatment")
+    tracker.rollup("home", now=NOW)
+    with pytest.raises(ValidationError, match="declares no dimension"):
+        segment_report(tracker.engine, "home", "(crossover)")
+
+
+def test_intent_to_treat_is_not_adjusted_with_the_arms_sums_alone():
+    """CUPED on, the crossover users' covariate sums missing: no adjusted intent-to-treat
+    (the arms' sums alone would adjust with the wrong users)."""
+    import pandas as pd
+
+    from tracker.report.crossover import intent_to_treat_covariates
+
+    own = pd.DataFrame({"day": [1], "arm": ["a"], "metric": ["ndcg"], "k": [2], "x:c": [1.0]})
+    assert intent_to_treat_covariates(own, None) is None
+    assert intent_to_treat_covariates(own, own.iloc[:0]) is None
+    both = intent_to_treat_covariates(own, own)
+    assert both["x:c"].tolist() == [2.0]

@@ -122,3 +122,25 @@ def test_a_checkpoint_of_the_release_before_rewrites_every_cumulative_day_once(t
     incremental = dump(tracker.engine)
     tracker.rollup("home", full=True, now=NOW)
     assert dump(tracker.engine) == incremental
+
+
+def test_after_expired_logs_a_crossover_user_keeps_the_first_arm_stored(tracker):
+    """Retention took u1's first exposure (control): their earliest list left is
+    treatment's, yet they stay in control's crossover cell when a new list moves them."""
+    create(tracker)
+    day = timedelta(days=1)
+    imps = [_list("p1", "control", "u1", T0), _list("p2", "treatment", "u1", T0 + 2 * day),
+            _list("r1", "treatment", "u3", T0)]
+    imps += [_list(f"q{d}", "control", "u2", T0 + d * day) for d in range(6)]
+    tracker.log_impressions(imps, on_invalid="all_or_nothing")
+    now = T0 + 8 * day
+    tracker.rollup("home", now=now)
+    tracker.expire_logs(now - (T0 + day), now=now)  # the first day's lists are gone
+    later = T0 + 7 * day + timedelta(hours=1)
+    tracker.log_impressions([_list("p3", "treatment", "u1", later)],
+                            on_invalid="all_or_nothing")
+    tracker.rollup("home", now=later + timedelta(hours=1))
+    table = tracker.metric_table("home", cumulative=True, segment=CROSSOVER)
+    table = table[(table["metric"] == "ndcg") & (table["k"] == 2)]
+    assert set(table["arm"]) == {"control"}
+    assert table["day"].max() == later.date()  # the new day's row moved u1's totals

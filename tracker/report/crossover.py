@@ -37,9 +37,10 @@ def intent_to_treat(metric_table: pd.DataFrame, crossover: pd.DataFrame | None
     if crossover is None or crossover.empty or not (crossover["users"] > 0).any():
         return None
     own = metric_table[metric_table["kind"] == "user"]
-    both = _added(own, crossover, [c for c in ADDED if c in own.columns])
+    extra = crossover.rename(columns={"provisional": "_provisional"})
+    both = _added(own, extra, [c for c in ADDED if c in own.columns], ["_provisional"])
     both["kind"] = "user"
-    both["provisional"] = both["provisional"].fillna(False).astype(bool)
+    both["provisional"] = both["provisional"].fillna(both.pop("_provisional")).astype(bool)
     both["users"] = both["users"].astype("int64")
     both["mean"] = both["sum"] / both["users"].where(both["users"] > 0)
     return both[list(metric_table.columns)]
@@ -48,27 +49,27 @@ def intent_to_treat(metric_table: pd.DataFrame, crossover: pd.DataFrame | None
 def intent_to_treat_covariates(covariates: pd.DataFrame | None,
                                crossover: pd.DataFrame | None) -> pd.DataFrame | None:
     """CUPED's sums of :func:`intent_to_treat`'s users (``crossover``: the ``(crossover)``
-    segment's :func:`~tracker.store.computed.covariate_table`); None without CUPED sums."""
-    if covariates is None or covariates.empty:
+    segment's :func:`~tracker.store.computed.covariate_table`); None without both (the
+    crossover users' sums missing, the arms' alone would adjust with the wrong users)."""
+    if covariates is None or covariates.empty or crossover is None or crossover.empty:
         return None
-    if crossover is None or crossover.empty:
-        return covariates
     columns = [c for c in covariates.columns if c not in _KEYS]
     out = _added(covariates, crossover, columns)[list(covariates.columns)]
     out.attrs = dict(covariates.attrs)
     return out
 
 
-def _added(own: pd.DataFrame, extra: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """``own`` with ``extra``'s ``columns`` added row by row on (day, arm, metric, k); a key
-    only one side has keeps the other side's values."""
+def _added(own: pd.DataFrame, extra: pd.DataFrame, columns: list[str],
+           carried: tuple[str, ...] = ()) -> pd.DataFrame:
+    """``own`` with ``extra``'s ``columns`` added row by row on (day, arm, metric, k) (and
+    its ``carried`` columns joined); a key only one side has keeps the other side's values."""
     def keyed(frame: pd.DataFrame) -> pd.DataFrame:
         frame = frame.copy()
         frame["_k"] = frame["k"].fillna(0).astype("int64")
         return frame.drop(columns="k")
 
     keys = ["day", "arm", "metric", "_k"]
-    left, right = keyed(own), keyed(extra)[[*keys, *columns]]
+    left, right = keyed(own), keyed(extra)[[*keys, *columns, *carried]]
     both = left.merge(right, on=keys, how="outer", suffixes=("", "_x"))
     for name in columns:
         both[name] = both[name].fillna(0) + both[f"{name}_x"].fillna(0)

@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from tracker.errors import ValidationError
 from tracker.report.card import Scorecard, filter_rows, report, roles_for
 from tracker.report.rows import COLUMNS, LOWER_IS_BETTER, RowTest, metric_name, metric_rows
 from tracker.stats import estimates
@@ -101,7 +102,11 @@ def segment_report(engine, experiment: str, segment: str, *, cumulative: bool = 
     card = report(engine, experiment, cumulative=cumulative, **options)
     with transaction(engine) as conn:
         info = get_experiment(conn, experiment)
-    dimension = next(s for s in info.segments if s.name == segment)
+    dimension = next((s for s in info.segments if s.name == segment), None)
+    if dimension is None:  # the crossover cells' rows are not a dimension's
+        declared = ", ".join(s.name for s in info.segments) or "none"
+        raise ValidationError(f"experiment {experiment!r} declares no dimension {segment!r} "
+                              f"(declared: {declared})", field="segment")
     health = read.health_table(engine, experiment, True, segment=segment)
     covariates = read.covariate_table(engine, experiment, cumulative, day=card.as_of,
                                       segment=segment) if card.cuped else None

@@ -213,6 +213,8 @@ class Running:
         self.provisional = False
         self.unsaved = False  # the base's sums were computed here, not read
         self.firsts: dict[str, int] = {}  # crossover users' first cells, looked up once
+        # after expired logs, a stored crossover row's arm stands (its exposure may be gone)
+        self.expired = store.horizon() is not None
 
     @classmethod
     def start(cls, store: Store, layout: Layout, covariates: cuped.UserCovariates | None,
@@ -230,6 +232,7 @@ class Running:
                       stored=True)
         if computed:  # upgraded, or another CUPED setting: once, from every user
             every = store.checkpoint_rows(None)
+            running._keep_first(every)
             derived = running._crossing(without_crossed(every))
             empty.move(UnitTotals.empty(len(layout)), derived, _of(covariates, derived))
             crossed = pc.unique(derived.users.filter(cells.is_crossed(derived.cells)))
@@ -251,6 +254,7 @@ class Running:
         if daily is not None and daily.size:
             users = pc.unique(daily.users).cast(pa.string())
             old = self._current(users)
+            self._keep_first(old)
             base = without_crossed(old)
             new = self._crossing(UnitTotals.added([base, daily], len(self.layout))
                                  if base.size else daily)
@@ -282,6 +286,7 @@ class Running:
             if not len(users):
                 continue
             current = self._current(users)
+            self._keep_first(current)
             revised = self._crossing(_nonzero(UnitTotals.added(
                 [without_crossed(current), _negated(rows_of(old, users)), rows_of(new, users)],
                 columns)))
@@ -338,11 +343,22 @@ class Running:
         the store's logs once per run."""
         return with_crossed(totals, self._first_cells)
 
+    def _keep_first(self, rows: UnitTotals) -> None:
+        """After expired logs (the store has a horizon), the first arm of each crossover user
+        of ``rows`` is the one their stored crossover row names: the logs may no longer hold
+        that exposure, and their earliest list left would name another arm."""
+        at = np.flatnonzero(cells.is_crossed(rows.cells)) if self.expired else ()
+        if len(at):
+            users = rows.users.take(pa.array(at, type=pa.int64())).to_pylist()
+            self.firsts.update(zip(users, cells.assignment_of(rows.cells[at]).tolist(),
+                                   strict=True))
+
     def _first_cells(self, users: pa.Array) -> np.ndarray:
         names = users.to_pylist()
         wanted = [u for u in names if u not in self.firsts]
-        if wanted:
-            self.firsts.update(self.store.first_cells(wanted))
+        if wanted:  # a user the logs cannot place is not asked again
+            found = self.store.first_cells(wanted)
+            self.firsts.update((u, found.get(u, -1)) for u in wanted)
         return np.array([self.firsts.get(u, -1) for u in names], dtype=np.int64)
 
     def _current(self, users: pa.Array) -> UnitTotals:

@@ -186,7 +186,7 @@ def first_cells(conn: sa.Connection, experiment_id: int, users: list[str]) -> di
     for at in range(0, len(users), 500):
         found.update((u, int(a)) for u, a in conn.execute(sa.text(
             f"SELECT u.user_id, {first} FROM (SELECT DISTINCT imp.user_id FROM impression imp "
-            "WHERE imp.experiment_id = :experiment AND imp.user_id IN :users) u").bindparams(
+            "WHERE +imp.experiment_id = :experiment AND imp.user_id IN :users) u").bindparams(
                 sa.bindparam("users", expanding=True)),
             {"experiment": experiment_id, "users": users[at:at + 500]}) if a is not None)
     return found

@@ -17,6 +17,7 @@ the inputs that span users (item popularity, each day's extent).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 
@@ -58,19 +59,24 @@ class Frames:
     outside: DataFrame  # the experiment's impressions in none of its cells (an undeclared arm)
     unnamed: bool = False
 
-    def first_cells(self, users: list[str]) -> dict[str, int]:
-        """The cell (arm) of each of ``users``' first exposure: the earliest served of their
-        lists, the smaller impression id in a tie (:meth:`tracker.rollup.stores.Store.
-        first_cells`), a scan of the lake's impressions joined to those few users."""
-        if not users:
-            return {}
-        wanted = self.impressions.sparkSession.createDataFrame([(u,) for u in users],
-                                                               "user string")
-        first = F.min(F.struct("served", "impression_id", "cell")).alias("_first")
-        rows = (self.impressions.select("user", "served", "impression_id", "cell")
-                .join(F.broadcast(wanted), "user").groupBy("user").agg(first)
-                .select("user", "_first.cell").collect())
-        return {row["user"]: int(row["cell"]) for row in rows}
+    def first_cells(self) -> Callable[[list[str]], dict[str, int]]:
+        """:meth:`tracker.rollup.stores.Store.first_cells` over the lake: the cell (arm) of
+        each asked user's first exposure (the earliest served of their lists, the smaller
+        impression id in a tie), found by one scan of the impressions, on the first call, for
+        every user served more than one cell (the only users asked: crossover users)."""
+        found: dict[str, int] | None = None
+
+        def lookup(users: list[str]) -> dict[str, int]:
+            nonlocal found
+            if found is None and users:
+                first = F.min(F.struct("served", "impression_id", "cell")).alias("_first")
+                rows = (self.impressions.select("user", "served", "impression_id", "cell")
+                        .groupBy("user").agg(F.countDistinct("cell").alias("_cells"), first)
+                        .where(F.col("_cells") > 1).select("user", "_first.cell").collect())
+                found = {row["user"]: int(row["cell"]) for row in rows}
+            return {u: found[u] for u in users if u in found} if found else {}
+
+        return lookup
 
     @property
     def window_us(self) -> int:

@@ -299,7 +299,7 @@ class _Run:
                 DatabaseStore(conn, self.info).delete_first_seen(None)
             recent = {d: r.totals for d, r in daily.items() if r.totals is not None}
             # the shared passes, state here (a crossover user's first arm from the lake)
-            kept = DirectoryStore(self.store, self.info, self.frames.first_cells)
+            kept = DirectoryStore(self.store, self.info, self.frames.first_cells())
             publish_exposure_days(conn, self.info, min(daily) if daily else None, recent,
                                   rebuild=rebuild, store=kept)
             summary.cumulative_from = recompute_cumulative(
