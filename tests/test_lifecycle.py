@@ -6,6 +6,7 @@ import json
 import threading
 from datetime import UTC, date, datetime, timedelta
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -14,6 +15,7 @@ import sqlalchemy as sa
 from tests.helpers import T0, count
 from tests.rollup.scenario import create, dump, make_logs
 from tracker.errors import Busy, ExpiredLogs, InvalidTransition, ValidationError
+from tracker.rollup.cells import assignment_of, is_crossed
 from tracker.rollup.lock import rollup_lock
 from tracker.rollup.stores import unpack
 
@@ -497,8 +499,12 @@ def _stored_users(tracker, key: str, prefix: str = "") -> dict[str, set]:
                                        "experiment_id = :id"), {"id": experiment}).scalar()
         size = 16 + 16 * len(json.loads(columns)["columns"])  # cell, impressions, 2 x float
 
+        def cell(code: int) -> str:  # an arm, or its crossover cell (tracker.rollup.cells)
+            arm = arms[int(assignment_of(np.array([code]))[0])]
+            return f"{arm} (crossover)" if is_crossed(np.array([code]))[0] else arm
+
         def named(data: bytes) -> tuple:
-            return tuple((arms[int.from_bytes(data[at:at + 8], "little")],
+            return tuple((cell(int.from_bytes(data[at:at + 8], "little")),
                           data[at + 8:at + size]) for at in range(0, len(data), size))
 
         found = {table: {(u.removeprefix(prefix),

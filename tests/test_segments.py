@@ -215,7 +215,8 @@ def _slice_copies(engine: sa.Engine, segment: str, value: str) -> dict[str, int]
     with engine.begin() as conn:
         for name in SLICED_TABLES:
             table = sa.Table(name, sa.MetaData(), autoload_with=conn)
-            rows = [dict(r._mapping) for r in conn.execute(sa.select(table))]
+            rows = [dict(r._mapping) for r in conn.execute(sa.select(table).where(
+                table.c.segment == ""))]  # the whole arms' (not the crossover cells')
             for row in rows:
                 row.update(segment=segment, slice=value)
                 for column in ("users", "sum", "impressions"):

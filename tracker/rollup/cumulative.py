@@ -344,14 +344,29 @@ class Running:
         return with_crossed(totals, self._first_cells)
 
     def _keep_first(self, rows: UnitTotals) -> None:
-        """After expired logs (the store has a horizon), the first arm of each crossover user
-        of ``rows`` is the one their stored crossover row names: the logs may no longer hold
-        that exposure, and their earliest list left would name another arm."""
-        at = np.flatnonzero(cells.is_crossed(rows.cells)) if self.expired else ()
-        if len(at):
-            users = rows.users.take(pa.array(at, type=pa.int64())).to_pylist()
-            self.firsts.update(zip(users, cells.assignment_of(rows.cells[at]).tolist(),
-                                   strict=True))
+        """After expired logs (the store has a horizon), the first arm of each user of
+        ``rows`` is the one their stored rows name: a crossover user's crossover row's, else
+        the one arm of a user in one (their lists before any new one, expired ones
+        included); the logs may no longer hold that exposure, and their earliest list left
+        could name another arm."""
+        if not self.expired or not rows.size:
+            return
+        whole = cells.unsliced(rows.cells) & (rows.cells != cells.WHOLE)
+        crossed = cells.is_crossed(rows.cells)
+        table = pa.table({"user": rows.users.cast(pa.string()),
+                          "cell": cells.assignment_of(rows.cells), "crossed": crossed}
+                         ).filter(pa.array(whole | crossed))
+        if not table.num_rows:
+            return
+        by = table.group_by("user").aggregate([("cell", "min"), ("cell", "max"),
+                                               ("crossed", "any")])
+        crossing = table.filter(table["crossed"])  # their crossover row's arm first
+        one = by.filter(pc.and_(pc.invert(by["crossed_any"]),
+                                pc.equal(by["cell_min"], by["cell_max"])))
+        self.firsts.update(zip(one["user"].to_pylist(), one["cell_min"].to_pylist(),
+                               strict=True))
+        self.firsts.update(zip(crossing["user"].to_pylist(), crossing["cell"].to_pylist(),
+                               strict=True))
 
     def _first_cells(self, users: pa.Array) -> np.ndarray:
         names = users.to_pylist()
