@@ -17,7 +17,7 @@ from tests.rollup.test_rollup import NOW
 from tests.test_report_decisions import _log
 from tracker import stats
 from tracker.cli import main
-from tracker.report import report
+from tracker.report import render_crossover, report
 
 
 def _crossing(tracker, users: int, first: str, then: str) -> None:
@@ -91,6 +91,8 @@ def test_when_the_two_agree_per_protocol_decides_and_without_crossover_there_is_
     assert row["intent_to_treat"]["users"] == 150  # the crossover users are control's
     assert card["decisions"][0]["population"] == "per_protocol"
     assert card["decisions"][0]["outcome"] == alone["decisions"][0]["outcome"]
+    (line,) = render_crossover(report(tracker.engine, "home"))  # agreeing: said once
+    assert "the 3 crossover users" in line and "agrees with per-protocol" in line
 
 
 def test_the_crossover_cells_are_no_dimension_to_report_by(tracker):

@@ -179,10 +179,15 @@ def decision_line(decision: dict[str, Any], health_status: str | None = None) ->
 
 
 def render_crossover(card: Scorecard) -> list[str]:
-    """Intent-to-treat beside per-protocol, a line per treatment arm and primary or guardrail
-    metric (none without crossover users)."""
+    """Intent-to-treat beside per-protocol: one line when the two agree everywhere, else a
+    line per treatment arm and primary or guardrail metric (none without crossover users)."""
     if not card.intent_to_treat:
         return []
+    if not any(r["disagree"] for r in card.intent_to_treat):
+        users = card.health.get("crossover_users")
+        return [f"Crossover: intent-to-treat (the {users} crossover users too, each in the arm "
+                "of their first exposure) agrees with per-protocol in sign and significance on "
+                "every primary and guardrail"]
     out = ["Crossover: per-protocol (each arm's own users) against intent-to-treat (crossover "
            "users too, in the arm of their first exposure); adjusted p"]
     for r in card.intent_to_treat:
