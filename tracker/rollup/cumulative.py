@@ -46,6 +46,7 @@ from tracker.rollup.aggregate import (
     HealthCounts,
     UnitTotals,
     cell_stats,
+    crossover_mask,
     health,
     with_crossed,
     without_crossed,
@@ -351,22 +352,11 @@ class Running:
         could name another arm."""
         if not self.expired or not rows.size:
             return
-        whole = cells.unsliced(rows.cells) & (rows.cells != cells.WHOLE)
-        crossed = cells.is_crossed(rows.cells)
-        table = pa.table({"user": rows.users.cast(pa.string()),
-                          "cell": cells.assignment_of(rows.cells), "crossed": crossed}
-                         ).filter(pa.array(whole | crossed))
-        if not table.num_rows:
-            return
-        by = table.group_by("user").aggregate([("cell", "min"), ("cell", "max"),
-                                               ("crossed", "any")])
-        crossing = table.filter(table["crossed"])  # their crossover row's arm first
-        one = by.filter(pc.and_(pc.invert(by["crossed_any"]),
-                                pc.equal(by["cell_min"], by["cell_max"])))
-        self.firsts.update(zip(one["user"].to_pylist(), one["cell_min"].to_pylist(),
-                               strict=True))
-        self.firsts.update(zip(crossing["user"].to_pylist(), crossing["cell"].to_pylist(),
-                               strict=True))
+        alone = ~crossover_mask(rows) & cells.unsliced(rows.cells) & (rows.cells != cells.WHOLE)
+        for mask in (alone, cells.is_crossed(rows.cells)):  # a crossover row's arm stands
+            at = np.flatnonzero(mask)
+            self.firsts.update(zip(rows.users.take(pa.array(at, type=pa.int64())).to_pylist(),
+                                   cells.assignment_of(rows.cells[at]).tolist(), strict=True))
 
     def _first_cells(self, users: pa.Array) -> np.ndarray:
         names = users.to_pylist()
