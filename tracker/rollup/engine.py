@@ -257,6 +257,8 @@ class _Run:
         ordered, ids = plan.ordered, start.ids
         daily: dict[date, DayResult] = {}
         recent: dict[date, UnitTotals | None] = {}
+        if not ordered:
+            return daily, recent
         # one BLAS thread: the metric kernels' small matrix products gain nothing from a
         # second one, which only spins and takes a core from the database and the readers
         with threadpool_limits(limits=1, user_api="blas"):

@@ -45,8 +45,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from scipy import stats as sps
-
+from tracker.stats import distributions as dist
 from tracker.stats.estimates import Moments, moments
 from tracker.stats.results import Decided, Effect, IntervalKind, Reason, check_level
 from tracker.stats.sufficient import ArmStats, MeanStats, RatioStats
@@ -285,9 +284,9 @@ def fixed_horizon(pair: Contrast, level: float) -> Comparison:
     if not pair.testable:
         return comparison_of(pair, level, IntervalKind.FIXED_HORIZON)
     assert pair.difference is not None and pair.variance is not None
-    t_crit = float(sps.t.ppf(0.5 + level / 2, pair.df))
+    t_crit = float(dist.t_ppf(0.5 + level / 2, pair.df))
     statistic = pair.difference / math.sqrt(pair.variance)
-    p_value = float(2 * sps.t.sf(abs(statistic), pair.df))
+    p_value = float(2 * dist.t_sf(abs(statistic), pair.df))
     return comparison_of(pair, level, IntervalKind.FIXED_HORIZON, t_crit, p_value, statistic,
                          pair.df)
 
@@ -398,9 +397,9 @@ def _test_non_inferiority(pair: Contrast, untested: NonInferiority) -> NonInferi
         return replace(untested, df=None, reason=Reason.ZERO_VARIANCE)
     statistic, df = tested
     better_up = untested.higher_is_better
-    t_crit = float(sps.t.ppf(untested.level, df))
-    p_value = float(sps.t.sf(statistic, df) if better_up else sps.t.cdf(statistic, df))
-    other = float(sps.t.cdf(statistic, df) if better_up else sps.t.sf(statistic, df))
+    t_crit = float(dist.t_ppf(untested.level, df))
+    p_value = float(dist.t_sf(statistic, df) if better_up else dist.t_cdf(statistic, df))
+    other = float(dist.t_cdf(statistic, df) if better_up else dist.t_sf(statistic, df))
     ci_low, ci_high = one_sided_bound(pair, t_crit, untested.relative, better_up)
     return replace(untested, ci_low=ci_low, ci_high=ci_high, p_value=p_value,
                    statistic=statistic, df=df, non_inferior=p_value < 1 - untested.level,

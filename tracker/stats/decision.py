@@ -64,8 +64,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from scipy import stats as sps
-
+from tracker.stats import distributions as dist
 from tracker.stats.compare import Comparison, NonInferiority
 from tracker.stats.detectable import ArmSample, PrimaryPower, primary_power
 from tracker.stats.health import CheckStatus, HealthChecklist
@@ -263,8 +262,8 @@ def guardrail_power(g: GuardrailResult, *, alpha: float = 0.05,
             return None
         critical = sequential_critical(g.users, alpha, tuning_alpha=alpha, tuning_n=tuning_n)
     else:
-        critical = float(sps.norm.ppf(1 - alpha))
-    return float(sps.norm.cdf(g.margin / g.std_error - critical))
+        critical = float(dist.norm_ppf(1 - alpha))
+    return float(dist.norm_cdf(g.margin / g.std_error - critical))
 
 
 def guardrail_state(g: GuardrailResult, *, alpha: float = 0.05, power: float = DEFAULT_POWER,

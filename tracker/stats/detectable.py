@@ -18,8 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scipy import optimize
-
 from tracker.stats.arrivals import (
     MAX_HORIZON_DAYS,
     Arrivals,
@@ -138,6 +136,8 @@ class _Detectable:
             high *= 2
             if high > 1e15:
                 return math.inf
+        from scipy import optimize  # here: its import takes 0.35 s (tracker.stats.distributions)
+
         return float(optimize.brentq(lambda n: self.mde(n) - effect, start, high, rtol=1e-10))
 
 

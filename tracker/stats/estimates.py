@@ -19,8 +19,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
+from tracker.stats import distributions as dist
 from tracker.stats.results import Reason, check_level
 from tracker.stats.sufficient import ArmStats, MeanStats, RatioStats
 
@@ -145,7 +145,7 @@ def _interval(m: Moments, level: float) -> ArmEstimate:
     std_error = math.sqrt(m.variance)
     if std_error == 0.0:
         return ArmEstimate(m.n, m.estimate, 0.0, None, None, level, Reason.ZERO_VARIANCE)
-    half = float(sps.t.ppf(0.5 + level / 2, m.n - 1)) * std_error
+    half = float(dist.t_ppf(0.5 + level / 2, m.n - 1)) * std_error
     return ArmEstimate(
         m.n, m.estimate, std_error, m.estimate - half, m.estimate + half, level, m.reason
     )

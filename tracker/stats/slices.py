@@ -44,8 +44,8 @@ from enum import StrEnum
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats as sps
 
+from tracker.stats import distributions as dist
 from tracker.stats.compare import Comparison
 from tracker.stats.estimates import Moments
 from tracker.stats.multiple import benjamini_hochberg, holm
@@ -246,7 +246,7 @@ def heterogeneity(arms: Mapping[str, tuple[Moments, Moments]], *,
     pooled = float(np.sum(w * ys) / np.sum(w))
     q = float(np.sum(w * (ys - pooled) ** 2))
     df = len(used) - 1
-    p = float(sps.chi2.sf(q, df))
+    p = float(dist.chi2_sf(q, df))
     i2 = max(0.0, (q - df) / q) if q > 0 else 0.0
     return Heterogeneity(tuple(used), tuple(left), q, df, p, i2, math.expm1(pooled), alpha,
                          p < alpha, HeterogeneityReason.OK)

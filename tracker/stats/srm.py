@@ -35,8 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import special
-from scipy import stats as sps
 
+from tracker.stats import distributions as dist
 from tracker.stats.results import Reason
 
 #: p-value below which an SRM is flagged.
@@ -168,7 +168,7 @@ def srm_test(
     expected = counts.sum() * share
     statistic = float(np.sum((counts - expected) ** 2 / expected))
     exact = exact_p_value(counts, share) if expected.min() < SMALL_EXPECTED else None
-    p_value = float(sps.chi2.sf(statistic, counts.size - 1)) if exact is None else exact
+    p_value = float(dist.chi2_sf(statistic, counts.size - 1)) if exact is None else exact
     deviation = _deviation(counts, share)
     return SrmResult(
         observed, tuple(share.tolist()), statistic, p_value, max(map(abs, deviation)),
@@ -206,6 +206,8 @@ def exact_p_value(users: Sequence[int] | ArrayLike,
     if n == 0:
         return 1.0
     if x.size == 2:
+        from scipy import stats as sps  # only here: small samples (its import: 1.4 s)
+
         return float(sps.binomtest(int(x[0]), n, float(w[0])).pvalue)
     if math.comb(n + x.size - 1, x.size - 1) > MAX_EXACT_OUTCOMES:
         return None

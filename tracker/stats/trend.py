@@ -76,8 +76,8 @@ from enum import StrEnum
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats as sps
 
+from tracker.stats import distributions as dist
 from tracker.stats.estimates import rounding_bound
 from tracker.stats.results import Reason, check_level
 
@@ -167,8 +167,8 @@ def trend_test(
                      TrendDirection.NONE, Reason.ZERO_VARIANCE)
     dispersion = residual_ss / df
     std_error = math.sqrt(dispersion / sxx)
-    q = float(sps.t.ppf(0.5 + level / 2, df))
-    p_value = float(2 * sps.t.sf(abs(slope) / std_error, df))
+    q = float(dist.t_ppf(0.5 + level / 2, df))
+    p_value = float(2 * dist.t_sf(abs(slope) / std_error, df))
     direction = TrendDirection.NONE
     if p_value < 1 - level:
         worsens = (slope < 0) == higher_is_better
@@ -271,8 +271,8 @@ def exposure_trend(
         return Trend(slope, None, None, 0.0, None, d.size - 2, intercept, None, level,
                      TrendDirection.NONE, Reason.ZERO_VARIANCE, method)
     std_error = math.sqrt(variance)
-    q = float(sps.norm.ppf(0.5 + level / 2))
-    p_value = float(2 * sps.norm.sf(abs(slope) / std_error))
+    q = float(dist.norm_ppf(0.5 + level / 2))
+    p_value = float(2 * dist.norm_sf(abs(slope) / std_error))
     direction = TrendDirection.NONE
     if p_value < 1 - level:
         worsens = (slope < 0) == higher_is_better
