@@ -114,6 +114,8 @@ def day_counts(conn: sa.Connection, info: ExperimentInfo, day: date) -> list[dic
     count of pre-period interactions)."""
     start, end = day_bounds(day, info.timezone)
     rows = []
+    per_list = queries.context_counts(conn, info.id, start, end,
+                                      [d.name for d in sliced(info) if d.kind == "list"])
     for dimension in sliced(info):
         if _built_in(dimension, COHORT):
             continue  # its levels are fixed
@@ -126,11 +128,10 @@ def day_counts(conn: sa.Connection, info: ExperimentInfo, day: date) -> list[dic
             rows += [{"day": day, "segment": dimension.name, "slice": value, "lists": users}
                      for value, users in found.items()]
             continue
-        count = queries.context_counts if dimension.kind == "list" else \
-            user_queries.first_exposure_counts
+        found_values = per_list[dimension.name] if dimension.kind == "list" else \
+            user_queries.first_exposure_counts(conn, info.id, start, end, dimension.name)
         ranked = sorted(((NONE if value is None else value, lists) for value, lists in
-                         count(conn, info.id, start, end, dimension.name)),
-                        key=lambda pair: (-pair[1], pair[0]))
+                         found_values), key=lambda pair: (-pair[1], pair[0]))
         keep = KEPT_PER_DAY * dimension.max_levels
         counts = dict(ranked[:keep])
         rest = sum(lists for _, lists in ranked[keep:])
