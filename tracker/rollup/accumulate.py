@@ -37,6 +37,7 @@ _BINS = 2098  # frexp's exponents of finite doubles, -1073 ... 1024
 _LOW = 1073  # bin of exponent e: e + _LOW; a bin's unit is 2**(bin - _SCALE)
 _SCALE = _LOW + 53
 _LIMB = 26  # low limb bits (the high limb holds the other 27 and the sign)
+_UNIT = 1.0 / (1 << _LIMB)
 _BATCH = 1 << 25  # values per column added in one bincount: limb sums stay below 2**53
 _BLOCK = 1 << 18  # values added per pass: the temporaries (2 MiB each) stay in the cache
 # and are reused, where whole-matrix ones cost a page fault per 4 KiB (16M values: 1.5 s
@@ -44,6 +45,21 @@ _BLOCK = 1 << 18  # values added per pass: the temporaries (2 MiB each) stay in 
 _SPARSE = 0.75  # a matrix whose nonzero columns are at most this share of them is added
 # by those columns alone (CUPED's terms: most covariates 0 for every user of a block)
 _CARRY_AT = 1 << 9  # batches since the last carry before the int64 bins are normalised
+
+
+class _Work:
+    """The buffers of one :meth:`ExactSums.add`, reused by each of its batches: a fresh
+    temporary of a batch's size is a new mapping of memory, page-faulted 4 KiB at a time
+    (an expression of two of them cost 20 times its arithmetic), a reused one is not."""
+
+    __slots__ = ("picked", "mantissa", "exponent", "high", "low", "key")
+
+    def __init__(self, rows: int, width: int) -> None:
+        shape = (rows, width)
+        self.picked, self.mantissa = np.empty(shape), np.empty(shape)
+        self.high, self.low = np.empty(shape), np.empty(shape)
+        self.exponent = np.empty(shape, dtype=np.intc)  # frexp's exponents
+        self.key = np.empty(shape, dtype=np.intp)  # bincount's keys, uncopied
 
 
 class ExactSums:
@@ -82,10 +98,13 @@ class ExactSums:
             if found.size <= self.columns * _SPARSE:
                 columns = found
         width = self.columns if columns is None else columns.size
-        rows = max(1, min(_BATCH, _BLOCK // max(width, 1)))
+        rows = max(1, min(_BATCH, _BLOCK // max(width, 1), matrix.shape[0]))
+        work = _Work(rows, width)
         for at in range(0, matrix.shape[0], rows):  # a batch's columns copied, not the whole
             batch = matrix[at:at + rows]
-            self._add_batch(batch if columns is None else batch[:, columns], sign, columns)
+            if columns is not None:
+                batch = np.take(batch, columns, axis=1, out=work.picked[:batch.shape[0]])
+            self._add_batch(batch, sign, columns, work)
 
     def retract(self, values: np.ndarray) -> None:
         """Remove rows added before (the sums are then those of the rows left)."""
@@ -128,23 +147,29 @@ class ExactSums:
         acc._set(totals)
         return acc
 
-    def _add_batch(self, matrix: np.ndarray, sign: int, columns: np.ndarray | None) -> None:
-        """Add ``matrix``'s values (``columns``: the columns it holds, None: all)."""
+    def _add_batch(self, matrix: np.ndarray, sign: int, columns: np.ndarray | None,
+                   work: _Work) -> None:
+        """Add ``matrix``'s values (``columns``: the columns it holds, None: all; ``work``:
+        buffers of at least its shape, reused from batch to batch)."""
         if matrix.size == 0:
             return
-        mantissa, exponent = np.frexp(matrix)
-        whole = (mantissa * float(1 << 53)).astype(np.int64)  # exact: |whole| < 2**53
-        high = whole >> _LIMB  # floor: whole == high * 2**26 + low, 0 <= low < 2**26
-        low = whole - (high << _LIMB)
+        height, width = matrix.shape
+        mantissa, exponent, high, low = (a[:height] for a in (work.mantissa, work.exponent,
+                                                              work.high, work.low))
+        np.frexp(matrix, out=(mantissa, exponent))
+        # the limbs as floats holding integers, exact: |whole| < 2**53, a power of two
+        # scales exactly, floor is exact; whole == high * 2**26 + low, 0 <= low < 2**26
+        whole = np.multiply(mantissa, float(1 << 53), out=mantissa)
+        np.floor(np.multiply(whole, _UNIT, out=high), out=high)
+        np.subtract(whole, np.multiply(high, float(1 << _LIMB), out=low), out=low)
         # only the exponents present get a bin: (columns x span) keys, not x 2098
         first, last = int(exponent.min()), int(exponent.max())
         span = last - first + 1
-        width = matrix.shape[1]
-        key = (exponent - first) + (np.arange(width, dtype=np.int32) * span)[None, :]
-        key = key.ravel()
+        key = work.key[:height]
+        np.add(exponent, (np.arange(width, dtype=np.intp) * span - first)[None, :], out=key)
         bins = self._window(first + _LOW, last + _LOW + 1)
         for limb, part in enumerate((high, low)):
-            total = np.bincount(key, weights=part.ravel(), minlength=width * span)
+            total = np.bincount(key.ravel(), weights=part.ravel(), minlength=width * span)
             total = total.astype(np.int64).reshape(width, span)
             if sign < 0:
                 total = -total
