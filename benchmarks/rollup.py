@@ -30,6 +30,8 @@ import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+if os.environ.get("TRACKER_TREE"):  # time another checkout's tracker (before/after pairs)
+    sys.path.insert(0, os.environ["TRACKER_TREE"])
 
 from tracker import Tracker  # noqa: E402
 from tracker.store import schema  # noqa: E402
