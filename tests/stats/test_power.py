@@ -8,6 +8,7 @@ import pytest
 from scipy import stats as sps
 
 from tracker.stats import power_two_sample
+from tracker.stats.power import mde_multiplier
 
 
 def test_hand_worked_example() -> None:
@@ -35,3 +36,42 @@ def test_matches_statsmodels_normal_power(effect: float, n: int, ratio: float) -
 
 def test_no_effect_has_power_alpha() -> None:
     assert power_two_sample(0.0, 2.0, 3.0, 100, 200, alpha=0.1) == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("critical", [None, 0.9, 2.0, 3.0, 10.0])
+@pytest.mark.parametrize("alpha, power", [(0.001, 0.5), (0.05, 0.8), (0.05, 0.9), (0.1, 0.99),
+                                          (0.3, 0.31)])
+def test_the_mde_multiplier_is_brents_root_of_the_power_equation(alpha, power, critical):
+    from scipy import optimize
+
+    from tracker.stats import distributions as dist
+
+    z = float(dist.norm_ppf(1 - alpha / 2)) if critical is None else critical
+
+    def shortfall(m):
+        return float(dist.norm_cdf(m - z) + dist.norm_cdf(-m - z)) - power
+
+    guess = z + float(dist.norm_ppf(power))
+    low, high = max(guess - 1.0, 0.0), guess + 1.0
+    if shortfall(low) > 0:  # no root in the bracket: refused alike
+        with pytest.raises(ValueError, match="different signs"):
+            optimize.brentq(shortfall, low, high)
+        with pytest.raises(ValueError, match="different signs"):
+            mde_multiplier(alpha=alpha, power=power, critical=critical)
+        return
+    brent = optimize.brentq(shortfall, low, high, xtol=1e-15)
+    ours = mde_multiplier(alpha=alpha, power=power, critical=critical)
+    assert ours == pytest.approx(brent, rel=1e-14, abs=1e-14)
+    assert abs(shortfall(ours)) <= 2 * math.ulp(1.0)  # as close to the root as a double gets
+
+
+def test_the_mde_multiplier_needs_no_scipy_optimize():
+    import subprocess
+    import sys
+
+    code = ("import sys; from tracker.stats.power import mde_multiplier; "
+            "mde_multiplier(); mde_multiplier(critical=3.0); "
+            "print('scipy.optimize' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False"]

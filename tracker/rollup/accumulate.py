@@ -103,7 +103,8 @@ class ExactSums:
         for at in range(0, matrix.shape[0], rows):  # a batch's columns copied, not the whole
             batch = matrix[at:at + rows]
             if columns is not None:
-                batch = np.take(batch, columns, axis=1, out=work.picked[:batch.shape[0]])
+                batch = np.take(batch, columns, axis=1, out=work.picked[:batch.shape[0]],
+                                mode="clip")  # "raise" buffers its output: a temporary
             self._add_batch(batch, sign, columns, work)
 
     def retract(self, values: np.ndarray) -> None:
