@@ -119,7 +119,9 @@ def _newton_in(f, slope, low: float, high: float, start: float) -> float:
         step = x - value / rate if rate > 0 else math.nan
         if not low < step < high:  # NaN too
             step = low + (high - low) / 2
-        if step == x or step in (low, high) and high - low <= 4e-16 * abs(x):
+            if not low < step < high:  # the bracket is two adjacent doubles
+                return step
+        if step == x:
             return step
         x = step
     return x

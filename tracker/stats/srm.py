@@ -206,7 +206,7 @@ def exact_p_value(users: Sequence[int] | ArrayLike,
     if n == 0:
         return 1.0
     if x.size == 2:
-        from scipy import stats as sps  # only here: small samples (its import: 1.4 s)
+        from scipy import stats as sps  # only here: small samples (its import: 1.1 s)
 
         return float(sps.binomtest(int(x[0]), n, float(w[0])).pvalue)
     if math.comb(n + x.size - 1, x.size - 1) > MAX_EXACT_OUTCOMES:
