@@ -19,8 +19,9 @@ from tracker.rollup.aggregate import (
     totals_of_coded,
     totals_of_parts,
 )
-from tracker.rollup.codes import Vocabulary, encode, factorize
+from tracker.rollup.codes import Vocabulary, encode, sorted_codes
 from tracker.rollup.columnar import Interactions
+from tracker.rollup.exposure import Exposure
 
 ids = st.lists(st.sampled_from(["a", "b", "é", "", "a b", "🎵", "x\x1fy"]), max_size=30)
 
@@ -155,9 +156,31 @@ def test_another_key_is_derived_while_one_is_being_computed_and_a_key_only_once(
     assert calls == ["slow"]
 
 
-def test_factorize_sorts_ids_as_utf8_bytes():
-    uniques, codes = factorize(np.array(["b", "é", "a", "b", "Z"], dtype=object))
-    assert uniques.tolist() == ["Z", "a", "b", "é"] and codes.tolist() == [2, 3, 1, 2, 0]
+def test_sorted_codes_sort_ids_as_utf8_bytes():
+    uniques, codes = sorted_codes(pa.array(["b", "é", "a", "b", "Z"]))
+    assert uniques.to_pylist() == ["Z", "a", "b", "é"] and codes.tolist() == [2, 3, 1, 2, 0]
+
+
+_ITEM = st.text(alphabet=st.sampled_from("aZé😀b"), max_size=3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(_ITEM, st.integers(0, 5)), max_size=8), min_size=1,
+                max_size=4))
+def test_exposures_merged_in_any_order_count_each_item_once_in_byte_order(days):
+    """An exposure is its items' counts summed, its items sorted as UTF-8 bytes, whichever
+    order the days are added in (a cumulative view adds them as they come)."""
+    exposures = [Exposure.of([item for item, _ in day],
+                             np.array([n for _, n in day], dtype=np.int64).reshape(-1, 1))
+                 for day in days]
+    expected: dict[str, int] = {}
+    for day in days:
+        for item, n in day:
+            expected[item] = expected.get(item, 0) + n
+    order = sorted(expected, key=lambda item: item.encode())
+    for merged in (sum(exposures[1:], exposures[0]), sum(exposures[-2::-1], exposures[-1])):
+        assert merged.items.to_pylist() == order
+        assert merged.counts[:, 0].tolist() == [expected[item] for item in order]
 
 
 def test_interactions_keep_positive_grades_and_select_a_chunks_users():

@@ -178,7 +178,7 @@ def test_exposure_reads_back_at_its_cutoffs_by_name():
     exposure = Exposure(np.array(["a", "b"], dtype=object), np.array([[1, 2], [0, 5]]))
     data = exposure.encode([5, 10])
     back = Exposure.decode(data, [5, 10])
-    assert back.items.tolist() == ["a", "b"] and back.counts.tolist() == [[1, 2], [0, 5]]
+    assert back.items.to_pylist() == ["a", "b"] and back.counts.tolist() == [[1, 2], [0, 5]]
     assert Exposure.decode(data, [10]).counts.tolist() == [[2], [5]]  # a cutoff dropped
     reordered = _rewrite(data, state.EXPOSURE, lambda t: t.select(["top@10", "item_id",
                                                                    "top@5"]))
@@ -194,7 +194,7 @@ def test_exposure_lacking_a_new_cutoff_is_refused_with_the_way_out():
 def test_the_catalog_row_has_items_and_no_counts():
     catalog = Exposure(np.array(["a", "b"], dtype=object), np.zeros((2, 0), dtype=np.int64))
     back = Exposure.decode(catalog.encode([]), [])
-    assert back.items.tolist() == ["a", "b"] and back.counts.shape == (2, 0)
+    assert back.items.to_pylist() == ["a", "b"] and back.counts.shape == (2, 0)
 
 
 def _logs(seed: int, start, tag: str):

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from tracker.metrics.encoding import distinct, remap, renumber, split_codes
 
-__all__ = ["Vocabulary", "distinct", "encode", "factorize", "sorted_codes", "take"]
+__all__ = ["Vocabulary", "distinct", "encode", "sorted_codes"]
 
 
 def encode(arrays: Sequence[pa.Array | pa.ChunkedArray]) -> tuple[list[np.ndarray], pa.Array]:
@@ -40,18 +40,6 @@ def encode(arrays: Sequence[pa.Array | pa.ChunkedArray]) -> tuple[list[np.ndarra
     return split_codes(codes.astype(np.int64), [len(a) for a in arrays]), encoded.dictionary
 
 
-def factorize(values: np.ndarray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted distinct string ids (an object array) and each value's index among them.
-
-    >>> uniques, codes = factorize(np.array(["u2", "u1", "u2"], dtype=object))
-    >>> uniques.tolist(), codes.tolist()
-    (['u1', 'u2'], [1, 0, 1])
-    """
-    array = values if isinstance(values, pa.Array) else pa.array(values, type=pa.string())
-    uniques, codes = sorted_codes(array)
-    return np.asarray(uniques.to_numpy(zero_copy_only=False), dtype=object), codes
-
-
 def sorted_codes(values: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """Sorted distinct string ids (Arrow strings) and each value's index among them.
 
@@ -62,12 +50,6 @@ def sorted_codes(values: pa.Array) -> tuple[pa.Array, np.ndarray]:
     (codes,), dictionary = encode([values])
     order = pc.array_sort_indices(dictionary).to_numpy()
     return dictionary.take(pa.array(order)), renumber(codes, order)
-
-
-def take(dictionary: pa.Array, codes: np.ndarray) -> np.ndarray:
-    """The ids of ``codes`` as an object array of Python strings."""
-    return np.asarray(dictionary.take(pa.array(codes)).to_numpy(zero_copy_only=False),
-                      dtype=object)
 
 
 class Vocabulary:

@@ -30,6 +30,7 @@ from tracker.rollup.cells import Cells
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.pre_metrics import PREFIX, index_in
 from tracker.rollup.user_covariates import BASE, UserCovariates
+from tracker.store import bulk
 from tracker.store.experiments import ExperimentInfo
 from tracker.store.rollup_tables import (
     COVARIATE_PAIRS,
@@ -200,8 +201,7 @@ def insert_sums(conn: sa.Connection, info: ExperimentInfo, day: date, cumulative
     for row in rows:
         row.update(cells.stored(row.pop("cell")), experiment_id=info.id, day=day,
                    cumulative=cumulative)
-    if rows:
-        conn.execute(sa.insert(table), rows)
+    bulk.insert_dicts(conn, table, rows)
 
 
 def publish_daily(conn: sa.Connection, info: ExperimentInfo, daily: dict,

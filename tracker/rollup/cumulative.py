@@ -431,7 +431,7 @@ def _write_day(conn: sa.Connection, store: Store, view: View, running: Running,
     found = Cells.of(info)
     store.write_exposure(view.day, exposure)
     whole = exposure.get(cells.WHOLE)
-    seen = whole.items if whole is not None else np.empty(0, dtype=object)
+    seen = whole.items if whole is not None else pa.array([], pa.string())
     exposures = {cell: e for cell, e in exposure.items() if cell != cells.WHOLE}
     stats, state, sums = running.view([*found.codes, *found.crossed])
     # a crossover cell is written when it holds users (most experiments have none)

@@ -29,7 +29,7 @@ from tracker.config import Settings
 from tracker.rollup import cells, levels, queries, user_queries
 from tracker.rollup.aggregate import CodedSums, UnitTotals, health, totals_of_coded
 from tracker.rollup.cells import Cells
-from tracker.rollup.codes import Vocabulary, distinct, take
+from tracker.rollup.codes import Vocabulary, distinct
 from tracker.rollup.columnar import ChunkResult, Interactions, score_chunk
 from tracker.rollup.days import day_bounds, in_range
 from tracker.rollup.exposure import Exposure, catalog_size
@@ -111,7 +111,7 @@ class DayScores:
 
     totals: UnitTotals
     exposures: dict[int, Exposure]
-    catalog: np.ndarray  # item ids (served, or in a ground truth)
+    catalog: pa.Array  # item ids (served, or in a ground truth)
 
 
 def recompute_day(run: RunContext, day: date, summary: RollupSummary) -> DayResult:
@@ -155,7 +155,7 @@ def write_state(conn: sa.Connection, run: RunContext, day: date, scores: DayScor
     """Replace the day's units and exposure."""
     info, cutoffs = run.info, run.cutoffs
     results.delete_day_state(conn, info.id, day)
-    catalog = Exposure.of(scores.catalog, np.zeros((scores.catalog.size, 0)))
+    catalog = Exposure.of(scores.catalog, np.zeros((len(scores.catalog), 0)))
     results.insert_exposure(conn, info.id, day, False, run.cells.keyed(
         {cell: e.encode(cutoffs) for cell, e in scores.exposures.items()}
         | {cells.WHOLE: catalog.encode([])}))
@@ -183,7 +183,7 @@ def finalize_day(run: RunContext, day: date) -> DayResult | None:
 
 
 def stored_day(run: RunContext, stored: list[bytes], exposed: dict[int, bytes]
-               ) -> tuple[UnitTotals, dict[int, Exposure], np.ndarray]:
+               ) -> tuple[UnitTotals, dict[int, Exposure], pa.Array]:
     """A day's stored units, its cells' exposure and its catalog's items, decoded."""
     return (UnitTotals.decode(stored, run.layout),
             {cell: Exposure.decode(data, run.cutoffs) for cell, data in exposed.items()
@@ -192,7 +192,7 @@ def stored_day(run: RunContext, stored: list[bytes], exposed: dict[int, bytes]
 
 
 def day_result(run: RunContext, day: date, extent: queries.DayExtent, totals: UnitTotals,
-               exposures: dict[int, Exposure], catalog: np.ndarray) -> DayResult:
+               exposures: dict[int, Exposure], catalog: pa.Array) -> DayResult:
     """The day's rows the report reads and its status, computed now."""
     now_us = to_micros(run.clock)
     closing = closes_at(run, extent)
@@ -345,9 +345,9 @@ class DayFold:
         return {cell: _exposure(pieces, item_ids, cutoffs)
                 for cell, pieces in self.exposed.items()}
 
-    def catalog(self, item_ids: pa.Array) -> np.ndarray:
+    def catalog(self, item_ids: pa.Array) -> pa.Array:
         codes = np.concatenate(self.catalogs) if self.catalogs else np.empty(0, np.int64)
-        return take(item_ids, distinct(codes))
+        return item_ids.take(pa.array(distinct(codes)))
 
 
 def _exposure(pieces: list[tuple[np.ndarray, np.ndarray]], ids: pa.Array,
@@ -359,4 +359,4 @@ def _exposure(pieces: list[tuple[np.ndarray, np.ndarray]], ids: pa.Array,
     summed = np.zeros((present.size, cutoffs), dtype=np.int64)
     for j in range(cutoffs):
         summed[:, j] = np.bincount(index, weights=counts[:, j], minlength=present.size)
-    return Exposure.of(take(ids, present), summed)
+    return Exposure.of(ids.take(pa.array(present)), summed)

@@ -1,9 +1,11 @@
-"""Item exposure per cell, merged and measured in numpy.
+"""Item exposure per cell, merged and measured in Arrow and numpy.
 
-A cell's exposure is its served items (sorted ids) with, per cutoff k, the number of lists
-that held the item in their top k. Days merge by adding counts item by item, so the
-cumulative exposure of day D is that of the previous day plus day D's: one row per cell and
-day is read, whatever the history. The catalog is the same structure without counts.
+A cell's exposure is its served items (distinct ids, an Arrow string array sorted as UTF-8
+bytes: ids stay in Arrow from the query to the stored row, never Python strings) with, per
+cutoff k, the number of lists that held the item in their top k. Days merge by adding counts
+item by item, so the cumulative exposure of day D is that of the previous day plus day D's:
+one row per cell and day is read, whatever the history. The catalog is the same structure
+without counts.
 """
 
 from __future__ import annotations
@@ -23,37 +25,42 @@ from tracker.metrics.exposure import (
 )
 from tracker.rollup import state
 from tracker.rollup.cells import Cells
-from tracker.rollup.codes import factorize
+from tracker.rollup.codes import sorted_codes
 
 
 @dataclass(frozen=True)
 class Exposure:
-    items: np.ndarray  # object array of item ids, sorted, unique
+    items: pa.Array  # item ids (strings), sorted, unique; any sequence of str is taken
     counts: np.ndarray  # int64 (items, cutoffs)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "items", strings(self.items))
 
     @classmethod
     def empty(cls, width: int) -> Exposure:
-        return cls(np.empty(0, dtype=object), np.zeros((0, width), dtype=np.int64))
+        return cls(pa.array([], pa.string()), np.zeros((0, width), dtype=np.int64))
 
     @classmethod
     def of(cls, items, counts: np.ndarray) -> Exposure:
-        """Sum the counts of repeated items and sort by item id."""
-        items = np.asarray(items, dtype=object)
-        counts = np.asarray(counts, dtype=np.int64).reshape(items.size, -1)
-        uniques, codes = factorize(items)
-        summed = np.zeros((uniques.size, counts.shape[1]), dtype=np.int64)
+        """Sum the counts of repeated items and sort by item id (UTF-8 bytes)."""
+        items = strings(items)
+        counts = np.asarray(counts, dtype=np.int64)
+        if counts.ndim != 2:  # a column of a single cutoff
+            counts = counts.reshape(len(items), -1)
+        uniques, codes = sorted_codes(items)
+        summed = np.zeros((len(uniques), counts.shape[1]), dtype=np.int64)
         for j in range(counts.shape[1]):  # a loop over cutoffs, not over items
-            summed[:, j] = np.bincount(codes, weights=counts[:, j], minlength=uniques.size)
+            summed[:, j] = np.bincount(codes, weights=counts[:, j], minlength=len(uniques))
         return cls(uniques, summed)
 
     def __add__(self, other: Exposure) -> Exposure:
-        return Exposure.of(np.concatenate((self.items, other.items)),
+        return Exposure.of(pa.concat_arrays([self.items, other.items]),
                            np.concatenate((self.counts, other.counts)))
 
     def encode(self, cutoffs: Sequence[int]) -> memoryview:
         """A ``rollup_exposure`` value (``exposure/1`` of :mod:`tracker.rollup.state`): the
         items and a ``top@k`` column per cutoff (none for the catalog)."""
-        data = {"item_id": pa.array(self.items, type=pa.string())}
+        data = {"item_id": self.items}
         for j, k in enumerate(cutoffs):
             data[f"top@{k}"] = pa.array(self.counts[:, j], type=pa.int64())
         return state.write(pa.table(data), state.EXPOSURE)
@@ -68,21 +75,34 @@ class Exposure:
         counts = np.zeros((table.num_rows, len(names)), dtype=np.int64)
         for j, name in enumerate(names):
             counts[:, j] = table[name].to_numpy()
-        ids = np.asarray(table["item_id"].to_numpy(zero_copy_only=False), dtype=object)
-        return cls(ids, counts)
+        return cls(table["item_id"], counts)
 
 
-def catalog_size(seen: np.ndarray, declared: pa.Array | None) -> int:
+def strings(values) -> pa.Array:
+    """``values`` (an Arrow array or chunked array of strings, or a sequence of str) as one
+    Arrow string array.
+
+    >>> strings(["b", "a"]).to_pylist(), strings(pa.chunked_array([["x"], ["y"]])).type
+    (['b', 'a'], DataType(string))
+    """
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
+    if not isinstance(values, pa.Array):
+        values = pa.array(np.asarray(values, dtype=object), type=pa.string())
+    return values if values.type == pa.string() else values.cast(pa.string())
+
+
+def catalog_size(seen: pa.Array, declared: pa.Array | None) -> int:
     """The size of the catalog: the items ``seen`` (distinct ids) and the ``declared`` ones
     (distinct ids, or None when the experiment declares no catalog), counted once.
 
-    >>> catalog_size(np.array(["a", "z"], dtype=object), pa.array(["a", "b", "c"]))
+    >>> catalog_size(pa.array(["a", "z"]), pa.array(["a", "b", "c"]))
     4
     """
-    if declared is None or len(declared) == 0 or seen.size == 0:
-        return int(seen.size) + (0 if declared is None else len(declared))
-    inside = pc.is_in(pa.array(seen, type=pa.string()), value_set=declared)
-    return len(declared) + int(seen.size) - int(pc.sum(inside).as_py() or 0)
+    if declared is None or len(declared) == 0 or len(seen) == 0:
+        return len(seen) + (0 if declared is None else len(declared))
+    inside = pc.is_in(seen, value_set=declared)
+    return len(declared) + len(seen) - int(pc.sum(inside).as_py() or 0)
 
 
 def set_values(exposure: Exposure, column: int, catalog: int) -> dict[str, float]:

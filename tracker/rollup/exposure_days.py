@@ -40,7 +40,7 @@ from tracker.rollup.aggregate import UnitTotals, cell_stats, metric_rows
 from tracker.rollup.cells import Cells
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.stores import DatabaseStore, Store
-from tracker.store import results
+from tracker.store import bulk, results
 from tracker.store.experiments import ExperimentInfo
 from tracker.store.rollup_tables import RollupExposureDay
 
@@ -114,8 +114,7 @@ def publish_exposure_days(conn: sa.Connection, info: ExperimentInfo, since: date
         rows = day_rows(info, totals, offsets, layout)
         for row in rows:
             row.update(experiment_id=info.id, day=day, provisional=computed < closes)
-        if rows:
-            conn.execute(sa.insert(RollupExposureDay), rows)
+        bulk.insert_dicts(conn, RollupExposureDay.__table__, rows)
 
 
 def day_rows(info: ExperimentInfo, totals: UnitTotals, offsets: np.ndarray,

@@ -112,10 +112,8 @@ def _distinct(users: pa.Array) -> int:
     return len(users.unique()) if len(users) else 0
 
 
-def _union(stored: np.ndarray, new: np.ndarray) -> np.ndarray:
-    """The stored catalog items with the new ones, sorted and distinct (as stored)."""
-    if new.size == 0:
+def _union(stored: pa.Array, new: pa.Array) -> pa.Array:
+    """The stored catalog items with the new ones, distinct."""
+    if len(new) == 0:
         return stored
-    return np.asarray(pa.concat_arrays([pa.array(stored, pa.string()),
-                                        pa.array(new, pa.string())]).unique()
-                      .to_numpy(zero_copy_only=False), dtype=object)
+    return pa.concat_arrays([stored, new]).unique()

@@ -46,7 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracker.rollup.cells import WHOLE, Cells
-from tracker.rollup.codes import Vocabulary, take
+from tracker.rollup.codes import Vocabulary
 from tracker.rollup.columnar import ChunkResult, Interactions, score_chunk
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.popularity import Popularity
@@ -144,7 +144,7 @@ def output_rows(result: ChunkResult, day: date, user_ids: pa.Array,
         parts.append(_rows(EXPOSURE, day, item_ids.take(pa.array(codes)),
                            np.full(codes.size, cell), np.zeros(codes.size, np.int64),
                            counts.astype(np.float64), None))
-    catalog = pa.array(take(item_ids, result.catalog), type=pa.string())
+    catalog = item_ids.take(pa.array(result.catalog))
     parts.append(_rows(CATALOG, day, catalog, np.full(len(catalog), WHOLE, np.int64),
                        np.zeros(len(catalog), np.int64), None, None))
     return pa.concat_tables(parts)

@@ -69,7 +69,7 @@ from tracker.rollup.aggregate import UnitTotals
 from tracker.rollup.cells import WHOLE, Cells
 from tracker.rollup.cumulative import recompute_cumulative
 from tracker.rollup.day import RunContext, day_result
-from tracker.rollup.exposure import Exposure
+from tracker.rollup.exposure import Exposure, strings
 from tracker.rollup.exposure_days import publish_exposure_days
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.popularity import Reference
@@ -395,10 +395,10 @@ class _Run:
         for day, extent in sorted(extent_of.items()):
             totals = self._units(day)
             exposed = exposures.get(day, {})
-            catalog = catalogs.get(day, np.empty(0, dtype=object))
+            catalog = catalogs.get(day, pa.array([], pa.string()))
             self.store.write_units(day, False, totals, self.layout)
             self.store.write_exposure(day, False, {**exposed, WHOLE: Exposure.of(
-                catalog, np.zeros((catalog.size, 0)))}, list(info.cutoffs))
+                catalog, np.zeros((len(catalog), 0)))}, list(info.cutoffs))
             daily[day] = day_result(context, day, DayExtent(
                 extent.impressions, None, None, extent.last_served, 0), totals, exposed, catalog)
             summary.impressions_read += extent.impressions
@@ -455,7 +455,7 @@ class _Run:
                           matrix("counts")).reduce()
 
     def _exposures(self, days: list[date]
-                   ) -> tuple[dict[date, dict[int, Exposure]], dict[date, np.ndarray]]:
+                   ) -> tuple[dict[date, dict[int, Exposure]], dict[date, pa.Array]]:
         """Exposure per day and cell, and each day's catalog, summed over the groups (Arrow's
         hash aggregation on the driver: a row per group, cell and item)."""
         cutoffs = len(self.info.cutoffs)
@@ -475,13 +475,12 @@ class _Run:
                 rows = mine.filter(pc.equal(mine["cell"], cell))
                 counts = np.stack([rows[f"c{j}_sum"].to_numpy() for j in range(cutoffs)],
                                   axis=1)
-                out.setdefault(day, {})[int(cell)] = Exposure.of(
-                    rows["key"].to_numpy(zero_copy_only=False), counts)
+                out.setdefault(day, {})[int(cell)] = Exposure.of(rows["key"], counts)
         catalog = scored.to_table(columns=["day", "key"],
                                   filter=ds.field("kind") == CATALOG).group_by(
             ["day", "key"]).aggregate([])
         catalogs = {}
         for day in days:
             keys = catalog.filter(pc.equal(catalog["day"], pa.scalar(day)))["key"]
-            catalogs[day] = np.sort(np.asarray(keys.to_numpy(), dtype=object))
+            catalogs[day] = strings(keys)
         return out, catalogs

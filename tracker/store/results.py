@@ -13,6 +13,7 @@ from datetime import date, datetime, timedelta
 
 import sqlalchemy as sa
 
+from tracker.store import bulk
 from tracker.store.bulk import IN_LIST_LIMIT
 from tracker.store.db import binary_rows
 from tracker.store.models import Impression, Interaction
@@ -409,7 +410,7 @@ def insert_exposure(conn: sa.Connection, experiment_id: int, day: date, cumulati
                     rows: Iterable[tuple[Mapping[str, int], bytes | memoryview]]) -> None:
     """Exposure rows ``(key, encoded exposure)`` of one day, ``key`` the row's key columns
     (``{"arm_id": ..., "segment": ..., "slice": ...}``)."""
-    conn.execute(sa.insert(RollupExposure), [
+    bulk.insert_dicts(conn, RollupExposure.__table__, [
         {"experiment_id": experiment_id, "day": day, "cumulative": cumulative, **key,
          "data": data} for key, data in rows])
 
@@ -426,13 +427,11 @@ def exposure(conn: sa.Connection, experiment_id: int, day: date,
 
 
 def insert_metrics(conn: sa.Connection, rows: list[dict]) -> None:
-    if rows:
-        conn.execute(sa.insert(RollupMetric), rows)
+    bulk.insert_dicts(conn, RollupMetric.__table__, rows)
 
 
 def insert_health(conn: sa.Connection, rows: list[dict]) -> None:
-    if rows:
-        conn.execute(sa.insert(RollupHealth), rows)
+    bulk.insert_dicts(conn, RollupHealth.__table__, rows)
 
 
 def metric_rows(conn: sa.Connection, experiment_id: int, cumulative: bool,
