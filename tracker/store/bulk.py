@@ -213,8 +213,11 @@ def insert_dicts(conn: sa.Connection, table: sa.Table, rows: Sequence[dict]) -> 
     if not rows:
         return
     columns = list(rows[0])
-    if any(len(row) != len(columns) for row in rows):
-        raise ValueError(f"rows for {table.name} do not all have the columns {columns}")
+    keys = rows[0].keys()
+    for row in rows:
+        if row.keys() != keys:
+            raise ValueError(f"rows for {table.name} do not all have the columns {columns}: "
+                             f"one has {sorted(row)}")
     pick = itemgetter(*columns)
     insert_rows(conn, table, columns, [pick(row) if len(columns) > 1 else (pick(row),)
                                        for row in rows])
