@@ -160,3 +160,78 @@ def test_values_that_cannot_be_summed_exactly_are_refused_and_nothing_is_added(b
 def test_merging_sums_of_other_columns_is_refused():
     with pytest.raises(ValueError, match="3 columns into 2"):
         ExactSums(2).merge(ExactSums(3))
+
+
+whole = st.one_of(st.integers(-1000, 1000), st.integers(-2 ** 60, 2 ** 60)).map(float)
+# a column of integers (counts, their squares and products: the rollup's most common values),
+# small or beyond what 53 bits hold, or a column of any floats
+mixed = st.lists(st.one_of(st.lists(whole, min_size=0, max_size=30),
+                           st.lists(finite, min_size=0, max_size=30)), min_size=1, max_size=5)
+
+
+@given(mixed, st.randoms(use_true_random=False), st.integers(1, 4))
+@settings(max_examples=300, deadline=None)
+def test_columns_of_integers_and_of_floats_added_retracted_and_merged_equal_fsum(cols, rnd,
+                                                                                parts):
+    """Columns of integers are summed by their float sums where that is exact (every partial
+    sum within 53 bits) and by the per-value split where not: either way, in any split and
+    order of adds, retracts and merges, the sums equal ``math.fsum`` of the rows left."""
+    matrix = _matrix(cols)
+    gone = [r for r in range(matrix.shape[0]) if rnd.random() < 0.3]
+    kept = np.delete(matrix, gone, axis=0)
+    try:
+        expected = _fsum_columns(kept)
+        _fsum_columns(matrix)
+    except OverflowError:
+        return
+    pieces = np.array_split(np.array(rnd.sample(range(matrix.shape[0]), matrix.shape[0]),
+                                     dtype=np.int64), parts)
+    total = ExactSums(matrix.shape[1])
+    for piece in pieces:
+        acc = ExactSums(matrix.shape[1])
+        acc.add(matrix[np.sort(piece)])  # several rows at once: batches of many rows
+        total.merge(acc)
+    if gone:
+        total.retract(matrix[gone])
+    assert [v.hex() for v in total.sums().tolist()] == [v.hex() for v in expected]
+    rebuild = ExactSums(matrix.shape[1])
+    rebuild.add(kept)
+    assert total.exact() == rebuild.exact()
+
+
+def test_integers_are_summed_without_splitting_each_value(monkeypatch):
+    """A batch's columns of integers never reach the per-value split (the slow part), and
+    the other columns do; the sums are exact either way."""
+    split: list[int] = []
+    real = ExactSums._add_batch
+
+    def spy(self, matrix, sign, columns, work):
+        split.append(matrix.shape[1])
+        return real(self, matrix, sign, columns, work)
+
+    monkeypatch.setattr(ExactSums, "_add_batch", spy)
+    rng = np.random.default_rng(3)
+    counts = rng.integers(0, 50, size=(5000, 3)).astype(float)
+    counts[:, 2] **= 2  # squares: still integers
+    means = rng.random((5000, 2))
+    acc = ExactSums(5)
+    acc.add(counts[:, [0, 1]] @ np.eye(2, 5) + means @ np.eye(2, 5, 3))
+    acc.add(np.hstack([counts, np.zeros((5000, 2))]))
+    assert split == [2]  # the means, once; the integers never
+    values = np.vstack([counts[:, [0, 1]] @ np.eye(2, 5) + means @ np.eye(2, 5, 3),
+                        np.hstack([counts, np.zeros((5000, 2))])])
+    assert acc.sums().tolist() == _fsum_columns(values)
+
+
+def test_batches_of_large_integers_carry_without_losing_a_bit():
+    """Sums of integers near 2**52, batch after batch, far past the batches the int64 bins
+    hold between carries."""
+    rng = random.Random(11)
+    acc, rows = ExactSums(2), []
+    for _ in range(1500):
+        batch = [[float(rng.randint(-2 ** 52, 2 ** 52)), float(rng.randint(0, 9))]
+                 for _ in range(2)]
+        rows += batch
+        acc.add(np.array(batch))
+    assert acc.sums().tolist() == [math.fsum(r[j] for r in rows) for j in range(2)]
+    assert acc.exact() == [sum(int(r[j]) for r in rows) << 1126 for j in range(2)]

@@ -20,6 +20,14 @@ Python rounds correctly: the result equals ``math.fsum`` of the values.
 Vectorised over (rows, columns): cost is a few numpy passes over the values, not a Python
 operation per value (Shewchuk's partials, as ``math.fsum`` keeps, need one per value).
 
+Integers take a shorter way. Many of the rollup's values are whole numbers: users, impression
+counts and their squares, click counts, pre-period counts and their products (59% of the
+values of a day with two list dimensions). A column whose values in a batch are all integers,
+with ``rows * max|v| <= 2**53``, is summed by numpy's float sum: every partial sum is then an
+integer of at most 53 bits, so each addition is exact, in any order. The batch's sum, an
+integer, goes into the unit bin as two limbs, with no split per value
+(:meth:`ExactSums._add_whole`): the same exact sums, bit for bit, for less work per value.
+
 >>> acc = ExactSums(1)
 >>> acc.add(np.array([[1e16], [1.0], [-1e16]]))
 >>> acc.sums().tolist()  # a float running sum gives 0.0
@@ -45,21 +53,30 @@ _BLOCK = 1 << 18  # values added per pass: the temporaries (2 MiB each) stay in 
 _SPARSE = 0.75  # a matrix whose nonzero columns are at most this share of them is added
 # by those columns alone (CUPED's terms: most covariates 0 for every user of a block)
 _CARRY_AT = 1 << 9  # batches since the last carry before the int64 bins are normalised
+_WHOLE = float(1 << 53)  # a batch's column of integers with max|v| * rows at most this sums
+# exactly in float64 (every partial sum an integer of at most 53 bits)
 
 
 class _Work:
     """The buffers of one :meth:`ExactSums.add`, reused by each of its batches: a fresh
     temporary of a batch's size is a new mapping of memory, page-faulted 4 KiB at a time
-    (an expression of two of them cost 20 times its arithmetic), a reused one is not."""
+    (an expression of two of them cost 20 times its arithmetic), a reused one is not. Each
+    is flat: :meth:`of` views a contiguous ``(rows, width)`` matrix of it, for a batch of
+    any width up to the one it was made for."""
 
-    __slots__ = ("picked", "mantissa", "exponent", "high", "low", "key")
+    __slots__ = ("picked", "rest", "mantissa", "exponent", "high", "low", "key", "flag")
 
     def __init__(self, rows: int, width: int) -> None:
-        shape = (rows, width)
-        self.picked, self.mantissa = np.empty(shape), np.empty(shape)
-        self.high, self.low = np.empty(shape), np.empty(shape)
-        self.exponent = np.empty(shape, dtype=np.intc)  # frexp's exponents
-        self.key = np.empty(shape, dtype=np.intp)  # bincount's keys, uncopied
+        size = rows * width
+        self.picked, self.rest, self.mantissa = np.empty(size), np.empty(size), np.empty(size)
+        self.high, self.low = np.empty(size), np.empty(size)
+        self.exponent = np.empty(size, dtype=np.intc)  # frexp's exponents
+        self.key = np.empty(size, dtype=np.intp)  # bincount's keys, uncopied
+        self.flag = np.empty(size, dtype=bool)
+
+    @staticmethod
+    def of(buffer: np.ndarray, rows: int, width: int) -> np.ndarray:
+        return buffer[:rows * width].reshape(rows, width)
 
 
 class ExactSums:
@@ -103,9 +120,13 @@ class ExactSums:
         for at in range(0, matrix.shape[0], rows):  # a batch's columns copied, not the whole
             batch = matrix[at:at + rows]
             if columns is not None:
-                batch = np.take(batch, columns, axis=1, out=work.picked[:batch.shape[0]],
-                                mode="clip")  # "raise" buffers its output: a temporary
-            self._add_batch(batch, sign, columns, work)
+                batch = np.take(batch, columns, axis=1, mode="clip",  # "raise" buffers its
+                                out=work.of(work.picked, batch.shape[0], width))  # output
+            batch, kept = self._add_integers(batch, sign, columns, work)
+            if kept is None or kept.size:
+                self._add_batch(batch, sign, kept, work)  # counts the batch
+            else:
+                self._count_batch()
 
     def retract(self, values: np.ndarray) -> None:
         """Remove rows added before (the sums are then those of the rows left)."""
@@ -148,6 +169,40 @@ class ExactSums:
         acc._set(totals)
         return acc
 
+    def _add_integers(self, batch: np.ndarray, sign: int, columns: np.ndarray | None,
+                      work: _Work) -> tuple[np.ndarray, np.ndarray | None]:
+        """Add the columns of ``batch`` that hold integers of a bounded sum (see the module
+        docstring) by their float sums; returns the other columns and which of the
+        accumulator's they are (``columns``: ``batch``'s, None: all)."""
+        height, width = batch.shape
+        if height < 2 or not (batch[0] == np.trunc(batch[0])).any():  # one row, or no
+            return batch, columns  # column of integers (the first row tells most floats)
+        whole = np.trunc(batch, out=work.of(work.high, height, width))
+        exact = np.equal(whole, batch, out=work.of(work.flag, height, width)).all(axis=0)
+        if exact.any():
+            exact &= np.abs(batch, out=whole).max(axis=0) <= _WHOLE / height
+        if not exact.any():
+            return batch, columns
+        found = np.flatnonzero(exact)
+        with np.errstate(over="ignore"):  # the other columns' float sums are not used
+            totals = batch.sum(axis=0)[found]
+        self._add_whole(totals, found if columns is None else columns[found], sign)
+        others = np.flatnonzero(~exact)
+        if not others.size:
+            return batch[:, :0], others
+        rest = np.take(batch, others, axis=1, mode="clip",
+                       out=work.of(work.rest, height, others.size))
+        return rest, others if columns is None else columns[others]
+
+    def _add_whole(self, totals: np.ndarray, columns: np.ndarray, sign: int) -> None:
+        """Add ``totals`` (float64 holding integers of at most 53 bits) to ``columns``, in the
+        unit bin: a high limb of the bits from 26 up and a low one of the 26 below."""
+        whole = totals.astype(np.int64) * sign
+        bins = self._window(_SCALE, _SCALE + 1)
+        bins[0, columns, 0] += whole >> _LIMB  # floor: low is 0 ... 2**26 - 1
+        bins[1, columns, 0] += whole & ((1 << _LIMB) - 1)  # (a batch's limbs: the
+        # bound on the bins between carries, :data:`_CARRY_AT`, holds with them)
+
     def _add_batch(self, matrix: np.ndarray, sign: int, columns: np.ndarray | None,
                    work: _Work) -> None:
         """Add ``matrix``'s values (``columns``: the columns it holds, None: all; ``work``:
@@ -155,8 +210,8 @@ class ExactSums:
         if matrix.size == 0:
             return
         height, width = matrix.shape
-        mantissa, exponent, high, low = (a[:height] for a in (work.mantissa, work.exponent,
-                                                              work.high, work.low))
+        mantissa, exponent, high, low = (work.of(a, height, width) for a in (
+            work.mantissa, work.exponent, work.high, work.low))
         np.frexp(matrix, out=(mantissa, exponent))
         # the limbs as floats holding integers, exact: |whole| < 2**53, a power of two
         # scales exactly, floor is exact; whole == high * 2**26 + low, 0 <= low < 2**26
@@ -166,7 +221,7 @@ class ExactSums:
         # only the exponents present get a bin: (columns x span) keys, not x 2098
         first, last = int(exponent.min()), int(exponent.max())
         span = last - first + 1
-        key = work.key[:height]
+        key = work.of(work.key, height, width)
         np.add(exponent, (np.arange(width, dtype=np.intp) * span - first)[None, :], out=key)
         bins = self._window(first + _LOW, last + _LOW + 1)
         for limb, part in enumerate((high, low)):
