@@ -235,3 +235,39 @@ def test_batches_of_large_integers_carry_without_losing_a_bit():
         acc.add(np.array(batch))
     assert acc.sums().tolist() == [math.fsum(r[j] for r in rows) for j in range(2)]
     assert acc.exact() == [sum(int(r[j]) for r in rows) << 1126 for j in range(2)]
+
+
+@given(mixed, st.randoms(use_true_random=False))
+@settings(max_examples=200, deadline=None)
+def test_values_added_into_some_columns_equal_the_full_matrix_with_zeros_elsewhere(cols, rnd):
+    """``add(values, into=columns)`` puts each column of ``values`` in the accumulator's
+    column of ``into``: the same exact sums as adding the full-width matrix, 0 elsewhere."""
+    values = _matrix(cols)
+    width = values.shape[1] + rnd.randrange(4)
+    into = np.array(rnd.sample(range(width), values.shape[1]))
+    full = np.zeros((values.shape[0], width))
+    full[:, into] = values
+    try:
+        _fsum_columns(full)
+    except OverflowError:
+        return
+    some, every = ExactSums(width), ExactSums(width)
+    some.add(values, into=into)
+    some.retract(values[:2], into=into)
+    every.add(full)
+    every.retract(full[:2])
+    assert some.exact() == every.exact()
+
+
+@pytest.mark.parametrize("into", [
+    pytest.param([0, 0], id="a-column-twice-is-refused"),
+    pytest.param([0, 3], id="a-column-beyond-the-accumulator-is-refused"),
+    pytest.param([-1, 1], id="a-negative-column-is-refused"),
+    pytest.param([1], id="fewer-columns-than-the-values-is-refused"),
+])
+def test_values_into_columns_that_are_not_distinct_columns_of_it_are_refused(into):
+    acc = ExactSums(3)
+    acc.add(np.array([[1.0, 2.0, 3.0]]))
+    with pytest.raises(ValueError):
+        acc.add(np.ones((4, 2)), into=np.array(into))
+    assert acc.sums().tolist() == [1.0, 2.0, 3.0]

@@ -97,40 +97,47 @@ class ExactSums:
         self._bins = np.zeros((2, columns, 0), dtype=np.int64)
         self._batches = 0
 
-    def add(self, values: np.ndarray, sign: int = 1) -> None:
+    def add(self, values: np.ndarray, sign: int = 1, into: np.ndarray | None = None) -> None:
         """Add the rows of ``values`` (shape (rows, columns), or (columns,) for one row);
-        ``sign=-1`` retracts them. Raises ValueError on NaN or an infinity, whose sums are
-        not exact (nothing is added then)."""
+        ``sign=-1`` retracts them; ``into``: the distinct columns of the accumulator that
+        ``values``' columns are, in order (the others get nothing; None: every column).
+        Raises ValueError on NaN or an infinity, whose sums are not exact (nothing is added
+        then)."""
         matrix = np.asarray(values, dtype=np.float64)
         if matrix.ndim == 1:
             matrix = matrix[None, :]
-        if matrix.ndim != 2 or matrix.shape[1] != self.columns:
-            raise ValueError(f"expected values of shape (rows, {self.columns}), got "
-                             f"{matrix.shape}")
+        if into is not None:
+            into = np.asarray(into, dtype=np.intp)
+            if into.ndim != 1 or np.unique(into).size != into.size or \
+                    (into.size and (into.min() < 0 or into.max() >= self.columns)):
+                raise ValueError(f"into must be distinct columns of 0 ... {self.columns - 1}")
+        width = self.columns if into is None else into.size
+        if matrix.ndim != 2 or matrix.shape[1] != width:
+            raise ValueError(f"expected values of shape (rows, {width}), got {matrix.shape}")
         if not np.isfinite(matrix).all():
             raise ValueError("ExactSums adds finite values only: got NaN or an infinity")
-        columns = None  # every column; else the columns holding a nonzero value, alone
+        picked = None  # every column; else the columns holding a nonzero value, alone
         if matrix.size:
             found = np.flatnonzero(matrix.any(axis=0))
-            if found.size <= self.columns * _SPARSE:
-                columns = found
-        width = self.columns if columns is None else columns.size
+            if found.size <= width * _SPARSE:
+                picked, width = found, found.size
+        targets = picked if into is None else into if picked is None else into[picked]
         rows = max(1, min(_BATCH, _BLOCK // max(width, 1), matrix.shape[0]))
         work = _Work(rows, width)
         for at in range(0, matrix.shape[0], rows):  # a batch's columns copied, not the whole
             batch = matrix[at:at + rows]
-            if columns is not None:
-                batch = np.take(batch, columns, axis=1, mode="clip",  # "raise" buffers its
+            if picked is not None:
+                batch = np.take(batch, picked, axis=1, mode="clip",  # "raise" buffers its
                                 out=work.of(work.picked, batch.shape[0], width))  # output
-            batch, kept = self._add_integers(batch, sign, columns, work)
+            batch, kept = self._add_integers(batch, sign, targets, work)
             if kept is None or kept.size:
                 self._add_batch(batch, sign, kept, work)  # counts the batch
             else:
                 self._count_batch()
 
-    def retract(self, values: np.ndarray) -> None:
+    def retract(self, values: np.ndarray, into: np.ndarray | None = None) -> None:
         """Remove rows added before (the sums are then those of the rows left)."""
-        self.add(values, sign=-1)
+        self.add(values, sign=-1, into=into)
 
     def merge(self, other: ExactSums) -> None:
         """Add every value ``other`` holds (``other`` is unchanged)."""

@@ -10,7 +10,7 @@ sum and m their impressions (the per-impression ratio view), stored per day and 
 ``rollup_metric`` holds the other sufficient statistics, so SQL reads them. Each term is a
 product of a weight per (user, column) and a factor (:func:`_factors`, the one formula):
 summed in float by matrix products for a daily view, materialised per user
-(:func:`user_terms`) for the cumulative view's exact sums
+(:func:`add_terms`) for the cumulative view's exact sums
 (:class:`~tracker.rollup.deltas.ViewSums`).
 """
 
@@ -77,19 +77,26 @@ def _factors(present: np.ndarray, y: np.ndarray, sums: np.ndarray, m: np.ndarray
         yield from weighted(w)
 
 
-def user_terms(*weights: np.ndarray) -> np.ndarray:
-    """Each user's terms (:func:`_factors` of ``weights``) ``(users, len(sum_columns()) *
-    columns)``: per user the ``(sums, columns)`` matrix flattened, for exact sums."""
+def add_terms(acc: ExactSums, *weights: np.ndarray, sign: int = 1) -> None:
+    """Add (``sign=-1``: retract) each user's terms (:func:`_factors` of ``weights``) to
+    ``acc``, exactly: ``len(sum_columns()) * columns`` columns, per user the ``(sums,
+    columns)`` matrix flattened. A term whose weight or factor is 0 for every user is left
+    out, never materialised (users without a pre-period have most covariates 0)."""
     users, columns = weights[0].shape
-    out = np.empty((users, len(sum_columns()), columns))  # each term's columns contiguous
-    for at, (w, x) in enumerate(_factors(*weights)):
-        np.multiply(w, x, out=out[:, at, :])
-    return out.reshape(users, -1)
+    given = {id(w): bool(w.any()) for w in weights[:4]}  # present, y, s, m: alive till the end
+    kept = [(at, w, x) for at, (w, x) in enumerate(_factors(*weights))
+            if x.any() and given.get(id(w), True) and (id(w) in given or w.any())]
+    out = np.empty((users, len(kept), columns))  # each term's columns contiguous
+    for i, (_, w, x) in enumerate(kept):
+        np.multiply(w, x, out=out[:, i, :])
+    into = (np.array([at for at, _, _ in kept], dtype=np.intp)[:, None] * columns
+            + np.arange(columns)).ravel()
+    acc.add(out.reshape(users, -1), sign, into=into)
 
 
 def _summed_terms(*weights: np.ndarray) -> np.ndarray:
     """The terms (:func:`_factors` of ``weights``) summed over the users in float, flattened
-    as :func:`user_terms` (a factor per user: a matrix product, never the terms)."""
+    as :func:`add_terms` (a factor per user: a matrix product, never the terms)."""
     return np.concatenate([w.T @ x[:, 0] if x.shape[1] == 1 else (w * x).sum(axis=0)
                            for w, x in _factors(*weights)])
 
@@ -106,7 +113,7 @@ def cell_terms(totals: UnitTotals, covariates: UserCovariates, layout: Layout, c
                ) -> Iterator[tuple[np.ndarray, ...]]:
     """The weights of :func:`_factors` of the users of ``cell`` the metric rows count
     (``keep``: the non-crossover rows, by default of ``totals`` itself), block by block
-    (:func:`~tracker.rollup.aggregate.cell_blocks`): :func:`user_terms` of them are the
+    (:func:`~tracker.rollup.aggregate.cell_blocks`): :func:`add_terms` of them are the
     users' terms, :func:`_summed_terms` their float sums. ``found``: :func:`covariate_rows`
     (looked up here when not given)."""
     names = covariates.names
@@ -146,7 +153,7 @@ def _covariate_sums(totals: UnitTotals, covariates: UserCovariates, layout: Layo
         if exact:
             acc = ExactSums(width)
             for weights in cell_terms(totals, covariates, layout, cell, keep, found):
-                acc.add(user_terms(*weights))
+                add_terms(acc, *weights)
             per_cell[cell] = acc.sums()
         else:
             out = np.zeros(width)
@@ -157,7 +164,7 @@ def _covariate_sums(totals: UnitTotals, covariates: UserCovariates, layout: Layo
 
 
 def sums_table(per_cell: dict[int, np.ndarray], layout: Layout) -> pa.Table:
-    """The sums of each cell (flattened ``(sums, columns)``, as :func:`user_terms` gives
+    """The sums of each cell (flattened ``(sums, columns)``, as :func:`add_terms` adds
     them) as a table: ``cell``, ``metric``, ``k`` and a column per sum."""
     columns: dict[str, list] = {"cell": [], "metric": [], "k": []}
     blocks = []

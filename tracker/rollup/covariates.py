@@ -53,6 +53,7 @@ from tracker.rollup.columnar import grades_of
 from tracker.rollup.covariate_sums import (
     PAIRS,
     SUM_COVARIATES,
+    add_terms,
     cell_terms,
     covariate_sums,
     delete_all,
@@ -61,7 +62,6 @@ from tracker.rollup.covariate_sums import (
     publish_daily,
     sum_columns,
     sums_table,
-    user_terms,
     write_sums,
 )
 from tracker.rollup.days import END_INSTANT, FIRST_INSTANT, day_of
@@ -417,7 +417,7 @@ def resum(conn: sa.Connection, info: ExperimentInfo, covariates: UserCovariates,
             write_sums(conn, info, day, False, totals, covariates, layout)
 
 
-__all__ = ["BASE", "PAIRS", "SUM_COVARIATES", "USERS", "UserCovariates", "cell_terms",
-           "covariate_sums", "covariates_of", "delete_cumulative", "insert_sums", "names_for",
-           "publish_daily", "refresh", "settle", "sum_columns", "sums_table", "user_terms",
+__all__ = ["BASE", "PAIRS", "SUM_COVARIATES", "USERS", "UserCovariates", "add_terms",
+           "cell_terms", "covariate_sums", "covariates_of", "delete_cumulative", "insert_sums",
+           "names_for", "publish_daily", "refresh", "settle", "sum_columns", "sums_table",
            "write_sums"]

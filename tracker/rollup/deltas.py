@@ -27,8 +27,13 @@ import pyarrow.compute as pc
 
 from tracker.rollup.accumulate import ExactSums
 from tracker.rollup.aggregate import CellStats, HealthCounts, UnitTotals, counted, health
-from tracker.rollup.covariate_sums import cell_terms, covariate_rows, sum_columns, sums_table
-from tracker.rollup.covariate_sums import user_terms as covariate_terms
+from tracker.rollup.covariate_sums import (
+    add_terms,
+    cell_terms,
+    covariate_rows,
+    sum_columns,
+    sums_table,
+)
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.user_covariates import UserCovariates
 
@@ -269,7 +274,7 @@ class ViewSums:
         for cell in np.unique(rows.cells).tolist():
             acc = self.cuped.setdefault(cell, ExactSums(self.width))
             for weights in cell_terms(rows, covariates, self.layout, cell, found=found):
-                acc.add(covariate_terms(*weights), sign)
+                add_terms(acc, *weights, sign=sign)
 
     def cuped_table(self, codes: list[int]) -> pa.Table | None:
         """CUPED's sums of ``codes`` (zeros for a cell without users), None when off."""
