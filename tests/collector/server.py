@@ -109,7 +109,9 @@ class Subprocess:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, wait: float = 20.0) -> Subprocess:
+    def start(self, wait: float = 60.0) -> Subprocess:
+        # 60 s: with several workers on a loaded 2-core machine (benchmarks beside the suite)
+        # startup took over 20 s once; a server that exits is caught at once either way
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL  # noqa: SIM115
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tracker.cli", "serve", "--host", "127.0.0.1",
