@@ -51,7 +51,7 @@ _BLOCK = 1 << 18  # values added per pass: the temporaries (2 MiB each) stay in 
 # and are reused, where whole-matrix ones cost a page fault per 4 KiB (16M values: 1.5 s
 # against 0.2 s CPU)
 _SPARSE = 0.75  # a matrix whose nonzero columns are at most this share of them is added
-# by those columns alone (CUPED's terms: most covariates 0 for every user of a block)
+# by those columns alone (a metric column no user of a block has: 0 in every term of it)
 _CARRY_AT = 1 << 9  # batches since the last carry before the int64 bins are normalised
 _WHOLE = float(1 << 53)  # a batch's column of integers with max|v| * rows at most this sums
 # exactly in float64 (every partial sum an integer of at most 53 bits)

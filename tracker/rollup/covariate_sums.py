@@ -83,9 +83,13 @@ def add_terms(acc: ExactSums, *weights: np.ndarray, sign: int = 1) -> None:
     columns)`` matrix flattened. A term whose weight or factor is 0 for every user is left
     out, never materialised (users without a pre-period have most covariates 0)."""
     users, columns = weights[0].shape
-    given = {id(w): bool(w.any()) for w in weights[:4]}  # present, y, s, m: alive till the end
+    given = {id(w): bool(w.any()) for w in weights[:4]}  # present, y, s, m: each tested once
+
+    def nonzero(w: np.ndarray) -> bool:  # a weight _factors derives is tested where made
+        return given[id(w)] if id(w) in given else bool(w.any())
+
     kept = [(at, w, x) for at, (w, x) in enumerate(_factors(*weights))
-            if x.any() and given.get(id(w), True) and (id(w) in given or w.any())]
+            if x.any() and nonzero(w)]
     out = np.empty((users, len(kept), columns))  # each term's columns contiguous
     for i, (_, w, x) in enumerate(kept):
         np.multiply(w, x, out=out[:, i, :])
