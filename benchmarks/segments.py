@@ -4,7 +4,9 @@
 values, skewed; ``device``: 5; by default both list dimensions, ``--dimensions
 surface:list,device`` makes ``device`` a user dimension), alternately, in a fresh process
 each; the CPU seconds of that process (the rollup's threads; SQLite runs inside it), its
-wall time and its peak resident memory.
+wall time and its peak resident memory. Then the rows per user of the day's stored per-user
+totals (``rollup_units``: a row per user and cell), after the last run of each: what every
+step after scoring works through, and so what the dimensions multiply.
 
     .venv/bin/python benchmarks/segments.py --impressions 1000000 --runs 5
 """
@@ -20,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,6 +54,23 @@ def add_context(url: str, db: str) -> None:
             conn.execute(sa.text(PG_CONTEXT if db == "postgresql" else SQLITE_CONTEXT))
     finally:
         engine.dispose()
+
+
+def rows_per_user(url: str) -> tuple[int, int]:
+    """The rows and the distinct users of the daily per-user totals stored
+    (``rollup_units``, format ``units/2``: one row per user and cell)."""
+    engine = create_engine(url)
+    rows, users = 0, set()
+    try:
+        with engine.connect() as conn:
+            for (data,) in conn.execute(sa.text(
+                    "SELECT data FROM rollup_units WHERE NOT cumulative")):
+                table = pa.ipc.open_stream(bytes(data)).read_all()
+                rows += table.num_rows
+                users.update(table["user_id"].to_pylist())
+    finally:
+        engine.dispose()
+    return rows, len(users)
 
 
 def _child(url: str, segments: list[str], queue) -> None:
@@ -93,14 +113,20 @@ def main() -> None:
             generate_day(url, experiment, arms, NEW_DAY, args.impressions, args.users)
             add_context(url, args.db)
             found: dict[str, list[tuple[float, float, float]]] = {"none": [], "two": []}
+            counted: dict[str, tuple[int, int]] = {}
             for run in range(args.runs):
                 for label, segments in (("none", []), ("two", dimensions)):
                     found[label].append(one_run(url, segments))
                     cpu, wall, peak = found[label][-1]
                     print(f"  run {run + 1} {label:4}: {cpu:6.2f} CPU-s, {wall:6.2f} s wall, "
                           f"peak {peak:,.0f} MiB", flush=True)
+                    if run == args.runs - 1:
+                        counted[label] = rows_per_user(url)
         finally:
             drop(args.db, name)
+    for label, (rows, users) in counted.items():
+        print(f"  {label:4}: {rows:,} (user, cell) rows for {users:,} users: "
+              f"{rows / max(users, 1):.2f} a user")
     cpu = {k: statistics.median(c for c, _, _ in v) for k, v in found.items()}
     wall = {k: statistics.median(w for _, w, _ in v) for k, v in found.items()}
     peak = {k: max(p for _, _, p in v) for k, v in found.items()}
