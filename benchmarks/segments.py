@@ -22,7 +22,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import pyarrow as pa
 import sqlalchemy as sa
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.rollup import NEW_DAY, drop, fresh_url, generate_day, setup  # noqa: E402
 from tracker import Tracker  # noqa: E402
+from tracker.rollup import state  # noqa: E402
 from tracker.store.db import create_engine  # noqa: E402
 
 DIMENSIONS = ["surface:list", "device:list"]
@@ -58,14 +58,14 @@ def add_context(url: str, db: str) -> None:
 
 def rows_per_user(url: str) -> tuple[int, int]:
     """The rows and the distinct users of the daily per-user totals stored
-    (``rollup_units``, format ``units/2``: one row per user and cell)."""
+    (``rollup_units``, :data:`~tracker.rollup.state.UNITS`: one row per user and cell)."""
     engine = create_engine(url)
     rows, users = 0, set()
     try:
         with engine.connect() as conn:
             for (data,) in conn.execute(sa.text(
                     "SELECT data FROM rollup_units WHERE NOT cumulative")):
-                table = pa.ipc.open_stream(bytes(data)).read_all()
+                table = state.read(bytes(data), state.UNITS)
                 rows += table.num_rows
                 users.update(table["user_id"].to_pylist())
     finally:
