@@ -31,6 +31,7 @@ from tracker.rollup.exposure import Exposure
 from tracker.rollup.outcomes import Layout
 from tracker.rollup.retention import first_recomputable_day
 from tracker.store import bulk, lifecycle, results
+from tracker.store.db import binary_rows
 from tracker.store.experiments import ExperimentInfo
 from tracker.store.rollup_tables import RollupCheckpoint, RollupFirstSeen, RollupUserTotals
 
@@ -261,11 +262,10 @@ class DatabaseStore:
         table = RollupUserTotals
         query = sa.select(table.user_id, table.data).where(
             table.experiment_id == self.info.id)
-        if users is None:
-            found = self.conn.execute(query).all()
-        else:
-            found = self.conn.execute(query.where(bulk.one_of(
-                self.conn, table.user_id, users.cast(pa.string()).to_pylist()))).all()
+        if users is not None:
+            query = query.where(bulk.one_of(self.conn, table.user_id,
+                                            users.cast(pa.string()).to_pylist()))
+        found = binary_rows(self.conn, query)  # PostgreSQL: bytea as bytes, not hex text
         # by code point, as Arrow sorts (never the database's collation); by the id alone:
         # comparing SQLAlchemy's rows cost 2 s for 200,000 of them
         found.sort(key=itemgetter(0))
