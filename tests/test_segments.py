@@ -262,3 +262,63 @@ def test_the_reports_readers_read_the_whole_arms_and_one_dimension_when_asked(tr
     assert [r["users"] for r in sliced] == [2 * r["users"] for r in whole]
     assert {r["slice"] for r in health} == {"mobile"} and len(health) == copied[
         "rollup_health"] // 2  # daily and cumulative rows were copied; one view read
+
+
+def _surfaces(day: int, counts: dict[str, int]) -> list[dict]:
+    """Lists of day ``day`` (from T0) per surface, each to its own user, half per arm."""
+    rows = []
+    for surface, n in counts.items():
+        for i in range(n):
+            user = f"d{day}-{surface[:8]}-{i}"
+            rows.append({"impression_id": f"imp-{user}", "experiment": "home",
+                         "arm": ("control", "treatment")[i % 2], "user_id": user,
+                         "items": ["a", "b", "c"], "context": {"surface": surface},
+                         "served_at": T0 + timedelta(days=day, hours=1)})
+    return rows
+
+
+def _stored_levels(engine: sa.Engine) -> dict:
+    with engine.connect() as conn:
+        return json.loads(conn.execute(sa.text("SELECT levels FROM rollup_state")).scalar_one())
+
+
+def test_levels_that_new_logs_would_move_after_expiry_stay_frozen_and_the_rollup_goes_on(
+        tracker):
+    """Other levels need every day again, which expired logs forbid: the stored ones are
+    kept, and the new days' lists of another value fall in (other)."""
+    create(tracker, segments=["surface:list"], max_levels=1)
+    tracker.log_impressions([r for day in range(3)
+                             for r in _surfaces(day, {"home": 6, "search": 2})])
+    tracker.rollup(now=NOW)
+    assert _stored_levels(tracker.engine) == {"surface": ["home"]}
+    tracker.expire_logs(NOW - (T0 + timedelta(days=1)), now=NOW)  # the first day's logs
+    tracker.log_impressions(_surfaces(5, {"search": 40}))  # search now served the most
+    (summary,) = tracker.rollup(now=NOW)  # no ExpiredLogs, on this run or the next
+    assert [str(day) for day in summary.days_recomputed] == [str((T0 + timedelta(5)).date())]
+    assert tracker.rollup(now=NOW)[0].days_recomputed == []
+    assert _stored_levels(tracker.engine) == {"surface": ["home"]}
+    table = tracker.metric_table("home", segment="surface")
+    table = table[table["users"] > 0]  # the report lists every slice, with 0 users too
+    late = table[table["day"].astype(str) == str((T0 + timedelta(5)).date())]
+    assert set(late["slice"]) == {"(other)"}
+    assert set(table["slice"]) == {"home", "(other)"}
+
+
+def test_a_value_too_long_to_name_a_slice_counts_as_other(tracker):
+    """A context value of more than LONGEST characters (an id, a payload) never keeps a
+    slice: on PostgreSQL it would not fit the results' primary-key index."""
+    from tracker.rollup.levels import LONGEST
+
+    payload = "".join(f"{n:08x}" for n in range(1000))  # 8,000 characters, no repeats
+    create(tracker, segments=["surface:list"], max_levels=2)
+    tracker.log_impressions(_surfaces(0, {payload: 9, "home": 4, "x" * LONGEST: 3}))
+    tracker.rollup(now=NOW)
+    assert _stored_levels(tracker.engine) == {"surface": ["home", "x" * LONGEST]}
+    with tracker.engine.connect() as conn:
+        longest = conn.execute(sa.text("SELECT max(length(slice)) FROM rollup_slice_count"))
+        assert longest.scalar_one() == LONGEST
+    table = tracker.metric_table("home", segment="surface")
+    table = table[table["users"] > 0]  # the report lists every slice, with 0 users too
+    assert set(table["slice"]) == {"home", "x" * LONGEST, "(other)"}
+    other = table[(table["slice"] == "(other)") & (table["metric"] == "precision")]
+    assert other.groupby("arm")["users"].max().sum() == 9  # the payload's nine lists' users

@@ -210,6 +210,30 @@ def test_a_value_each_day_counts_as_other_does_not_become_a_level_in_either_engi
     assert_same_tables(_reported(tracker.engine), expected, rel=1e-9)
 
 
+def test_a_value_too_long_to_name_a_slice_is_other_in_either_engine(spark, tracker, tmp_path):
+    from tests.helpers import T0
+    from tracker.rollup.levels import LONGEST
+
+    payload = "".join(f"{n:08x}" for n in range(100))  # the most served value
+    assert len(payload) > LONGEST
+    imps = [{"impression_id": f"p-{at}", "experiment": "home",
+             "arm": "control" if at % 2 else "treatment", "user_id": f"u{at}",
+             "items": ["i1", "i2"], "context": {"page": payload if at % 3 else "short"},
+             "served_at": T0 + timedelta(minutes=at)} for at in range(12)]
+    events = [{"event_id": "e1", "user_id": "u1", "item_id": "i1", "event": "click",
+               "occurred_at": imps[1]["served_at"] + timedelta(minutes=1)}]
+    create(tracker, segments=["page:list"], max_levels=2)
+    _log(tracker, imps, events)
+    tracker.rollup("home", now=NOW)
+    expected = _reported(tracker.engine)
+    slices = set(computed.metric_table(tracker.engine, "home", segment="page")
+                 .query("users > 0")["slice"])
+    assert slices == {"short", OTHER}
+    _lake(tmp_path, imps, events, files=1)
+    _spark_rollup(spark, tracker, tmp_path, full=True)
+    assert_same_tables(_reported(tracker.engine), expected, rel=1e-9)
+
+
 def test_contexts_that_are_not_json_objects_are_counted_with_an_example(spark):
     """A lake's context that is not a JSON object (broken JSON, a list, a number) puts its
     list in every dimension's (none): the run warns with their count and an example."""

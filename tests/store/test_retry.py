@@ -97,9 +97,16 @@ def _syntax_error_through_the_raw_driver(conn: sa.Connection) -> None:
     cursor.execute("INSERT INTO scratch (k) VALUS ('a')")
 
 
+def _value_too_large_for_an_index(conn: sa.Connection) -> None:
+    conn.exec_driver_sql("CREATE TABLE wide (v TEXT PRIMARY KEY)")  # dropped with the rollback
+    conn.exec_driver_sql(  # 9,600 hexadecimal digits that do not compress: over 2,704 bytes
+        "INSERT INTO wide SELECT string_agg(md5(i::text), '') FROM generate_series(1, 300) i")
+
+
 @pytest.mark.parametrize("work", [
     pytest.param(_unique_violation_through_sqlalchemy, id="unique-violation-via-sqlalchemy"),
     pytest.param(_syntax_error_through_the_raw_driver, id="syntax-error-via-raw-driver-cursor"),
+    pytest.param(_value_too_large_for_an_index, id="program-limit-exceeded", marks=PG_ONLY),
 ])
 def test_an_error_that_would_repeat_is_raised_at_once_as_store_error(scratch, work):
     attempts: list[int] = []

@@ -23,7 +23,9 @@ lists, an erasure, a rebuild) and the levels come from their sum. A day keeps th
 :data:`OTHER` (a key with a value per request stays a few rows a day). The levels the
 stored results were computed with are kept beside them (``rollup_state.levels``): a run
 whose counts give other levels recomputes every day, so that no view mixes two sets of
-slices, and any order of the same logs gives the same levels.
+slices, and any order of the same logs gives the same levels (unless logs of days with
+results expired: the levels are then frozen, :func:`refresh`). A value longer than
+:data:`LONGEST` never keeps a slice.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from datetime import date
 
 import sqlalchemy as sa
 
-from tracker.rollup import queries, user_queries
+from tracker.rollup import queries, retention, user_queries
 from tracker.rollup.days import DAY, day_bounds
 from tracker.store import results
 from tracker.store.db import transaction
@@ -48,6 +50,11 @@ OTHER = "(other)"
 
 KEPT_PER_DAY = 10
 """A day's counts keep this many times ``max_levels`` values; the rest count as OTHER."""
+
+LONGEST = 200
+"""A value of more characters never keeps a slice: it counts as OTHER. A slice is named by
+its value in the results' primary keys, whose index entries PostgreSQL limits to 2,704
+bytes; a label longer than this is an id or a payload, not a segment."""
 
 Levels = dict[str, tuple[str, ...]]
 """Per dimension (by name), the values that keep a slice: a context key's most frequent,
@@ -111,7 +118,8 @@ def value_sql(info: ExperimentInfo, dialect: str) -> tuple[Values, Values]:
 def day_counts(conn: sa.Connection, info: ExperimentInfo, day: date) -> list[dict]:
     """``rollup_slice_count`` rows of one day: its lists per value of each list dimension,
     the users first exposed on it per value of each user dimension (``activity``: per
-    count of pre-period interactions)."""
+    count of pre-period interactions); a value longer than :data:`LONGEST` counts as
+    :data:`OTHER`."""
     start, end = day_bounds(day, info.timezone)
     rows = []
     per_list = queries.context_counts(conn, info.id, start, end,
@@ -130,8 +138,11 @@ def day_counts(conn: sa.Connection, info: ExperimentInfo, day: date) -> list[dic
             continue
         found_values = per_list[dimension.name] if dimension.kind == "list" else \
             user_queries.first_exposure_counts(conn, info.id, start, end, dimension.name)
-        ranked = sorted(((NONE if value is None else value, lists) for value, lists in
-                         found_values), key=lambda pair: (-pair[1], pair[0]))
+        merged: dict[str, int] = {}
+        for value, lists in found_values:
+            key = NONE if value is None else OTHER if len(value) > LONGEST else value
+            merged[key] = merged.get(key, 0) + lists
+        ranked = sorted(merged.items(), key=lambda pair: (-pair[1], pair[0]))
         keep = KEPT_PER_DAY * dimension.max_levels
         counts = dict(ranked[:keep])
         rest = sum(lists for _, lists in ranked[keep:])
@@ -217,7 +228,10 @@ def refresh(engine: sa.Engine, info: ExperimentInfo, days: Iterable[date],
             rebuild: bool) -> tuple[Levels, bool]:
     """Count the lists of ``days`` (the days the run reads whole) and find the levels;
     returns them and whether they differ from those of the stored results (never on a
-    ``rebuild``, which computes every day with them)."""
+    ``rebuild``, which computes every day with them). Once raw logs of a day the
+    experiment has results of expired, other levels could only come with a rebuild that
+    expiry refuses (:func:`~tracker.rollup.retention.recomputable`): the stored levels are
+    kept, frozen, and new values beyond them fall in :data:`OTHER`."""
     dimensions = sliced(info)
     if not dimensions:
         return {}, False
@@ -227,4 +241,7 @@ def refresh(engine: sa.Engine, info: ExperimentInfo, days: Iterable[date],
         results.replace_slice_counts(conn, info.id, days, rows)
         levels = levels_of(results.slice_counts(conn, info.id), dimensions)
         stored = decode(results.stored_levels(conn, info.id))
+        if not rebuild and levels != stored and levels.keys() == stored.keys() \
+                and not retention.rebuildable(conn, info):
+            return stored, False  # frozen: the days before the horizon keep their slices
     return levels, not rebuild and levels != stored

@@ -59,12 +59,20 @@ def recomputable(conn: sa.Connection, info: ExperimentInfo, touched: set[date], 
     if cutoff is None:
         return touched
     first = first_recomputable_day(cutoff, info.timezone)
-    if rebuild:
-        stored = lifecycle.first_rolled_up_day(conn, info.id)
-        if stored is not None and stored < first:
-            raise ExpiredLogs(
-                f"experiment {info.key!r}: raw logs before {from_micros(cutoff).isoformat()} "
-                f"were expired (tracker logs expire), so its days before {first} cannot be "
-                f"recomputed, and {because} would lose their results: refused, every "
-                "stored result and setting is unchanged")
+    if rebuild and not rebuildable(conn, info):
+        raise ExpiredLogs(
+            f"experiment {info.key!r}: raw logs before {from_micros(cutoff).isoformat()} "
+            f"were expired (tracker logs expire), so its days before {first} cannot be "
+            f"recomputed, and {because} would lose their results: refused, every stored "
+            "result and setting is unchanged")
     return {day for day in touched if day >= first}
+
+
+def rebuildable(conn: sa.Connection, info: ExperimentInfo) -> bool:
+    """Whether a rebuild could compute every day the experiment has results of again: no
+    raw logs expired, or none of a day it has results of."""
+    cutoff = lifecycle.expired_before(conn)
+    if cutoff is None:
+        return True
+    stored = lifecycle.first_rolled_up_day(conn, info.id)
+    return stored is None or stored >= first_recomputable_day(cutoff, info.timezone)

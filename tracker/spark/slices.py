@@ -45,6 +45,7 @@ from tracker.rollup.levels import (
     ACTIVITY_CAP,
     COHORT,
     KEPT_PER_DAY,
+    LONGEST,
     NONE,
     OTHER,
     Levels,
@@ -238,8 +239,9 @@ def _counts(f: Frames, dimensions: list[Segment], users: DataFrame | None
             day, rows = F.col("_first_day"), users
         else:
             continue  # cohort: fixed levels
+        value = F.when(F.length(column) > LONGEST, F.lit(OTHER)).otherwise(column)
         parts.append(rows.select(F.lit(d.name).alias("segment"), day.alias("day"),
-                                 F.coalesce(column, F.lit(NONE)).alias("value"))
+                                 F.coalesce(value, F.lit(NONE)).alias("value"))
                      .groupBy("segment", "day", "value").agg(F.count(F.lit(1)).alias("n")))
     if not parts:
         return []

@@ -204,10 +204,14 @@ def translate(error: BaseException) -> StoreError:
 def _unusable(error: BaseException) -> bool:
     """The database cannot be used (cannot open, I/O error, full, read-only, wrong password):
     the driver's ``OperationalError``, except SQLite's plain SQL errors (a syntax error is an
-    ``OperationalError`` in ``sqlite3`` too)."""
+    ``OperationalError`` in ``sqlite3`` too) and PostgreSQL's program limits (SQLSTATE class
+    54, e.g. a value too large for an index entry: that statement fails, the database
+    serves the others)."""
     driver = _driver_error(error)
     if not (isinstance(error, exc.OperationalError)
             or type(driver).__name__ == "OperationalError"):
+        return False
+    if str(getattr(driver, "sqlstate", None) or "").startswith("54"):
         return False
     sqlite_code = getattr(driver, "sqlite_errorcode", None)
     return sqlite_code is None or sqlite_code & 0xFF != _SQLITE_ERROR
