@@ -360,6 +360,8 @@ def test_expired_logs_keep_their_results_and_their_days_are_never_recomputed(tra
     with pytest.raises(ExpiredLogs, match="catalog declaration"):  # it asks for a rebuild
         tracker.declare_catalog("home", ["i1"])
     assert tracker.catalog("home") == []
+    assert tracker.declare_catalog("home", None) == 0  # none declared, none asked: no change
+    assert tracker.rollup(now=NOW)[0].days_recomputed == []
     assert dump(tracker.engine)["rollup_metric"] == before["rollup_metric"]
 
 

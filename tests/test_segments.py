@@ -146,6 +146,13 @@ def test_levels_alone_on_an_experiment_without_dimensions_are_refused(tracker):
     with pytest.raises(ValidationError, match="declares no dimension") as caught:
         tracker.update_experiment("home", max_levels=7)
     assert caught.value.field == "max_levels"
+    with pytest.raises(ValidationError, match="no dimension is declared") as caught:
+        tracker.update_experiment("home", segments=[], max_levels=7)
+    assert caught.value.field == "max_levels"
+    with pytest.raises(ValidationError, match="no dimension is declared") as caught:
+        create(tracker, key="other", max_levels=7)  # as update refuses it, not ignored
+    assert caught.value.field == "max_levels"
+    assert [e.key for e in tracker.experiments()] == ["home"]  # nothing stored
 
 
 def test_a_change_of_the_dimensions_that_needs_expired_logs_is_refused_before_it_is_stored(
@@ -194,6 +201,8 @@ def test_the_cli_declares_shows_changes_and_clears_dimensions(tracker, db_url):
                  "Invalid value for --max-levels", id="create-no-levels"),
     pytest.param(["update", "home", "--clear-segments", "--segment", "d"],
                  "not both", id="update-clear-and-declare"),
+    pytest.param(["create", "x", "--arm", "a", "--arm", "b", "--max-levels", "5"],
+                 "no dimension is declared", id="create-levels-without-a-dimension"),
 ])
 def test_the_cli_refuses_a_bad_declaration_in_one_line(tracker, db_url, args, says):
     create(tracker)

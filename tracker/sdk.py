@@ -240,7 +240,8 @@ class Tracker:
         Coverage@k is then |items served in the top k| / |catalog| with the catalog = these
         items plus any item seen in the experiment's impressions and interactions (without a
         declaration, only the latter); Gini counts the catalog's unexposed items at 0. The
-        next rollup recomputes every day of the experiment. Raises
+        next rollup recomputes every day of the experiment (unless the catalog is the one
+        declared already: then nothing changes). Raises
         :class:`ValidationError` on a bad id, :class:`~tracker.errors.ExpiredLogs` when
         days of the experiment can no longer be recomputed (``tracker logs expire``); then
         nothing changes.
@@ -265,6 +266,8 @@ class Tracker:
             declared = list(unique)
         with transaction(self.engine, write=True) as conn:
             info = registry.get_experiment(conn, experiment)
+            if set(registry.catalog(conn, info.id)) == set(declared):
+                return len(declared)  # the catalog declared already: nothing to recompute
             # a declaration makes the next rollup rebuild every day: refused (ExpiredLogs)
             # when some of them can no longer be recomputed
             recomputable(conn, info, set(), rebuild=True,

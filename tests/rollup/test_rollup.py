@@ -107,6 +107,8 @@ def test_declaring_a_catalog_after_a_rollup_recomputes_every_day(tracker):
     with_catalog = dump(tracker.engine)
     tracker.rollup("home", now=NOW, full=True)
     assert dump(tracker.engine) == with_catalog
+    tracker.declare_catalog("home", sorted(declared, reverse=True))  # the same items
+    assert tracker.rollup("home", now=NOW)[0].days_recomputed == []
     tracker.declare_catalog("home", None)  # removed: back to the items seen
     tracker.rollup("home", now=NOW)
     assert tracker.catalog("home") == []

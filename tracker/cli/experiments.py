@@ -18,6 +18,7 @@ from tracker.cli.common import (
     parse_pairs,
     print_table,
 )
+from tracker.store.experiments import DEFAULT_MAX_LEVELS
 
 INTERVALS_HELP = ("Analysis plan: fixed-horizon intervals, or sequential (always-valid, for "
                   "looking every day).")
@@ -28,8 +29,8 @@ TARGET_HELP = ("Analysis plan: the relative effect each primary must be able to 
 SEGMENT_HELP = ("A dimension to slice results by (repeat): NAME or NAME:user, the user's "
                 "value at first exposure (a context key, or built in: cohort, new or "
                 "returning; activity, terciles of pre-period interactions), or NAME:list, "
-                "each served list's own context value (e.g. surface:list). The default "
-                "engine slices; Spark does not yet.")
+                "each served list's own context value (e.g. surface:list). Both engines "
+                "slice.")
 LEVELS_HELP = "Slices per dimension: values beyond the most frequent fold into (other)."
 
 
@@ -89,7 +90,8 @@ def experiments() -> None:
 @_plan_options(create=True)
 @click.option("--segment", "segments", multiple=True, metavar="NAME[:user|:list]",
               help=SEGMENT_HELP)
-@click.option("--max-levels", type=int, default=20, show_default=True, help=LEVELS_HELP)
+@click.option("--max-levels", type=int,
+              help=LEVELS_HELP + f" With --segment.  [default: {DEFAULT_MAX_LEVELS}]")
 @click.option("--exist-ok", is_flag=True,
               help="Succeed without changes when EXPERIMENT already exists (for scripts).")
 def experiments_create(key, arms, control, window, relevance, unknown_events, name,

@@ -222,6 +222,9 @@ def check_segments(segments: Any, *, max_levels: Any = None) -> tuple[Segment, .
         _fail("segments", f"expected a list of dimensions (e.g. ['device', 'surface:list']), "
                           f"got {segments!r}")
     levels = DEFAULT_MAX_LEVELS if max_levels is None else _check_levels(max_levels)
+    if max_levels is not None and not segments:
+        _fail("max_levels", "no dimension is declared to set the levels of; declare them "
+                            "with segments (--segment)")
     out: list[Segment] = []
     for given in segments:
         segment = _segment(given, levels)
