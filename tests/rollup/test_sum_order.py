@@ -26,14 +26,16 @@ NOW = datetime(2026, 11, 20, tzinfo=UTC)
 ITEMS = [f"i{n}" for n in range(5)]
 
 
+TREATMENT = {"impression_id": "imp-t", "experiment": "home", "arm": "treatment",
+             "user_id": "u2", "items": ITEMS, "served_at": T0}
+"""A treatment user, logged first, so that both arms have users."""
+
+
 def _lists(ranks: list[int]) -> list[dict]:
-    """One list of the control user per rank, served an hour apart, logged in ``ranks``'
-    order; a treatment user so that both arms have users."""
+    """One list of the control user per rank, served an hour apart, in ``ranks``' order."""
     return [{"impression_id": f"imp-{r}", "experiment": "home", "arm": "control",
              "user_id": "u1", "items": ITEMS, "served_at": T0 + timedelta(hours=r)}
-            for r in ranks] + [{"impression_id": "imp-t", "experiment": "home",
-                                "arm": "treatment", "user_id": "u2", "items": ITEMS,
-                                "served_at": T0}]
+            for r in ranks]
 
 
 def _mrr(url: str, batches: list[list[int]]) -> list[float]:
@@ -46,9 +48,9 @@ def _mrr(url: str, batches: list[list[int]]) -> list[float]:
         tracker.create_experiment("home", arms={"control": 0.5, "treatment": 0.5},
                                   control="control", attribution_window=timedelta(hours=1),
                                   cutoffs=(5,), cuped_days=0)
+        tracker.log_impressions([TREATMENT], on_invalid="all_or_nothing")
         for batch in batches:
-            tracker.log_impressions(_lists(batch) if batch == batches[0] else
-                                    _lists(batch)[:-1], on_invalid="all_or_nothing")
+            tracker.log_impressions(_lists(batch), on_invalid="all_or_nothing")
         tracker.log_interactions(clicks, on_invalid="all_or_nothing")
         tracker.rollup("home", full=True, now=NOW)
         table = tracker.metric_table("home")
